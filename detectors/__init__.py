@@ -1,0 +1,1 @@
+"""Built-in detectors, one module per family; each registers its factories with `@detector(...)`."""

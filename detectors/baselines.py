@@ -1,0 +1,254 @@
+"""Offline baselines: `none`, `all`, `random` and the lexical `overlap` detector.
+
+`overlap` flags response tokens that carry content (content words, numbers, capitalised names) and do not occur
+in the question or context. It needs no model and is the floor every real detector should beat; on open-domain
+examples with no context it flags every content token, which is why it does badly there.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from shambench.detector import Detector, detector
+from shambench.schema import Example, Span
+from shambench.text import segment
+
+# A small closed-class list (articles, pronouns, auxiliaries, prepositions, conjunctions): words that say nothing
+# checkable, so their absence from the context is no evidence of a hallucination.
+STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "this",
+        "that",
+        "these",
+        "those",
+        "there",
+        "here",
+        "it",
+        "its",
+        "it's",
+        "i",
+        "me",
+        "my",
+        "we",
+        "our",
+        "you",
+        "your",
+        "he",
+        "him",
+        "his",
+        "she",
+        "her",
+        "they",
+        "them",
+        "their",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "when",
+        "where",
+        "why",
+        "how",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "am",
+        "do",
+        "does",
+        "did",
+        "doing",
+        "have",
+        "has",
+        "had",
+        "having",
+        "will",
+        "would",
+        "shall",
+        "should",
+        "can",
+        "could",
+        "may",
+        "might",
+        "must",
+        "of",
+        "in",
+        "on",
+        "at",
+        "by",
+        "for",
+        "with",
+        "about",
+        "against",
+        "between",
+        "into",
+        "through",
+        "during",
+        "before",
+        "after",
+        "above",
+        "below",
+        "to",
+        "from",
+        "up",
+        "down",
+        "out",
+        "off",
+        "over",
+        "under",
+        "again",
+        "further",
+        "then",
+        "once",
+        "and",
+        "but",
+        "or",
+        "nor",
+        "so",
+        "yet",
+        "if",
+        "because",
+        "as",
+        "until",
+        "while",
+        "than",
+        "too",
+        "very",
+        "just",
+        "not",
+        "no",
+        "also",
+        "only",
+        "both",
+        "each",
+        "few",
+        "more",
+        "most",
+        "other",
+        "some",
+        "such",
+        "own",
+        "same",
+        "all",
+        "any",
+        "s",
+        "t",
+        "don",
+        "didn",
+        "doesn",
+        "isn",
+        "aren",
+        "wasn",
+        "weren",
+        "won",
+        "wouldn",
+        "shouldn",
+        "couldn",
+    ]
+)
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def _content_key(token: str) -> str | None:
+    """The comparison key of a token that carries checkable content, or None for stopwords and punctuation."""
+    if not any(ch.isalnum() for ch in token):
+        return None
+    key = token.lower()
+    if key in STOPWORDS:
+        return None
+    return key
+
+
+def _spans_of_tokens(starts: np.ndarray, ends: np.ndarray, flags: np.ndarray) -> list[Span]:
+    return [Span(start=int(s), end=int(e)) for s, e, f in zip(starts, ends, flags) if f]
+
+
+class NoneDetector(Detector):
+    """Predicts no span."""
+
+    family = "baseline"
+
+    def detect(self, example: Example) -> list[Span]:
+        return []
+
+
+class AllDetector(Detector):
+    """Predicts the whole response (from its first to its last non-whitespace character)."""
+
+    family = "baseline"
+
+    def detect(self, example: Example) -> list[Span]:
+        stripped = example.response.strip()
+        if not stripped:
+            return []
+        start = example.response.index(stripped)
+        return [Span(start=start, end=start + len(stripped))]
+
+
+class RandomDetector(Detector):
+    """Flags each token independently with probability `rate`; seeded per example id, so runs repeat."""
+
+    family = "baseline"
+
+    def __init__(self, rate: float = 0.1, seed: int = 0):
+        if not 0.0 <= rate <= 1.0:
+            raise ValueError(f"rate must be in [0, 1], got {rate}")
+        self.rate, self.seed = float(rate), int(seed)
+
+    def params(self) -> dict:
+        return {"rate": self.rate, "seed": self.seed}
+
+    def detect(self, example: Example) -> list[Span]:
+        seg = segment(example.response)
+        rng = np.random.default_rng([self.seed, *example.id.encode()])
+        flags = rng.random(len(seg.token_starts)) < self.rate
+        return _spans_of_tokens(seg.token_starts, seg.token_ends, flags)
+
+
+class OverlapDetector(Detector):
+    """Flags content tokens of the response (words, numbers, names) that appear nowhere in question or context."""
+
+    family = "baseline"
+
+    def detect(self, example: Example) -> list[Span]:
+        known = {w.lower() for w in _WORD.findall(example.question + "\n" + example.context)}
+        seg = segment(example.response)
+        flags = []
+        for s, e in zip(seg.token_starts, seg.token_ends):
+            key = _content_key(example.response[s:e])
+            parts = _WORD.findall(key) if key else []
+            flags.append(bool(parts) and any(p not in known for p in parts))
+        return _spans_of_tokens(seg.token_starts, seg.token_ends, np.array(flags, bool))
+
+
+@detector("none")
+def none_detector() -> Detector:
+    """Predicts no span (the empty baseline)."""
+    return NoneDetector()
+
+
+@detector("all")
+def all_detector() -> Detector:
+    """Predicts the whole response as hallucinated."""
+    return AllDetector()
+
+
+@detector("random")
+def random_detector(rate: float = 0.1, seed: int = 0) -> Detector:
+    """Flags each token with probability `rate` (seeded)."""
+    return RandomDetector(float(rate), int(seed))
+
+
+@detector("overlap")
+def overlap_detector() -> Detector:
+    """Lexical baseline: flags content words, numbers and names absent from the question and context."""
+    return OverlapDetector()

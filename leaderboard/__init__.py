@@ -1,0 +1,1 @@
+"""Leaderboard building: results schema export, submissions and the static page."""

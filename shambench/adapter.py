@@ -1,0 +1,86 @@
+"""The adapter plugin interface: one adapter per published corpus, turning its released files into `Example`s."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from shambench.io import DataError
+from shambench.paths import cache_dir
+from shambench.registry import Registry
+from shambench.schema import Example
+
+adapters: Registry[Adapter] = Registry("dataset", "shambench.adapters", "shambench.adapters")
+adapter = adapters.register
+
+DATA_DIR_ENV = "SHAMBENCH_DATA_DIR"
+
+
+class SourceError(DataError):
+    """A source file is missing or not in the released format; the message names the file and the expectation."""
+
+
+class RemoteFile(BaseModel):
+    """A released file at its original public location, as `shambench data download` fetches it."""
+
+    url: str
+    """Original location (GitHub raw file, Hugging Face hub resolve URL, ...)."""
+    path: str
+    """Where it goes, relative to the source's folder in the data directory."""
+    sha256: str | None = None
+    """Expected SHA-256 of the content, when known; a mismatch fails the download."""
+
+
+class LoadResult(BaseModel):
+    """What an adapter read: the examples and an account of every row it did not keep."""
+
+    examples: list[Example]
+    """The unified examples, in the source's own order."""
+    dropped: dict[str, int] = Field(default_factory=dict)
+    """Rows not kept, counted by reason (e.g. `quality != good`)."""
+    files: list[str] = Field(default_factory=list)
+    """The files read, relative to the source folder."""
+
+
+class Adapter:
+    """Base class of adapters. Subclasses set the class attributes and implement `available` and `load`."""
+
+    name: str = ""
+    """Dataset name used in partitions (`task/name`) and on the command line."""
+    folder: str = ""
+    """Folder of the source below the data directory (defaults to `name`)."""
+    tasks: tuple[str, ...] = ()
+    """Tasks the source contributes."""
+    license: str = ""
+    """The source's licence, as its authors state it."""
+    homepage: str = ""
+    """Where the authors release the data."""
+    revision: str = ""
+    """The released revision the adapter reads (commit, version or date)."""
+    citation: str = ""
+    """How the authors ask to be cited."""
+    remote_files: tuple[RemoteFile, ...] = ()
+    """The released files and their public locations, for `shambench data download`."""
+
+    def root(self, data_dir: Path) -> Path:
+        """The source's folder inside a data directory."""
+        return data_dir / (self.folder or self.name)
+
+    def available(self, data_dir: Path) -> bool:
+        """Whether the released files this adapter reads are present."""
+        raise NotImplementedError
+
+    def load(self, data_dir: Path, split: str = "test") -> LoadResult:
+        """Examples of a split (`test`, or `dev`/`train` where the source has them)."""
+        raise NotImplementedError
+
+
+def resolve_data_dir(explicit: str | Path | None = None) -> Path:
+    """Where corpora are read from: the argument, else `$SHAMBENCH_DATA_DIR`, else `data/` in the cache."""
+    if explicit:
+        return Path(explicit).expanduser()
+    if os.environ.get(DATA_DIR_ENV):
+        return Path(os.environ[DATA_DIR_ENV]).expanduser()
+    return cache_dir() / "data"

@@ -1,0 +1,68 @@
+"""The `shambench` command line. Subcommands live in small modules and are imported only when used."""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+from shambench.io import DataError
+from shambench.registry import UnknownPluginError
+
+# name -> "module:attribute"; each module imports its heavy dependencies inside the command body.
+COMMANDS = {
+    "score": "shambench.cli.score:score",
+    "eval": "shambench.cli.eval:eval_command",
+    "list": "shambench.cli.listing:list_group",
+}
+
+# Errors whose message already says what is wrong (file, line, id): shown as one line, exit status 2.
+USER_ERRORS = (DataError, UnknownPluginError, FileNotFoundError)
+
+
+class LazyGroup(click.Group):
+    """A click group whose subcommands are imported on demand, and which turns user errors into one line."""
+
+    def __init__(self, *args, lazy: dict[str, str] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lazy = lazy or {}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(self.lazy))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.lazy:
+            module, attr = self.lazy[name].split(":")
+            return getattr(importlib.import_module(module), attr)
+        return super().get_command(ctx, name)
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except USER_ERRORS as err:
+            raise UserError(str(err)) from None
+
+
+class UserError(click.ClickException):
+    """A one-line error for bad input; exit status 2."""
+
+    exit_code = 2
+
+    def show(self, file=None) -> None:
+        click.secho(f"error: {self.format_message()}", fg="red", err=True)
+
+
+@click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="shambench")
+def main() -> None:
+    """shambench: measure how well hallucination detectors localise errors.
+
+    \b
+    Typical use:
+      shambench list datasets                      what data is available
+      shambench eval --detector overlap            run a detector, score it, keep a run directory
+      shambench score --examples E.jsonl --predictions P.jsonl --out results.json
+      shambench score runs/RUN_DIR                 rescore a run without calling the detector
+
+    Data is read from --data-dir, else $SHAMBENCH_DATA_DIR, else the user cache directory.
+    """

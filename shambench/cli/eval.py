@@ -1,0 +1,110 @@
+"""`shambench eval`: run a detector over examples, journal its predictions, score them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from shambench.cli.options import data_selection, parse_params, scoring
+
+# Endpoint options of API-backed detectors; passed to the detector factory only when given.
+ENDPOINT_OPTIONS = ("model", "base_url", "api_key_env", "max_concurrency", "timeout")
+
+
+@click.command("eval")
+@click.option(
+    "--detector",
+    "detector_spec",
+    metavar="NAME",
+    help="Detector name, or NAME:ARG (see `shambench list detectors`).",
+)
+@click.option("--param", "-p", "params", multiple=True, metavar="KEY=VALUE", help="Detector parameter (repeatable).")
+@click.option("--model", help="Model name, for API-backed detectors.")
+@click.option("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1.")
+@click.option("--api-key-env", metavar="VAR", help="Environment variable holding the API key (default OPENAI_API_KEY).")
+@click.option("--max-concurrency", type=click.IntRange(min=1), help="Requests in flight at once.")
+@click.option("--timeout", type=click.FloatRange(min=0.1), help="Per-request timeout in seconds.")
+@data_selection
+@click.option(
+    "--run-dir",
+    type=click.Path(file_okay=False),
+    help="Run directory to create (default: a new folder under --runs).",
+)
+@click.option(
+    "--runs",
+    "runs_root",
+    default="runs",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Where new run directories go.",
+)
+@click.option(
+    "--resume",
+    "resume_dir",
+    type=click.Path(file_okay=False, exists=True),
+    help="Finish an interrupted run: only missing or failed examples are run.",
+)
+@click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
+@scoring
+def eval_command(detector_spec, params, resume_dir, run_dir, runs_root, no_progress, n_resamples, seed, **opts) -> None:
+    """Run a detector over examples, write a run directory and print the scores.
+
+    \b
+    shambench eval --detector overlap --data-dir ../shared/data
+    shambench eval --detector random -p rate=0.2 --datasets ragtruth --limit 50
+    shambench eval --detector gpt5mini --datasets mushroom --base-url http://127.0.0.1:8000/v1
+    shambench eval --resume runs/20261129T120000_gpt5mini
+
+    The run directory holds config.json, predictions.jsonl (appended as predictions arrive, so an interrupted
+    run loses only what was in flight) and results.json. `shambench score RUN_DIR` rescores it.
+    """
+    from shambench.cli.progress import ProgressMonitor
+    from shambench.cli.score import _warn
+    from shambench.detector import create_detector
+    from shambench.io import write_json
+    from shambench.report import make_console, print_results
+    from shambench.runner import (
+        CONFIG,
+        JOURNAL,
+        Journal,
+        examples_of,
+        load_config,
+        make_config,
+        new_run_dir,
+        pending,
+        run_predictions,
+        score_run,
+        select_examples,
+    )
+
+    console = make_console()
+    detector_params = parse_params(params)
+    detector_params.update({k: opts[k] for k in ENDPOINT_OPTIONS if opts.get(k) is not None})
+    selection_opts = {k: opts[k] for k in ("datasets", "examples_file", "split", "data_dir", "limit")}
+    if resume_dir:
+        run_path = Path(resume_dir)
+        config = load_config(run_path)
+        examples = examples_of(config)
+        detector = create_detector(config.detector, **{**config.params, **detector_params})
+    else:
+        if not detector_spec:
+            raise click.UsageError("--detector is required (or --resume RUN_DIR)")
+        detector = create_detector(detector_spec, **detector_params)
+        examples, selection = select_examples(**selection_opts, on_source_error=_warn(console))
+        run_path = Path(run_dir) if run_dir else new_run_dir(runs_root, detector_spec)
+        if (run_path / CONFIG).exists():
+            raise click.UsageError(f"{run_path} already holds a run; use --resume {run_path} or another --run-dir")
+        config = make_config(detector, examples, selection)
+        write_json(run_path / CONFIG, config)
+    journal = Journal(run_path / JOURNAL)
+    todo = pending(examples, journal)
+    console.print(f"run directory: {run_path}  ({len(todo)} of {len(examples)} examples to run)")
+    try:
+        with ProgressMonitor(len(todo), detector.name, console, enabled=not no_progress) as monitor:
+            run_predictions(detector, todo, journal, monitor, monitor.done)
+    finally:
+        detector.close()
+    results = score_run(run_path, examples, n_resamples=n_resamples, seed=seed)
+    print_results(results, console, title=f"{detector.name} on {len(examples)} examples")
+    console.print(f"results: {run_path / 'results.json'}")

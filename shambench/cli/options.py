@@ -1,0 +1,67 @@
+"""Options shared by several subcommands."""
+
+from __future__ import annotations
+
+import functools
+
+import click
+import yaml
+
+
+def data_selection(func):
+    """--datasets/--examples/--split/--data-dir/--limit: which examples to use."""
+
+    @click.option(
+        "--datasets",
+        "-d",
+        metavar="NAMES",
+        help="Comma-separated dataset names (see `shambench list datasets`); default: all available.",
+    )
+    @click.option(
+        "--examples",
+        "examples_file",
+        type=click.Path(dir_okay=False),
+        help="An EXAMPLES JSONL file instead of --datasets (one unified example per line).",
+    )
+    @click.option("--split", default="test", show_default=True, help="Split: test, or dev (the validation set).")
+    @click.option(
+        "--data-dir",
+        type=click.Path(file_okay=False),
+        help="Folder holding the corpora (default: $SHAMBENCH_DATA_DIR, else the user cache directory).",
+    )
+    @click.option("--limit", type=click.IntRange(min=1), help="Use only the first N examples of each partition.")
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        return func(*args, **kwargs)
+
+    return wrapper
+
+
+def scoring(func):
+    """--bootstrap/--seed: confidence-interval settings."""
+
+    @click.option(
+        "--bootstrap",
+        "n_resamples",
+        type=click.IntRange(min=10),
+        default=1000,
+        show_default=True,
+        help="Bootstrap resamples for the 95% confidence intervals.",
+    )
+    @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap.")
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        return func(*args, **kwargs)
+
+    return wrapper
+
+
+def parse_params(pairs: tuple[str, ...]) -> dict:
+    """`KEY=VALUE` pairs as a dict; values are read as YAML scalars (numbers, booleans, strings)."""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--param")
+        out[key.strip().replace("-", "_")] = yaml.safe_load(value) if value else ""
+    return out

@@ -1,0 +1,60 @@
+"""A rich progress bar that also shows the counters a detector reports (failures, retries, cache hits, ...)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from shambench.detector import Monitor
+from shambench.schema import Prediction
+
+
+class ProgressMonitor(Monitor):
+    """Counts predictions and detector counters into a live progress bar."""
+
+    def __init__(self, total: int, description: str, console: Console | None = None, enabled: bool = True):
+        self.counters: dict[str, float] = {}
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[stats]}"),
+            console=console,
+            disable=not enabled,
+        )
+        self.task = self.progress.add_task(description, total=total, stats="")
+
+    def count(self, key: str, n: float = 1) -> None:
+        self.counters[key] = self.counters.get(key, 0) + n
+        self._refresh()
+
+    def done(self, pred: Prediction) -> None:
+        """One prediction was journaled."""
+        if pred.error is not None:
+            self.counters["failed"] = self.counters.get("failed", 0) + 1
+        self.progress.advance(self.task)
+        self._refresh()
+
+    def _refresh(self) -> None:
+        stats = " ".join(f"{k}={_fmt(v)}" for k, v in sorted(self.counters.items()) if v)
+        self.progress.update(self.task, stats=stats)
+
+    def __enter__(self) -> ProgressMonitor:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.progress.stop()
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.4f}" if isinstance(v, float) and not v.is_integer() else f"{int(v)}"

@@ -1,0 +1,70 @@
+"""The detector plugin interface and its registry.
+
+Writing a detector takes a class with a `detect` method and a registered factory:
+
+    from shambench import Detector, Span, detector
+
+    class Shouty(Detector):
+        def detect(self, example):
+            return [Span(start=m.start(), end=m.end()) for m in re.finditer(r"\\b[A-Z]{2,}\\b", example.response)]
+
+    @detector("shouty")
+    def shouty() -> Detector:
+        \"\"\"Flags words in capitals.\"\"\"
+        return Shouty()
+
+Third-party packages expose the factory under the `shambench.detectors` entry-point group instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from shambench.registry import Registry
+from shambench.schema import Example, Prediction, Span
+
+detectors: Registry[Detector] = Registry("detector", "shambench.detectors", "shambench.detectors")
+detector = detectors.register
+
+
+class Monitor:
+    """Receives progress counters from a detector (retries, cache hits, tokens, ...); the CLI shows them."""
+
+    def count(self, key: str, n: float = 1) -> None:
+        """Add `n` to the counter `key`."""
+
+
+class Detector:
+    """Base class of detectors: override `detect` (one example) or `predict` (batched or asynchronous)."""
+
+    name: str = "custom"
+    """Registered name, set by `create_detector`."""
+    family: str = "custom"
+    """Detector family (`baseline`, `prompted`, `token-classifier`, ...), recorded in results."""
+
+    def params(self) -> dict[str, Any]:
+        """Parameters that define the detector's output, recorded in the run config (never secrets)."""
+        return {}
+
+    def detect(self, example: Example) -> Prediction | list[Span]:
+        """Spans (or a full Prediction) for one example."""
+        raise NotImplementedError(f"{type(self).__name__} must implement detect() or predict()")
+
+    def predict(self, examples: Sequence[Example], monitor: Monitor | None = None) -> Iterator[Prediction]:
+        """Predictions for the examples, yielded as they are ready (in any order)."""
+        for example in examples:
+            out = self.detect(example)
+            yield out if isinstance(out, Prediction) else Prediction(id=example.id, spans=out)
+
+    def close(self) -> None:
+        """Release clients, servers or models."""
+
+
+def create_detector(spec: str, **params: Any) -> Detector:
+    """A detector from `NAME` or `NAME:ARG` (the argument, e.g. a program file, goes first to the factory)."""
+    name, _, arg = spec.partition(":")
+    entry = detectors.get(name)
+    det = entry.factory(arg, **params) if arg else entry.factory(**params)
+    det.name = spec
+    return det

@@ -1,0 +1,89 @@
+"""Reading and writing JSON lines and results files, with errors that name the file and line."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class DataError(ValueError):
+    """Input that cannot be read: the message names the file, the line and what was expected."""
+
+
+def _describe(err: ValidationError) -> str:
+    parts = []
+    for e in err.errors():
+        loc = ".".join(str(x) for x in e["loc"]) or "record"
+        parts.append(f"{loc}: {e['msg']}")
+    return "; ".join(parts)
+
+
+def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """`(line number, object)` for each non-blank line; DataError on a missing file or a line that is not JSON."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: file not found")
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise DataError(f"{path}:{lineno}: not valid JSON ({err.msg} at column {err.colno})") from None
+            if not isinstance(obj, dict):
+                raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
+            yield lineno, obj
+
+
+def read_models(path: str | Path, model: type[M]) -> list[M]:
+    """Every line of a JSONL file validated as `model`; DataError names the file, line and field."""
+    out = []
+    for lineno, obj in iter_jsonl(path):
+        try:
+            out.append(model.model_validate(obj))
+        except ValidationError as err:
+            raise DataError(f"{path}:{lineno}: {_describe(err)}") from None
+    return out
+
+
+def model_line(obj: BaseModel) -> str:
+    """One compact JSON line for a model, without unset optional fields."""
+    return obj.model_dump_json(exclude_none=True) + "\n"
+
+
+def write_atomic(path: str | Path, text: str) -> None:
+    """Write a whole file so that readers see either the old content or the new, never a part."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: str | Path, obj: Any) -> None:
+    """Atomically write `obj` (a model or plain data) as indented JSON."""
+    text = obj.model_dump_json(indent=2) if isinstance(obj, BaseModel) else json.dumps(obj, indent=2)
+    write_atomic(path, text + "\n")
+
+
+def write_jsonl(path: str | Path, rows: Iterable[BaseModel]) -> int:
+    """Atomically write models as JSON lines; returns how many."""
+    lines = [model_line(r) for r in rows]
+    write_atomic(path, "".join(lines))
+    return len(lines)

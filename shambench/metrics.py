@@ -1,0 +1,64 @@
+"""Metric formulas shared by the scorer: precision/recall/F1 conventions, Mu-SHROOM IoU and Cor, bootstrap."""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+
+EMPTY_RULE = (
+    "no gold and no prediction: P=R=F1=1; otherwise an undefined precision or recall is 0 "
+    "(gold but no prediction: P=R=F1=0; prediction but no gold: P=R=F1=0)"
+)
+
+
+def per_example_prf(tp: np.ndarray, n_pred: np.ndarray, n_gold: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per-example precision, recall and F1 arrays under the SHAM-Bench empty-example rule (`EMPTY_RULE`)."""
+    tp, n_pred, n_gold = (np.asarray(a, dtype=np.float64) for a in (tp, n_pred, n_gold))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = np.where(n_pred > 0, tp / n_pred, 0.0)
+        r = np.where(n_gold > 0, tp / n_gold, 0.0)
+        f = np.where(p + r > 0, 2 * p * r / (p + r), 0.0)
+    both_empty = (n_pred == 0) & (n_gold == 0)
+    return tuple(np.where(both_empty, 1.0, a) for a in (p, r, f))
+
+
+def pooled_prf(tp: float, n_pred: float, n_gold: float) -> tuple[float, float, float]:
+    """Micro precision, recall and F1 from pooled counts, with the same empty rule as `per_example_prf`."""
+    p, r, f = per_example_prf(np.array([tp]), np.array([n_pred]), np.array([n_gold]))
+    return float(p[0]), float(r[0]), float(f[0])
+
+
+def iou(ref: np.ndarray, pred: np.ndarray) -> float:
+    """Mu-SHROOM IoU of two boolean per-character masks; 1.0 when both are empty."""
+    union = np.count_nonzero(ref | pred)
+    return 1.0 if union == 0 else np.count_nonzero(ref & pred) / union
+
+
+def cor(ref: np.ndarray, pred: np.ndarray) -> float:
+    """Mu-SHROOM Cor of two per-character probability vectors (official rule for constant vectors)."""
+    from scipy.stats import spearmanr
+
+    ref_levels = len(set(np.round(ref, 8).tolist()))
+    pred_levels = len(set(np.round(pred, 8).tolist()))
+    if ref_levels == 1 or pred_levels == 1:
+        return 1.0 if ref_levels == pred_levels else 0.0
+    return float(spearmanr(ref, pred).correlation)
+
+
+def bootstrap_replicates(values: np.ndarray, name: str, n_resamples: int, seed: int) -> np.ndarray:
+    """Means of `values` (shape levels × examples) over seeded resamples of examples: shape levels × resamples.
+
+    The generator is seeded with `(seed, crc32(name))`, so a group's interval does not change when other
+    groups are added, and every level of one group is resampled with the same draws.
+    """
+    rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
+    n = values.shape[1]
+    idx = rng.integers(0, n, size=(n_resamples, n), dtype=np.int32)
+    return values[:, idx].mean(axis=2)
+
+
+def percentile_ci(replicates: np.ndarray) -> tuple[float, float]:
+    """The central 95% percentile interval of bootstrap replicates."""
+    lo, hi = np.percentile(replicates, [2.5, 97.5])
+    return float(lo), float(hi)

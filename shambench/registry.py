@@ -1,0 +1,120 @@
+"""Name → factory registries for plugins (detectors, adapters, context providers).
+
+A plugin is a factory function registered under a name with a decorator; the factory imports anything heavy
+inside its body, so listing plugins never imports torch. Built-in plugins are the public modules of one package
+(`shambench.detectors`, `shambench.adapters`), all imported on first use; third-party packages add theirs through an entry-point group (e.g. `shambench.detectors`),
+scanned when a name is not built in. Built-ins win name clashes.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import pkgutil
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class UnknownPluginError(KeyError):
+    """No plugin of that kind has that name."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+@dataclass(frozen=True)
+class Entry(Generic[T]):
+    """A registered plugin: its name, factory and the one-line description shown by `shambench list`."""
+
+    name: str
+    factory: Callable[..., T]
+    description: str
+    origin: str
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def _first_line(doc: str | None) -> str:
+    return (doc or "").strip().splitlines()[0] if (doc or "").strip() else ""
+
+
+class Registry(Generic[T]):
+    """A thread-safe registry of plugin factories of one kind."""
+
+    def __init__(self, kind: str, group: str, builtin_package: str):
+        self.kind = kind
+        self.group = group
+        self.builtin_package = builtin_package
+        self._entries: dict[str, Entry[T]] = {}
+        self._lock = threading.RLock()
+        self._builtins_loaded = False
+        self._entry_points_loaded = False
+
+    def register(self, name: str, description: str | None = None, **info: Any) -> Callable:
+        """Decorator: register the factory under `name` (description defaults to its docstring's first line)."""
+
+        def decorate(factory: Callable[..., T]) -> Callable[..., T]:
+            self.add(name, factory, description or _first_line(factory.__doc__), factory.__module__, **info)
+            return factory
+
+        return decorate
+
+    def add(self, name: str, factory: Callable[..., T], description: str, origin: str, **info: Any) -> None:
+        """Register a factory directly (used for data-driven plugins such as presets)."""
+        with self._lock:
+            existing = self._entries.get(name)
+            if existing and existing.origin.startswith("shambench.") and not origin.startswith("shambench."):
+                return
+            self._entries[name] = Entry(name, factory, description, origin, info)
+
+    def _load_builtins(self) -> None:
+        with self._lock:
+            if self._builtins_loaded:
+                return
+            self._builtins_loaded = True
+            package = importlib.import_module(self.builtin_package)
+            for info in pkgutil.iter_modules(package.__path__):
+                if not info.name.startswith("_"):
+                    importlib.import_module(f"{self.builtin_package}.{info.name}")
+
+    def _load_entry_points(self) -> None:
+        with self._lock:
+            if self._entry_points_loaded:
+                return
+            self._entry_points_loaded = True
+            for ep in metadata.entry_points(group=self.group):
+                if ep.name in self._entries:
+                    continue
+                obj = ep.load()
+                if ep.name not in self._entries:
+                    self.add(ep.name, obj, _first_line(getattr(obj, "__doc__", "")), ep.value)
+
+    def entries(self) -> list[Entry[T]]:
+        """Every plugin, built-in and installed, sorted by name (factories are not called)."""
+        self._load_builtins()
+        self._load_entry_points()
+        with self._lock:
+            return sorted(self._entries.values(), key=lambda e: e.name)
+
+    def get(self, name: str) -> Entry[T]:
+        """The entry for `name`; entry points are scanned only when it is not built in."""
+        self._load_builtins()
+        with self._lock:
+            if name in self._entries:
+                return self._entries[name]
+        self._load_entry_points()
+        with self._lock:
+            if name in self._entries:
+                return self._entries[name]
+            names = list(self._entries)
+        hint = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+        suggestion = f"; did you mean {' or '.join(repr(h) for h in hint)}?" if hint else ""
+        raise UnknownPluginError(f"unknown {self.kind} {name!r}{suggestion} (see `shambench list {self.kind}s`)")
+
+    def create(self, name: str, **params: Any) -> T:
+        """Call the factory of `name` with the given parameters."""
+        return self.get(name).factory(**params)

@@ -1,0 +1,88 @@
+"""The results table printed by `shambench score` and `shambench eval`."""
+
+from __future__ import annotations
+
+import os
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from shambench.results import PRF, GroupScores, Results
+
+
+def _ci(prf: PRF) -> str:
+    return f"{prf.ci[0]:.3f}-{prf.ci[1]:.3f}" if prf.ci else ""
+
+
+def _row(name: str, g: GroupScores) -> list[str]:
+    missing = str(g.missing_predictions) if g.missing_predictions else ""
+    return [
+        name,
+        str(g.n),
+        f"{g.token.f1:.3f}",
+        _ci(g.token),
+        f"{g.token.precision:.3f}",
+        f"{g.token.recall:.3f}",
+        f"{g.sentence.f1:.3f}",
+        _ci(g.sentence),
+        missing,
+    ]
+
+
+def results_table(results: Results, title: str = "SHAM-Bench scores") -> Table:
+    """Partitions, then tasks, then the overall mean (± population std over tasks)."""
+    table = Table(
+        title=title, title_justify="left", caption=_caption(results), caption_justify="left", box=box.SIMPLE_HEAD
+    )
+    table.add_column("partition / task", no_wrap=True)
+    for col in ("n", "span F1", "95% CI", "P", "R", "sent F1", "95% CI", "missing"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for name, g in results.datasets.items():
+        table.add_row(*_row(name, g))
+    table.add_section()
+    for name, g in results.tasks.items():
+        table.add_row(*_row(name, g), style="bold")
+    if results.overall:
+        o = results.overall
+        table.add_section()
+        table.add_row(
+            f"overall ({len(o.tasks)} tasks)",
+            str(sum(results.tasks[t].n for t in o.tasks)),
+            f"{o.token.f1:.3f}",
+            f"std {o.token.std:.2f}",
+            f"{o.token.precision:.3f}",
+            f"{o.token.recall:.3f}",
+            f"{o.sentence.f1:.3f}",
+            f"std {o.sentence.std:.2f}",
+            str(results.missing_predictions) if results.missing_predictions else "",
+            style="bold green",
+        )
+    return table
+
+
+def _caption(results: Results) -> str:
+    parts = [
+        "F1/P/R: per-example, averaged within each row (P/R: span level); overall: mean over tasks, with the "
+        "population std over tasks",
+        f"tokenizer: {results.conventions.get('tokenizer', '?')}",
+    ]
+    if results.missing_predictions:
+        parts.append(
+            f"{results.missing_predictions} example(s) without a usable prediction were scored as empty "
+            f"({results.failed_predictions} failed)"
+        )
+    return "\n".join(parts)
+
+
+def make_console(stderr: bool = False) -> Console:
+    """A console that keeps tables whole when output goes to a file or CI log (rich would assume 80 columns)."""
+    probe = Console(stderr=stderr)
+    if probe.is_terminal or "COLUMNS" in os.environ:
+        return probe
+    return Console(stderr=stderr, width=140)
+
+
+def print_results(results: Results, console: Console | None = None, title: str = "SHAM-Bench scores") -> None:
+    """Print the results table."""
+    (console or make_console()).print(results_table(results, title))

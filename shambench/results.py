@@ -1,0 +1,124 @@
+"""The versioned results schema: what `shambench score` and `shambench eval` write to `results.json`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+SCHEMA_VERSION = "1.0"
+
+
+class PRF(BaseModel):
+    """Precision, recall and F1 under one convention, with an optional bootstrap interval on F1."""
+
+    precision: float
+    """Precision (per-example mean, or pooled, as the enclosing key says)."""
+    recall: float
+    """Recall under the same convention."""
+    f1: float
+    """F1 under the same convention."""
+    ci: tuple[float, float] | None = None
+    """Seeded percentile-bootstrap 95% interval of F1 over examples; None for pooled figures."""
+
+
+class MushroomScores(BaseModel):
+    """Mu-SHROOM (SemEval-2025 Task 3) official per-item scores, averaged over items that carry soft labels."""
+
+    iou: float
+    """Mean character IoU of hard labels; 1.0 for an item where both are empty."""
+    cor: float
+    """Mean Spearman correlation of per-character soft probabilities (official constant-vector rule)."""
+    n: int
+    """Number of items with soft labels that entered the means."""
+
+
+class ThresholdFree(BaseModel):
+    """Ranking metrics over tokens, from detector scores (a token's score is the max over ranges it overlaps)."""
+
+    auprc: float | None
+    """Average precision over all tokens of the group (pooled); None when only one class is present."""
+    auroc: float | None
+    """Area under the ROC curve over the same tokens; None when only one class is present."""
+    n_tokens: int
+    """Number of tokens ranked."""
+
+
+class GroupScores(BaseModel):
+    """All metrics of one partition (`task/dataset`) or one task."""
+
+    n: int
+    """Number of examples scored."""
+    n_with_gold: int
+    """Examples with at least one gold hallucinated span."""
+    missing_predictions: int = 0
+    """Examples without a prediction (or whose prediction failed), scored as predicting nothing."""
+    token: PRF
+    """Per-example token P/R/F1, averaged over examples (the SHAM-Bench headline)."""
+    sentence: PRF
+    """Per-example sentence-unit P/R/F1, averaged over examples."""
+    token_pooled: PRF
+    """Micro token P/R/F1 pooled over all tokens of the group (LettuceDetect's convention)."""
+    char_pooled: PRF
+    """Micro character P/R/F1 pooled over all characters (RAGTruth/LettuceDetect "span level")."""
+    mushroom: MushroomScores | None = None
+    """IoU/Cor, when the group's examples carry soft labels."""
+    threshold_free: ThresholdFree | None = None
+    """AUPRC/AUROC, when predictions carry scores."""
+
+
+class OverallLevel(BaseModel):
+    """The unweighted mean over tasks of one level's per-task scores."""
+
+    f1: float
+    """Mean of the task F1s."""
+    std: float
+    """Population standard deviation (ddof=0) of the task F1s."""
+    precision: float
+    """Mean of the task precisions."""
+    recall: float
+    """Mean of the task recalls."""
+    ci: tuple[float, float] | None = None
+    """95% interval from the tasks' bootstrap replicates (resampled independently within each task)."""
+
+
+class Overall(BaseModel):
+    """SHAM-Bench overall scores: unweighted over tasks, step-level (math) tasks excluded."""
+
+    tasks: list[str]
+    """The tasks that entered the mean."""
+    token: OverallLevel
+    """Span (token) level."""
+    sentence: OverallLevel
+    """Sentence level."""
+
+
+class Results(BaseModel):
+    """One scored run."""
+
+    schema_version: str = SCHEMA_VERSION
+    """Version of this schema; bumped on any incompatible change."""
+    shambench_version: str
+    """Version of shambench that scored the run."""
+    git_commit: str | None = None
+    """Commit of the shambench checkout, when it is one."""
+    created_at: str
+    """UTC time of scoring, ISO 8601."""
+    conventions: dict[str, str]
+    """How every number was computed: averaging, tokenizer, sentence splitter, empty-example rule, bootstrap."""
+    n_examples: int
+    """Examples scored."""
+    missing_predictions: int
+    """Examples with no usable prediction (absent or failed), scored as empty."""
+    failed_predictions: int = 0
+    """Of those, how many carry a detector error."""
+    datasets: dict[str, GroupScores]
+    """Per partition, keyed `task/dataset`."""
+    tasks: dict[str, GroupScores]
+    """Per task."""
+    overall: Overall | None
+    """Mean over tasks; None when only step-level tasks were scored."""
+    groups: dict[str, Any] = Field(default_factory=dict)
+    """Result groups kept apart from the overall (e.g. `math` step-level verification metrics)."""
+    run: dict[str, Any] = Field(default_factory=dict)
+    """Run metadata: detector name, family, parameters, prompt hash, data selection, usage, cost, timings."""

@@ -1,0 +1,177 @@
+"""The unified data model: every adapter emits `Example`s and every detector emits `Prediction`s."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from shambench.spans import merge_spans
+
+
+class Span(BaseModel):
+    """A half-open character range `[start, end)` of a response."""
+
+    model_config = ConfigDict(frozen=True)
+
+    start: int = Field(ge=0)
+    """Offset of the first character (0-based, Python code points)."""
+    end: int
+    """Offset one past the last character."""
+    label: str | None = None
+    """Optional error type, e.g. RAGTruth's `Evident Conflict`; merged spans join distinct labels with `|`."""
+    score: float | None = None
+    """Optional detector confidence in [0, 1] that the range is hallucinated."""
+
+    @model_validator(mode="after")
+    def _non_empty(self) -> Span:
+        if self.end <= self.start:
+            raise ValueError(f"span [{self.start}, {self.end}) is empty or reversed (start must be < end)")
+        return self
+
+    @classmethod
+    def coerce(cls, value: Any) -> Span:
+        """A span from `[start, end]`, `[start, end, label]`, a dict or a `Span`."""
+        if isinstance(value, Span):
+            return value
+        if isinstance(value, list | tuple):
+            if len(value) not in (2, 3):
+                raise ValueError(f"a span list must be [start, end] or [start, end, label], got {value!r}")
+            return cls(start=value[0], end=value[1], label=value[2] if len(value) == 3 else None)
+        if isinstance(value, dict):
+            return cls.model_validate(value)
+        raise ValueError(f"cannot read a span from {value!r}")
+
+
+class SoftSpan(BaseModel):
+    """A character range with the share of annotators who marked it (Mu-SHROOM soft labels)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    start: int = Field(ge=0)
+    """Offset of the first character."""
+    end: int
+    """Offset one past the last character."""
+    prob: float = Field(ge=0.0, le=1.0)
+    """Probability that the characters are hallucinated (annotator agreement)."""
+
+
+class Step(BaseModel):
+    """One reasoning step of a step-level (math) response, as a character range with its gold verdict."""
+
+    model_config = ConfigDict(frozen=True)
+
+    start: int = Field(ge=0)
+    """Offset of the step's first character in the response."""
+    end: int
+    """Offset one past the step's last character."""
+    label: int | None = None
+    """1 = correct, 0 = erroneous, None = not labelled (e.g. after ProcessBench's first error)."""
+
+
+def _coerced_spans(value: Any) -> list[Span]:
+    return merge_spans([Span.coerce(v) for v in value or []])
+
+
+def _check_inside(kind: str, example_id: str, ranges: list[Any], length: int) -> None:
+    for r in ranges:
+        if r.end > length:
+            raise ValueError(
+                f"example {example_id!r}: {kind} [{r.start}, {r.end}) ends past the response (length {length})"
+            )
+
+
+class Example(BaseModel):
+    """One annotated response of a benchmark, in the schema every adapter produces."""
+
+    id: str
+    """Stable identifier, derived from the source's own ids (e.g. `ragtruth/12345`)."""
+    dataset: str
+    """Source corpus name, e.g. `ragtruth`, `faithbench`."""
+    task: str
+    """Task name, e.g. `context_qa`, `summ`, `open_qa`; partitions are `task/dataset`."""
+    split: str = "test"
+    """`test`, `dev` (the small validation set) or `train`."""
+    question: str = ""
+    """The user request or question; empty when the task has none (summarisation source is in `context`)."""
+    context: str = ""
+    """Grounding material the response should be faithful to; empty for open-domain sets."""
+    response: str
+    """The model output whose hallucinations are annotated."""
+    hallu_spans: list[Span] = Field(default_factory=list)
+    """Gold hallucinated character ranges of `response`, sorted and merged."""
+    soft_spans: list[SoftSpan] | None = None
+    """Per-range annotator agreement where the source releases it (Mu-SHROOM); used by IoU/Cor."""
+    steps: list[Step] | None = None
+    """Step bounds and labels for step-level (math) sets; the scorer uses them as sentence units."""
+    meta: dict[str, Any] = Field(default_factory=dict)
+    """Source-specific extras (generating model, source ids, ...) that no metric reads."""
+
+    @field_validator("hallu_spans", mode="before")
+    @classmethod
+    def _spans(cls, value: Any) -> list[Span]:
+        return _coerced_spans(value)
+
+    @model_validator(mode="after")
+    def _inside_response(self) -> Example:
+        length = len(self.response)
+        _check_inside("span", self.id, self.hallu_spans, length)
+        _check_inside("soft span", self.id, self.soft_spans or [], length)
+        _check_inside("step", self.id, self.steps or [], length)
+        return self
+
+    @property
+    def partition(self) -> str:
+        """The `task/dataset` key results are reported under."""
+        return f"{self.task}/{self.dataset}"
+
+    @property
+    def first_error(self) -> int | None:
+        """Index of the first step labelled 0, -1 when every step is correct, None without steps."""
+        if self.steps is None:
+            return None
+        return next((i for i, s in enumerate(self.steps) if s.label == 0), -1)
+
+
+class Prediction(BaseModel):
+    """What a detector says about one example."""
+
+    id: str
+    """The `Example.id` this prediction is for."""
+    spans: list[Span] = Field(default_factory=list)
+    """Predicted hallucinated character ranges of the response (thresholded), sorted and merged."""
+    sentence_labels: list[int] | None = None
+    """Direct 0/1 labels per sentence unit (see `shambench.text`), for sentence verifiers; overrides projection."""
+    scores: list[Span] | None = None
+    """Unthresholded scored ranges for threshold-free metrics; a token's score is the max over ranges it overlaps."""
+    step_scores: list[float] | None = None
+    """Per-step probability of being correct (process reward models), for step-level sets."""
+    raw: str | None = None
+    """The detector's raw output (model text), kept for inspection."""
+    error: str | None = None
+    """Why no prediction could be made; such examples are scored as empty and counted."""
+    meta: dict[str, Any] = Field(default_factory=dict)
+    """Detector-specific extras: usage, prompt hash, unplaced strings, ..."""
+
+    @field_validator("spans", mode="before")
+    @classmethod
+    def _spans(cls, value: Any) -> list[Span]:
+        return _coerced_spans(value)
+
+    @field_validator("scores", mode="before")
+    @classmethod
+    def _scores(cls, value: Any) -> list[Span] | None:
+        return None if value is None else [Span.coerce(v) for v in value]
+
+    @field_validator("sentence_labels")
+    @classmethod
+    def _binary(cls, value: list[int] | None) -> list[int] | None:
+        if value is not None and any(v not in (0, 1) for v in value):
+            raise ValueError("sentence_labels must be 0 or 1")
+        return value
+
+    def check_against(self, example: Example) -> None:
+        """Raise ValueError naming the id when a range falls outside `example.response`."""
+        length = len(example.response)
+        _check_inside("predicted span", self.id, self.spans, length)
+        _check_inside("scored range", self.id, self.scores or [], length)

@@ -1,0 +1,89 @@
+"""Tokens and sentence units of a response, as the scorer counts them.
+
+Tokeniser: spaCy's rule-based English tokeniser (`spacy.blank("en")`, no model download), whitespace tokens
+excluded. Sentence splitter: spaCy's rule-based `sentencizer`; a sentence unit runs from its first to its last
+non-whitespace token. Both are computed once per distinct response text and kept in a process-wide cache, so
+rescoring the same responses never tokenises again.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+
+TOKENIZER = "spacy.blank('en') rule-based tokenizer; whitespace tokens excluded"
+SENTENCE_SPLITTER = "spacy sentencizer on spacy.blank('en'); examples with steps use the steps as units"
+
+_lock = threading.Lock()
+_cache: dict[str, Segmentation] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class Segmentation:
+    """Character bounds of the tokens and sentence units of one text (int64 arrays, half-open)."""
+
+    token_starts: np.ndarray
+    token_ends: np.ndarray
+    sentence_starts: np.ndarray
+    sentence_ends: np.ndarray
+
+
+@cache
+def _nlp():
+    import spacy
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    return nlp
+
+
+def _segmentation_of(doc) -> Segmentation:
+    toks = [(t.idx, t.idx + len(t.text)) for t in doc if not t.is_space]
+    sents = []
+    for sent in doc.sents:
+        words = [t for t in sent if not t.is_space]
+        if words:
+            sents.append((words[0].idx, words[-1].idx + len(words[-1].text)))
+    tok = np.array(toks, dtype=np.int64).reshape(-1, 2)
+    sen = np.array(sents, dtype=np.int64).reshape(-1, 2)
+    return Segmentation(tok[:, 0].copy(), tok[:, 1].copy(), sen[:, 0].copy(), sen[:, 1].copy())
+
+
+def segment_all(texts: Iterable[str], batch_size: int = 256) -> list[Segmentation]:
+    """Segmentations of the texts, in order; texts seen before come from the cache."""
+    texts = list(texts)
+    with _lock:
+        todo = list(dict.fromkeys(t for t in texts if t not in _cache))
+    if todo:
+        fresh = {t: _segmentation_of(d) for t, d in zip(todo, _nlp().pipe(todo, batch_size=batch_size))}
+        with _lock:
+            _cache.update(fresh)
+    with _lock:
+        return [_cache[t] for t in texts]
+
+
+def segment(text: str) -> Segmentation:
+    """The segmentation of one text."""
+    return segment_all([text])[0]
+
+
+def sentences(text: str) -> list[tuple[int, int]]:
+    """Sentence units of a text as `(start, end)` pairs: what `Prediction.sentence_labels` must label."""
+    seg = segment(text)
+    return list(zip(seg.sentence_starts.tolist(), seg.sentence_ends.tolist()))
+
+
+def tokens(text: str) -> list[tuple[int, int]]:
+    """Non-whitespace tokens of a text as `(start, end)` pairs."""
+    seg = segment(text)
+    return list(zip(seg.token_starts.tolist(), seg.token_ends.tolist()))
+
+
+def clear_cache() -> None:
+    """Forget every cached segmentation (benchmarks use it to measure cold runs)."""
+    with _lock:
+        _cache.clear()

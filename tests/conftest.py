@@ -1,0 +1,42 @@
+"""Shared fixtures: the real corpora in ../shared/data, and offline settings for every test."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("SHAMBENCH_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+# No test may reach the network: the hub clients and litellm must stay offline.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+
+def require_shared(*parts: str) -> Path:
+    """The path below ../shared/data; missing data fails under CI=true and skips elsewhere."""
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        message = f"real data not found at {path}"
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(message + " (CI=true: the shared data must be beside the checkout)")
+        pytest.skip(message)
+    return path
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    """The ../shared/data folder (fails under CI when absent, skips otherwise)."""
+    return require_shared()
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory, monkeypatch):
+    """Point every user-level cache at a temporary folder, so tests never touch the user's files."""
+    root = tmp_path_factory.mktemp("cache")
+    monkeypatch.setenv("SHAMBENCH_CACHE_DIR", str(root / "shambench"))
+    monkeypatch.setenv("DSPY_CACHEDIR", str(root / "dspy"))
+    monkeypatch.delenv("SHAMBENCH_DATA_DIR", raising=False)
