@@ -53,6 +53,8 @@ class Adapter:
     """Folder of the source below the data directory (defaults to `name`)."""
     tasks: tuple[str, ...] = ()
     """Tasks the source contributes."""
+    suite: str = "shambench"
+    """Benchmark suite the source belongs to; `--datasets` left empty selects the `shambench` suite only."""
     splits: tuple[str, ...] = ("test",)
     """Labelled splits `load` accepts, in the source's own names (`test` first); others feed the dev set."""
     license: str = ""
