@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
-from shambench.io import DataError
+from shambench.io import DataError, iter_jsonl
 from shambench.paths import cache_dir
 from shambench.registry import Registry
 from shambench.schema import Example
@@ -80,6 +83,11 @@ class Adapter:
         """Examples of a split (`test`, or `dev`/`train` where the source has them)."""
         raise NotImplementedError
 
+    def check_split(self, split: str) -> None:
+        """Raise DataError unless `split` is one of the labelled splits this source offers."""
+        if split not in self.splits:
+            raise DataError(f"{self.name} has no {split!r} split (it offers: {', '.join(self.splits)})")
+
 
 def resolve_data_dir(explicit: str | Path | None = None) -> Path:
     """Where corpora are read from: the argument, else `$SHAMBENCH_DATA_DIR`, else `data/` in the cache."""
@@ -88,3 +96,28 @@ def resolve_data_dir(explicit: str | Path | None = None) -> Path:
     if os.environ.get(DATA_DIR_ENV):
         return Path(os.environ[DATA_DIR_ENV]).expanduser()
     return cache_dir() / "data"
+
+
+def require_source_file(path: Path, expected: str) -> Path:
+    """`path` if it is a file; SourceError naming it and what was expected otherwise."""
+    if not path.is_file():
+        raise SourceError(f"{path}: file not found (expected {expected})")
+    return path
+
+
+def read_source_json(path: Path, expected: str) -> Any:
+    """The parsed content of a released JSON file; SourceError names the file and what was expected."""
+    text = require_source_file(path, expected).read_bytes()
+    try:
+        return json.loads(text)
+    except ValueError as err:  # JSONDecodeError and UnicodeDecodeError
+        raise SourceError(f"{path}: not valid JSON ({err}); expected {expected}") from None
+
+
+def iter_source_jsonl(path: Path, expected: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """`(line number, object)` of a released JSON-lines file; SourceError names the file, line and expectation."""
+    require_source_file(path, expected)
+    try:
+        yield from iter_jsonl(path)
+    except DataError as err:
+        raise SourceError(f"{err}; expected {expected}") from None
