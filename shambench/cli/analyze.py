@@ -1,0 +1,114 @@
+"""`shambench analyze`: span recovery, boundary errors, false alarms and rate calibration of runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+def _load_run(run_dir: Path):
+    """Examples, predictions and results of a run directory (scored now if it has no results yet)."""
+    from shambench.io import DataError
+    from shambench.results import Results
+    from shambench.runner import JOURNAL, RESULTS, Journal, examples_of, load_config, score_run
+
+    config = load_config(run_dir)
+    examples = examples_of(config)
+    predictions = Journal(run_dir / JOURNAL).read()
+    path = run_dir / RESULTS
+    try:
+        results = Results.model_validate_json(path.read_text()) if path.exists() else None
+    except ValueError as err:
+        raise DataError(f"{path}: not a results file ({err})") from None
+    return config, examples, predictions, results or score_run(run_dir, examples)
+
+
+@click.command("analyze")
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(file_okay=False, exists=True))
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    help="Output folder (default: RUN_DIR/analysis, or ./analysis for several runs).",
+)
+@click.option("--no-figures", is_flag=True, help="Write analysis.json only.")
+def analyze(run_dirs, out, no_figures) -> None:
+    """Explain a run's errors: which gold spans were found, how far boundaries are off, false alarms,
+    and predicted against gold hallucination rates. Several RUN_DIRS are analysed side by side.
+
+    \b
+    Writes analysis.json (definitions included) and PNG figures:
+      rates_<run>.png    per-dataset histograms of per-example hallucinated-token rates, gold vs predicted
+      f1_tasks.png       per-task span F1 with 95% bootstrap intervals, one bar per run
+      pr_scatter.png     precision against recall per task and run
+    """
+    from shambench import figures
+    from shambench.analysis import analyse
+    from shambench.io import write_json
+    from shambench.report import make_console
+
+    console = make_console()
+    paths = [Path(d) for d in run_dirs]
+    out_dir = Path(out) if out else (paths[0] / "analysis" if len(paths) == 1 else Path("analysis"))
+    analyses, scored = [], []
+    for run_dir in paths:
+        config, examples, predictions, results = _load_run(run_dir)
+        analyses.append(analyse(examples, predictions, str(run_dir), config.detector))
+        scored.append((f"{config.detector} ({run_dir.name})" if len(paths) > 1 else config.detector, results))
+    write_json(out_dir / "analysis.json", {"runs": [a.model_dump(mode="json") for a in analyses]})
+    if not no_figures:
+        for i, a in enumerate(analyses):
+            figures.rate_histograms(a, out_dir / f"rates_{i}_{Path(a.run_dir).name}.png")
+        figures.f1_bars(scored, out_dir / "f1_tasks.png")
+        figures.pr_scatter(scored, out_dir / "pr_scatter.png")
+    console.print(analysis_table(analyses))
+    console.print(f"analysis written to {out_dir}")
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1f}"
+
+
+def analysis_table(analyses):
+    """One row per partition and run: recovery, boundaries, false alarms, edge-case F1, rates."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title="Span analysis (tokens)", title_justify="left", box=box.SIMPLE_HEAD)
+    for col in (
+        "partition",
+        "run",
+        "gold",
+        "recovered",
+        "over (tok)",
+        "under (tok)",
+        "false alarms",
+        "F1 no-gold",
+        "F1 all-hallu",
+        "rate gold/pred",
+    ):
+        table.add_column(col, justify="left" if col in ("partition", "run") else "right", no_wrap=True)
+    for name in sorted({k for a in analyses for k in a.datasets}):
+        for a in analyses:
+            g = a.datasets.get(name)
+            if g is None:
+                continue
+            b = g.boundary
+            table.add_row(
+                name,
+                a.detector,
+                str(g.n_gold_spans),
+                _pct(g.recovered_share),
+                "-" if b is None else f"{_pct(b.over_share)} / {_num(b.over_mean)}",
+                "-" if b is None else f"{_pct(b.under_share)} / {_num(b.under_mean)}",
+                _pct(g.false_alarm_share),
+                "-" if g.f1_no_gold is None else f"{g.f1_no_gold:.3f} (n={g.n_no_gold})",
+                "-" if g.f1_all_hallucinated is None else f"{g.f1_all_hallucinated:.3f} (n={g.n_all_hallucinated})",
+                f"{g.gold_rate_mean:.2f} / {g.pred_rate_mean:.2f}",
+            )
+    table.caption = "over/under: share of recovered gold spans with the error / mean size in tokens where > 0"
+    return table

@@ -1,0 +1,84 @@
+"""`shambench analyze` and `shambench show` on real run directories made with offline baselines."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from click.testing import CliRunner
+
+from shambench.cli import main
+
+EXAMPLES = [
+    {
+        "id": "a",
+        "dataset": "toy",
+        "task": "qa",
+        "question": "Capital of France?",
+        "context": "Paris is the capital.",
+        "response": "The capital is Lyon.",
+        "hallu_spans": [[15, 19]],
+    },
+    {"id": "b", "dataset": "toy", "task": "summ", "context": "A cat sat.", "response": "A cat sat.", "hallu_spans": []},
+]
+
+
+def _runs(tmp_path):
+    ex = tmp_path / "ex.jsonl"
+    ex.write_text("".join(json.dumps(e) + "\n" for e in EXAMPLES))
+    runner = CliRunner()
+    for det in ("overlap", "all"):
+        res = runner.invoke(
+            main,
+            [
+                "eval",
+                "--detector",
+                det,
+                "--examples",
+                str(ex),
+                "--no-progress",
+                "--bootstrap",
+                "20",
+                "--run-dir",
+                str(tmp_path / det),
+            ],
+        )
+        assert res.exit_code == 0, res.output
+    return runner
+
+
+def _assert_real_png(path):
+    import matplotlib.image as mpimg
+
+    img = mpimg.imread(path)
+    assert img.shape[0] > 100 and img.shape[1] > 100
+    # not blank: many distinct colours, and not all white
+    assert len(np.unique(img.reshape(-1, img.shape[-1]), axis=0)) > 10
+    assert (img[..., :3] < 0.9).any()
+
+
+def test_analyze_two_runs_writes_json_and_figures(tmp_path):
+    runner = _runs(tmp_path)
+    out = tmp_path / "an"
+    res = runner.invoke(main, ["analyze", str(tmp_path / "overlap"), str(tmp_path / "all"), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    data = json.loads((out / "analysis.json").read_text())
+    by_det = {r["detector"]: r for r in data["runs"]}
+    # overlap flags exactly "Lyon" (absent from the context): recovered, no boundary error
+    ov = by_det["overlap"]["datasets"]["qa/toy"]
+    assert ov["recovered_share"] == 1.0 and ov["boundary"]["over_share"] == 0.0
+    # `all` flags "The capital is Lyon." (5 tokens) around the 1-token gold span: 4 tokens over
+    al = by_det["all"]["datasets"]["qa/toy"]
+    assert al["boundary"]["over_mean"] == 4.0
+    assert by_det["all"]["datasets"]["summ/toy"]["f1_no_gold"] == 0.0
+    for png in ("f1_tasks.png", "pr_scatter.png", "rates_0_overlap.png", "rates_1_all.png"):
+        _assert_real_png(out / png)
+
+
+def test_show_highlights_one_example(tmp_path):
+    runner = _runs(tmp_path)
+    res = runner.invoke(main, ["show", str(tmp_path / "overlap"), "--id", "a"])
+    assert res.exit_code == 0, res.output
+    assert "The capital is Lyon." in res.output and "Capital of France?" in res.output
+    bad = runner.invoke(main, ["show", str(tmp_path / "overlap"), "--id", "nope"])
+    assert bad.exit_code == 2 and "no example with id 'nope'" in bad.output
