@@ -14,6 +14,8 @@ COMMANDS = {
     "score": "shambench.cli.score:score",
     "eval": "shambench.cli.eval:eval_command",
     "list": "shambench.cli.listing:list_group",
+    "analyze": "shambench.cli.analyze:analyze",
+    "show": "shambench.cli.show:show",
 }
 
 # Errors whose message already says what is wrong (file, line, id): shown as one line, exit status 2.
