@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 SCHEMA_VERSION = "1.0"
 
@@ -93,8 +93,57 @@ class Overall(BaseModel):
     """Sentence level."""
 
 
+class RunInfo(BaseModel):
+    """What was scored and how it was produced; every field is optional because a bare predictions file has none."""
+
+    # Extra keys are kept (and allowed by the exported schema) so that plugins can record more.
+    model_config = ConfigDict(extra="allow")
+
+    detector: str | None = None
+    """Detector spec (`NAME` or `NAME:ARG`), or the submission name."""
+    family: str | None = None
+    """Detector family (`baseline`, `prompted`, `token-classifier`, ...)."""
+    params: dict[str, Any] = Field(default_factory=dict)
+    """Detector parameters that define its output (no secrets)."""
+    prompt_hash: str | None = None
+    """Hash of the prompt template, when the detector records one (in its params or every prediction's meta)."""
+    origin: str = "run"
+    """`run` (shambench eval), `submission` (leaderboard submit) or `predictions` (shambench score --predictions)."""
+    datasets: list[str] | None = None
+    """Dataset names the examples came from (None when they came from an EXAMPLES file)."""
+    split: str | None = None
+    """Split of the adapters' data."""
+    examples_file: str | None = None
+    """EXAMPLES JSONL file, when the examples came from a file."""
+    predictions_file: str | None = None
+    """PRED JSONL file that was scored, for `shambench score --predictions`."""
+    limit: int | None = None
+    """At most this many examples per partition, when the run was limited."""
+    examples_hash: str | None = None
+    """SHA-256 over the examples' ids, responses and gold spans (see `shambench.runner.examples_hash`)."""
+    dataset_revisions: dict[str, str] = Field(default_factory=dict)
+    """Per dataset, the released revision its adapter reads (commit, version or date)."""
+    dataset_counts: dict[str, int] = Field(default_factory=dict)
+    """Per dataset, how many examples were scored."""
+    run_dir: str | None = None
+    """The run directory, as given."""
+    started_at: str | None = None
+    """UTC time the run was created, ISO 8601."""
+    finished_at: str | None = None
+    """UTC time the run was scored, ISO 8601."""
+    packages: dict[str, str] = Field(default_factory=dict)
+    """Versions of score-relevant libraries when the run was created."""
+    usage: dict[str, float] = Field(default_factory=dict)
+    """Token and cost totals summed over the predictions' `meta.usage` (e.g. input_tokens, output_tokens)."""
+    cost_usd: float | None = None
+    """Total cost in US dollars, when the detector reports one (`cost_usd` or `cost` in `meta.usage`)."""
+
+
 class Results(BaseModel):
     """One scored run."""
+
+    # `results.run = {...}` is validated into a RunInfo.
+    model_config = ConfigDict(validate_assignment=True)
 
     schema_version: str = SCHEMA_VERSION
     """Version of this schema; bumped on any incompatible change."""
@@ -120,5 +169,5 @@ class Results(BaseModel):
     """Mean over tasks; None when only step-level tasks were scored."""
     groups: dict[str, Any] = Field(default_factory=dict)
     """Result groups kept apart from the overall (e.g. `math` step-level verification metrics)."""
-    run: dict[str, Any] = Field(default_factory=dict)
+    run: RunInfo = Field(default_factory=RunInfo)
     """Run metadata: detector name, family, parameters, prompt hash, data selection, usage, cost, timings."""

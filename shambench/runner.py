@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import re
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -27,7 +28,7 @@ from shambench.benchmark import load_benchmark
 from shambench.detector import Detector, Monitor
 from shambench.io import DataError, model_line, read_models, write_json
 from shambench.provenance import git_commit, now_iso, package_versions, shambench_version
-from shambench.results import Results
+from shambench.results import Results, RunInfo
 from shambench.schema import Example, Prediction
 from shambench.scorer import Scorer
 
@@ -244,21 +245,51 @@ def score_run(
         examples = examples_of(config)
     predictions = Journal(run_dir / JOURNAL).read()
     results = Scorer(examples, n_resamples=n_resamples, seed=seed).score(predictions.values())
-    results.run = {
-        "detector": config.detector,
-        "family": config.family,
-        "params": config.params,
-        "datasets": config.datasets,
-        "split": config.split,
-        "examples_file": config.examples_file,
-        "examples_hash": config.examples_hash,
-        "run_dir": str(run_dir),
-        "started_at": config.created_at,
-        "packages": config.packages,
-        "usage": usage_totals(predictions.values()),
-    }
+    results.run = run_info(config, run_dir, examples, list(predictions.values()))
+    results.run.finished_at = results.created_at
     write_json(run_dir / RESULTS, results)
     return results
+
+
+def run_info(
+    config: RunConfig, run_dir: Path, examples: Sequence[Example], predictions: Sequence[Prediction]
+) -> RunInfo:
+    """The `Results.run` record of a run: its config, data provenance and usage totals."""
+    usage = usage_totals(predictions)
+    return RunInfo(
+        detector=config.detector,
+        family=config.family,
+        params=config.params,
+        prompt_hash=prompt_hash(config.params, predictions),
+        datasets=config.datasets,
+        split=config.split,
+        examples_file=config.examples_file,
+        limit=config.limit,
+        examples_hash=config.examples_hash,
+        dataset_revisions=dataset_revisions(config.datasets or []),
+        dataset_counts=dict(Counter(ex.dataset for ex in examples)),
+        run_dir=str(run_dir),
+        started_at=config.created_at,
+        packages=config.packages,
+        usage=usage,
+        cost_usd=usage.get("cost_usd", usage.get("cost")),
+    )
+
+
+def prompt_hash(params: dict[str, Any], predictions: Sequence[Prediction]) -> str | None:
+    """The detector's prompt hash: from its params, else the one every prediction's meta agrees on."""
+    if params.get("prompt_hash"):
+        return str(params["prompt_hash"])
+    hashes = {p.meta.get("prompt_hash") for p in predictions if p.error is None}
+    return str(hashes.pop()) if len(hashes) == 1 and None not in hashes else None
+
+
+def dataset_revisions(names: Sequence[str]) -> dict[str, str]:
+    """The released revision each named dataset's adapter reads (adapters without one are left out)."""
+    from shambench.adapter import adapters
+
+    revisions = {name: adapters.get(name).factory().revision for name in names}
+    return {name: rev for name, rev in revisions.items() if rev}
 
 
 def usage_totals(predictions) -> dict[str, float]:

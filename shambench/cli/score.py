@@ -51,7 +51,7 @@ def score(run_dir, datasets, examples_file, split, data_dir, limit, predictions,
             results = Scorer(examples, n_resamples=n_resamples, seed=seed).score(preds)
         except ScoringError as err:
             raise ScoringError(f"{predictions}: {err}") from None
-        results.run = {"predictions_file": str(Path(predictions).resolve())}
+        results.run = {"origin": "predictions", "predictions_file": str(Path(predictions).resolve())}
     print_results(results, console)
     if out:
         write_json(out, results)
