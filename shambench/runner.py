@@ -244,10 +244,23 @@ def score_run(
     if examples is None:
         examples = examples_of(config)
     predictions = Journal(run_dir / JOURNAL).read()
-    results = Scorer(examples, n_resamples=n_resamples, seed=seed).score(predictions.values())
-    results.run = run_info(config, run_dir, examples, list(predictions.values()))
-    results.run.finished_at = results.created_at
+    results = score_predictions(config, run_dir, examples, list(predictions.values()), n_resamples, seed)
     write_json(run_dir / RESULTS, results)
+    return results
+
+
+def score_predictions(
+    config: RunConfig,
+    run_dir: Path,
+    examples: Sequence[Example],
+    predictions: Sequence[Prediction],
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> Results:
+    """The `Results` of a run's predictions; reads and writes no file, so a sweep can score on a remote worker."""
+    results = Scorer(examples, n_resamples=n_resamples, seed=seed).score(predictions)
+    results.run = run_info(config, run_dir, examples, predictions)
+    results.run.finished_at = results.created_at
     return results
 
 
