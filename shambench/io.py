@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
+
+from shambench.schema import Prediction
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -87,3 +90,55 @@ def write_jsonl(path: str | Path, rows: Iterable[BaseModel]) -> int:
     lines = [model_line(r) for r in rows]
     write_atomic(path, "".join(lines))
     return len(lines)
+
+
+class Journal:
+    """An append-only JSONL journal of records keyed by `id` (a run's predictions, a provider's contexts)."""
+
+    def __init__(self, path: Path, model: type[BaseModel] = Prediction):
+        self.path = path
+        self.model = model
+
+    def read(self) -> dict[str, Any]:
+        """The last record for each id; a torn final line (a crash mid-write) is ignored."""
+        out: dict[str, Any] = {}
+        if not self.path.exists():
+            return out
+        lines = self.path.read_text(encoding="utf-8").splitlines(keepends=True)
+        for lineno, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                rec = self.model.model_validate_json(line)
+            except ValidationError as err:
+                if lineno == len(lines) and not line.endswith("\n"):
+                    break
+                raise DataError(
+                    f"{self.path}:{lineno}: not a {self.model.__name__} ({err.errors()[0]['msg']})"
+                ) from None
+            out[rec.id] = rec
+        return out
+
+    def repair(self) -> None:
+        """Cut a torn final line so that appends start on a fresh line."""
+        if not self.path.exists():
+            return
+        data = self.path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            cut = data.rfind(b"\n") + 1
+            with self.path.open("r+b") as fh:
+                fh.truncate(cut)
+
+    @contextmanager
+    def appender(self) -> Iterator[Callable[[BaseModel], None]]:
+        """A function that appends one record and flushes it to the OS at once."""
+        self.repair()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as fh:
+
+            def append(rec: BaseModel) -> None:
+                fh.write(model_line(rec))
+                fh.flush()
+
+            yield append
+            os.fsync(fh.fileno())
