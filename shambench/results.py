@@ -9,7 +9,13 @@ from pydantic import BaseModel, ConfigDict, Field
 SCHEMA_VERSION = "1.0"
 
 
-class PRF(BaseModel):
+class _Documented(BaseModel):
+    """Base of the results models: the docstring under each field becomes its description in the JSON Schema."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+
+class PRF(_Documented):
     """Precision, recall and F1 under one convention, with an optional bootstrap interval on F1."""
 
     precision: float
@@ -22,7 +28,7 @@ class PRF(BaseModel):
     """Seeded percentile-bootstrap 95% interval of F1 over examples; None for pooled figures."""
 
 
-class MushroomScores(BaseModel):
+class MushroomScores(_Documented):
     """Mu-SHROOM (SemEval-2025 Task 3) official per-item scores, averaged over items that carry soft labels."""
 
     iou: float
@@ -33,7 +39,7 @@ class MushroomScores(BaseModel):
     """Number of items with soft labels that entered the means."""
 
 
-class ThresholdFree(BaseModel):
+class ThresholdFree(_Documented):
     """Ranking metrics over tokens, from detector scores (a token's score is the max over ranges it overlaps)."""
 
     auprc: float | None
@@ -44,7 +50,7 @@ class ThresholdFree(BaseModel):
     """Number of tokens ranked."""
 
 
-class GroupScores(BaseModel):
+class GroupScores(_Documented):
     """All metrics of one partition (`task/dataset`) or one task."""
 
     n: int
@@ -67,7 +73,7 @@ class GroupScores(BaseModel):
     """AUPRC/AUROC, when predictions carry scores."""
 
 
-class OverallLevel(BaseModel):
+class OverallLevel(_Documented):
     """The unweighted mean over tasks of one level's per-task scores."""
 
     f1: float
@@ -82,7 +88,7 @@ class OverallLevel(BaseModel):
     """95% interval from the tasks' bootstrap replicates (resampled independently within each task)."""
 
 
-class Overall(BaseModel):
+class Overall(_Documented):
     """SHAM-Bench overall scores: unweighted over tasks, step-level (math) tasks excluded."""
 
     tasks: list[str]
@@ -93,7 +99,7 @@ class Overall(BaseModel):
     """Sentence level."""
 
 
-class RunInfo(BaseModel):
+class RunInfo(_Documented):
     """What was scored and how it was produced; every field is optional because a bare predictions file has none."""
 
     # Extra keys are kept (and allowed by the exported schema) so that plugins can record more.
@@ -133,13 +139,15 @@ class RunInfo(BaseModel):
     """UTC time the run was scored, ISO 8601."""
     packages: dict[str, str] = Field(default_factory=dict)
     """Versions of score-relevant libraries when the run was created."""
+    meta: dict[str, Any] = Field(default_factory=dict)
+    """Free-form facts about the system, e.g. a submission's authors, description and URL."""
     usage: dict[str, float] = Field(default_factory=dict)
     """Token and cost totals summed over the predictions' `meta.usage` (e.g. input_tokens, output_tokens)."""
     cost_usd: float | None = None
     """Total cost in US dollars, when the detector reports one (`cost_usd` or `cost` in `meta.usage`)."""
 
 
-class Results(BaseModel):
+class Results(_Documented):
     """One scored run."""
 
     # `results.run = {...}` is validated into a RunInfo.
