@@ -68,6 +68,10 @@ class RunConfig(BaseModel):
     """UTC creation time."""
     packages: dict[str, str] = Field(default_factory=dict)
     """Versions of score-relevant libraries."""
+    origin: str = "run"
+    """`run` (shambench eval) or `submission` (a predictions file given to `shambench leaderboard submit`)."""
+    meta: dict[str, Any] = Field(default_factory=dict)
+    """Free-form facts about the system, e.g. a submission's authors, description and URL."""
 
 
 def examples_hash(examples: Sequence[Example]) -> str:
@@ -284,6 +288,8 @@ def run_info(
         run_dir=str(run_dir),
         started_at=config.created_at,
         packages=config.packages,
+        origin=config.origin,
+        meta=config.meta,
         usage=usage,
         cost_usd=usage.get("cost_usd", usage.get("cost")),
     )
