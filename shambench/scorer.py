@@ -68,9 +68,17 @@ def _covered(starts: np.ndarray, ends: np.ndarray, s: np.ndarray, e: np.ndarray)
     return np.cumsum(diff[:n]) > 0
 
 
-def _char_mask(n_chars: int, s: np.ndarray, e: np.ndarray) -> np.ndarray:
-    diff = np.bincount(s, minlength=n_chars + 1) - np.bincount(e, minlength=n_chars + 1)
-    return np.cumsum(diff[:n_chars]) > 0
+def _char_counts(s: np.ndarray, e: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
+    """Per example, how many characters the ranges `[s, e)` cover (overlaps counted once).
+
+    Sorted by start, a range adds only what reaches past every earlier range's end; ranges of different
+    examples never overlap on the global axis, so no per-character mask is needed.
+    """
+    order = np.argsort(s, kind="stable")
+    s, e, owner = s[order], e[order], owner[order]
+    reach = np.concatenate([[0], np.maximum.accumulate(e)[:-1]]) if len(e) else e
+    gain = np.maximum(0, e - np.maximum(s, reach))
+    return np.bincount(owner, weights=gain, minlength=n)
 
 
 def _max_scores(starts: np.ndarray, ends: np.ndarray, s: np.ndarray, e: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -145,20 +153,20 @@ class Scorer:
         exs = self.examples
         lengths = np.array([len(ex.response) for ex in exs], dtype=np.int64)
         self.offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
-        self.n_chars = int(lengths.sum())
         gs, ge = self._global([ex.hallu_spans for ex in exs])
+        self.gold_chars = (gs, ge, self._owner_of(gs))
         segs = segment_all(ex.response for ex in exs)
         self.tokens = _units([s.token_starts for s in segs], [s.token_ends for s in segs], self.offsets, gs, ge)
         unit_bounds = [self._unit_bounds(ex, seg) for ex, seg in zip(exs, segs)]
         self.n_units = np.array([len(b[0]) for b in unit_bounds], dtype=np.int64)
         self.unit_first = np.cumsum(self.n_units) - self.n_units
         self.units = _units([b[0] for b in unit_bounds], [b[1] for b in unit_bounds], self.offsets, gs, ge)
-        self.chars_gold = _char_mask(self.n_chars, gs, ge)
-        self.char_owner = np.repeat(np.arange(len(exs)), lengths)
         self.gold_counts = {
             "token": np.bincount(self.tokens.owner, weights=self.tokens.gold, minlength=len(exs)),
             "sentence": np.bincount(self.units.owner, weights=self.units.gold, minlength=len(exs)),
+            "char": _char_counts(*self.gold_chars, len(exs)),
         }
+        self.soft = np.array([ex.soft_spans is not None for ex in exs])
         partitions = [ex.partition for ex in exs]
         tasks = [ex.task for ex in exs]
         self.groups = {
@@ -166,6 +174,17 @@ class Scorer:
             "tasks": {name: np.flatnonzero(np.array(tasks) == name) for name in sorted(set(tasks))},
         }
         self.step_tasks = {t for t, idx in self.groups["tasks"].items() if all(exs[i].steps for i in idx)}
+        self._weights: dict[str, np.ndarray] = {}
+
+    def bootstrap_weights(self, name: str, n: int) -> np.ndarray:
+        """The resample weights of the group `name` of `n` examples (drawn on first use, then kept)."""
+        if name not in self._weights:
+            self._weights[name] = metrics.bootstrap_weights(n, name, self.n_resamples, self.seed)
+        return self._weights[name]
+
+    def _owner_of(self, global_starts: np.ndarray) -> np.ndarray:
+        """The example each global offset falls in (empty responses own nothing)."""
+        return np.searchsorted(self.offsets, global_starts, side="right") - 1
 
     @staticmethod
     def _unit_bounds(ex: Example, seg) -> tuple[np.ndarray, np.ndarray]:
@@ -232,27 +251,39 @@ class Scorer:
                 v.append(1.0 if r.score is None else r.score)
         return np.array(s, np.int64), np.array(e, np.int64), np.array(v, float)
 
-    def score(self, predictions: Iterable[Prediction] | Mapping[str, Prediction]) -> Results:
-        """Results of the predictions; examples without one are scored as empty and counted."""
-        if isinstance(predictions, Mapping):
-            predictions = predictions.values()
+    def example_prf(self, predictions: Iterable[Prediction]) -> dict[str, np.ndarray]:
+        """Per level in `LEVELS`, the per-example (precision, recall, F1): shape 3 × examples, in example order.
+
+        What a paired comparison of two runs resamples (see `shambench.compare`).
+        """
+        return self._counted(predictions)[2]
+
+    def _counted(self, predictions: Iterable[Prediction]):
+        """The prediction arrays, per-level (tp, predicted, gold) counts and per-example P/R/F1."""
         pa = self._prediction_arrays(predictions)
         n = len(self.examples)
         tok_pred = _covered(self.tokens.starts, self.tokens.ends, pa.starts, pa.ends)
         unit_pred = _covered(self.units.starts, self.units.ends, pa.starts, pa.ends)
         for i, lab in pa.sentence_labels.items():
             unit_pred[self.unit_first[i] : self.unit_first[i] + self.n_units[i]] = np.array(lab, bool)
-        char_pred = _char_mask(self.n_chars, pa.starts, pa.ends)
         counts = {
             "token": self.tokens.counts(tok_pred, n),
             "sentence": self.units.counts(unit_pred, n),
-            "char": _counts(self.char_owner, char_pred, self.chars_gold, n),
+            "char": self._char_tp_pred_gold(pa),
         }
         prf = {lvl: np.stack(metrics.per_example_prf(*counts[lvl])) for lvl in LEVELS}
+        return pa, counts, prf
+
+    def score(self, predictions: Iterable[Prediction] | Mapping[str, Prediction]) -> Results:
+        """Results of the predictions; examples without one are scored as empty and counted."""
+        if isinstance(predictions, Mapping):
+            predictions = predictions.values()
+        pa, counts, prf = self._counted(predictions)
+        n = len(self.examples)
         token_scores = None
         if pa.scored is not None:
             token_scores = _max_scores(self.tokens.starts, self.tokens.ends, *pa.scored)
-        ctx = _GroupContext(self, pa, counts, prf, tok_pred, token_scores, char_pred)
+        ctx = _GroupContext(self, pa, counts, prf, token_scores)
         datasets = {name: ctx.group(name, idx)[0] for name, idx in self.groups["datasets"].items()}
         task_scores = {name: ctx.group(name, idx) for name, idx in self.groups["tasks"].items()}
         return Results(
@@ -267,6 +298,18 @@ class Scorer:
             tasks={name: gs for name, (gs, _) in task_scores.items()},
             overall=self._overall({t: v for t, v in task_scores.items() if t not in self.step_tasks}),
         )
+
+    def _char_tp_pred_gold(self, pa: _PredictionArrays) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per-example character true positives, predicted and gold counts: |P∩G| = |P| + |G| - |P∪G|."""
+        n = len(self.examples)
+        gs, ge, g_owner = self.gold_chars
+        p_owner = self._owner_of(pa.starts)
+        pred = _char_counts(pa.starts, pa.ends, p_owner, n)
+        union = _char_counts(
+            np.concatenate([gs, pa.starts]), np.concatenate([ge, pa.ends]), np.concatenate([g_owner, p_owner]), n
+        )
+        gold = self.gold_counts["char"]
+        return pred + gold - union, pred, gold
 
     @staticmethod
     def _overall(task_scores: dict[str, tuple[GroupScores, np.ndarray]]) -> Overall | None:
@@ -295,15 +338,13 @@ class _GroupContext:
     pa: _PredictionArrays
     counts: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]
     prf: dict[str, np.ndarray]
-    tok_pred: np.ndarray
     token_scores: np.ndarray | None
-    char_pred: np.ndarray
 
     def group(self, name: str, idx: np.ndarray) -> tuple[GroupScores, np.ndarray]:
         """A group's scores and its bootstrap replicates of (token F1, sentence F1)."""
         sc = self.scorer
         f1 = np.stack([self.prf[lvl][2][idx] for lvl in LEVELS])
-        reps = metrics.bootstrap_replicates(f1, name, sc.n_resamples, sc.seed)
+        reps = metrics.bootstrap_replicates(f1, sc.bootstrap_weights(name, len(idx)))
         per_example = {
             lvl: PRF(
                 precision=float(self.prf[lvl][0][idx].mean()),
@@ -330,15 +371,15 @@ class _GroupContext:
 
     def _mushroom(self, idx: np.ndarray) -> MushroomScores | None:
         sc = self.scorer
-        soft = [i for i in idx if sc.examples[i].soft_spans is not None]
-        if not soft:
+        soft = idx[sc.soft[idx]]
+        if not len(soft):
             return None
-        ious, cors = [], []
-        for i in soft:
-            ex = sc.examples[i]
-            lo, hi = sc.offsets[i], sc.offsets[i] + len(ex.response)
-            ious.append(metrics.iou(sc.chars_gold[lo:hi], self.char_pred[lo:hi]))
-            cors.append(metrics.cor(_soft_vector(len(ex.response), ex.soft_spans), self._pred_soft(i)))
+        tp, pred, gold = (c[soft] for c in self.counts["char"])
+        ious = metrics.iou(tp, pred + gold - tp)
+        cors = [
+            metrics.cor(_soft_vector(len(sc.examples[i].response), sc.examples[i].soft_spans), self._pred_soft(i))
+            for i in soft
+        ]
         return MushroomScores(iou=float(np.mean(ious)), cor=float(np.mean(cors)), n=len(soft))
 
     def _pred_soft(self, i: int) -> np.ndarray:

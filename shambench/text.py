@@ -42,15 +42,20 @@ def _nlp():
 
 
 def _segmentation_of(doc) -> Segmentation:
-    toks = [(t.idx, t.idx + len(t.text)) for t in doc if not t.is_space]
-    sents = []
-    for sent in doc.sents:
-        words = [t for t in sent if not t.is_space]
-        if words:
-            sents.append((words[0].idx, words[-1].idx + len(words[-1].text)))
-    tok = np.array(toks, dtype=np.int64).reshape(-1, 2)
-    sen = np.array(sents, dtype=np.int64).reshape(-1, 2)
-    return Segmentation(tok[:, 0].copy(), tok[:, 1].copy(), sen[:, 0].copy(), sen[:, 1].copy())
+    # One `to_array` call instead of iterating Token objects: the Python loop cost more than tokenising.
+    from spacy.attrs import IDX, IS_SPACE, LENGTH, SENT_START
+
+    arr = doc.to_array([IDX, LENGTH, IS_SPACE, SENT_START]).view(np.int64)
+    starts, ends = arr[:, 0], arr[:, 0] + arr[:, 1]
+    words = arr[:, 2] == 0
+    # spaCy's `doc.sents` opens a sentence at token 0 and at every token whose sent_start is 1.
+    opens = arr[:, 3] == 1
+    opens[:1] = True
+    sentence_of = np.cumsum(opens)[words]
+    first = np.flatnonzero(np.diff(sentence_of, prepend=-1))
+    last = np.append(first[1:] - 1, len(sentence_of) - 1) if len(first) else first
+    w_starts, w_ends = starts[words], ends[words]
+    return Segmentation(w_starts, w_ends, w_starts[first], w_ends[last])
 
 
 def segment_all(texts: Iterable[str], batch_size: int = 256) -> list[Segmentation]:
