@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,7 +24,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from shambench.benchmark import load_benchmark
 from shambench.detector import Detector, Monitor
-from shambench.io import DataError, model_line, read_models, write_json
+from shambench.io import DataError, Journal, read_models, write_json
 from shambench.provenance import git_commit, now_iso, package_versions, shambench_version
 from shambench.results import Results, RunInfo
 from shambench.schema import Example, Prediction
@@ -147,54 +145,6 @@ def new_run_dir(base: str | Path, detector: str) -> Path:
         n += 1
         path = Path(base) / f"{stamp}_{slug}_{n}"
     return path
-
-
-class Journal:
-    """The append-only prediction journal of a run directory."""
-
-    def __init__(self, path: Path):
-        self.path = path
-
-    def read(self) -> dict[str, Prediction]:
-        """The last prediction recorded for each id; a torn final line (a crash mid-write) is ignored."""
-        out: dict[str, Prediction] = {}
-        if not self.path.exists():
-            return out
-        lines = self.path.read_text(encoding="utf-8").splitlines(keepends=True)
-        for lineno, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                pred = Prediction.model_validate_json(line)
-            except ValidationError as err:
-                if lineno == len(lines) and not line.endswith("\n"):
-                    break
-                raise DataError(f"{self.path}:{lineno}: not a prediction ({err.errors()[0]['msg']})") from None
-            out[pred.id] = pred
-        return out
-
-    def repair(self) -> None:
-        """Cut a torn final line so that appends start on a fresh line."""
-        if not self.path.exists():
-            return
-        data = self.path.read_bytes()
-        if data and not data.endswith(b"\n"):
-            cut = data.rfind(b"\n") + 1
-            with self.path.open("r+b") as fh:
-                fh.truncate(cut)
-
-    @contextmanager
-    def appender(self) -> Iterator[Callable[[Prediction], None]]:
-        """A function that appends one prediction and flushes it to the OS at once."""
-        self.repair()
-        with self.path.open("a", encoding="utf-8") as fh:
-
-            def append(pred: Prediction) -> None:
-                fh.write(model_line(pred))
-                fh.flush()
-
-            yield append
-            os.fsync(fh.fileno())
 
 
 def make_config(detector: Detector, examples: Sequence[Example], selection: dict[str, Any]) -> RunConfig:
