@@ -1,0 +1,113 @@
+"""A persistent response cache for model calls: one SQLite file, write-ahead log, one writer connection.
+
+Keys are content hashes of what determines a model's answer (model, endpoint kind, generation parameters and the
+rendered prompt, i.e. the prompt template filled with the example), never of how it was fetched (concurrency,
+timeouts, retries). Values are JSON records. Only answers a caller accepted are stored, so a failed or
+unparseable response is asked again next time.
+
+The file lives at `cache_dir()/responses.sqlite`; `shambench cache stats|clear` inspects and empties it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from shambench.paths import cache_dir
+
+FILENAME = "responses.sqlite"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS responses (
+    key TEXT PRIMARY KEY,
+    model TEXT NOT NULL,
+    value TEXT NOT NULL,
+    created REAL NOT NULL
+)
+"""
+
+
+def cache_path() -> Path:
+    """Where the response cache lives (under `$SHAMBENCH_CACHE_DIR` when set)."""
+    return cache_dir() / FILENAME
+
+
+def cache_key(parts: dict[str, Any]) -> str:
+    """SHA-256 of the canonical JSON of `parts` (keys sorted, no whitespace)."""
+    text = json.dumps(parts, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class CacheStats(BaseModel):
+    """What `shambench cache stats` reports."""
+
+    path: str
+    """The cache file."""
+    entries: int
+    """Stored responses."""
+    size_bytes: int
+    """Size on disk, including the write-ahead log."""
+    by_model: dict[str, int]
+    """Stored responses per model."""
+
+
+class ResponseCache:
+    """A thread-safe key → JSON record store in SQLite (WAL mode, one connection that all writes go through)."""
+
+    def __init__(self, path: str | Path | None = None):
+        self.path = Path(path) if path else cache_path()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        # One connection shared by the threads of this process behind a lock: the single writer. Other
+        # processes may read and write the same file; busy_timeout makes them wait for each other's commits.
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute(_SCHEMA)
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The record stored under `key`, or None."""
+        with self._lock:
+            row = self._db.execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def put(self, key: str, model: str, value: dict[str, Any]) -> None:
+        """Store (or replace) the record under `key`."""
+        text = json.dumps(value, ensure_ascii=False)
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO responses (key, model, value, created) VALUES (?, ?, ?, ?)",
+                (key, model, text, time.time()),
+            )
+
+    def stats(self) -> CacheStats:
+        """Entry counts per model and the size on disk."""
+        with self._lock:
+            rows = self._db.execute("SELECT model, COUNT(*) FROM responses GROUP BY model ORDER BY model").fetchall()
+        size = sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*") if p.is_file())
+        return CacheStats(path=str(self.path), entries=sum(n for _, n in rows), size_bytes=size, by_model=dict(rows))
+
+    def clear(self, model: str | None = None) -> int:
+        """Delete every record (or those of one model); returns how many were deleted."""
+        with self._lock:
+            if model is None:
+                cur = self._db.execute("DELETE FROM responses")
+            else:
+                cur = self._db.execute("DELETE FROM responses WHERE model = ?", (model,))
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        if model is None:
+            with self._lock:
+                self._db.execute("VACUUM")
+        return cur.rowcount
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self._lock:
+            self._db.close()

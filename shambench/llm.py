@@ -1,0 +1,459 @@
+"""An asynchronous client pool for OpenAI-compatible servers (OpenAI, vLLM, llama.cpp, ...), shared by every
+detector that prompts a model.
+
+What it guarantees:
+- bounded concurrency: at most `Endpoint.max_concurrency` requests in flight, served by that many workers;
+- retries with exponential backoff and jitter on 429, 5xx, timeouts, dropped connections and malformed bodies,
+  honouring `Retry-After` / `retry-after-ms`; the openai client's own retries are off (`max_retries=0`) so that
+  every HTTP attempt is counted here exactly;
+- a per-request timeout;
+- accounting: input, output and reasoning tokens, cost from the price table (`shambench/pricing.yaml`, overridden
+  by `$SHAMBENCH_PRICING` or `<user config dir>/shambench/pricing.yaml`), requests, retries and cache hits;
+- a response cache (`shambench.cache`) keyed by model, endpoint kind, generation parameters and rendered prompt;
+- no secrets kept: the API key is read from the environment when the client starts and never stored in
+  parameters, cache records, usage records or error messages.
+
+Typical use from a detector:
+
+    client = LLMClient(Endpoint(model="gpt-5-mini"), cache=ResponseCache())
+
+    async def one(example):
+        reply = await client.chat(messages_for(example), {"max_completion_tokens": 800}, accept=parse)
+        return reply.parsed
+
+    for result in client.map(examples, one, monitor):   # a sync generator; the loop runs in a worker thread
+        ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import os
+import queue
+import random
+import re
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from platformdirs import user_config_dir
+from pydantic import BaseModel, Field, ValidationError
+
+from shambench.cache import ResponseCache, cache_key
+from shambench.detector import Monitor
+from shambench.io import DataError
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+PRICING_ENV = "SHAMBENCH_PRICING"
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+# Servers on the loopback or a private network (vLLM, llama.cpp) usually need no key; the openai client needs one.
+PLACEHOLDER_KEY = "EMPTY"
+# HTTP statuses worth another attempt: timeout, conflict, rate limit, and server errors.
+RETRYABLE_STATUS = frozenset({408, 409, 429})
+
+
+class Endpoint(BaseModel):
+    """Which server and model to call, and how hard to push it (nothing here changes a model's answer)."""
+
+    model: str
+    """Model name as the server knows it, e.g. `gpt-5-mini` or `Qwen/Qwen3-4B`."""
+    base_url: str | None = None
+    """OpenAI-compatible base URL ending in `/v1`; None means OpenAI's own API."""
+    api_key_env: str = DEFAULT_KEY_ENV
+    """Environment variable holding the API key (the key itself is never stored)."""
+    max_concurrency: int = Field(default=16, ge=1)
+    """Requests in flight at once."""
+    timeout: float = Field(default=120.0, gt=0)
+    """Seconds before one request is abandoned (and retried)."""
+    max_retries: int = Field(default=6, ge=0)
+    """Further attempts after a retryable failure, before the item is recorded as failed."""
+    backoff_base: float = Field(default=1.0, ge=0)
+    """Backoff before retry n is between half and all of `backoff_base * 2**(n-1)` seconds (equal jitter)."""
+    backoff_max: float = Field(default=60.0, ge=0)
+    """Longest wait before a retry, including waits asked for by `Retry-After`."""
+
+
+class Usage(BaseModel):
+    """What answering one item consumed in this run (a cache hit consumes no tokens and costs nothing)."""
+
+    input_tokens: int = 0
+    """Prompt tokens billed."""
+    output_tokens: int = 0
+    """Completion tokens billed (reasoning tokens included, as OpenAI counts them)."""
+    reasoning_tokens: int = 0
+    """Of the output tokens, how many were hidden reasoning."""
+    cost: float = 0.0
+    """US dollars, from the price table; 0 for models it does not list."""
+    requests: int = 0
+    """HTTP requests sent (attempts, including retries)."""
+    retries: int = 0
+    """Attempts after the first."""
+    cache_hit: int = 0
+    """1 when the answer came from the response cache."""
+
+
+class Completion(BaseModel):
+    """A model's answer to one request."""
+
+    text: str
+    """The message content (chat) or completion text."""
+    reasoning: str | None = None
+    """Reasoning text the server returned beside the content (vLLM `reasoning_content`), when any."""
+    finish_reason: str | None = None
+    """Why generation stopped (`stop`, `length`, ...)."""
+    usage: Usage
+    """What it consumed."""
+    key: str
+    """Its response-cache key."""
+    parsed: Any = None
+    """What the caller's `accept` function returned for it."""
+
+
+class LLMError(Exception):
+    """A request that failed for good: the reason, what the attempts consumed, and any text received."""
+
+    def __init__(self, reason: str, usage: Usage, text: str | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.usage = usage
+        self.text = text
+
+
+class Price(BaseModel):
+    """US dollars per million tokens."""
+
+    input: float = Field(ge=0)
+    """Per million prompt tokens."""
+    output: float = Field(ge=0)
+    """Per million completion tokens (reasoning included)."""
+
+
+def pricing_override_path() -> Path:
+    """The user's price file: `$SHAMBENCH_PRICING`, else `pricing.yaml` in the user config directory."""
+    return Path(os.environ.get(PRICING_ENV) or Path(user_config_dir("shambench")) / "pricing.yaml").expanduser()
+
+
+def _read_prices(text: str, origin: str) -> dict[str, Price]:
+    data = yaml.safe_load(text) or {}
+    if not isinstance(data, dict):
+        raise DataError(f"{origin}: expected a mapping of model name to {{input, output}} prices")
+    try:
+        return {str(name): Price.model_validate(entry) for name, entry in data.items()}
+    except ValidationError as err:
+        raise DataError(f"{origin}: {err.errors()[0]['loc']}: {err.errors()[0]['msg']}") from None
+
+
+@cache
+def load_prices() -> dict[str, Price]:
+    """The packaged price table, updated by the user's file when it exists (see `pricing_override_path`)."""
+    packaged = resources.files("shambench").joinpath("pricing.yaml").read_text(encoding="utf-8")
+    prices = _read_prices(packaged, "shambench/pricing.yaml")
+    user = pricing_override_path()
+    if user.is_file():
+        prices.update(_read_prices(user.read_text(encoding="utf-8"), str(user)))
+    return prices
+
+
+def price_of(model: str, prices: dict[str, Price] | None = None) -> Price | None:
+    """The price of a model: its exact name, else without a `provider/` prefix, else the longest listed prefix
+    (so a dated snapshot such as `gpt-5-mini-2025-08-07` is priced as `gpt-5-mini`)."""
+    prices = load_prices() if prices is None else prices
+    for name in (model, model.rsplit("/", 1)[-1]):
+        if name in prices:
+            return prices[name]
+    prefixes = [p for p in prices if model.rsplit("/", 1)[-1].startswith(p)]
+    return prices[max(prefixes, key=len)] if prefixes else None
+
+
+def cost_of(model: str, input_tokens: int, output_tokens: int) -> float:
+    """US dollars for the tokens, 0 when the model has no price."""
+    price = price_of(model)
+    if price is None:
+        return 0.0
+    return (input_tokens * price.input + output_tokens * price.output) / 1_000_000
+
+
+def retry_after(headers: Any) -> float | None:
+    """Seconds a server asked us to wait (`retry-after-ms`, or `retry-after` in seconds or as an HTTP date)."""
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        when = email.utils.parsedate_to_datetime(value) if value else None
+        return max(0.0, when.timestamp() - time.time()) if when else None
+
+
+def backoff(attempt: int, base: float, limit: float, rng: random.Random) -> float:
+    """Equal-jitter exponential backoff before retry `attempt` (1-based): in [d/2, d], d = min(limit, base*2**(n-1))."""
+    ceiling = min(limit, base * 2 ** (attempt - 1))
+    return ceiling / 2 + rng.random() * ceiling / 2
+
+
+def redact(text: str, secret: str | None) -> str:
+    """`text` without the secret, nor anything shaped like an OpenAI key (servers echo masked keys in errors)."""
+    if secret and secret != PLACEHOLDER_KEY:
+        text = text.replace(secret, "***")
+    return re.sub(r"\bsk-[A-Za-z0-9*_\-]{3,}", "sk-***", text)
+
+
+def usage_of(model: str, response: Any) -> Usage:
+    """The token usage of an openai response object (zeros when the server reports none)."""
+    u = getattr(response, "usage", None)
+    if u is None:
+        return Usage()
+    details = getattr(u, "completion_tokens_details", None)
+    reasoning = getattr(details, "reasoning_tokens", None) or 0
+    inp, out = u.prompt_tokens or 0, u.completion_tokens or 0
+    return Usage(input_tokens=inp, output_tokens=out, reasoning_tokens=reasoning, cost=cost_of(model, inp, out))
+
+
+def _message_parts(kind: str, response: Any) -> tuple[str, str | None, str | None]:
+    """(text, reasoning, finish_reason) of the first choice; ValueError when there is none."""
+    choices = getattr(response, "choices", None)
+    if not choices:
+        raise ValueError("the response has no choices")
+    choice = choices[0]
+    if kind == "completions":
+        return choice.text or "", None, choice.finish_reason
+    message = choice.message
+    reasoning = getattr(message, "reasoning_content", None) or getattr(message, "reasoning", None)
+    return message.content or "", reasoning if isinstance(reasoning, str) else None, choice.finish_reason
+
+
+class LLMClient:
+    """Calls one endpoint with bounded concurrency, retries, caching and accounting (see the module docstring)."""
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        cache: ResponseCache | None = None,
+        on_count: Callable[[str, float], None] | None = None,
+        seed: int | None = None,
+    ):
+        self.endpoint = endpoint
+        self.cache = cache
+        self.on_count = on_count or (lambda key, n: None)
+        self._rng = random.Random(seed)
+        self._api: Any = None
+        self._slots: asyncio.Semaphore | None = None
+        self._key: str | None = None
+
+    def api_key(self) -> str:
+        """The key from the environment; a placeholder for a custom server; DataError for OpenAI without one."""
+        key = os.environ.get(self.endpoint.api_key_env)
+        if key:
+            return key
+        if self.endpoint.base_url:
+            return PLACEHOLDER_KEY
+        raise DataError(
+            f"no API key: set {self.endpoint.api_key_env} (or name another variable with --api-key-env), "
+            "or give --base-url for a server that needs none"
+        )
+
+    def _client(self) -> Any:
+        """The openai client of the running event loop (created on first use there)."""
+        if self._api is None:
+            from openai import AsyncOpenAI
+
+            self._key = self.api_key()
+            self._api = AsyncOpenAI(
+                api_key=self._key,
+                base_url=self.endpoint.base_url,
+                timeout=self.endpoint.timeout,
+                max_retries=0,
+            )
+            self._slots = asyncio.Semaphore(self.endpoint.max_concurrency)
+        return self._api
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections of the current loop."""
+        if self._api is not None:
+            await self._api.close()
+        self._api = None
+        self._slots = None
+
+    def request_key(self, kind: str, body: dict[str, Any]) -> str:
+        """The cache key of a request: model, endpoint kind, generation parameters and prompt (no transport)."""
+        return cache_key({"model": self.endpoint.model, "kind": kind, "body": body})
+
+    async def chat(
+        self,
+        messages: list[dict[str, Any]],
+        params: dict[str, Any] | None = None,
+        accept: Callable[[Completion], Any] | None = None,
+    ) -> Completion:
+        """One chat completion; see `request`."""
+        return await self.request("chat", {"messages": messages, **(params or {})}, accept)
+
+    async def complete(
+        self, prompt: str, params: dict[str, Any] | None = None, accept: Callable[[Completion], Any] | None = None
+    ) -> Completion:
+        """One text completion (`/completions`); see `request`."""
+        return await self.request("completions", {"prompt": prompt, **(params or {})}, accept)
+
+    async def request(
+        self, kind: str, body: dict[str, Any], accept: Callable[[Completion], Any] | None = None
+    ) -> Completion:
+        """The answer to `body` from the cache or the server.
+
+        `accept(completion)` returns the parsed answer (stored in `Completion.parsed`) or raises ValueError when
+        the text is unusable; only accepted answers are cached. Raises LLMError when the request fails for good
+        or is not accepted (with the text received).
+        """
+        key = self.request_key(kind, body)
+        if self.cache is not None:
+            stored = self.cache.get(key)
+            if stored is not None:
+                self.on_count("cache_hits", 1)
+                done = Completion(**stored, usage=Usage(cache_hit=1), key=key)
+                return self._accepted(done, accept)
+        response, usage = await self._send(kind, body)
+        try:
+            text, reasoning, finish = _message_parts(kind, response)
+        except (AttributeError, ValueError) as err:
+            raise LLMError(f"unexpected response: {err}", usage) from None
+        for name in ("input_tokens", "output_tokens", "reasoning_tokens", "cost"):
+            self.on_count(name, getattr(usage, name))
+        done = self._accepted(
+            Completion(text=text, reasoning=reasoning, finish_reason=finish, usage=usage, key=key), accept
+        )
+        if self.cache is not None:
+            record = {"text": text, "reasoning": reasoning, "finish_reason": finish}
+            self.cache.put(key, self.endpoint.model, record)
+        return done
+
+    @staticmethod
+    def _accepted(done: Completion, accept: Callable[[Completion], Any] | None) -> Completion:
+        if accept is None:
+            return done
+        try:
+            done.parsed = accept(done)
+        except ValueError as err:
+            raise LLMError(f"unusable output: {err}", done.usage, done.text) from None
+        return done
+
+    async def _send(self, kind: str, body: dict[str, Any]) -> tuple[Any, Usage]:
+        """The parsed response to one request, after retries; LLMError when every attempt failed."""
+        import openai
+
+        api = self._client()
+        create = api.chat.completions.create if kind == "chat" else api.completions.create
+        attempts = 0
+        while True:
+            attempts += 1
+            self.on_count("requests", 1)
+            try:
+                async with self._slots:
+                    response = await create(model=self.endpoint.model, **body)
+                usage = usage_of(self.endpoint.model, response)
+                return response, usage.model_copy(update={"requests": attempts, "retries": attempts - 1})
+            except openai.APIStatusError as err:
+                retryable = err.status_code in RETRYABLE_STATUS or err.status_code >= 500
+                reason = f"HTTP {err.status_code}: {_short(err.message)}"
+                wait = retry_after(err.response.headers)
+            except (openai.APIConnectionError, openai.APIResponseValidationError, ValueError) as err:
+                # APITimeoutError is an APIConnectionError; a 200 whose body is not JSON surfaces as ValueError.
+                retryable, wait = True, None
+                reason = f"{type(err).__name__}: {_short(str(err))}"
+            failed = Usage(requests=attempts, retries=attempts - 1)
+            if not retryable or attempts > self.endpoint.max_retries:
+                tries = f" after {attempts} attempts" if attempts > 1 else ""
+                raise LLMError(redact(reason, self._key) + tries, failed) from None
+            self.on_count("retries", 1)
+            delay = backoff(attempts, self.endpoint.backoff_base, self.endpoint.backoff_max, self._rng)
+            await asyncio.sleep(min(max(delay, wait or 0.0), self.endpoint.backoff_max))
+
+    def map(self, items: Sequence[T], work: Callable[[T], Awaitable[R]], monitor: Monitor | None = None) -> Iterator[R]:
+        """`work(item)` for every item, run by `max_concurrency` workers on an event loop in a worker thread;
+        results are yielded here as they complete. Counters reach `monitor` from the calling thread."""
+        events: queue.SimpleQueue = queue.SimpleQueue()
+        forward = self.on_count
+        self.on_count = lambda key, n: events.put(("count", key, n))
+        runner = _LoopThread(self._work_all(items, work, events))
+        runner.start()
+        try:
+            while True:
+                kind, *rest = events.get()
+                if kind == "count":
+                    forward(*rest)
+                    if monitor is not None:
+                        monitor.count(*rest)
+                elif kind == "result":
+                    yield rest[0]
+                else:
+                    if rest[0] is not None:
+                        raise rest[0]
+                    return
+        finally:
+            runner.stop()
+            self.on_count = forward
+
+    async def _work_all(self, items: Sequence[T], work: Callable[[T], Awaitable[R]], events: queue.SimpleQueue):
+        pending = iter(items)
+
+        async def worker() -> None:
+            # Workers share one iterator, so at most max_concurrency items are ever started and unfinished.
+            for item in pending:
+                events.put(("result", await work(item)))
+
+        try:
+            async with asyncio.TaskGroup() as group:
+                for _ in range(min(self.endpoint.max_concurrency, len(items))):
+                    group.create_task(worker())
+            events.put(("end", None))
+        except* Exception as errors:
+            events.put(("end", errors.exceptions[0]))
+        finally:
+            await self.aclose()
+
+
+class _LoopThread:
+    """Runs one coroutine on a fresh event loop in a daemon thread; `stop` cancels it and waits."""
+
+    def __init__(self, coro: Awaitable[None]):
+        self._loop = asyncio.new_event_loop()
+        self._task = self._loop.create_task(coro)
+        self._thread = threading.Thread(target=self._run, name="shambench-llm", daemon=True)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_until_complete(self._task)
+        except asyncio.CancelledError:
+            pass
+        finally:
+            self._loop.close()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            try:
+                self._loop.call_soon_threadsafe(self._task.cancel)
+            except RuntimeError:  # the loop closed between the check and the call: nothing left to cancel
+                pass
+        self._thread.join()
+
+
+def _short(text: str, limit: int = 300) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

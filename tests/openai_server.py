@@ -1,0 +1,276 @@
+"""A real OpenAI-compatible HTTP server on 127.0.0.1 for tests and benchmarks (no model, no internet).
+
+It answers `POST /v1/chat/completions` and `POST /v1/completions` with text from a scripted function, reports
+usage, and can inject latency and faults: 429 with `Retry-After`, 500, a response slower than the client's
+timeout, a 200 whose body is not JSON, and requests held open until released (to kill a client mid-flight).
+Every request is logged (path, model, prompt hash, attempt number for that prompt, fault, status, headers).
+
+In a test:
+
+    def test_x(openai_server):                       # fixture from tests/conftest.py
+        openai_server.script = lambda req: '{"incorrect_spans": []}'
+        openai_server.faults = fail_rate(0.2, seed=1)
+        ... --base-url openai_server.base_url ...
+        assert len(openai_server.log) == ...
+
+As a process (for benchmarks): `python -m tests.openai_server --latency 0.1` prints its base URL, then serves
+until killed; `GET /_stats` returns request counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+TIMEOUT_DELAY = 3.0
+"""How long a `timeout` fault keeps the client waiting (longer than the tests' client timeouts)."""
+
+
+@dataclass
+class Request:
+    """One request as the server saw it."""
+
+    n: int
+    path: str
+    body: dict[str, Any]
+    prompt: str
+    key: str
+    attempt: int
+    authorization: str | None
+    fault: str | None = None
+    status: int | None = None
+
+    @property
+    def model(self) -> str | None:
+        return self.body.get("model")
+
+
+@dataclass
+class Fault:
+    """What to do instead of answering: `429`, `500`, `timeout`, `malformed` or `hang`."""
+
+    kind: str
+    retry_after: str | None = None
+
+
+def prompt_of(body: dict[str, Any]) -> str:
+    """The prompt text of a request: the joined message contents, or the completion prompt."""
+    if "messages" in body:
+        return "\n".join(str(m.get("content", "")) for m in body["messages"])
+    return str(body.get("prompt", ""))
+
+
+def fail_rate(rate: float, seed: int = 0, kinds: tuple[str, ...] = ("500", "429"), retry_after: str = "0"):
+    """A fault plan failing each attempt with probability `rate`, decided by a hash of (seed, prompt, attempt),
+    so the same run meets the same faults whatever the order of requests. Kinds alternate by the same hash."""
+
+    def plan(req: Request) -> Fault | None:
+        digest = hashlib.sha256(f"{seed}|{req.key}|{req.attempt}".encode()).digest()
+        if int.from_bytes(digest[:4], "big") / 2**32 >= rate:
+            return None
+        kind = kinds[digest[4] % len(kinds)]
+        return Fault(kind, retry_after if kind == "429" else None)
+
+    return plan
+
+
+def echo_empty(req: Request) -> str:
+    """The default script: every answer is supported."""
+    return '{"incorrect_spans": []}'
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+@dataclass
+class OpenAIServer:
+    """The server; `start()` runs it on its own event loop in a daemon thread."""
+
+    script: Callable[[Request], str] = echo_empty
+    latency: float = 0.0
+    faults: Callable[[Request], Fault | None] | None = None
+    reasoning_tokens: int = 0
+    port: int = 0
+    log: list[Request] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        self._attempts: dict[str, int] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._release: asyncio.Event | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def reset(self) -> None:
+        """Forget the log and attempt counts (faults and script stay)."""
+        with self._lock:
+            self.log.clear()
+            self._attempts.clear()
+
+    def held(self) -> list[Request]:
+        """Requests currently held open by a `hang` fault."""
+        with self._lock:
+            return [r for r in self.log if r.fault == "hang" and r.status is None]
+
+    def release(self) -> None:
+        """Let every held request finish (with a 503)."""
+        if self._loop and self._release:
+            self._loop.call_soon_threadsafe(self._release.set)
+
+    def count(self, status: int | None = None, fault: str | None = None) -> int:
+        """Logged requests, optionally only those with a status or a fault kind."""
+        with self._lock:
+            return sum(
+                1 for r in self.log if (status is None or r.status == status) and (fault is None or r.fault == fault)
+            )
+
+    def _record(self, path: str, body: dict[str, Any], authorization: str | None) -> Request:
+        prompt = prompt_of(body)
+        key = hashlib.sha256(prompt.encode()).hexdigest()[:16]
+        with self._lock:
+            attempt = self._attempts.get(key, 0) + 1
+            self._attempts[key] = attempt
+            req = Request(len(self.log) + 1, path, body, prompt, key, attempt, authorization)
+            self.log.append(req)
+        return req
+
+    async def _completion(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            return web.json_response({"error": {"message": "body is not JSON"}}, status=400)
+        kind = "chat" if request.path.endswith("chat/completions") else "completions"
+        req = self._record(request.path, body, request.headers.get("Authorization"))
+        fault = self.faults(req) if self.faults else None
+        req.fault = fault.kind if fault else None
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        if fault is not None:
+            return await self._fault(req, fault)
+        text = self.script(req)
+        req.status = 200
+        return web.json_response(self._payload(kind, body, req, text))
+
+    async def _fault(self, req: Request, fault: Fault) -> web.StreamResponse:
+        if fault.kind == "hang":
+            await self._release.wait()
+            req.status = 503
+            return web.json_response({"error": {"message": "released"}}, status=503)
+        if fault.kind == "timeout":
+            await asyncio.sleep(TIMEOUT_DELAY)
+            req.status = 504
+            return web.json_response({"error": {"message": "too slow"}}, status=504)
+        if fault.kind == "malformed":
+            req.status = 200
+            return web.Response(text='{"id": "x", "choices": [', content_type="application/json")
+        status = int(fault.kind)
+        req.status = status
+        headers = {"Retry-After": fault.retry_after} if fault.retry_after is not None else None
+        message = "rate limited" if status == 429 else "internal error"
+        return web.json_response({"error": {"message": message, "type": "test"}}, status=status, headers=headers)
+
+    def _payload(self, kind: str, body: dict[str, Any], req: Request, text: str) -> dict[str, Any]:
+        completion_tokens = _words(text) + self.reasoning_tokens
+        usage = {
+            "prompt_tokens": _words(req.prompt),
+            "completion_tokens": completion_tokens,
+            "total_tokens": _words(req.prompt) + completion_tokens,
+            "completion_tokens_details": {"reasoning_tokens": self.reasoning_tokens},
+        }
+        if kind == "chat":
+            choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+            obj = "chat.completion"
+        else:
+            choice = {"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}
+            obj = "text_completion"
+        return {
+            "id": f"test-{req.n}",
+            "object": obj,
+            "created": int(time.time()),
+            "model": body.get("model", "test"),
+            "choices": [choice],
+            "usage": usage,
+        }
+
+    async def _stats(self, request: web.Request) -> web.Response:
+        with self._lock:
+            statuses: dict[str, int] = {}
+            for r in self.log:
+                statuses[str(r.status)] = statuses.get(str(r.status), 0) + 1
+            return web.json_response({"requests": len(self.log), "statuses": statuses})
+
+    async def _models(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": "test", "object": "model"}]})
+
+    async def _serve(self, stop: asyncio.Event) -> None:
+        self._release = asyncio.Event()
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._completion)
+        app.router.add_post("/v1/completions", self._completion)
+        app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/_stats", self._stats)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", self.port, shutdown_timeout=0.2, backlog=1024)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]
+        self._ready.set()
+        await stop.wait()
+        self._release.set()
+        await runner.cleanup()
+
+    def start(self) -> OpenAIServer:
+        """Start serving in a daemon thread; returns when the port is bound."""
+        self._loop = asyncio.new_event_loop()
+        self._stop = asyncio.Event()
+        self._thread = threading.Thread(
+            target=self._loop.run_until_complete, args=(self._serve(self._stop),), daemon=True
+        )
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("the test OpenAI server did not start")
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and wait for the thread."""
+        if self._loop and self._thread and self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._stop.set)
+            self._thread.join(10)
+
+    def __enter__(self) -> OpenAIServer:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
+    args = parser.parse_args()
+    server = OpenAIServer(latency=args.latency, port=args.port).start()
+    print(server.base_url, flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()
