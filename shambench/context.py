@@ -128,25 +128,38 @@ def add_context(
     store = ContextStore(provider, root)
     have = {i for i, r in store.read().items() if r.error is None}
     todo = [ex for ex in examples if ex.id not in have]
-    counts = store.append(provider.fetch(todo, monitor or Monitor())) if todo else {"fetched": 0, "failed": 0}
+    monitor = monitor or Monitor()
+
+    def tracked():
+        for rec in provider.fetch(todo, monitor):
+            monitor.done(rec)
+            yield rec
+
+    counts = store.append(tracked()) if todo else {"fetched": 0, "failed": 0}
     return {**counts, "cached": len(examples) - len(todo)}
 
 
 def with_context(
     examples: Sequence[Example], provider: ContextProvider, root: Path | None = None
 ) -> tuple[list[Example], dict[str, dict[str, Any]]]:
-    """Examples whose context is the provider's evidence, and per partition which evidence that was.
+    """Examples with the provider's evidence as context, and per partition which evidence that was.
 
-    Examples without a successful record get an empty context. The per-partition record holds the provider,
-    its parameters, how many examples got evidence, and one hash over the (id, content hash) pairs.
+    Evidence goes only to open-domain examples (those whose source gives no context); an example that has its
+    own source document keeps it. An open-domain example without a successful record keeps an empty context.
+    The per-partition record holds the provider, its parameters, counts, and one hash over the
+    (id, content hash) pairs of the evidence used.
     """
     records = ContextStore(provider, root).read()
     out, parts = [], {}
     for ex in examples:
+        part = parts.setdefault(ex.partition, {"pairs": [], "missing": 0, "failed": 0, "own": 0})
+        if ex.context:
+            out.append(ex)
+            part["own"] += 1
+            continue
         rec = records.get(ex.id)
         ok = rec is not None and rec.error is None
         out.append(ex.model_copy(update={"context": rec.context if ok else ""}))
-        part = parts.setdefault(ex.partition, {"pairs": [], "missing": 0, "failed": 0})
         part["pairs"].append((ex.id, rec.content_hash if ok else ""))
         if rec is None:
             part["missing"] += 1
@@ -159,8 +172,22 @@ def with_context(
             "n_with_context": sum(1 for _, h in p["pairs"] if h),
             "n_missing": p["missing"],
             "n_failed": p["failed"],
+            "n_own_context": p["own"],
             "content_hash": hashlib.sha256(json.dumps(sorted(p["pairs"])).encode()).hexdigest(),
         }
         for name, p in parts.items()
     }
     return out, provenance
+
+
+def apply_context(
+    spec: str, examples: Sequence[Example], monitor: Monitor | None = None
+) -> tuple[list[Example], dict[str, dict[str, Any]]]:
+    """Fetch what the provider `spec` has not stored yet for open-domain examples, then the examples with its
+    evidence and the provenance (see `with_context`)."""
+    provider = create_provider(spec)
+    try:
+        add_context(provider, [ex for ex in examples if not ex.context], monitor)
+    finally:
+        provider.close()
+    return with_context(examples, provider)

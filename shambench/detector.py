@@ -34,6 +34,9 @@ class Monitor:
     def count(self, key: str, n: float = 1) -> None:
         """Add `n` to the counter `key`."""
 
+    def done(self, item) -> None:
+        """One item (a prediction, a context record) is finished; `item.error` says whether it failed."""
+
 
 class Detector:
     """Base class of detectors: override `detect` (one example) or `predict` (batched or asynchronous)."""

@@ -125,6 +125,10 @@ class RunInfo(_Documented):
     """PRED JSONL file that was scored, for `shambench score --predictions`."""
     limit: int | None = None
     """At most this many examples per partition, when the run was limited."""
+    context: str | None = None
+    """Context provider whose evidence the examples were scored with (None: each source's own context)."""
+    context_provenance: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Per partition: provider, parameters, how many examples got evidence, and a hash of that evidence."""
     examples_hash: str | None = None
     """SHA-256 over the examples' ids, responses and gold spans (see `shambench.runner.examples_hash`)."""
     dataset_revisions: dict[str, str] = Field(default_factory=dict)

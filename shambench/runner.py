@@ -54,6 +54,10 @@ class RunConfig(BaseModel):
     """EXAMPLES JSONL file, when the examples came from a file."""
     limit: int | None = None
     """At most this many examples per partition (the first ones), when set."""
+    context: str | None = None
+    """Context provider spec whose evidence replaced the examples' contexts (None: the source's own context)."""
+    context_provenance: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Per partition, which evidence that was: provider, parameters, counts and a content hash."""
     examples_hash: str
     """SHA-256 over the ids, responses and gold spans; resume and rescoring refuse a different hash."""
     n_examples: int
@@ -102,8 +106,10 @@ def select_examples(
     data_dir: str | Path | None,
     limit: int | None,
     on_source_error: Callable[[str, str], None] | None = None,
+    context: str | None = None,
 ) -> tuple[list[Example], dict[str, Any]]:
-    """Examples from an EXAMPLES file or from adapters, and the selection fields of a `RunConfig`."""
+    """Examples from an EXAMPLES file or from adapters (with a provider's evidence as context when `context`
+    names one), and the selection fields of a `RunConfig`."""
     if examples_file:
         examples = read_models(examples_file, Example)
         selection: dict[str, Any] = {"examples_file": str(Path(examples_file).resolve())}
@@ -121,12 +127,19 @@ def select_examples(
     examples = limit_per_partition(examples, limit)
     if not examples:
         raise DataError("no examples selected (check --datasets, --examples and --data-dir)")
+    if context:
+        from shambench.context import apply_context
+
+        examples, provenance = apply_context(context, examples)
+        selection |= {"context": context, "context_provenance": provenance}
     return examples, {**selection, "limit": limit}
 
 
 def examples_of(config: RunConfig) -> list[Example]:
     """Re-create a run's examples from its config; DataError when they no longer hash the same."""
-    examples, _ = select_examples(config.datasets, config.examples_file, config.split, config.data_dir, config.limit)
+    examples, _ = select_examples(
+        config.datasets, config.examples_file, config.split, config.data_dir, config.limit, context=config.context
+    )
     if examples_hash(examples) != config.examples_hash:
         raise DataError(
             "the examples no longer match the run's examples_hash (the data or its selection changed); "
@@ -232,6 +245,8 @@ def run_info(
         split=config.split,
         examples_file=config.examples_file,
         limit=config.limit,
+        context=config.context,
+        context_provenance=config.context_provenance,
         examples_hash=config.examples_hash,
         dataset_revisions=dataset_revisions(config.datasets or []),
         dataset_counts=dict(Counter(ex.dataset for ex in examples)),

@@ -27,6 +27,12 @@ ENDPOINT_OPTIONS = ("model", "base_url", "api_key_env", "max_concurrency", "time
 @click.option("--timeout", type=click.FloatRange(min=0.1), help="Per-request timeout in seconds.")
 @data_selection
 @click.option(
+    "--context",
+    metavar="PROVIDER",
+    help="Evidence for open-domain examples from a context provider, e.g. file:EVIDENCE.jsonl or wikipedia "
+    "(default: each source's own context, empty for open-domain sets).",
+)
+@click.option(
     "--run-dir",
     type=click.Path(file_okay=False),
     help="Run directory to create (default: a new folder under --runs).",
@@ -81,7 +87,7 @@ def eval_command(detector_spec, params, resume_dir, run_dir, runs_root, no_progr
     console = make_console()
     detector_params = parse_params(params)
     detector_params.update({k: opts[k] for k in ENDPOINT_OPTIONS if opts.get(k) is not None})
-    selection_opts = {k: opts[k] for k in ("datasets", "examples_file", "split", "data_dir", "limit")}
+    selection_opts = {k: opts[k] for k in ("datasets", "examples_file", "split", "data_dir", "limit", "context")}
     if resume_dir:
         run_path = Path(resume_dir)
         config = load_config(run_path)

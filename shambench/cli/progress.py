@@ -13,7 +13,6 @@ from rich.progress import (
 )
 
 from shambench.detector import Monitor
-from shambench.schema import Prediction
 
 
 class ProgressMonitor(Monitor):
@@ -37,9 +36,9 @@ class ProgressMonitor(Monitor):
         self.counters[key] = self.counters.get(key, 0) + n
         self._refresh()
 
-    def done(self, pred: Prediction) -> None:
-        """One prediction was journaled."""
-        if pred.error is not None:
+    def done(self, item) -> None:
+        """One prediction (or context record) is finished."""
+        if item.error is not None:
             self.counters["failed"] = self.counters.get("failed", 0) + 1
         self.progress.advance(self.task)
         self._refresh()

@@ -1,0 +1,47 @@
+"""`shambench data add-context`: fetch and store evidence for open-domain examples."""
+
+from __future__ import annotations
+
+import click
+
+from shambench.cli.options import data_selection, parse_params
+
+
+@click.command("add-context")
+@click.option("--provider", "spec", required=True, metavar="NAME", help="Context provider: file:PATH, wikipedia, llm.")
+@click.option("--param", "-p", "params", multiple=True, metavar="KEY=VALUE", help="Provider parameter (repeatable).")
+@data_selection
+def add_context_command(spec, params, datasets, examples_file, split, data_dir, limit) -> None:
+    """Fetch evidence for the selected open-domain examples and store it in the shambench cache.
+
+    \b
+    shambench data add-context --provider file:evidence.jsonl --datasets mushroom
+    shambench data add-context --provider wikipedia --datasets mushroom,halluentity
+
+    Each record keeps its provenance (provider, parameters, source URLs, retrieval time, content hash). Examples
+    that already have evidence are skipped, so a re-run fetches only what is missing or failed. Use the evidence
+    with `shambench eval --context SPEC` (with the same provider parameters).
+    """
+    from shambench.cli.progress import ProgressMonitor
+    from shambench.cli.score import _warn
+    from shambench.context import ContextStore, add_context, create_provider
+    from shambench.report import make_console
+    from shambench.runner import select_examples
+
+    console = make_console()
+    provider = create_provider(spec, **parse_params(params))
+    examples, _ = select_examples(datasets, examples_file, split, data_dir, limit, _warn(console))
+    open_domain = [ex for ex in examples if not ex.context]
+    try:
+        with ProgressMonitor(len(open_domain), f"context: {spec}", console) as monitor:
+            counts = add_context(provider, open_domain, monitor)
+    finally:
+        provider.close()
+    console.print(
+        f"{len(open_domain)} open-domain examples ({len(examples) - len(open_domain)} have their own context): "
+        f"{counts['fetched']} fetched, {counts['failed']} failed, {counts['cached']} already stored"
+    )
+    failed = [r for r in ContextStore(provider).read().values() if r.error][:5]
+    for rec in failed:
+        console.print(f"[yellow]{rec.id}[/]: {rec.error}")
+    console.print(f"store: {ContextStore(provider).path}")
