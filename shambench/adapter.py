@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, Field
 
-from shambench.io import DataError, iter_jsonl
+from shambench.io import DataError
 from shambench.paths import cache_dir
 from shambench.registry import Registry
 from shambench.schema import Example
@@ -96,28 +93,3 @@ def resolve_data_dir(explicit: str | Path | None = None) -> Path:
     if os.environ.get(DATA_DIR_ENV):
         return Path(os.environ[DATA_DIR_ENV]).expanduser()
     return cache_dir() / "data"
-
-
-def require_source_file(path: Path, expected: str) -> Path:
-    """`path` if it is a file; SourceError naming it and what was expected otherwise."""
-    if not path.is_file():
-        raise SourceError(f"{path}: file not found (expected {expected})")
-    return path
-
-
-def read_source_json(path: Path, expected: str) -> Any:
-    """The parsed content of a released JSON file; SourceError names the file and what was expected."""
-    text = require_source_file(path, expected).read_bytes()
-    try:
-        return json.loads(text)
-    except ValueError as err:  # JSONDecodeError and UnicodeDecodeError
-        raise SourceError(f"{path}: not valid JSON ({err}); expected {expected}") from None
-
-
-def iter_source_jsonl(path: Path, expected: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    """`(line number, object)` of a released JSON-lines file; SourceError names the file, line and expectation."""
-    require_source_file(path, expected)
-    try:
-        yield from iter_jsonl(path)
-    except DataError as err:
-        raise SourceError(f"{err}; expected {expected}") from None

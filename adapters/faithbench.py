@@ -1,0 +1,186 @@
+"""FaithBench (Bao et al., NAACL 2025): hard summaries by ten modern LLMs, with span annotations by several people.
+
+Reads `data_for_release/batch_<n>.json` (15 batches of 50 samples; there is no batch 13). A sample's gold spans are
+the union over all its annotators of the spans whose label set includes `Unwanted` (or one of its `Unwanted.*`
+subtypes) or `Questionable`; spans labelled only `Benign`, or with no label at all, are not hallucinations. Offsets
+are into the raw `summary`, which in 144 samples begins with whitespace, so the summary is never stripped. Span
+labels keep the annotation's hallucination labels (e.g. `Unwanted|Unwanted.Intrinsic`). `sample_id` restarts in
+every batch, hence the ids `faithbench/<batch>-<sample_id>`. `FaithBench.csv` is not read: it holds sample-level
+labels only (and 50 rows of a batch 13 that has no spans).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from shambench.adapters._released import _validated, source_file
+
+from shambench.adapter import Adapter, LoadResult, RemoteFile, SourceError, adapter
+from shambench.schema import Example, Span
+
+BATCHES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16)
+"""The released batch numbers."""
+
+HALLUCINATED = re.compile(r"(Unwanted|Questionable)(\.|$)")
+"""Labels that make an annotated span a hallucination (`Unwanted.Intrinsic` counts as `Unwanted`)."""
+
+_COMMIT = "cf89797d82812c23b5d5e5c121f1d9b8983bbbce"
+_EXPECTED = 'FaithBench\'s {"samples": [...]}, each sample with sample_id, source, summary and annotations'
+# sha256 of each batch file at the commit above.
+_SHA256 = {
+    1: "a4e7858702e741b0fb024a022a906f61fb8eb65011b7f7b138e56e080a4c8c59",
+    2: "18f1b2b9eae6fbf2020f295dc5ca512ef1a7e389e763b707bc51831f58df6a70",
+    3: "84b709a9d88998f478f429ee2330ea18666ae9e5340ea398ece03cec6ab54308",
+    4: "c0f68bc222dd8b6e332cb6668840de8da150687ddf6f9b5bd243f389033fda42",
+    5: "6be08bb37ccdf68e41e117b0174cc3c8b41ed7bf85134d00e0e89c023e96b436",
+    6: "a5fd42aa64fbe15f535192ddfd3cfc72b53535cde7834cb6685ebe0a229f8587",
+    7: "28e83e1487381ce317103505dab4d5679ad74f53541374a98e24e3673734343b",
+    8: "5cf2b8ab42fe1d4b0018cf736448dd8a88318267b0efc2f45ea200e713932975",
+    9: "4924fe2d0975890712032a128544c0619c2ebf81d5d472e99e7883f1a9720bd5",
+    10: "8e5cec822516abbf74cd6796104bbe537da98628c671b64c10afa3b15bebe08c",
+    11: "cf999c8fa9696f4b24d8f4b08f9fdd6603a942cfee63ad851ff6d1f265c116cc",
+    12: "fda9f0e0eae69c13b79a8fc1f81d1f8a02e9f28ad8c3274619c4369bb15c818e",
+    14: "72f07b9f4b91f8a49d96e7adc79a8308edb92a2e6b34babcd9ef68dc6b7b2f34",
+    15: "c6608ce2edd17134674c7f8a0fdfc871e22458b432b35506889886c737eb4663",
+    16: "e35ace1069bb79844b122415d3c4192f7147737a2b9ad509185fb2c1ba7090db",
+}
+
+
+class Annotation(BaseModel):
+    """One span marked by one annotator."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    label: list[str] | None = None
+    """Label set, e.g. `["Unwanted", "Unwanted.Intrinsic"]`, `["Benign"]`; empty in 3 released annotations."""
+    summary_span: str | None = None
+    """The marked characters of the summary."""
+    summary_start: int | None = None
+    """Offset of the first marked character in the raw summary."""
+    summary_end: int | None = None
+    """Offset one past the last marked character."""
+
+
+class Sample(BaseModel):
+    """One summary with its annotations."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    sample_id: int
+    """Index within its batch (restarts in every batch)."""
+    source: str
+    """The passage that was summarised."""
+    summary: str
+    """The LLM summary, unstripped."""
+    annotations: list[Annotation]
+    """Every annotator's spans; empty when nobody marked anything."""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    """Summarizer name, detector predictions and the raw sample id."""
+
+
+class Batch(BaseModel):
+    """The content of one `batch_<n>.json`."""
+
+    samples: list[Sample]
+    """The batch's samples (50 in every released batch)."""
+
+
+def _batch_path(batch: int) -> str:
+    return f"data_for_release/batch_{batch}.json"
+
+
+class FaithBenchAdapter(Adapter):
+    """FaithBench: 750 summaries of 75 passages by 10 LLMs, Unwanted and Questionable spans as hallucinations."""
+
+    name = "faithbench"
+    tasks = ("summ",)
+    license = "CC BY-NC-SA 4.0"
+    homepage = "https://github.com/vectara/FaithBench"
+    revision = _COMMIT
+    citation = (
+        "Forrest Sheng Bao, Miaoran Li, Renyi Qu, Ge Luo, Erana Wan, Yujia Tang, Weisi Fan, Manveer Singh Tamber, "
+        "Suleman Kazi, Vivek Sourabh, Mike Qi, Ruixuan Tu, Chenyu Xu, Matthew Gonzales, Ofer Mendelevitch, Amin "
+        "Ahmad. FaithBench: A Diverse Hallucination Benchmark for Summarization by Modern LLMs. NAACL 2025."
+    )
+    remote_files = tuple(
+        RemoteFile(
+            url=f"https://raw.githubusercontent.com/vectara/FaithBench/{_COMMIT}/{_batch_path(b)}",
+            path=_batch_path(b),
+            sha256=_SHA256[b],
+        )
+        for b in BATCHES
+    )
+
+    def available(self, data_dir: Path) -> bool:
+        return (self.root(data_dir) / _batch_path(BATCHES[0])).is_file()
+
+    def load(self, data_dir: Path, split: str = "test") -> LoadResult:
+        self.check_split(split)
+        root = self.root(data_dir)
+        examples: list[Example] = []
+        dropped: Counter[str] = Counter()
+        for batch in BATCHES:
+            for sample in _batch(root, batch).samples:
+                reason = _defect(sample)
+                if reason:
+                    dropped[reason] += 1
+                else:
+                    examples.append(_example(batch, sample))
+        return LoadResult(examples=examples, dropped=dict(dropped), files=[_batch_path(b) for b in BATCHES])
+
+
+@adapter("faithbench")
+def faithbench() -> Adapter:
+    """FaithBench (Bao et al. 2025): challenging summaries by 10 modern LLMs, human span labels."""
+    return FaithBenchAdapter()
+
+
+def _batch(root: Path, batch: int) -> Batch:
+    path = source_file(root, _batch_path(batch), "faithbench", _EXPECTED)
+    try:
+        data = json.loads(path.read_bytes())
+    except ValueError as err:  # JSONDecodeError and UnicodeDecodeError
+        raise SourceError(f"{path}: not valid JSON ({err}); expected {_EXPECTED}") from None
+    return _validated(Batch, data, str(path), _EXPECTED)
+
+
+def _defect(sample: Sample) -> str | None:
+    """Why a sample cannot be used, or None when it is sound."""
+    if not sample.summary.strip():
+        return "empty summary"
+    for ann in sample.annotations:
+        start, end = ann.summary_start, ann.summary_end
+        if start is None or end is None:
+            return "annotation without summary offsets"
+        if not 0 <= start < end <= len(sample.summary):
+            return "annotation offsets outside the summary"
+        if ann.summary_span is not None and sample.summary[start:end] != ann.summary_span:
+            return "annotation summary_span differs from the summary at its offsets"
+    return None
+
+
+def _example(batch: int, sample: Sample) -> Example:
+    spans = []
+    for ann in sample.annotations:
+        labels = [lab for lab in ann.label or [] if HALLUCINATED.match(lab)]
+        if labels:
+            spans.append(Span(start=ann.summary_start, end=ann.summary_end, label="|".join(labels)))
+    return Example(
+        id=f"faithbench/{batch}-{sample.sample_id}",
+        dataset="faithbench",
+        task="summ",
+        context=sample.source,
+        response=sample.summary,
+        hallu_spans=spans,
+        meta={
+            "batch": batch,
+            "sample_id": sample.sample_id,
+            "summarizer": sample.metadata.get("summarizer"),
+            "raw_sample_id": sample.metadata.get("raw_sample_id"),
+        },
+    )

@@ -1,0 +1,196 @@
+"""Zhou et al. (Findings of ACL 2021): token-level hallucination labels on XSum summaries and zh→en translations.
+
+Reads `eval_data/` of violet-zct/fairseq-detect-hallucination: line i of every file of a system is one example.
+The response is the released `.target` line exactly as it is (lower-cased and whitespace-tokenised, with the
+release's `\\'` and `[UNK]` artefacts), because `.label` holds one 0/1 per whitespace token of that text. Each run
+of consecutive `1` tokens becomes one character span, from the first token's start to the last token's end (the
+spaces inside a run belong to it, as they would in a span a person marked). `summ` comes from the four XSum
+systems (BERTS2S, PtGen, TConvS2S, TranS2S; their `Gold` reference summaries are not system output and are not
+read), `mt` from the two MT systems (trans2s, mbart). The context is the `.source` line: the BBC article, or the
+raw Chinese sentence. References (`.ref`) are not read, so no detector sees them. Ids are
+`zhou/xsum-<system>/<BBC id>` and `zhou/mt-<system>/<line number>` (the MT files have no ids of their own).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from shambench.adapters._released import source_file
+
+from shambench.adapter import Adapter, LoadResult, RemoteFile, SourceError, adapter
+from shambench.schema import Example, Span
+
+_COMMIT = "be14c9f378f8b9c0447c3b3d080263966d157b8c"
+_RAW = f"https://raw.githubusercontent.com/violet-zct/fairseq-detect-hallucination/{_COMMIT}"
+_TOKEN = re.compile(r"\S+")
+
+
+@dataclass(frozen=True)
+class System:
+    """One annotated system: where its parallel files are and which task it feeds."""
+
+    corpus: str
+    name: str
+    task: str
+
+    def file(self, ext: str) -> str:
+        """Path of the system's `.ext` file below the source folder."""
+        if self.corpus == "xsum":
+            return f"eval_data/xsum/{self.name}/{self.name}.{ext}"
+        return f"eval_data/mt/{self.name}.{ext}"
+
+    @property
+    def extensions(self) -> tuple[str, ...]:
+        """The files read: XSum systems also have the BBC document ids."""
+        return ("docid", "source", "target", "label") if self.corpus == "xsum" else ("source", "target", "label")
+
+
+SYSTEMS = (
+    System("xsum", "BERTS2S", "summ"),
+    System("xsum", "PtGen", "summ"),
+    System("xsum", "TConvS2S", "summ"),
+    System("xsum", "TranS2S", "summ"),
+    System("mt", "trans2s", "mt"),
+    System("mt", "mbart", "mt"),
+)
+"""The six systems whose outputs are in the benchmark, in load order."""
+
+# sha256 of each file at the commit above.
+_SHA256 = {
+    "eval_data/mt/mbart.label": "3bdd7bd517731cc88554e9ed23e29503b97c6de6bb596463e329cd412f1fb0fd",
+    "eval_data/mt/mbart.source": "539c1238fb4135b8b40919c1404cf48992f58bc37ebc197ce097dcd1d3d77af3",
+    "eval_data/mt/mbart.target": "7c69af6946d4c8a3d64ec96b49af6233e19d6b523941e913ce0c1ca5eda82df4",
+    "eval_data/mt/trans2s.label": "25aee593c040c8bfa98f0b7bf09f41946830594a20286331df636d5d661efd97",
+    "eval_data/mt/trans2s.source": "c750b94adfb89f4cac61314bab06852518ea0662ab39150d7d3565db36cd7ec9",
+    "eval_data/mt/trans2s.target": "2e1ecc82f2ccc205aac0060cc763f4f3700719aa26f67deecc9a414bd6f05f54",
+    "eval_data/xsum/BERTS2S/BERTS2S.docid": "ed5bb962eff6f4307e75cee5fa8e8e20b05d7e09c39104cf7a1213df2272631c",
+    "eval_data/xsum/BERTS2S/BERTS2S.label": "7ed9aa6e7752e7366a61f0bcafe5d837d2e2c1427362b5c8268a615293f2e65d",
+    "eval_data/xsum/BERTS2S/BERTS2S.source": "d5b5cabf9ca69ca7d6387ed8cf81dbef47b516bcfc41b2f51038cf2dde58db4a",
+    "eval_data/xsum/BERTS2S/BERTS2S.target": "69e5c2b91bae4d55ff3a5402fb2fe8640706895fe17d80dde761a503e9e99f51",
+    "eval_data/xsum/PtGen/PtGen.docid": "3228f56f70bf81728feeb657c69be2e3e4ecd2cc6cc3b3b1e3925b51f1295f98",
+    "eval_data/xsum/PtGen/PtGen.label": "e6eef68dd0c0080493dafbdc7d0c213b8d95392e7a86d2f895d0c33d4469e628",
+    "eval_data/xsum/PtGen/PtGen.source": "be23a07b064629fe07cf24fb3c4127a9360c8d9b8ad9ddc907ed393df14367bf",
+    "eval_data/xsum/PtGen/PtGen.target": "333946566b61d5c93785f224164308b26b0c19c0fe75e01d7b02c0331d74615e",
+    "eval_data/xsum/TConvS2S/TConvS2S.docid": "ac803b06db662dd657f48a1ec8adeba3ff61cb6cd62c6ee6a0c571d6977ff043",
+    "eval_data/xsum/TConvS2S/TConvS2S.label": "27fac1511619ec03f089ec2035ac7e7605f1a9fd507756b3032c411003d825c7",
+    "eval_data/xsum/TConvS2S/TConvS2S.source": "6ff39a169bcf987101e8d8c53cd0b7c2d1837547978a9cc2217074b5cab0d73a",
+    "eval_data/xsum/TConvS2S/TConvS2S.target": "fb7c0046188a6debe7ad4efe4ad15f50cc5ba2266f14c6cfee08383a02f0de69",
+    "eval_data/xsum/TranS2S/TranS2S.docid": "20759053dcc0c9fde73c29472fc449009d50cab1748841811a2e97b607160944",
+    "eval_data/xsum/TranS2S/TranS2S.label": "36c3dfb785b27692b801e69fa54de816249f4304533d174c01277fe142794733",
+    "eval_data/xsum/TranS2S/TranS2S.source": "78bfdd35970978edd81809941bc08f5c5c0caae557e51b066f36860a8b61c426",
+    "eval_data/xsum/TranS2S/TranS2S.target": "0a10f5d415c99a5cabf81b6f7765d8200ac5ef9f7661f8046a24df5622a55b3b",
+}
+
+
+class ZhouAdapter(Adapter):
+    """Zhou et al. 2021: four XSum summarisers (`summ`) and two zh→en MT systems (`mt`), token labels."""
+
+    name = "zhou"
+    tasks = ("summ", "mt")
+    license = "MIT"
+    homepage = "https://github.com/violet-zct/fairseq-detect-hallucination"
+    revision = _COMMIT
+    citation = (
+        "Chunting Zhou, Graham Neubig, Jiatao Gu, Mona Diab, Francisco Guzmán, Luke Zettlemoyer, Marjan "
+        "Ghazvininejad. Detecting Hallucinated Content in Conditional Neural Sequence Generation. "
+        "Findings of ACL-IJCNLP 2021."
+    )
+    remote_files = tuple(
+        RemoteFile(url=f"{_RAW}/{system.file(ext)}", path=system.file(ext), sha256=_SHA256[system.file(ext)])
+        for system in SYSTEMS
+        for ext in system.extensions
+    )
+
+    def available(self, data_dir: Path) -> bool:
+        return (self.root(data_dir) / SYSTEMS[0].file("target")).is_file()
+
+    def load(self, data_dir: Path, split: str = "test") -> LoadResult:
+        self.check_split(split)
+        root = self.root(data_dir)
+        examples: list[Example] = []
+        dropped: Counter[str] = Counter()
+        for system in SYSTEMS:
+            examples.extend(_system_examples(root, system, dropped))
+        files = [system.file(ext) for system in SYSTEMS for ext in system.extensions]
+        return LoadResult(examples=examples, dropped=dict(dropped), files=files)
+
+
+@adapter("zhou")
+def zhou() -> Adapter:
+    """Zhou et al. 2021: XSum summaries and zh→en translations with token-level hallucination labels."""
+    return ZhouAdapter()
+
+
+def _lines(root: Path, name: str) -> list[str]:
+    """The lines of a released text file without their newlines."""
+    path = source_file(root, name, "zhou", "a UTF-8 text file with one example per line")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise SourceError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
+    # Split on "\n" only: str.splitlines would also break at form feeds and Unicode separators inside a line.
+    lines = text.split("\n")
+    return lines[:-1] if lines[-1] == "" else lines
+
+
+def _system_examples(root: Path, system: System, dropped: Counter[str]) -> list[Example]:
+    columns = {ext: _lines(root, system.file(ext)) for ext in system.extensions}
+    counts = {system.file(ext): len(lines) for ext, lines in columns.items()}
+    if len(set(counts.values())) > 1:
+        listed = ", ".join(f"{root / path} has {n}" for path, n in counts.items())
+        raise SourceError(f"line counts differ ({listed}); expected one line per example in every file")
+    examples = []
+    seen: set[str] = set()
+    for lineno, target in enumerate(columns["target"], start=1):
+        key = columns["docid"][lineno - 1].strip() if "docid" in columns else str(lineno)
+        labels = columns["label"][lineno - 1].split()
+        reason = _defect(target, labels, key, seen)
+        if reason:
+            dropped[reason] += 1
+            continue
+        seen.add(key)
+        examples.append(
+            Example(
+                id=f"zhou/{system.corpus}-{system.name}/{key}",
+                dataset="zhou",
+                task=system.task,
+                context=columns["source"][lineno - 1],
+                response=target,
+                hallu_spans=spans_of_labels(target, labels),
+                meta={"system": system.name, "corpus": system.corpus, "line": lineno},
+            )
+        )
+    return examples
+
+
+def _defect(target: str, labels: list[str], key: str, seen: set[str]) -> str | None:
+    """Why a line cannot be used, or None when it is sound."""
+    if not target.strip():
+        return "empty target"
+    if key in seen:
+        return "duplicate document id within a system"
+    if any(lab not in ("0", "1") for lab in labels):
+        return "label other than 0 or 1"
+    if len(labels) != len(_TOKEN.findall(target)):
+        return "label count differs from the target's token count"
+    return None
+
+
+def spans_of_labels(target: str, labels: list[str]) -> list[Span]:
+    """Character spans of `target` covering each run of consecutive tokens labelled `1`."""
+    spans: list[Span] = []
+    run_start = run_end = None
+    for match, label in zip(_TOKEN.finditer(target), labels):
+        if label == "1":
+            if run_start is None:
+                run_start = match.start()
+            run_end = match.end()
+        elif run_start is not None:
+            spans.append(Span(start=run_start, end=run_end))
+            run_start = None
+    if run_start is not None:
+        spans.append(Span(start=run_start, end=run_end))
+    return spans
