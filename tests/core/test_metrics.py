@@ -1,0 +1,79 @@
+"""Metric formulas: the empty-example rule, pooled counts, Mu-SHROOM IoU/Cor and the bootstrap."""
+
+from __future__ import annotations
+
+import math
+import zlib
+
+import numpy as np
+import pytest
+
+from shambench import metrics
+
+
+def test_per_example_prf_conventions():
+    # columns: (tp, predicted, gold)
+    #   (1, 3, 1): P = 1/3, R = 1, F1 = 2 * 1/3 * 1 / (4/3) = 0.5
+    #   (0, 0, 0): nothing gold, nothing predicted -> 1, 1, 1
+    #   (0, 0, 4): gold but no prediction -> 0, 0, 0
+    #   (0, 2, 0): prediction but no gold -> 0, 0, 0
+    #   (0, 2, 2): disjoint -> 0, 0, 0
+    #   (2, 4, 2): P = 0.5, R = 1, F1 = 2/3
+    p, r, f = metrics.per_example_prf([1, 0, 0, 0, 0, 2], [3, 0, 0, 2, 2, 4], [1, 0, 4, 0, 2, 2])
+    np.testing.assert_allclose(p, [1 / 3, 1, 0, 0, 0, 0.5])
+    np.testing.assert_allclose(r, [1, 1, 0, 0, 0, 1])
+    np.testing.assert_allclose(f, [0.5, 1, 0, 0, 0, 2 / 3])
+
+
+def test_pooled_prf_uses_the_same_rule():
+    # 3 of 5 predicted are gold, 3 of 6 gold found: P = 0.6, R = 0.5, F1 = 2 * 0.3 / 1.1 = 6/11.
+    assert metrics.pooled_prf(3, 5, 6) == pytest.approx((0.6, 0.5, 6 / 11))
+    assert metrics.pooled_prf(0, 0, 0) == (1.0, 1.0, 1.0)
+    assert metrics.pooled_prf(0, 4, 0) == (0.0, 0.0, 0.0)
+
+
+def test_iou_from_counts():
+    # |ref ∩ pred| = 1 of |ref ∪ pred| = 3 -> 1/3; an empty union -> 1.0; disjoint -> 0.
+    np.testing.assert_allclose(metrics.iou([1, 0, 0], [3, 0, 5]), [1 / 3, 1.0, 0.0])
+
+
+def test_cor_spearman_with_ties():
+    # ref [1, 1, .5, 0] ranks [3.5, 3.5, 2, 1]; pred [0, .9, .9, 0] ranks [1.5, 3.5, 3.5, 1.5].
+    # Deviations from 2.5: [1, 1, -.5, -1.5] and [-1, 1, 1, -1]: covariance sum 1, squares 4.5 and 4,
+    # rho = 1 / sqrt(18).
+    got = metrics.cor(np.array([1, 1, 0.5, 0]), np.array([0, 0.9, 0.9, 0]))
+    assert got == pytest.approx(1 / math.sqrt(18))
+
+
+def test_cor_constant_vector_rule():
+    zeros, ones = np.zeros(4), np.ones(4)
+    # Both constant: same number of distinct values (one) -> 1.0, whatever the constants are.
+    assert metrics.cor(zeros, ones) == 1.0
+    # One constant, the other not: different numbers of distinct values -> 0.0.
+    assert metrics.cor(zeros, np.array([0, 1, 0, 0.0])) == 0.0
+    # Values equal after rounding to 8 decimals count as one level.
+    assert metrics.cor(np.array([0.5, 0.5 + 1e-10, 0.5, 0.5]), zeros) == 1.0
+
+
+def test_bootstrap_weights_are_seeded_counts_of_draws():
+    w = metrics.bootstrap_weights(7, "summ/toy", 50, seed=3)
+    assert w.shape == (50, 7)
+    assert w.dtype == np.float32
+    assert (w.sum(axis=1) == 7).all()  # each resample draws n examples
+    assert (w == metrics.bootstrap_weights(7, "summ/toy", 50, seed=3)).all()
+    assert (w != metrics.bootstrap_weights(7, "summ/other", 50, seed=3)).any()
+    assert (w != metrics.bootstrap_weights(7, "summ/toy", 50, seed=4)).any()
+
+
+def test_bootstrap_replicates_equal_means_of_index_resamples():
+    # The same generator stream, read as explicit index resamples, must give the same replicate means.
+    values = np.array([[0.0, 1.0, 0.5, 0.25, 1.0], [1.0, 1.0, 0.0, 0.0, 0.5]])
+    reps = metrics.bootstrap_replicates(values, metrics.bootstrap_weights(5, "g", 40, seed=9))
+    rng = np.random.default_rng([9, zlib.crc32(b"g")])
+    idx = rng.integers(0, 5, size=(40, 5), dtype=np.int32)
+    np.testing.assert_allclose(reps, values[:, idx].mean(axis=2), atol=1e-6)
+
+
+def test_percentile_ci():
+    # 2.5th and 97.5th percentiles of 0..100 with linear interpolation: 2.5 and 97.5.
+    assert metrics.percentile_ci(np.arange(101.0)) == (2.5, 97.5)
