@@ -1,5 +1,6 @@
 """shambench: measure how well hallucination detectors localise errors (SHAM-Bench and step-level math sets)."""
 
+from shambench.benchmark import Benchmark, load_benchmark
 from shambench.provenance import shambench_version
 from shambench.results import Results
 from shambench.schema import Example, Prediction, SoftSpan, Span, Step
@@ -7,4 +8,16 @@ from shambench.scorer import Scorer, score
 
 __version__ = shambench_version()
 
-__all__ = ["Example", "Prediction", "Results", "Scorer", "SoftSpan", "Span", "Step", "__version__", "score"]
+__all__ = [
+    "Benchmark",
+    "Example",
+    "Prediction",
+    "Results",
+    "Scorer",
+    "SoftSpan",
+    "Span",
+    "Step",
+    "__version__",
+    "load_benchmark",
+    "score",
+]

@@ -1,13 +1,39 @@
-"""Loading the benchmark: every available adapter's examples, with per-source errors kept apart."""
+"""Loading the benchmark: every available adapter's examples, with per-source errors kept apart.
+
+The validation set (`split="dev"`) holds `DEV_PER_PARTITION` = 5 examples per `task/dataset` partition (45 when
+the nine SHAM-Bench partitions are present). It is drawn per source: the candidates are first the examples of
+the source's labelled split outside the test set, when `Adapter.splits` names one (Mu-SHROOM `validation`,
+RAGTruth `train`), then its test examples (for partitions with fewer than five such examples, or none). Within
+each of the two groups candidates are ranked by `sha256("shambench-dev-v1:" + id)` and the first five of a
+partition are taken. The rank depends on nothing but the id, so the set is the same on every machine and in any
+file order. Dev examples keep their ids, carry `split="dev"` and record where they came from in
+`meta["source_split"]`; those drawn from test are also in the test split, which the dev set's users (prompt
+optimisers) must accept, as SHAM-Bench did.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from shambench.adapter import LoadResult, adapters, resolve_data_dir
+from shambench.adapter import Adapter, LoadResult, adapters, resolve_data_dir
 from shambench.io import DataError
 from shambench.schema import Example
+
+if TYPE_CHECKING:
+    from datasets import DatasetDict, Features
+
+DEV = "dev"
+DEV_PER_PARTITION = 5
+DEV_SALT = "shambench-dev-v1"
+DEFAULT_SUITE = "shambench"
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -16,15 +42,56 @@ class Benchmark:
 
     data_dir: Path
     """The data directory the sources were read from."""
+    split: str = "test"
+    """The split that was loaded (`test`, `dev`, or a source's own split name)."""
     loads: dict[str, LoadResult] = field(default_factory=dict)
     """Per dataset name, what its adapter returned."""
     errors: dict[str, str] = field(default_factory=dict)
     """Per dataset name, why it could not be loaded (missing or corrupt files)."""
+    sources: dict[str, Adapter] = field(default_factory=dict)
+    """Per loaded dataset name, its adapter (licence, revision, homepage, citation)."""
 
     @property
     def examples(self) -> list[Example]:
         """All examples, dataset by dataset in the order they were asked for."""
         return [ex for load in self.loads.values() for ex in load.examples]
+
+    def to_hf(self) -> DatasetDict:
+        """The examples as a `datasets.DatasetDict` with one split named after `self.split` (schema: `hf_features`)."""
+        from datasets import Dataset, DatasetDict
+
+        rows = [hf_row(ex) for ex in self.examples]
+        return DatasetDict({self.split: Dataset.from_list(rows, features=hf_features())})
+
+
+def hf_features() -> Features:
+    """The Hugging Face schema of an example; `meta` is stored as a JSON string because its keys vary by source."""
+    from datasets import Features, Value
+
+    span = {"start": Value("int64"), "end": Value("int64"), "label": Value("string")}
+    text = ("id", "dataset", "task", "split", "question", "context", "response", "meta")
+    return Features(
+        {
+            **{name: Value("string") for name in text},
+            # A one-element list declares a list of structs (works with datasets 3.x and later).
+            "hallu_spans": [span],
+            "soft_spans": [{"start": Value("int64"), "end": Value("int64"), "prob": Value("float64")}],
+            "steps": [{"start": Value("int64"), "end": Value("int64"), "label": Value("int64")}],
+        }
+    )
+
+
+def hf_row(example: Example) -> dict:
+    """One example as a row of `hf_features()` (None for absent soft spans and steps)."""
+    row = example.model_dump(exclude={"meta"})
+    row["hallu_spans"] = [{k: s[k] for k in ("start", "end", "label")} for s in row["hallu_spans"]]
+    row["meta"] = json.dumps(example.meta, ensure_ascii=False, sort_keys=True)
+    return row
+
+
+def example_from_hf(row: dict) -> Example:
+    """The `Example` a row of `hf_features()` stands for."""
+    return Example.model_validate({**row, "meta": json.loads(row["meta"])})
 
 
 def split_names(datasets: str | list[str] | None) -> list[str] | None:
@@ -37,29 +104,78 @@ def split_names(datasets: str | list[str] | None) -> list[str] | None:
     return names or None
 
 
+def dev_rank(example_id: str) -> str:
+    """The key dev candidates are ordered by: the salted SHA-256 of the id."""
+    return hashlib.sha256(f"{DEV_SALT}:{example_id}".encode()).hexdigest()
+
+
+def dev_selection(preferred: Iterable[Example], fallback: Iterable[Example], per_partition: int = DEV_PER_PARTITION):
+    """`per_partition` examples of each partition, from `preferred` first, each group ranked by `dev_rank`.
+
+    The chosen examples come back partition by partition, with `split="dev"` and `meta["source_split"]`.
+    """
+    ranked = sorted(preferred, key=lambda ex: dev_rank(ex.id)) + sorted(fallback, key=lambda ex: dev_rank(ex.id))
+    taken: dict[str, list[Example]] = {}
+    seen: set[str] = set()
+    for ex in ranked:
+        chosen = taken.setdefault(ex.partition, [])
+        if len(chosen) < per_partition and ex.id not in seen:
+            seen.add(ex.id)
+            chosen.append(ex.model_copy(update={"split": DEV, "meta": {**ex.meta, "source_split": ex.split}}))
+    return [ex for partition in sorted(taken) for ex in taken[partition]]
+
+
+def load_dev(adapter: Adapter, root: Path) -> LoadResult:
+    """An adapter's dev examples (see the module docstring); `dropped` sums the splits they are drawn from."""
+    test = adapter.load(root, "test")
+    extra = next((s for s in adapter.splits if s != "test"), None)
+    other = LoadResult(examples=[])
+    if extra:
+        try:
+            other = adapter.load(root, extra)
+        except DataError as err:
+            log.warning("%s: dev set drawn from test only, split %r not readable: %s", adapter.name, extra, err)
+    dropped = Counter(test.dropped) + Counter(other.dropped)
+    return LoadResult(
+        examples=dev_selection(other.examples, test.examples),
+        dropped=dict(dropped),
+        files=list(dict.fromkeys(other.files + test.files)),
+    )
+
+
 def load_benchmark(
     datasets: str | list[str] | None = None, split: str = "test", data_dir: str | Path | None = None
 ) -> Benchmark:
-    """The examples of the named datasets (default: all whose files are present) for a split.
+    """The examples of the named datasets (default: every SHAM-Bench source whose files are present) for a split.
 
-    A source that is missing or corrupt is recorded in `Benchmark.errors` and the others still load; an
-    unknown name raises `UnknownPluginError` with a suggestion.
+    `split` is `test`, `dev` (the validation set, see the module docstring) or a source's own labelled split
+    (`validation`, `train`). A source that is missing, corrupt or lacks the split is recorded in
+    `Benchmark.errors` when it was named, and the others still load; an unknown name raises `UnknownPluginError`
+    with a suggestion.
     """
     root = resolve_data_dir(data_dir)
     names = split_names(datasets)
     chosen = [adapters.get(n) for n in names] if names else adapters.entries()
-    bench = Benchmark(data_dir=root)
+    bench = Benchmark(data_dir=root, split=split)
     for entry in chosen:
         adapter = entry.factory()
-        if not adapter.available(root):
-            if names:
-                bench.errors[entry.name] = (
-                    f"{adapter.root(root)}: source files not found "
-                    f"(run `shambench data download {entry.name}` or pass --data-dir)"
-                )
+        problem = _unusable(adapter, entry.name, root, split)
+        if problem or (not names and adapter.suite != DEFAULT_SUITE):
+            if names and problem:
+                bench.errors[entry.name] = problem
             continue
         try:
-            bench.loads[entry.name] = adapter.load(root, split)
+            bench.loads[entry.name] = load_dev(adapter, root) if split == DEV else adapter.load(root, split)
         except DataError as err:
             bench.errors[entry.name] = str(err)
+            continue
+        bench.sources[entry.name] = adapter
     return bench
+
+
+def _unusable(adapter: Adapter, name: str, root: Path, split: str) -> str | None:
+    if not adapter.available(root):
+        return f"{adapter.root(root)}: source files not found (run `shambench data download {name}` or pass --data-dir)"
+    if split != DEV and split not in adapter.splits:
+        return f"{name} has no split {split!r} (it has: {', '.join(adapter.splits)}, and {DEV})"
+    return None

@@ -1,0 +1,134 @@
+"""The composition of a loaded benchmark, in the layout of the SHAM-Bench paper's Table 1.
+
+Per `task/dataset` partition and in total: the example count (beside the paper's), mean response tokens, mean
+hallucinated tokens, the mean per-example share of hallucinated tokens, and the share of examples with at least
+one gold span; per source, the rows its adapter dropped and why. Tokens are counted exactly as the scorer counts
+them (`shambench.text`), and a token is hallucinated when a gold span overlaps it by at least one character.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from pydantic import BaseModel
+
+from shambench.benchmark import Benchmark
+from shambench.schema import Example
+from shambench.text import TOKENIZER, Segmentation, segment_all
+
+# SHAM-Bench Table 1 (test split): how many examples the paper kept per partition.
+PAPER_COUNTS = {
+    "context_qa/ragtruth": 875,
+    "data2txt/ragtruth": 900,
+    "mt/zhou": 479,
+    "open_bio/halluentity": 152,
+    "open_qa/favabench": 261,
+    "open_qa/mushroom": 154,
+    "summ/faithbench": 745,
+    "summ/ragtruth": 900,
+    "summ/zhou": 1995,
+}
+PAPER_TOTAL = 6461
+
+CONVENTIONS = {
+    "tokenizer": TOKENIZER,
+    "hallucinated_token": "a token overlapped by a gold span by at least one character",
+    "mean_response_tokens": "mean over examples of the number of tokens in the response",
+    "mean_hallucinated_tokens": "mean over examples of the number of hallucinated tokens",
+    "mean_hallucinated_rate": "mean over examples of hallucinated tokens / response tokens (0 for an empty response)",
+    "share_with_span": "share of examples with at least one gold span",
+    "total": "the same quantities over all examples together (examples weigh equally)",
+    "paper_count": "the example count of SHAM-Bench's Table 1 (test split); null where the paper has none",
+}
+
+
+class GroupStats(BaseModel):
+    """The Table-1 figures of one partition, or of all examples."""
+
+    task: str
+    """Task name, or `total`."""
+    dataset: str
+    """Dataset name; empty for the total."""
+    count: int
+    """Examples loaded."""
+    paper_count: int | None
+    """Examples in the paper's Table 1 (test split only)."""
+    mean_response_tokens: float
+    """Mean tokens per response."""
+    mean_hallucinated_tokens: float
+    """Mean hallucinated tokens per response."""
+    mean_hallucinated_rate: float
+    """Mean per-example share of hallucinated tokens."""
+    share_with_span: float
+    """Share of examples with at least one gold span."""
+
+
+class BenchmarkStats(BaseModel):
+    """What `shambench data stats --json` prints."""
+
+    split: str
+    """The split described."""
+    data_dir: str
+    """Where the sources were read from."""
+    partitions: list[GroupStats]
+    """One row per `task/dataset` partition, sorted."""
+    total: GroupStats
+    """All examples together."""
+    dropped: dict[str, dict[str, int]]
+    """Per dataset, rows its adapter did not keep, by reason."""
+    errors: dict[str, str]
+    """Per dataset, why it could not be loaded."""
+    conventions: dict[str, str]
+    """How every figure is computed."""
+
+
+def hallucinated_tokens(seg: Segmentation, example: Example) -> int:
+    """How many tokens of the response a gold span overlaps by at least one character."""
+    hit = np.zeros(len(seg.token_starts), dtype=bool)
+    for span in example.hallu_spans:
+        hit |= (seg.token_starts < span.end) & (seg.token_ends > span.start)
+    return int(hit.sum())
+
+
+def group_stats(task: str, dataset: str, examples: Sequence[Example], paper_count: int | None) -> GroupStats:
+    """The Table-1 figures of a group of examples."""
+    segs = segment_all(ex.response for ex in examples)
+    n_tokens = np.array([len(s.token_starts) for s in segs], dtype=float)
+    n_hallu = np.array([hallucinated_tokens(s, ex) for s, ex in zip(segs, examples)], dtype=float)
+    rate = np.divide(n_hallu, n_tokens, out=np.zeros_like(n_hallu), where=n_tokens > 0)
+    return GroupStats(
+        task=task,
+        dataset=dataset,
+        count=len(examples),
+        paper_count=paper_count,
+        mean_response_tokens=_mean(n_tokens),
+        mean_hallucinated_tokens=_mean(n_hallu),
+        mean_hallucinated_rate=_mean(rate),
+        share_with_span=_mean(np.array([bool(ex.hallu_spans) for ex in examples], dtype=float)),
+    )
+
+
+def _mean(values: np.ndarray) -> float:
+    return float(values.mean()) if len(values) else 0.0
+
+
+def benchmark_stats(bench: Benchmark) -> BenchmarkStats:
+    """The Table-1 view of a loaded benchmark; paper counts are shown for the test split only."""
+    by_partition: dict[str, list[Example]] = {}
+    for ex in bench.examples:
+        by_partition.setdefault(ex.partition, []).append(ex)
+    test = bench.split == "test"
+    rows = [
+        group_stats(*name.split("/", 1), exs, PAPER_COUNTS.get(name) if test else None)
+        for name, exs in sorted(by_partition.items())
+    ]
+    return BenchmarkStats(
+        split=bench.split,
+        data_dir=str(bench.data_dir),
+        partitions=rows,
+        total=group_stats("total", "", bench.examples, PAPER_TOTAL if test else None),
+        dropped={name: load.dropped for name, load in bench.loads.items()},
+        errors=bench.errors,
+        conventions=CONVENTIONS,
+    )
