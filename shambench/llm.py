@@ -28,6 +28,7 @@ Typical use from a detector:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import os
 import queue
@@ -447,10 +448,9 @@ class _LoopThread:
 
     def stop(self) -> None:
         if self._thread.is_alive():
-            try:
+            # The loop may close between the check and the call: then there is nothing left to cancel.
+            with contextlib.suppress(RuntimeError):
                 self._loop.call_soon_threadsafe(self._task.cancel)
-            except RuntimeError:  # the loop closed between the check and the call: nothing left to cancel
-                pass
         self._thread.join()
 
 

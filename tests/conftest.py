@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.openai_server import openai_server  # noqa: F401  (the fixture, for every test)
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("SHAMBENCH_SHARED_DATA", REPO.parent / "shared" / "data"))
 

@@ -25,10 +25,11 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from aiohttp import web
 
 TIMEOUT_DELAY = 3.0
@@ -102,10 +103,13 @@ class OpenAIServer:
     reasoning_tokens: int = 0
     port: int = 0
     log: list[Request] = field(default_factory=list)
+    peak: int = 0
+    """Most requests in progress at once."""
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
         self._attempts: dict[str, int] = {}
+        self._in_flight = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._release: asyncio.Event | None = None
         self._thread: threading.Thread | None = None
@@ -120,6 +124,7 @@ class OpenAIServer:
         with self._lock:
             self.log.clear()
             self._attempts.clear()
+            self.peak = 0
 
     def held(self) -> list[Request]:
         """Requests currently held open by a `hang` fault."""
@@ -149,6 +154,14 @@ class OpenAIServer:
         return req
 
     async def _completion(self, request: web.Request) -> web.StreamResponse:
+        self._in_flight += 1
+        self.peak = max(self.peak, self._in_flight)
+        try:
+            return await self._answer(request)
+        finally:
+            self._in_flight -= 1
+
+    async def _answer(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
         try:
             body = json.loads(raw)
@@ -257,6 +270,13 @@ class OpenAIServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+@pytest.fixture
+def openai_server() -> Iterator[OpenAIServer]:
+    """A started test server (no latency, no faults, empty answers); stopped after the test."""
+    with OpenAIServer() as server:
+        yield server
 
 
 def main() -> None:

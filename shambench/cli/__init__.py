@@ -14,6 +14,7 @@ COMMANDS = {
     "score": "shambench.cli.score:score",
     "eval": "shambench.cli.eval:eval_command",
     "list": "shambench.cli.listing:list_group",
+    "cache": "shambench.cli.cache:cache_group",
     "analyze": "shambench.cli.analyze:analyze",
     "show": "shambench.cli.show:show",
 }

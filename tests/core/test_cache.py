@@ -1,0 +1,91 @@
+"""The SQLite response cache and `shambench cache stats|clear`."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+
+from click.testing import CliRunner
+
+from shambench.cache import ResponseCache, cache_key, cache_path
+from shambench.cli import main
+
+
+def test_key_is_canonical_and_content_sensitive():
+    a = cache_key({"model": "m", "body": {"temperature": 0, "messages": [{"role": "user", "content": "x"}]}})
+    b = cache_key({"body": {"messages": [{"content": "x", "role": "user"}], "temperature": 0}, "model": "m"})
+    c = cache_key({"model": "m", "body": {"temperature": 0, "messages": [{"role": "user", "content": "y"}]}})
+    assert a == b != c
+    assert len(a) == 64
+
+
+def test_put_get_and_reopen(tmp_path):
+    path = tmp_path / "c.sqlite"
+    cache = ResponseCache(path)
+    assert cache.get("k") is None
+    cache.put("k", "m1", {"text": "héllo", "finish_reason": "stop"})
+    cache.close()
+    reopened = ResponseCache(path)
+    assert reopened.get("k") == {"text": "héllo", "finish_reason": "stop"}
+    reopened.close()
+
+
+def test_file_lives_under_the_cache_dir_in_wal_mode():
+    cache = ResponseCache()
+    assert cache.path == cache_path()
+    assert str(cache.path).startswith(os.environ["SHAMBENCH_CACHE_DIR"])
+    cache.close()
+    with sqlite3.connect(cache_path()) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_stats_and_clear_by_model(tmp_path):
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    for i in range(3):
+        cache.put(f"a{i}", "model-a", {"text": str(i)})
+    cache.put("b0", "model-b", {"text": "b"})
+    cache.put("a0", "model-a", {"text": "replaced"})  # same key: replaced, not added
+    stats = cache.stats()
+    assert (stats.entries, stats.by_model) == (4, {"model-a": 3, "model-b": 1})
+    assert stats.size_bytes > 0
+    assert cache.clear("model-a") == 3
+    assert cache.stats().by_model == {"model-b": 1}
+    assert cache.clear() == 1
+    assert cache.stats().entries == 0
+    cache.close()
+
+
+def test_threads_share_the_one_writer(tmp_path):
+    cache = ResponseCache(tmp_path / "c.sqlite")
+
+    def write(t: int) -> None:
+        for i in range(50):
+            cache.put(f"{t}-{i}", "m", {"text": f"{t}-{i}"})
+
+    threads = [threading.Thread(target=write, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    # 4 threads x 50 distinct keys.
+    assert cache.stats().entries == 200
+    assert cache.get("3-49") == {"text": "3-49"}
+    cache.close()
+
+
+def test_cli_stats_and_clear():
+    cache = ResponseCache()
+    cache.put("x", "gpt-5-mini", {"text": "1"})
+    cache.put("y", "gpt-5-mini", {"text": "2"})
+    cache.close()
+    runner = CliRunner()
+    out = runner.invoke(main, ["cache", "stats"], terminal_width=200)
+    assert out.exit_code == 0, out.output
+    assert "gpt-5-mini" in out.output and "total" in out.output
+    refused = runner.invoke(main, ["cache", "clear"], input="n\n")
+    assert refused.exit_code == 1
+    assert ResponseCache().stats().entries == 2
+    cleared = runner.invoke(main, ["cache", "clear", "--yes"])
+    assert cleared.exit_code == 0 and "deleted 2 cached answers" in cleared.output
+    assert ResponseCache().stats().entries == 0

@@ -1,0 +1,103 @@
+"""Span location: exact with a moving cursor, case/whitespace-insensitive, fuzzy with a recorded similarity."""
+
+from __future__ import annotations
+
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from shambench.locate import locate, place
+
+RESPONSE = "The capital of Australia is Sydney, and Sydney has  a population of 5 million."
+#           0123456789012345678901234567890123456789012345678901234567890123456789012345678
+#           0         1         2         3         4         5         6         7
+
+
+def test_exact_match_gives_offsets():
+    p = place(RESPONSE, "Sydney")
+    # "The capital of Australia is " is 28 characters, so Sydney is [28, 34).
+    assert (p.start, p.end, p.method, p.similarity) == (28, 34, "exact", 1.0)
+
+
+def test_cursor_maps_a_repeated_string_to_its_next_occurrence():
+    first, second = locate(RESPONSE, ["Sydney", "Sydney"])
+    # The second "Sydney" follows ", and " (6 characters) after the first one's end at 34: [40, 46).
+    assert (first.start, first.end) == (28, 34)
+    assert (second.start, second.end) == (40, 46)
+
+
+def test_a_string_before_the_cursor_is_still_found_anywhere():
+    late, early = locate(RESPONSE, ["population", "capital"])
+    # "Sydney has  a" ends at 53, then one space: "population" is [54, 64).
+    assert (late.start, late.end) == (54, 64)
+    assert (early.start, early.end, early.method) == (4, 11, "exact")
+
+
+def test_case_and_whitespace_insensitive_match_maps_back_to_the_original():
+    p = place(RESPONSE, "sydney HAS a")
+    # In the response "Sydney has  a" (two spaces) runs from 40 to 53: 6 + 1 + 3 + 2 + 1 = 13 characters.
+    assert (p.start, p.end, p.method, p.similarity) == (40, 53, "normalized", 1.0)
+    assert RESPONSE[p.start : p.end] == "Sydney has  a"
+
+
+def test_wrapping_quotes_and_spaces_are_ignored():
+    p = place(RESPONSE, ' "Sydney" ')
+    assert (p.start, p.end, p.method) == (28, 34, "exact")
+
+
+def test_fuzzy_match_records_its_similarity():
+    p = place(RESPONSE, "5 milion")
+    # Best whole-word window "5 million" [68, 77); rapidfuzz ratio = 1 - indel/(len1 + len2)
+    # = 1 - 1/(8 + 9) = 16/17 = 0.9412.
+    assert (p.start, p.end, p.method) == (68, 77, "fuzzy")
+    assert p.similarity == 0.9412
+
+
+def test_fuzzy_match_snaps_to_whole_words():
+    p = place(RESPONSE, "Australa is Sidney")
+    assert RESPONSE[p.start : p.end] == "Australia is Sydney"
+    assert p.method == "fuzzy" and 0.8 <= p.similarity < 1.0
+
+
+def test_a_string_not_in_the_response_stays_unplaced_with_its_best_similarity():
+    p = place(RESPONSE, "Canberra")
+    assert not p.placed and p.start is None and p.method is None
+    assert 0.0 < p.similarity < 0.8
+
+
+def test_threshold_decides_fuzzy_acceptance():
+    assert place(RESPONSE, "5 milion", min_similarity=0.95).placed is False
+    assert place(RESPONSE, "5 milion", min_similarity=0.9).placed is True
+
+
+def test_empty_string_is_unplaced():
+    assert not place(RESPONSE, "  ").placed
+
+
+def test_longer_than_the_response_is_unplaced():
+    assert not place("short", "a much longer quoted string").placed
+
+
+@given(
+    text=st.text(alphabet="abc xyz.,", min_size=1, max_size=60),
+    cuts=st.lists(st.integers(min_value=0, max_value=60), min_size=2, max_size=8),
+)
+def test_in_order_substrings_are_placed_exactly_and_in_order(text, cuts):
+    bounds = sorted({min(c, len(text)) for c in cuts})
+    pieces = [(a, text[a:b]) for a, b in zip(bounds, bounds[1:])]
+    pieces = [(a, s) for a, s in pieces if s.strip() and s == s.strip(" \"'")]
+    assume(pieces)
+    placements = locate(text, [s for _, s in pieces])
+    starts = [p.start for p in placements]
+    assert all(p.method == "exact" and p.similarity == 1.0 for p in placements)
+    assert all(text[p.start : p.end] == s for p, (_, s) in zip(placements, pieces))
+    # The cursor never passes a true position: each is found at or before where it was cut from, in order.
+    assert all(start <= a for start, (a, _) in zip(starts, pieces))
+    assert starts == sorted(starts)
+
+
+@given(response=st.text(min_size=1, max_size=40), needle=st.text(min_size=1, max_size=15))
+def test_every_placement_lies_inside_the_response(response, needle):
+    p = place(response, needle)
+    if p.placed:
+        assert 0 <= p.start < p.end <= len(response)
+        assert 0.8 <= p.similarity <= 1.0
