@@ -67,3 +67,14 @@ def example_at(where: str, **fields: Any) -> Example:
         return Example(**fields)
     except ValidationError as err:
         raise SourceError(f"{where}: {_describe(err)}") from None
+
+
+def parquet_rows(path: Path, model: type[M], expected: str) -> list[tuple[str, M]]:
+    """`(where, row)` for each row of a Parquet file (a Hugging Face hub split), `where` being `file row N`."""
+    import pyarrow.parquet as pq
+
+    try:
+        records = pq.read_table(path).to_pylist()
+    except (OSError, ValueError) as err:  # pyarrow's ArrowInvalid is a ValueError
+        raise SourceError(f"{path}: not a readable Parquet file ({err}); expected {expected}") from None
+    return [(f"{path} row {i}", _validated(model, obj, f"{path} row {i}", expected)) for i, obj in enumerate(records)]

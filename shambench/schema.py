@@ -146,6 +146,11 @@ class Prediction(BaseModel):
     """Unthresholded scored ranges for threshold-free metrics; a token's score is the max over ranges it overlaps."""
     step_scores: list[float] | None = None
     """Per-step probability of being correct (process reward models), for step-level sets."""
+    step_verdicts: list[int] | None = None
+    """Per-step verdicts of a critic (1 correct, 0 erroneous, -2 unparseable); may be shorter or longer than the
+    steps (`shambench.steps` applies Hard2Verify's padding and truncation rules)."""
+    first_error: int | None = None
+    """A critic's index of the first erroneous step (-1 none, -2 unparseable), for step-level sets."""
     raw: str | None = None
     """The detector's raw output (model text), kept for inspection."""
     error: str | None = None
@@ -162,6 +167,20 @@ class Prediction(BaseModel):
     @classmethod
     def _scores(cls, value: Any) -> list[Span] | None:
         return None if value is None else [Span.coerce(v) for v in value]
+
+    @field_validator("step_verdicts")
+    @classmethod
+    def _verdicts(cls, value: list[int] | None) -> list[int] | None:
+        if value is not None and any(v not in (1, 0, -2) for v in value):
+            raise ValueError("step_verdicts must be 1 (correct), 0 (erroneous) or -2 (unparseable)")
+        return value
+
+    @field_validator("first_error")
+    @classmethod
+    def _first_error(cls, value: int | None) -> int | None:
+        if value is not None and value < -2:
+            raise ValueError("first_error must be a step index, -1 (no error) or -2 (unparseable)")
+        return value
 
     @field_validator("sentence_labels")
     @classmethod
