@@ -297,7 +297,18 @@ class Scorer:
             datasets=datasets,
             tasks={name: gs for name, (gs, _) in task_scores.items()},
             overall=self._overall({t: v for t, v in task_scores.items() if t not in self.step_tasks}),
+            groups=self._math_group(pa),
         )
+
+    def _math_group(self, pa: _PredictionArrays) -> dict:
+        """Step-level (math) metrics in their own group, apart from the overall (see `shambench.steps`)."""
+        step_examples = [ex for ex in self.examples if ex.steps]
+        if not step_examples:
+            return {}
+        from shambench.steps import math_group
+
+        predictions = {self.examples[i].id: p for i, p in pa.by_index.items()}
+        return {"math": math_group(step_examples, predictions, seed=self.seed).model_dump(mode="json")}
 
     def _char_tp_pred_gold(self, pa: _PredictionArrays) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per-example character true positives, predicted and gold counts: |P∩G| = |P| + |G| - |P∪G|."""
