@@ -1,0 +1,177 @@
+"""The self-contained leaderboard page: one HTML file with its CSS, script and SVG charts inline.
+
+Every name, parameter and path on the page comes from a run or a submission, so the template autoescapes all of
+it; the only markup not escaped is our own CSS and script, whose hashes the page's Content-Security-Policy lists
+(so even a missed escape could not run injected script or load anything from the network).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from shambench.leaderboard.schema import Cell, Entry, Leaderboard, Level
+
+HERE = Path(__file__).resolve().parent
+LEVELS = (("span", "Span level (token F1)"), ("sentence", "Sentence level"))
+# Ten colours that stay apart for common colour-vision deficiencies (Tableau 10).
+PALETTE = (
+    "#4e79a7",
+    "#f28e2b",
+    "#e15759",
+    "#76b7b2",
+    "#59a14f",
+    "#edc948",
+    "#b07aa1",
+    "#ff9da7",
+    "#9c755f",
+    "#bab0ac",
+)
+REPORTED_COLOUR = "#555555"
+
+
+@dataclass(frozen=True)
+class Frame:
+    """Geometry of a horizontal chart whose x axis is F1 in [0, 1]."""
+
+    left: float
+    width: float
+    top: float
+    row: float
+
+    def x(self, value: float) -> float:
+        """The x coordinate of an F1 value (clamped to the axis)."""
+        return round(self.left + max(0.0, min(1.0, value)) * self.width, 1)
+
+    def y(self, index: int) -> float:
+        """The centre line of the index-th row."""
+        return round(self.top + (index + 0.5) * self.row, 1)
+
+    def height(self, n_rows: int) -> float:
+        """The chart's full height for `n_rows` rows plus the axis labels."""
+        return self.top + n_rows * self.row + 24
+
+    def ticks(self) -> list[dict[str, Any]]:
+        """Vertical grid lines at 0, 0.2, ..., 1."""
+        return [{"x": self.x(v / 5), "label": f"{v / 5:.1f}"} for v in range(6)]
+
+
+STRIP = Frame(left=120, width=600, top=10, row=34)
+BARS = Frame(left=120, width=360, top=6, row=22)
+
+
+def colour(entry: Entry) -> str:
+    """An entry's colour in the charts: by rank for reproduced rows, grey for reported ones."""
+    return PALETTE[(entry.rank - 1) % len(PALETTE)] if entry.rank else REPORTED_COLOUR
+
+
+def _mark(entry: Entry, cell: Cell, frame: Frame, index: int, label: str) -> dict[str, Any]:
+    reported = entry.kind == "reported"
+    ci = cell.ci
+    return {
+        "entry": entry.id,
+        "reported": reported,
+        "x": frame.x(cell.f1),
+        # Reproduced marks sit just above the task's line and reported ones just below, so they never hide each other.
+        "y": frame.y(index) + (5 if reported else -5),
+        "ci": (frame.x(ci[0]), frame.x(ci[1])) if ci else None,
+        "colour": colour(entry),
+        "title": f"{entry.name} ({'reported in paper' if reported else 'reproduced'}) — {label}: "
+        f"F1 {cell.f1:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""),
+    }
+
+
+def strip_chart(board: Leaderboard, level: str) -> dict[str, Any]:
+    """Per task, one mark per entry at its F1 (with its 95% interval when known)."""
+    marks = []
+    for i, task in enumerate(board.tasks):
+        for entry in (*board.entries, *board.reported):
+            cell = getattr(entry, level).tasks.get(task)
+            if cell is not None:
+                marks.append(_mark(entry, cell, STRIP, i, task))
+    rows = [{"label": t, "y": STRIP.y(i)} for i, t in enumerate(board.tasks)]
+    return {"frame": STRIP, "rows": rows, "marks": marks, "height": STRIP.height(len(rows))}
+
+
+def bar_chart(entry: Entry, level: str, tasks: list[str]) -> dict[str, Any]:
+    """One entry's per-task F1 as horizontal bars with their 95% intervals."""
+    scores: Level = getattr(entry, level)
+    bars = []
+    for i, task in enumerate(t for t in tasks if t in scores.tasks):
+        cell = scores.tasks[task]
+        y = BARS.y(i)
+        bars.append(
+            {
+                "label": task,
+                "y": y,
+                "top": y - BARS.row * 0.35,
+                "height": BARS.row * 0.7,
+                "width": BARS.x(cell.f1) - BARS.left,
+                "end": BARS.x(cell.f1),
+                "ci": (BARS.x(cell.ci[0]), BARS.x(cell.ci[1])) if cell.ci else None,
+                "value": f"{cell.f1:.3f}",
+            }
+        )
+    return {"frame": BARS, "bars": bars, "height": BARS.height(len(bars)), "colour": colour(entry)}
+
+
+def f3(value: float | None) -> str:
+    """A score with three decimals, or nothing."""
+    return "" if value is None else f"{value:.3f}"
+
+
+def ci_text(cell: Cell | None) -> str:
+    """`lo–hi` of a cell's interval, or nothing."""
+    return f"{cell.ci[0]:.3f}–{cell.ci[1]:.3f}" if cell is not None and cell.ci else ""
+
+
+def as_text(value: Any) -> str:
+    """A parameter value as plain JSON text (the template escapes it)."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def csp_hash(text: str) -> str:
+    """The Content-Security-Policy source expression allowing exactly this inline script or style."""
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+
+def _environment():
+    from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+    env = Environment(
+        loader=FileSystemLoader(HERE),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(f3=f3, ci_text=ci_text, as_text=as_text)
+    return env
+
+
+def render(board: Leaderboard) -> str:
+    """The page's HTML."""
+    from markupsafe import Markup
+
+    css = (HERE / "page.css").read_text(encoding="utf-8")
+    script = (HERE / "page.js").read_text(encoding="utf-8")
+    return (
+        _environment()
+        .get_template("page.html")
+        .render(
+            board=board,
+            levels=LEVELS,
+            strips={level: strip_chart(board, level) for level, _ in LEVELS},
+            bar_chart=bar_chart,
+            colour=colour,
+            # Our own files, trusted and hashed into the policy below; everything else is escaped.
+            css=Markup(css),
+            script=Markup(script),
+            csp=f"default-src 'none'; style-src {csp_hash(css)}; script-src {csp_hash(script)}; "
+            "img-src 'none'; base-uri 'none'; form-action 'none'",
+        )
+    )

@@ -1,0 +1,149 @@
+"""The leaderboard data model and the JSON Schemas exported next to it.
+
+`results.schema.json` describes a run's `results.json` (`shambench.results.Results`) and `leaderboard.schema.json`
+the built `leaderboard.json` (`Leaderboard` below). Both are committed in `leaderboard/`; a test checks that they
+match the models, so regenerate them with `shambench leaderboard schema` after changing either.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from shambench.io import write_atomic
+from shambench.results import SCHEMA_VERSION, RunInfo
+
+LEADERBOARD_VERSION = "1.0"
+SCHEMA_DIR = Path(__file__).resolve().parent
+RESULTS_SCHEMA = "results.schema.json"
+LEADERBOARD_SCHEMA = "leaderboard.schema.json"
+DRAFT = "https://json-schema.org/draft/2020-12/schema"
+
+# The paper's task order; tasks it does not know (e.g. step-level sets) follow alphabetically.
+TASK_ORDER = ("open_qa", "context_qa", "data2txt", "open_bio", "summ", "mt")
+
+
+class Cell(BaseModel):
+    """One score of an entry: F1 and, where known, precision, recall, its 95% interval and the example count."""
+
+    f1: float
+    """Per-example F1 averaged over the group's examples (for `overall`: the mean over tasks)."""
+    precision: float | None = None
+    """Precision under the same convention; None where the paper does not print it."""
+    recall: float | None = None
+    """Recall under the same convention; None where the paper does not print it."""
+    ci: tuple[float, float] | None = None
+    """Seeded percentile-bootstrap 95% interval of F1; None for reported rows."""
+    n: int | None = None
+    """Examples in the group."""
+
+
+class Level(BaseModel):
+    """An entry's scores at one level: span (token F1) or sentence."""
+
+    overall: Cell | None = None
+    """Unweighted mean over the tasks (step-level tasks excluded); None when no such task was scored."""
+    overall_std: float | None = None
+    """Population standard deviation (ddof=0) of the task F1s."""
+    tasks: dict[str, Cell] = Field(default_factory=dict)
+    """Per task."""
+    datasets: dict[str, Cell] = Field(default_factory=dict)
+    """Per partition, keyed `task/dataset`."""
+
+
+class Entry(BaseModel):
+    """One row of the leaderboard: a reproduced run (or submission), or a score reported in the paper."""
+
+    id: str
+    """Stable anchor of the row within the page (`run-3`, `paper-1`)."""
+    name: str
+    """Detector or submission name, shown as text."""
+    kind: Literal["reproduced", "reported"]
+    """`reproduced`: scored here from predictions; `reported`: copied from the SHAM-Bench paper, not re-run."""
+    origin: str
+    """`run`, `submission` or `predictions` for reproduced rows; `paper` for reported ones."""
+    rank: int | None = None
+    """Position among the reproduced rows by overall span F1 (1 = best); None for reported rows."""
+    family: str | None = None
+    """Detector family."""
+    params: dict[str, Any] = Field(default_factory=dict)
+    """Detector parameters."""
+    span: Level
+    """Span-level (token F1) scores."""
+    sentence: Level
+    """Sentence-level scores."""
+    n_examples: int | None = None
+    """Examples scored."""
+    missing_predictions: int | None = None
+    """Examples without a usable prediction, scored as empty."""
+    source: str
+    """Where the row comes from: the run directory, or the paper's tables."""
+    scored_at: str | None = None
+    """UTC time of scoring."""
+    shambench_version: str | None = None
+    """shambench version that scored the run."""
+    git_commit: str | None = None
+    """Commit of the checkout that scored the run."""
+    conventions: dict[str, str] = Field(default_factory=dict)
+    """How the row's numbers were computed (copied from its results, or the paper's stated conventions)."""
+    run: RunInfo | None = None
+    """Run metadata (provenance, usage, cost) of reproduced rows, with local file paths cut to file names."""
+
+
+class Leaderboard(BaseModel):
+    """The built leaderboard: reproduced runs ranked by overall span F1, and the paper's rows kept apart."""
+
+    schema_version: str = LEADERBOARD_VERSION
+    """Version of this schema; bumped on any incompatible change."""
+    results_schema_version: str = SCHEMA_VERSION
+    """Version of the results schema the entries were read with."""
+    generated_at: str
+    """UTC time of the build, ISO 8601."""
+    shambench_version: str
+    """shambench version that built the page."""
+    ranking: str = "overall span-level (token) F1, descending; ties broken by sentence-level F1, then name"
+    """How `entries` are ordered."""
+    tasks: list[str]
+    """Task columns, in the paper's order."""
+    datasets: list[str]
+    """Partition (`task/dataset`) columns."""
+    entries: list[Entry]
+    """Reproduced runs and submissions, ranked."""
+    reported: list[Entry] = Field(default_factory=list)
+    """Scores reported in the SHAM-Bench paper (never ranked with, nor mixed into, the reproduced runs)."""
+    reported_source: str | None = None
+    """Citation of the reported scores."""
+
+
+def json_schema(model: type[BaseModel], name: str, version: str) -> dict[str, Any]:
+    """The model's JSON Schema (draft 2020-12), titled with its version."""
+    schema = model.model_json_schema()
+    return {"$schema": DRAFT, "$id": name, **schema, "title": f"{schema['title']} (schema version {version})"}
+
+
+def schemas() -> dict[str, dict[str, Any]]:
+    """File name → JSON Schema, for the results and the leaderboard."""
+    from shambench.results import Results
+
+    return {
+        RESULTS_SCHEMA: json_schema(Results, RESULTS_SCHEMA, SCHEMA_VERSION),
+        LEADERBOARD_SCHEMA: json_schema(Leaderboard, LEADERBOARD_SCHEMA, LEADERBOARD_VERSION),
+    }
+
+
+def schema_text(schema: dict[str, Any]) -> str:
+    """The exact text a schema file holds."""
+    return json.dumps(schema, indent=2, sort_keys=True) + "\n"
+
+
+def export_schemas(out_dir: str | Path = SCHEMA_DIR) -> list[Path]:
+    """Write the JSON Schemas into `out_dir` (atomically); returns the paths."""
+    paths = []
+    for name, schema in schemas().items():
+        path = Path(out_dir) / name
+        write_atomic(path, schema_text(schema))
+        paths.append(path)
+    return paths

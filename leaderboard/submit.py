@@ -1,0 +1,223 @@
+"""Leaderboard submissions: a predictions file is checked as a whole, scored, and kept as a run directory.
+
+A submission is all or nothing: every problem found is reported at once, and nothing is written unless there
+are none. An accepted one becomes a run directory (config.json, predictions.jsonl, results.json, written in a
+temporary folder and renamed into place) that `shambench leaderboard build`, `shambench score` and
+`shambench compare` read like any other run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from shambench.leaderboard.build import display_path, load_leaderboard, run_entry, with_entry, write_site
+from shambench.leaderboard.schema import Leaderboard
+
+from shambench.io import DataError, write_json, write_jsonl
+from shambench.provenance import git_commit, now_iso, package_versions, shambench_version
+from shambench.runner import (
+    CONFIG,
+    JOURNAL,
+    RESULTS,
+    RunConfig,
+    examples_hash,
+    load_config,
+    new_run_dir,
+    run_info,
+    select_examples,
+)
+from shambench.schema import Prediction
+from shambench.scorer import Scorer
+
+
+class SubmissionError(DataError):
+    """A rejected submission; `problems` lists every reason, and nothing was written."""
+
+    def __init__(self, source: str, problems: Sequence[str]):
+        self.problems = list(problems)
+        listing = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(
+            f"{source}: submission rejected ({len(self.problems)} problem(s)); nothing was added:\n{listing}"
+        )
+
+
+class SubmissionMeta(BaseModel):
+    """What a submitter says about the system (the `--meta` JSON or YAML file)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    family: str = "submission"
+    """Detector family (`prompted`, `token-classifier`, `nli`, ...)."""
+    params: dict[str, Any] = Field(default_factory=dict)
+    """Parameters that define the system's output (model, threshold, ...)."""
+    prompt_hash: str | None = None
+    """Hash of the prompt template, for prompted systems."""
+    authors: str | list[str] | None = None
+    """Who built the system."""
+    description: str | None = None
+    """One paragraph on how the system works."""
+    url: str | None = None
+    """Paper or code."""
+
+    def about(self) -> dict[str, Any]:
+        """The free-form facts kept in the run's `meta`."""
+        return self.model_dump(include={"authors", "description", "url"}, exclude_none=True)
+
+
+def _field_errors(err: ValidationError) -> list[str]:
+    return [f"{'.'.join(str(x) for x in e['loc']) or 'record'}: {e['msg']}" for e in err.errors()]
+
+
+def read_meta(path: str | Path | None) -> tuple[SubmissionMeta, list[str]]:
+    """The submission's metadata, and the problems with its file (none when no file is given)."""
+    if path is None:
+        return SubmissionMeta(), []
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        return SubmissionMeta(), [f"{path}: cannot read the meta file ({err.strerror})"]
+    except yaml.YAMLError as err:
+        return SubmissionMeta(), [f"{path}: not valid JSON or YAML ({str(err).splitlines()[0]})"]
+    try:
+        return SubmissionMeta.model_validate(data or {}), []
+    except ValidationError as err:
+        return SubmissionMeta(), [f"{path}: {p}" for p in _field_errors(err)]
+
+
+def _line_problems(
+    lineno: int, line: str, scorer: Scorer, first_line: dict[str, int]
+) -> tuple[Prediction | None, list[str]]:
+    """The prediction on one line, or None, and what is wrong with the line."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as err:
+        return None, [f"line {lineno}: not valid JSON ({err.msg} at column {err.colno})"]
+    if not isinstance(obj, dict):
+        return None, [f"line {lineno}: expected a JSON object, got {type(obj).__name__}"]
+    try:
+        pred = Prediction.model_validate(obj)
+    except ValidationError as err:
+        return None, [f"line {lineno}: {p}" for p in _field_errors(err)]
+    if pred.id not in scorer.index:
+        return None, [f"line {lineno}: id {pred.id!r} is not an example of the selected test data"]
+    if pred.id in first_line:
+        return None, [f"line {lineno}: id {pred.id!r} was already given on line {first_line[pred.id]}"]
+    first_line[pred.id] = lineno
+    try:
+        pred.check_against(scorer.examples[scorer.index[pred.id]])
+    except ValueError as err:
+        return None, [f"line {lineno}: {err}"]
+    n_units = len(scorer.units_of(pred.id))
+    if pred.sentence_labels is not None and len(pred.sentence_labels) != n_units:
+        return None, [
+            f"line {lineno}: id {pred.id!r} has {len(pred.sentence_labels)} sentence_labels for {n_units} sentence units"
+        ]
+    return pred, []
+
+
+def check_predictions(path: str | Path, scorer: Scorer) -> tuple[list[Prediction], list[str]]:
+    """The valid predictions of a submission file and every problem with it (one entry per problem)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        return [], [f"cannot read the predictions file ({err.strerror})"]
+    except UnicodeDecodeError as err:
+        return [], [f"not UTF-8 text (byte {err.start})"]
+    predictions, problems, first_line = [], [], {}
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        pred, line_problems = _line_problems(lineno, line, scorer, first_line)
+        problems.extend(line_problems)
+        if pred is not None:
+            predictions.append(pred)
+    missing = [ex.id for ex in scorer.examples if ex.id not in first_line]
+    if missing:
+        problems.append(
+            f"no prediction for {len(missing)} of the {len(scorer.examples)} test ids: " + ", ".join(map(repr, missing))
+        )
+    return predictions, problems
+
+
+def name_problems(name: str, runs_dir: Path, board: Leaderboard | None) -> list[str]:
+    """Why `name` cannot be used: empty, or already taken by a submission in `runs_dir` or a row of the board."""
+    if not name.strip():
+        return ["--name must not be empty"]
+    problems = []
+    if board is not None and any(e.name == name for e in board.entries):
+        problems.append(f"the leaderboard already has a row named {name!r}")
+    taken = runs_dir.is_dir() and any(
+        (c := load_config(p.parent)).origin == "submission" and c.detector == name for p in runs_dir.rglob(CONFIG)
+    )
+    if taken:
+        problems.append(f"{runs_dir} already holds a submission named {name!r}")
+    return problems
+
+
+def _write_run(run_dir: Path, config: RunConfig, predictions: Sequence[Prediction], results) -> None:
+    """Create the run directory whole: written in a temporary sibling, then renamed into place."""
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=run_dir.parent, prefix=f".{run_dir.name}."))
+    try:
+        write_json(tmp / CONFIG, config)
+        write_jsonl(tmp / JOURNAL, predictions)
+        write_json(tmp / RESULTS, results)
+        os.rename(tmp, run_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def submit(
+    predictions_path: str | Path,
+    name: str,
+    *,
+    meta_file: str | Path | None = None,
+    selection: dict[str, Any],
+    runs_dir: str | Path,
+    site_dir: str | Path | None = None,
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> Path:
+    """Check, score and add a submission; returns its run directory. SubmissionError lists every problem."""
+    examples, chosen = select_examples(**selection)
+    board = load_leaderboard(site_dir) if site_dir else None
+    scorer = Scorer(examples, n_resamples=n_resamples, seed=seed)
+    meta, meta_problems = read_meta(meta_file)
+    predictions, problems = check_predictions(predictions_path, scorer)
+    problems = name_problems(name, Path(runs_dir), board) + meta_problems + problems
+    if problems:
+        raise SubmissionError(str(predictions_path), problems)
+    params = {**meta.params, **({"prompt_hash": meta.prompt_hash} if meta.prompt_hash else {})}
+    config = RunConfig(
+        detector=name,
+        family=meta.family,
+        params=params,
+        examples_hash=examples_hash(examples),
+        n_examples=len(examples),
+        shambench_version=shambench_version(),
+        git_commit=git_commit(),
+        created_at=now_iso(),
+        packages=package_versions(),
+        origin="submission",
+        meta=meta.about(),
+        **chosen,
+    )
+    run_dir = new_run_dir(runs_dir, name)
+    results = scorer.score(predictions)
+    results.run = run_info(config, run_dir, examples, predictions)
+    results.run.finished_at = results.created_at
+    _write_run(run_dir, config, predictions, results)
+    if board is not None:
+        write_site(with_entry(board, run_entry(results, display_path(run_dir))), site_dir)
+    return run_dir

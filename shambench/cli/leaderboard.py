@@ -1,0 +1,129 @@
+"""`shambench leaderboard build|submit|schema`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from shambench.cli.options import data_selection, scoring
+
+
+@click.group("leaderboard")
+def leaderboard_group() -> None:
+    """Build the static leaderboard page, add submissions to it, export its JSON Schemas."""
+
+
+def _reported_option(func):
+    return click.option(
+        "--reported",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="The paper's reported scores (default: ../shared/data/sham_bench_reported/reported_f1.json).",
+    )(click.option("--no-reported", is_flag=True, help="Leave out the rows reported in the paper.")(func))
+
+
+def _reported_path(reported: str | None, no_reported: bool) -> Path | None:
+    from shambench.leaderboard.build import DEFAULT_REPORTED
+
+    if no_reported:
+        if reported:
+            raise click.UsageError("give --reported FILE or --no-reported, not both")
+        return None
+    return Path(reported) if reported else DEFAULT_REPORTED
+
+
+@leaderboard_group.command("build")
+@click.option(
+    "--runs",
+    "run_paths",
+    multiple=True,
+    required=True,
+    metavar="DIR",
+    type=click.Path(),
+    help="A run directory, or a folder searched recursively for run directories (repeatable).",
+)
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Site folder to write.")
+@_reported_option
+def build(run_paths, out_dir, reported, no_reported) -> None:
+    """Write OUT/leaderboard.json and a self-contained OUT/index.html from scored runs.
+
+    \b
+    shambench leaderboard build --runs runs/leaderboard --out leaderboard/site
+    shambench leaderboard build --runs runs/a --runs runs/b --out site --reported reported_f1.json
+
+    Every results.json found is one row, ranked by overall span-level F1. The paper's reported scores are
+    added as rows marked "reported in paper", in their own section. The page needs no server or network:
+    open index.html in a browser.
+    """
+    from shambench.leaderboard.build import build as build_board
+    from shambench.leaderboard.build import write_site
+
+    board = build_board(run_paths, _reported_path(reported, no_reported))
+    json_path, html_path = write_site(board, out_dir)
+    click.echo(f"{len(board.entries)} runs, {len(board.reported)} reported rows -> {html_path}, {json_path}")
+
+
+@leaderboard_group.command("submit")
+@click.argument("predictions", type=click.Path(dir_okay=False))
+@click.option("--name", required=True, help="Name of the submitted system, as shown on the leaderboard.")
+@click.option(
+    "--meta",
+    "meta_file",
+    type=click.Path(dir_okay=False),
+    help="JSON or YAML about the system: family, params, prompt_hash, authors, description, url.",
+)
+@data_selection
+@click.option(
+    "--runs-dir",
+    default="runs/leaderboard",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Where the submission's run directory is added (what `leaderboard build --runs` reads).",
+)
+@click.option(
+    "--site",
+    "site_dir",
+    type=click.Path(file_okay=False),
+    help="Also add the entry to this built site (its leaderboard.json and index.html are rewritten).",
+)
+@scoring
+def submit(predictions, name, meta_file, runs_dir, site_dir, n_resamples, seed, **selection) -> None:
+    """Validate a predictions file, score it and add it to the leaderboard as a run.
+
+    \b
+    shambench leaderboard submit preds.jsonl --name my-detector --meta about.yaml --data-dir ../shared/data
+    shambench leaderboard submit preds.jsonl --name my-detector --examples test.jsonl --site leaderboard/site
+
+    PREDICTIONS is JSONL with one {"id", "spans": [[start, end], ...]} per test example (optional
+    sentence_labels, scores). It is rejected, with the list of every problem and nothing written, when a line
+    is not JSON or not a prediction, an id is unknown, missing or repeated, or a span runs past its response.
+    """
+    from shambench.leaderboard.submit import submit as submit_run
+
+    run_dir = submit_run(
+        predictions,
+        name,
+        meta_file=meta_file,
+        selection=selection,
+        runs_dir=runs_dir,
+        site_dir=site_dir,
+        n_resamples=n_resamples,
+        seed=seed,
+    )
+    click.echo(f"accepted: {name} -> {run_dir}" + (f" (added to {site_dir})" if site_dir else ""))
+
+
+@leaderboard_group.command("schema")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False),
+    help="Folder for results.schema.json and leaderboard.schema.json (default: the leaderboard package).",
+)
+def schema(out_dir) -> None:
+    """Export the JSON Schemas of results.json and leaderboard.json."""
+    from shambench.leaderboard.schema import SCHEMA_DIR, export_schemas
+
+    for path in export_schemas(out_dir or SCHEMA_DIR):
+        click.echo(str(path))

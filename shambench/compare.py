@@ -1,0 +1,180 @@
+"""Paired comparison of two runs: a bootstrap over the example ids both runs scored.
+
+Conventions (also stated in every `Comparison`):
+- Only ids present in both runs are compared, and their examples must be identical (response and gold spans);
+  each run's predictions are scored on that shared set with the SHAM-Bench per-example F1.
+- A task's F1 is the mean per-example F1 over its shared examples; overall is the unweighted mean over the
+  non-step tasks, as in the results.
+- Resampling is paired and stratified: each task's shared examples are resampled with replacement (seeded by
+  `(seed, task)`, as the scorer does), and the same draw is applied to both runs. The overall replicate is
+  the mean of the task replicates.
+- The interval is the 2.5th-97.5th percentile of the replicate differences A - B.
+- The p-value is two-sided, from the bootstrap distribution shifted to the null of no difference:
+  `(1 + #{|d* - d| >= |d|}) / (1 + resamples)`, where d is the observed difference and d* a replicate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from pydantic import BaseModel
+
+from shambench import metrics
+from shambench.io import DataError
+from shambench.schema import Example, Prediction
+
+LEVEL_NAMES = {"token": "span", "sentence": "sentence"}
+CONVENTION = (
+    "paired stratified bootstrap over the shared example ids (each task resampled with replacement, the same "
+    "draws for both runs; overall = mean of the task replicates); 95% percentile interval of A - B; two-sided "
+    "p = (1 + #{|d* - d| >= |d|}) / (1 + resamples)"
+)
+
+
+class Difference(BaseModel):
+    """A - B for one group and level."""
+
+    group: str
+    """A task name, or `overall`."""
+    level: str
+    """`span` (token F1) or `sentence`."""
+    n: int
+    """Shared examples in the group."""
+    f1_a: float
+    """F1 of run A on the shared examples."""
+    f1_b: float
+    """F1 of run B on the shared examples."""
+    diff: float
+    """f1_a - f1_b."""
+    ci: tuple[float, float]
+    """95% percentile-bootstrap interval of the difference."""
+    p_value: float
+    """Two-sided bootstrap p-value of no difference."""
+
+
+class Comparison(BaseModel):
+    """The paired comparison of two runs."""
+
+    run_a: str
+    """Run A (its detector name or directory)."""
+    run_b: str
+    """Run B."""
+    n_shared: int
+    """Example ids scored by both runs."""
+    only_a: int
+    """Ids only run A has (left out)."""
+    only_b: int
+    """Ids only run B has (left out)."""
+    n_resamples: int
+    """Bootstrap resamples."""
+    seed: int
+    """Bootstrap seed."""
+    convention: str = CONVENTION
+    """How the interval and p-value are computed."""
+    differences: list[Difference]
+    """Overall first, then per task, for each level."""
+
+
+def bootstrap_difference(f1_a: np.ndarray, f1_b: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Replicates of mean(f1_a) - mean(f1_b) under the resample weights (shape resamples × examples)."""
+    reps = metrics.bootstrap_replicates(np.stack([f1_a, f1_b]), weights)
+    return reps[0] - reps[1]
+
+
+def p_value(observed: float, replicates: np.ndarray) -> float:
+    """Two-sided p-value of no difference, from the replicates shifted to the null (see the module docstring)."""
+    extreme = np.count_nonzero(np.abs(replicates - observed) >= abs(observed) - 1e-12)
+    return float((1 + extreme) / (1 + len(replicates)))
+
+
+def _difference(group: str, level: str, f1_a: float, f1_b: float, reps: np.ndarray, n: int) -> Difference:
+    diff = f1_a - f1_b
+    return Difference(
+        group=group,
+        level=LEVEL_NAMES[level],
+        n=n,
+        f1_a=f1_a,
+        f1_b=f1_b,
+        diff=diff,
+        ci=metrics.percentile_ci(reps),
+        p_value=p_value(diff, reps),
+    )
+
+
+def shared_examples(a: Sequence[Example], b: Sequence[Example]) -> tuple[list[Example], int, int]:
+    """The examples of `a` whose ids `b` has too (in `a`'s order), and how many ids only `a` or only `b` has.
+
+    DataError when a shared id's response or gold spans differ between the two: the runs did not see the same
+    example, so no paired comparison is possible.
+    """
+    by_id = {ex.id: ex for ex in b}
+    shared = [ex for ex in a if ex.id in by_id]
+    for ex in shared:
+        other = by_id[ex.id]
+        if (ex.response, ex.hallu_spans, ex.steps) != (other.response, other.hallu_spans, other.steps):
+            raise DataError(f"example {ex.id!r} differs between the two runs (response or gold spans)")
+    if not shared:
+        raise DataError("the two runs share no example id")
+    return shared, len(a) - len(shared), len(b) - len(shared)
+
+
+def compare_predictions(
+    examples: Sequence[Example],
+    predictions_a: Sequence[Prediction],
+    predictions_b: Sequence[Prediction],
+    names: tuple[str, str] = ("A", "B"),
+    n_resamples: int = 1000,
+    seed: int = 0,
+    excluded: tuple[int, int] = (0, 0),
+) -> Comparison:
+    """The paired comparison of two prediction sets on the same examples (predictions for other ids ignored)."""
+    from shambench.scorer import LEVELS, Scorer
+
+    scorer = Scorer(examples, n_resamples=n_resamples, seed=seed)
+    wanted = set(scorer.index)
+    prf_a = scorer.example_prf([p for p in predictions_a if p.id in wanted])
+    prf_b = scorer.example_prf([p for p in predictions_b if p.id in wanted])
+    overall_tasks = [t for t in scorer.groups["tasks"] if t not in scorer.step_tasks]
+    differences = []
+    for level in LEVELS:
+        a, b = prf_a[level][2], prf_b[level][2]
+        per_task = {}
+        for task, idx in scorer.groups["tasks"].items():
+            reps = bootstrap_difference(a[idx], b[idx], scorer.bootstrap_weights(task, len(idx)))
+            per_task[task] = (float(a[idx].mean()), float(b[idx].mean()), reps, len(idx))
+        if overall_tasks:
+            fa, fb, reps, n = (
+                float(np.mean([per_task[t][0] for t in overall_tasks])),
+                float(np.mean([per_task[t][1] for t in overall_tasks])),
+                np.mean([per_task[t][2] for t in overall_tasks], axis=0),
+                sum(per_task[t][3] for t in overall_tasks),
+            )
+            differences.append(_difference("overall", level, fa, fb, reps, n))
+        differences.extend(_difference(task, level, *vals) for task, vals in per_task.items())
+    return Comparison(
+        run_a=names[0],
+        run_b=names[1],
+        n_shared=len(examples),
+        only_a=excluded[0],
+        only_b=excluded[1],
+        n_resamples=n_resamples,
+        seed=seed,
+        differences=differences,
+    )
+
+
+def compare_runs(run_a: str | Path, run_b: str | Path, n_resamples: int = 1000, seed: int = 0) -> Comparison:
+    """The paired comparison of two run directories (their examples are re-created from their configs)."""
+    from shambench.io import Journal
+    from shambench.runner import JOURNAL, examples_of, load_config
+
+    loaded = []
+    for run in (Path(run_a), Path(run_b)):
+        config = load_config(run)
+        loaded.append((config.detector, examples_of(config), list(Journal(run / JOURNAL).read().values())))
+    (name_a, ex_a, pred_a), (name_b, ex_b, pred_b) = loaded
+    shared, only_a, only_b = shared_examples(ex_a, ex_b)
+    names = (name_a, name_b) if name_a != name_b else (str(run_a), str(run_b))
+    return compare_predictions(shared, pred_a, pred_b, names, n_resamples, seed, (only_a, only_b))
