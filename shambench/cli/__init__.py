@@ -14,6 +14,8 @@ COMMANDS = {
     "score": "shambench.cli.score:score",
     "eval": "shambench.cli.eval:eval_command",
     "list": "shambench.cli.listing:list_group",
+    "leaderboard": "shambench.cli.leaderboard:leaderboard_group",
+    "compare": "shambench.cli.compare:compare",
     "cache": "shambench.cli.cache:cache_group",
     "analyze": "shambench.cli.analyze:analyze",
     "show": "shambench.cli.show:show",
