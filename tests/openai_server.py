@@ -237,9 +237,9 @@ class OpenAIServer:
         app.router.add_post("/v1/completions", self._completion)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/_stats", self._stats)
-        runner = web.AppRunner(app, access_log=None)
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.2)
         await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", self.port, shutdown_timeout=0.2, backlog=1024)
+        site = web.TCPSite(runner, "127.0.0.1", self.port, backlog=1024)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]
         self._ready.set()

@@ -1,0 +1,256 @@
+"""The OpenAI-compatible client pool against the local test server: retries, timeouts, cache, accounting."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from shambench.cache import ResponseCache
+from shambench.io import DataError
+from shambench.llm import (
+    Endpoint,
+    LLMClient,
+    LLMError,
+    backoff,
+    cost_of,
+    load_prices,
+    price_of,
+    redact,
+    retry_after,
+)
+from tests.openai_server import Fault
+
+FAST = {"backoff_base": 0.001, "max_retries": 3}
+
+
+def client_for(server, cache=None, **endpoint) -> LLMClient:
+    return LLMClient(Endpoint(model="gpt-5-mini", base_url=server.base_url, **{**FAST, **endpoint}), cache=cache)
+
+
+def ask(client: LLMClient, prompts: list[str], accept=None) -> list:
+    """Each prompt's Completion (or LLMError), through the client's worker pool."""
+
+    async def one(prompt):
+        try:
+            return await client.chat([{"role": "user", "content": prompt}], {"temperature": 0}, accept)
+        except LLMError as err:
+            return err
+
+    return list(client.map(prompts, one))
+
+
+def first_attempt(kind: str, retry: str | None = None):
+    """A fault plan failing the first attempt of every prompt."""
+    return lambda req: Fault(kind, retry) if req.attempt == 1 else None
+
+
+def test_answer_usage_and_cost(openai_server):
+    openai_server.reasoning_tokens = 5
+    (reply,) = ask(client_for(openai_server), ["hello there"])
+    # Prompt "hello there" = 2 words; reply '{"incorrect_spans": []}' = 2 words + 5 reasoning tokens = 7.
+    # gpt-5-mini: $0.25 / $2.00 per million -> (2 * 0.25 + 7 * 2.00) / 1e6 = 14.5e-6.
+    u = reply.usage
+    assert (u.input_tokens, u.output_tokens, u.reasoning_tokens) == (2, 7, 5)
+    assert u.cost == pytest.approx(14.5e-6)
+    assert (u.requests, u.retries, u.cache_hit) == (1, 0, 0)
+    assert reply.text == '{"incorrect_spans": []}' and reply.finish_reason == "stop"
+    assert openai_server.log[0].body["temperature"] == 0
+
+
+def test_completions_endpoint(openai_server):
+    openai_server.script = lambda req: " upon a time"
+    client = client_for(openai_server)
+
+    async def one(prompt):
+        return await client.complete(prompt, {"max_tokens": 5})
+
+    (reply,) = list(client.map(["Once"], one))
+    assert reply.text == " upon a time"
+    assert openai_server.log[0].path == "/v1/completions"
+    assert openai_server.log[0].body["prompt"] == "Once"
+
+
+@pytest.mark.parametrize("kind", ["500", "429", "malformed"])
+def test_retryable_failures_are_retried_and_counted(openai_server, kind):
+    openai_server.faults = first_attempt(kind, "0")
+    replies = ask(client_for(openai_server), ["a", "b", "c"])
+    # Each of 3 prompts fails once, then succeeds: 6 requests, 1 retry each.
+    assert all(r.usage.requests == 2 and r.usage.retries == 1 for r in replies)
+    assert len(openai_server.log) == 6
+    assert openai_server.count(fault=kind) == 3
+
+
+def test_retry_after_is_honoured(openai_server):
+    openai_server.faults = first_attempt("429", "0.6")
+    start = time.monotonic()
+    (reply,) = ask(client_for(openai_server), ["x"])
+    # The backoff alone would be under 1 ms; the server asked for 0.6 s.
+    assert time.monotonic() - start >= 0.6
+    assert reply.usage.retries == 1
+
+
+def test_timeouts_are_retried(openai_server):
+    openai_server.faults = first_attempt("timeout")
+    start = time.monotonic()
+    (reply,) = ask(client_for(openai_server, timeout=0.3), ["x"])
+    assert reply.usage.requests == 2
+    # One 0.3 s timeout, then an immediate answer: far below the server's 3 s delay.
+    assert time.monotonic() - start < 2.0
+
+
+def test_exhausted_retries_fail_with_the_reason(openai_server):
+    openai_server.faults = lambda req: Fault("500")
+    (err,) = ask(client_for(openai_server, max_retries=2), ["x"])
+    assert isinstance(err, LLMError)
+    assert err.reason.startswith("HTTP 500") and "after 3 attempts" in err.reason
+    assert (err.usage.requests, err.usage.retries) == (3, 2)
+    assert len(openai_server.log) == 3
+
+
+def test_client_errors_are_not_retried(openai_server):
+    openai_server.faults = lambda req: Fault("400")
+    (err,) = ask(client_for(openai_server), ["x"])
+    assert isinstance(err, LLMError) and err.reason.startswith("HTTP 400")
+    assert err.usage.requests == 1 and len(openai_server.log) == 1
+
+
+def test_cache_hits_make_no_request(openai_server):
+    cache = ResponseCache()
+    first = ask(client_for(openai_server, cache=cache), ["a", "b"])
+    again = ask(client_for(openai_server, cache=cache), ["a", "b", "c"])
+    assert [r.usage.cache_hit for r in first] == [0, 0]
+    assert sorted(r.usage.cache_hit for r in again) == [0, 1, 1]
+    # 2 first answers + only "c" the second time.
+    assert len(openai_server.log) == 3
+    hit = next(r for r in again if r.usage.cache_hit)
+    assert (hit.usage.requests, hit.usage.input_tokens, hit.usage.cost) == (0, 0, 0.0)
+
+
+def test_cache_key_ignores_transport_settings(openai_server):
+    cache = ResponseCache()
+    ask(client_for(openai_server, cache=cache, max_concurrency=1, timeout=5), ["a"])
+    (reply,) = ask(client_for(openai_server, cache=cache, max_concurrency=7, timeout=9, max_retries=0), ["a"])
+    assert reply.usage.cache_hit == 1 and len(openai_server.log) == 1
+
+
+def test_rejected_answers_are_not_cached(openai_server):
+    cache = ResponseCache()
+
+    def reject(completion):
+        raise ValueError("not what I wanted")
+
+    (err,) = ask(client_for(openai_server, cache=cache), ["a"], accept=reject)
+    assert isinstance(err, LLMError) and err.reason == "unusable output: not what I wanted"
+    assert err.text == '{"incorrect_spans": []}' and err.usage.requests == 1
+    (ok,) = ask(client_for(openai_server, cache=cache), ["a"], accept=lambda c: len(c.text))
+    assert ok.parsed == len('{"incorrect_spans": []}') and ok.usage.cache_hit == 0
+    assert len(openai_server.log) == 2
+
+
+def test_concurrency_is_bounded(openai_server):
+    openai_server.latency = 0.05
+    replies = ask(client_for(openai_server, max_concurrency=4), [str(i) for i in range(20)])
+    assert len(replies) == 20 and not any(isinstance(r, LLMError) for r in replies)
+    assert openai_server.peak == 4
+
+
+def test_monitor_receives_counters(openai_server):
+    openai_server.faults = first_attempt("500")
+
+    class Counting:
+        def __init__(self):
+            self.seen: dict[str, float] = {}
+
+        def count(self, key, n=1):
+            self.seen[key] = self.seen.get(key, 0) + n
+
+    monitor = Counting()
+    client = client_for(openai_server)
+
+    async def one(prompt):
+        return await client.chat([{"role": "user", "content": prompt}])
+
+    list(client.map(["a b", "c"], one, monitor))
+    # 2 prompts x (1 failure + 1 success); input tokens 2 + 1 words; output 2 words each.
+    assert monitor.seen["requests"] == 4 and monitor.seen["retries"] == 2
+    assert monitor.seen["input_tokens"] == 3 and monitor.seen["output_tokens"] == 4
+
+
+def test_worker_exception_reaches_the_caller(openai_server):
+    client = client_for(openai_server)
+
+    async def boom(item):
+        await asyncio.sleep(0)
+        raise RuntimeError(f"bad item {item}")
+
+    with pytest.raises(RuntimeError, match="bad item"):
+        list(client.map([1, 2, 3], boom))
+
+
+def test_api_key_is_sent_and_redacted(openai_server, monkeypatch):
+    monkeypatch.setenv("TEST_LLM_KEY", "sk-test-SECRET123")
+    openai_server.faults = lambda req: Fault("400")
+    (err,) = ask(client_for(openai_server, api_key_env="TEST_LLM_KEY"), ["x"])
+    assert openai_server.log[0].authorization == "Bearer sk-test-SECRET123"
+    assert "SECRET123" not in err.reason
+
+
+def test_missing_key_for_openai_is_a_clear_error(monkeypatch):
+    monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)
+    with pytest.raises(DataError, match="set NO_SUCH_KEY_VAR"):
+        LLMClient(Endpoint(model="gpt-5-mini", api_key_env="NO_SUCH_KEY_VAR")).api_key()
+
+
+def test_redact():
+    assert redact("bad key sk-abc***xyz given", None) == "bad key sk-*** given"
+    assert redact("key=hunter22 rejected", "hunter22") == "key=*** rejected"
+
+
+def test_retry_after_header_forms():
+    assert retry_after({"retry-after-ms": "250"}) == 0.25
+    assert retry_after({"retry-after": "3"}) == 3.0
+    assert retry_after({}) is None
+    when = format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)
+    assert 28 <= retry_after({"retry-after": when}) <= 30
+
+
+@given(attempt=st.integers(1, 12), base=st.floats(0.001, 5), limit=st.floats(0.01, 60), seed=st.integers(0, 99))
+def test_backoff_is_equal_jitter_within_bounds(attempt, base, limit, seed):
+    ceiling = min(limit, base * 2 ** (attempt - 1))
+    assert ceiling / 2 <= backoff(attempt, base, limit, random.Random(seed)) <= ceiling
+
+
+def test_prices_match_by_name_prefix_and_provider():
+    assert price_of("gpt-5-mini").input == 0.25
+    assert price_of("gpt-5-mini-2025-08-07").output == 2.00
+    assert price_of("openai/gpt-4o-mini").input == 0.15
+    assert price_of("Qwen/Qwen3-4B") is None
+    # 1000 input and 500 output tokens of gpt-5-mini: (1000 * 0.25 + 500 * 2.00) / 1e6 = 0.00125.
+    assert cost_of("gpt-5-mini", 1000, 500) == pytest.approx(0.00125)
+    assert cost_of("Qwen/Qwen3-4B", 1000, 500) == 0.0
+
+
+def test_user_price_file_overrides(tmp_path, monkeypatch):
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("gpt-5-mini:\n  input: 1.0\n  output: 3.0\nmy-model:\n  input: 2\n  output: 4\n")
+    monkeypatch.setenv("SHAMBENCH_PRICING", str(prices))
+    load_prices.cache_clear()
+    try:
+        # (1e6 * 1.0 + 1e6 * 3.0) / 1e6 = 4.0 and (1e6 * 2 + 0) / 1e6 = 2.0
+        assert cost_of("gpt-5-mini", 1_000_000, 1_000_000) == 4.0
+        assert cost_of("my-model", 1_000_000, 0) == 2.0
+        assert price_of("gpt-5-nano").input == 0.05
+        prices.write_text("gpt-5-mini: [1, 2]\n")
+        load_prices.cache_clear()
+        with pytest.raises(DataError, match="prices.yaml"):
+            load_prices()
+    finally:
+        monkeypatch.delenv("SHAMBENCH_PRICING")
+        load_prices.cache_clear()
