@@ -101,7 +101,7 @@ class FaithBenchAdapter(Adapter):
     tasks = ("summ",)
     license = "CC BY-NC-SA 4.0"
     homepage = "https://github.com/vectara/FaithBench"
-    revision = _COMMIT
+    revision = f"vectara/FaithBench@{_COMMIT}"
     citation = (
         "Forrest Sheng Bao, Miaoran Li, Renyi Qu, Ge Luo, Erana Wan, Yujia Tang, Weisi Fan, Manveer Singh Tamber, "
         "Suleman Kazi, Vivek Sourabh, Mike Qi, Ruixuan Tu, Chenyu Xu, Matthew Gonzales, Ofer Mendelevitch, Amin "

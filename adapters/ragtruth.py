@@ -141,7 +141,10 @@ class RAGTruthAdapter(Adapter):
     splits = ("test", "train")
     license = "MIT"
     homepage = "https://github.com/ParticleMedia/RAGTruth"
-    revision = f"ParticleMedia/RAGTruth@{_COMMIT}"
+    revision = (
+        f"ParticleMedia/RAGTruth@{_COMMIT}; test copy microsoft/ConstrainedReasoner@"
+        "f691037901698474e5c38edca5b16431a68d11ec; train copy vectara/FaithJudge@ca35eb45d0d32cffd5ddc2d6513c4e8342cb9f5d"
+    )
     citation = (
         "Cheng Niu, Yuanhao Wu, Juno Zhu, Siliang Xu, Kashun Shum, Randy Zhong, Juntong Song, Tong Zhang. "
         "RAGTruth: A Hallucination Corpus for Developing Trustworthy Retrieval-Augmented Language Models. ACL 2024."

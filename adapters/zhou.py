@@ -92,7 +92,7 @@ class ZhouAdapter(Adapter):
     tasks = ("summ", "mt")
     license = "MIT"
     homepage = "https://github.com/violet-zct/fairseq-detect-hallucination"
-    revision = _COMMIT
+    revision = f"violet-zct/fairseq-detect-hallucination@{_COMMIT}"
     citation = (
         "Chunting Zhou, Graham Neubig, Jiatao Gu, Mona Diab, Francisco Guzmán, Luke Zettlemoyer, Marjan "
         "Ghazvininejad. Detecting Hallucinated Content in Conditional Neural Sequence Generation. "
