@@ -47,7 +47,8 @@ def conventions(n_resamples: int, seed: int) -> dict[str, str]:
         "positive_unit": "a token or sentence unit is positive when a span overlaps it by at least one character",
         "empty_example": metrics.EMPTY_RULE,
         "missing_prediction": "an example with no prediction, or a failed one, is scored as predicting no span",
-        "ci": f"percentile bootstrap 95% interval over {n_resamples} resamples of examples, seed {seed}; the "
+        "ci": f"percentile bootstrap 95% interval over {n_resamples} resamples of examples (listed in id order, "
+        f"so the interval does not depend on input order), seed {seed}; the "
         "overall interval averages the tasks' replicates (resampled independently per task)",
         "token_pooled": "micro precision/recall/F1 over all tokens of the group",
         "char_pooled": "micro precision/recall/F1 over all characters of the group",
@@ -167,11 +168,14 @@ class Scorer:
             "char": _char_counts(*self.gold_chars, len(exs)),
         }
         self.soft = np.array([ex.soft_spans is not None for ex in exs])
-        partitions = [ex.partition for ex in exs]
-        tasks = [ex.task for ex in exs]
+        # Group members are listed in id order, so that the bootstrap (which resamples positions) gives the
+        # same interval whatever order the examples came in.
+        by_id = np.argsort(np.array([ex.id for ex in exs]), kind="stable")
+        partitions = np.array([ex.partition for ex in exs])[by_id]
+        tasks = np.array([ex.task for ex in exs])[by_id]
         self.groups = {
-            "datasets": {name: np.flatnonzero(np.array(partitions) == name) for name in sorted(set(partitions))},
-            "tasks": {name: np.flatnonzero(np.array(tasks) == name) for name in sorted(set(tasks))},
+            "datasets": {name: by_id[partitions == name] for name in sorted(set(partitions.tolist()))},
+            "tasks": {name: by_id[tasks == name] for name in sorted(set(tasks.tolist()))},
         }
         self.step_tasks = {t for t, idx in self.groups["tasks"].items() if all(exs[i].steps for i in idx)}
         self._weights: dict[str, np.ndarray] = {}

@@ -1,0 +1,485 @@
+"""The SHAM-Bench scorer: hand-computed cases, aggregation, properties, and an independent naive implementation."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import statistics
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from shambench.schema import Example, Prediction, SoftSpan, Span, Step
+from shambench.scorer import Scorer, ScoringError, score
+from shambench.text import sentences, tokens
+from tests.conftest import require_shared
+
+# 8 tokens: The [0,3) cat [4,7) sat [8,11) . [11,12) It [13,15) was [16,19) red [20,23) . [23,24)
+# 2 sentences: [0,12) and [13,24).
+T1 = "The cat sat. It was red."
+
+
+def ex(i: str, partition: str = "summ/x", gold=(), response: str = T1, **fields) -> Example:
+    task, dataset = partition.split("/")
+    return Example(id=i, task=task, dataset=dataset, response=response, hallu_spans=list(gold), **fields)
+
+
+def pred(i: str, spans=(), **fields) -> Prediction:
+    return Prediction(id=i, spans=list(spans), **fields)
+
+
+def test_the_hand_text_segments_as_the_comments_say():
+    assert tokens(T1) == [(0, 3), (4, 7), (8, 11), (11, 12), (13, 15), (16, 19), (20, 23), (23, 24)]
+    assert sentences(T1) == [(0, 12), (13, 24)]
+
+
+@pytest.fixture(scope="module")
+def hand():
+    """Six SHAM-Bench examples in three partitions of two tasks, plus one step-level example."""
+    examples = [
+        ex("e1", "summ/x", [[20, 23]]),  # gold "red"
+        ex("e2", "summ/x"),  # nothing gold
+        ex("e3", "summ/x", [[4, 7]]),  # gold "cat"; no prediction at all
+        ex("e4", "summ/y", [[0, 12]]),  # gold: the whole first sentence (4 tokens)
+        ex("e5", "qa/z"),  # nothing gold
+        ex("e6", "qa/z", [[8, 11]]),  # gold "sat"; the prediction failed
+        # Steps [0,9) "Step one." and [10,19) "Step two."; tokens Step one . Step two . (6)
+        ex(
+            "e7",
+            "math/steps",
+            [[10, 19]],
+            response="Step one.\nStep two.",
+            steps=[Step(start=0, end=9, label=1), Step(start=10, end=19, label=0)],
+        ),
+    ]
+    predictions = [
+        pred("e1", [[16, 24]]),  # "was red." -> tokens was, red, .
+        pred("e2"),
+        pred("e4", [[2, 5]]),  # "e c": overlaps The and cat by one character each
+        pred("e5", [[13, 15]]),  # "It", but nothing is gold
+        pred("e6", [[8, 11]], error="timeout"),  # its spans must be ignored
+        pred("e7", [[10, 14]]),  # the second "Step"
+    ]
+    return Scorer(examples, n_resamples=200, seed=1).score(predictions)
+
+
+def test_per_example_token_f1_averaged_within_partitions(hand):
+    # Token P/R/F1 per example:
+    #   e1: pred {was, red, .}, gold {red}: P 1/3, R 1, F1 2*(1/3)/(4/3) = 0.5
+    #   e2: both empty: 1, 1, 1
+    #   e3: gold {cat}, no prediction: 0, 0, 0
+    #   e4: pred {The, cat}, gold {The, cat, sat, .}: P 1, R 0.5, F1 2*0.5/1.5 = 2/3
+    #   e5: pred {It}, nothing gold: 0, 0, 0
+    #   e6: failed, scored as empty against gold {sat}: 0, 0, 0
+    summ_x, summ_y, qa_z = (hand.datasets[k].token for k in ("summ/x", "summ/y", "qa/z"))
+    assert summ_x.f1 == pytest.approx((0.5 + 1 + 0) / 3)
+    assert summ_x.precision == pytest.approx((1 / 3 + 1 + 0) / 3)
+    assert summ_x.recall == pytest.approx((1 + 1 + 0) / 3)
+    assert summ_y.f1 == pytest.approx(2 / 3)
+    assert (summ_y.precision, summ_y.recall) == pytest.approx((1.0, 0.5))
+    assert qa_z.f1 == 0.0
+
+
+def test_task_score_is_the_mean_over_its_examples(hand):
+    # summ = (0.5 + 1 + 0 + 2/3) / 4 = 0.541666..., which is the count-weighted mean of its partitions
+    # (0.5 * 3 + 2/3 * 1) / 4, not their plain mean (0.5 + 2/3) / 2 = 0.583.
+    summ = hand.tasks["summ"]
+    assert summ.token.f1 == pytest.approx((0.5 + 1 + 0 + 2 / 3) / 4)
+    assert summ.token.precision == pytest.approx((1 / 3 + 1 + 0 + 1) / 4)
+    assert summ.token.recall == pytest.approx((1 + 1 + 0 + 0.5) / 4)
+    assert summ.n == 4
+    assert summ.n_with_gold == 3
+
+
+def test_sentence_level(hand):
+    # Sentences: e1 pred {s2} gold {s2}: 1; e2 empty/empty: 1; e3 gold {s1} no pred: 0; e4 pred {s1} gold {s1}: 1;
+    # e5 pred {s2} no gold: 0; e6 failed: 0. summ = 3/4, qa = 0.
+    assert hand.datasets["summ/x"].sentence.f1 == pytest.approx(2 / 3)
+    assert hand.tasks["summ"].sentence.f1 == pytest.approx(0.75)
+    assert hand.tasks["qa"].sentence.f1 == 0.0
+
+
+def test_pooled_token_and_character_scores(hand):
+    # summ token counts (tp, pred, gold): e1 (1, 3, 1), e2 (0, 0, 0), e3 (0, 0, 1), e4 (2, 2, 4)
+    #   -> (3, 5, 6): P 0.6, R 0.5, F1 2*0.3/1.1 = 6/11.
+    assert (hand.tasks["summ"].token_pooled.precision, hand.tasks["summ"].token_pooled.recall) == pytest.approx(
+        (0.6, 0.5)
+    )
+    assert hand.tasks["summ"].token_pooled.f1 == pytest.approx(6 / 11)
+    # summ characters: e1 pred [16,24) = 8, gold [20,23) = 3, tp 3; e3 gold 3; e4 pred [2,5) = 3, gold [0,12) = 12,
+    # tp 3 -> (6, 11, 18): P 6/11, R 1/3, F1 2*(6/11)*(1/3) / (6/11 + 1/3) = 12/29.
+    char = hand.tasks["summ"].char_pooled
+    assert (char.precision, char.recall, char.f1) == pytest.approx((6 / 11, 1 / 3, 12 / 29))
+    assert char.ci is None
+
+
+def test_overall_is_the_unweighted_mean_over_tasks_with_population_std(hand):
+    # Tasks summ (0.541667) and qa (0.0); math has steps, so it stays out of the overall.
+    summ = (0.5 + 1 + 0 + 2 / 3) / 4
+    assert hand.overall.tasks == ["qa", "summ"]
+    assert hand.overall.token.f1 == pytest.approx(summ / 2)
+    assert hand.overall.token.std == pytest.approx(summ / 2)  # ddof=0: |summ - mean| = summ / 2
+    assert hand.overall.sentence.f1 == pytest.approx(0.375)
+    assert hand.overall.sentence.std == pytest.approx(0.375)
+
+
+def test_step_level_tasks_use_steps_as_units_and_are_kept_apart(hand):
+    # e7 tokens: Step one . | Step two . ; gold {Step, two, .} (3), pred {Step} (1): P 1, R 1/3, F1 0.5.
+    # Units are the two steps: gold {step 2}, pred {step 2}: sentence F1 1.
+    math_task = hand.tasks["math"]
+    assert math_task.token.f1 == pytest.approx(0.5)
+    assert math_task.sentence.f1 == 1.0
+    assert "math" not in hand.overall.tasks
+
+
+def test_missing_and_failed_predictions_are_counted(hand):
+    # e3 has no prediction, e6 failed: both scored as empty.
+    assert hand.missing_predictions == 2
+    assert hand.failed_predictions == 1
+    assert hand.datasets["summ/x"].missing_predictions == 1
+    assert hand.datasets["qa/z"].missing_predictions == 1
+    assert hand.n_examples == 7
+
+
+def test_confidence_intervals_and_conventions_are_recorded(hand):
+    # summ/y has one example: every resample is that example, so the interval collapses onto 2/3.
+    assert hand.datasets["summ/y"].token.ci == pytest.approx((2 / 3, 2 / 3))
+    lo, hi = hand.tasks["summ"].token.ci
+    assert 0.0 <= lo < hand.tasks["summ"].token.f1 < hi <= 1.0
+    for key in ("averaging", "overall", "tokenizer", "empty_example", "ci", "token_pooled", "char_pooled"):
+        assert hand.conventions[key]
+    assert "ddof=0" in hand.conventions["overall"]
+    assert "200 resamples" in hand.conventions["ci"]
+    dumped = json.loads(hand.model_dump_json())
+    assert dumped["overall"]["token"]["std"] == pytest.approx(hand.overall.token.std)
+    assert dumped["conventions"]["empty_example"].startswith("no gold and no prediction: P=R=F1=1")
+
+
+def test_sentence_labels_override_projection():
+    examples = [ex("a", gold=[[20, 23]])]
+    # Spans in sentence 1 only ("The"), but the detector labels sentence 2 directly.
+    projected = score(examples, [pred("a", [[0, 3]])], n_resamples=10)
+    labelled = score(examples, [pred("a", [[0, 3]], sentence_labels=[0, 1])], n_resamples=10)
+    assert projected.tasks["summ"].sentence.f1 == 0.0  # pred {s1} vs gold {s2}
+    assert labelled.tasks["summ"].sentence.f1 == 1.0  # labels {s2} vs gold {s2}
+    assert labelled.tasks["summ"].token.f1 == 0.0  # token level still reads the spans: "The" vs "red"
+
+
+def test_mushroom_iou_and_cor_with_soft_labels():
+    soft = [SoftSpan(start=0, end=2, prob=1.0), SoftSpan(start=2, end=3, prob=0.5)]
+    examples = [
+        ex("m1", "open_qa/mushroom", [[0, 2]], response="abcd", soft_spans=soft),
+        ex("m2", "open_qa/mushroom", response="abcd", soft_spans=[]),
+        ex("m3", "open_qa/mushroom", response="abcd", soft_spans=[]),
+        ex("m4", "open_qa/mushroom", response="abcd"),  # no soft labels: not an IoU/Cor item
+    ]
+    predictions = [
+        pred("m1", [Span(start=1, end=3, score=0.9)]),
+        pred("m3", [[0, 1]]),
+    ]
+    got = score(examples, predictions, n_resamples=10).datasets["open_qa/mushroom"].mushroom
+    # m1: ref chars {0,1}, pred {1,2}: IoU 1/3. Vectors ref [1, 1, .5, 0], pred [0, .9, .9, 0]:
+    #     Spearman 1/sqrt(18) (worked in test_metrics.test_cor_spearman_with_ties).
+    # m2: both empty: IoU 1; both constant with one level: Cor 1.
+    # m3: ref empty, pred {0}: IoU 0; ref constant, pred [1, 0, 0, 0] has two levels: Cor 0.
+    assert got.n == 3
+    assert got.iou == pytest.approx((1 / 3 + 1 + 0) / 3)
+    assert got.cor == pytest.approx((1 / math.sqrt(18) + 1 + 0) / 3)
+
+
+def test_threshold_free_auprc_and_auroc_from_scores():
+    # Tokens a [0,1) b [2,3) c [4,5) d [6,7); gold b, c.
+    examples = [ex("s", "qa/z", [[2, 5]], response="a b c d")]
+    ranges = [
+        {"start": 0, "end": 1, "score": 0.1},
+        {"start": 2, "end": 3, "score": 0.8},
+        {"start": 4, "end": 5, "score": 0.4},
+        {"start": 6, "end": 7, "score": 0.6},
+        {"start": 0, "end": 3, "score": 0.5},  # raises a to max(0.1, 0.5); b keeps max(0.8, 0.5)
+    ]
+    got = score(examples, [pred("s", scores=ranges)], n_resamples=10).tasks["qa"].threshold_free
+    # Token scores: a .5 (neg), b .8 (pos), c .4 (pos), d .6 (neg).
+    # AUROC: pairs (b>d) (b>a) (c<d) (c<a) -> 2/4 = 0.5.
+    # AP: ranked b(+) d(-) a(-) c(+): recall 0.5 at precision 1, recall 1 at precision 2/4 -> 0.5*1 + 0.5*0.5 = 0.75.
+    assert got.auroc == pytest.approx(0.5)
+    assert got.auprc == pytest.approx(0.75)
+    assert got.n_tokens == 4
+    one_class = score([ex("s", "qa/z", response="a b c d")], [pred("s", scores=ranges)], n_resamples=10)
+    assert one_class.tasks["qa"].threshold_free.auroc is None
+    assert score(examples, [pred("s", [[2, 3]])], n_resamples=10).tasks["qa"].threshold_free is None
+
+
+@pytest.mark.parametrize(
+    "predictions,message",
+    [
+        ([pred("nope")], "prediction for unknown example id 'nope'"),
+        ([pred("a", [[20, 25]])], r"example 'a': predicted span \[20, 25\) ends past the response \(length 24\)"),
+        ([pred("a", sentence_labels=[1])], "prediction 'a': 1 sentence_labels for 2 sentence units"),
+    ],
+)
+def test_unscorable_predictions_raise_naming_the_id(predictions, message):
+    with pytest.raises(ScoringError, match=message):
+        score([ex("a")], predictions, n_resamples=10)
+
+
+def test_duplicate_or_no_examples_are_errors():
+    with pytest.raises(ScoringError, match="duplicate example id 'a'"):
+        Scorer([ex("a"), ex("b"), ex("a")])
+    with pytest.raises(ScoringError, match="no examples"):
+        Scorer([])
+
+
+# --- aggregation against the paper -----------------------------------------------------------------------------
+
+# SHAM-Bench Table 1 (test split), as copied into METRICS.md: partition -> number of examples.
+PAPER_COUNTS = {
+    "context_qa/ragtruth": 875,
+    "data2txt/ragtruth": 900,
+    "mt/zhou": 479,
+    "open_bio/halluentity": 152,
+    "open_qa/favabench": 261,
+    "open_qa/mushroom": 154,
+    "summ/faithbench": 745,
+    "summ/ragtruth": 900,
+    "summ/zhou": 1995,
+}
+
+
+def test_paper_worked_example():
+    # METRICS.md: GPT-5-mini (reasoning) summarisation and open_qa, from its partitions.
+    assert round((0.387 * 745 + 0.541 * 900 + 0.514 * 1995) / 3640, 3) == 0.495
+    assert round((0.260 * 261 + 0.642 * 154) / 415, 3) == 0.402
+
+
+def test_reported_rows_obey_the_aggregation():
+    path = require_shared("sham_bench_reported", "reported_f1.json")
+    reported = json.loads(path.read_text(encoding="utf-8"))
+    checked = 0
+    for level in ("span_level", "sentence_level"):
+        for method, row in reported[level].items():
+            parts = row.get("datasets", {})
+            for task, value in row["tasks"].items():
+                names = [p for p in PAPER_COUNTS if p.startswith(task + "/")]
+                if not all(p in parts for p in names):
+                    continue  # a table that omits a partition cannot be recomputed
+                weighted = sum(parts[p] * PAPER_COUNTS[p] for p in names) / sum(PAPER_COUNTS[p] for p in names)
+                # Each printed value is rounded to 3 decimals (±0.0005): the task and its weighted mean differ
+                # by at most 0.001.
+                assert abs(weighted - value) <= 0.001 + 1e-9, (level, method, task, value, weighted)
+                checked += 1
+            tasks = list(row["tasks"].values())
+            assert len(tasks) == 6
+            assert abs(statistics.mean(tasks) - row["overall"]) <= 0.001 + 1e-9, (level, method)
+            # The std is printed to 2 decimals (±0.005), and computing it from tasks rounded to ±0.0005 moves it
+            # by at most 0.0005 more (e.g. Qwen3-4B: pstdev of the printed tasks 0.06496, printed as 0.07).
+            assert abs(statistics.pstdev(tasks) - row["overall_std"]) <= 0.0055 + 1e-9, (level, method)
+    assert checked >= 100
+    # Only the population std reproduces LettuceDetect's 0.482 (0.21): the sample std would give 0.23.
+    lettuce = list(reported["span_level"]["lettucedetect-large"]["tasks"].values())
+    assert round(statistics.pstdev(lettuce), 2) == 0.21
+    assert round(statistics.stdev(lettuce), 2) != 0.21
+    assert reported["span_level"]["prompt-gpt-5-mini-reasoning"]["tasks"]["summ"] == 0.495
+
+
+# --- an independent, deliberately naive implementation of METRICS.md -------------------------------------------
+
+WORDS = ["the", "cat", "Paris", "3.5", "km", "isn't", "U.S.", "e-mail", "!", ",", "(", ")", "42", "Dr.", "ok"]
+SEPARATORS = [" ", " ", " ", "  ", "\n", ". ", "? ", "\n\n", ""]
+
+
+def random_text(rnd: random.Random) -> str:
+    parts = [rnd.choice(WORDS) + rnd.choice(SEPARATORS) for _ in range(rnd.randint(0, 30))]
+    return rnd.choice(["", " ", "\n"]) + "".join(parts)
+
+
+def random_spans(rnd: random.Random, n: int) -> list[list[int]]:
+    if n == 0:
+        return []
+    out = []
+    for _ in range(rnd.choice([0, 0, 1, 1, 2, 3])):
+        start = rnd.randrange(n)
+        out.append([start, rnd.randint(start + 1, min(n, start + 25))])
+    return out
+
+
+def random_case(seed: int) -> tuple[list[Example], list[Prediction]]:
+    """Random examples in random partitions, with random, missing, failed and sentence-labelled predictions."""
+    rnd = random.Random(seed)
+    examples, predictions = [], []
+    for i in range(rnd.randint(1, 25)):
+        text = random_text(rnd)
+        partition = rnd.choice(["summ/a", "summ/b", "qa/c", "mt/d"])
+        examples.append(ex(f"r{i}", partition, random_spans(rnd, len(text)), response=text))
+        kind = rnd.random()
+        if kind < 0.1:
+            continue
+        p = pred(f"r{i}", random_spans(rnd, len(text)))
+        if kind < 0.2:
+            p = pred(f"r{i}", random_spans(rnd, len(text)), error="boom")
+        elif kind < 0.3:
+            p = pred(
+                f"r{i}", random_spans(rnd, len(text)), sentence_labels=[rnd.randint(0, 1) for _ in sentences(text)]
+            )
+        predictions.append(p)
+    rnd.shuffle(predictions)
+    return examples, predictions
+
+
+def overlapping(units: list[tuple[int, int]], spans) -> set[int]:
+    """Indices of the units that share at least one character with any span."""
+    return {k for k, (a, b) in enumerate(units) if any(s.start < b and a < s.end for s in spans)}
+
+
+def prf(tp: int, n_pred: int, n_gold: int) -> tuple[float, float, float]:
+    """METRICS.md: both empty -> 1; otherwise an undefined ratio is 0."""
+    if n_pred == 0 and n_gold == 0:
+        return 1.0, 1.0, 1.0
+    p = tp / n_pred if n_pred else 0.0
+    r = tp / n_gold if n_gold else 0.0
+    return p, r, (2 * p * r / (p + r) if p + r else 0.0)
+
+
+def naive_scores(examples: list[Example], predictions: list[Prediction]) -> dict:
+    """Per group: per-example token and sentence P/R/F1 means, pooled token and character P/R/F1."""
+    by_id = {p.id: p for p in predictions if p.error is None}
+    rows = []
+    for e in examples:
+        p = by_id.get(e.id)
+        spans = p.spans if p else []
+        toks, sents = tokens(e.response), sentences(e.response)
+        gt, pt = overlapping(toks, e.hallu_spans), overlapping(toks, spans)
+        gs = overlapping(sents, e.hallu_spans)
+        ps = {k for k, v in enumerate(p.sentence_labels) if v} if p and p.sentence_labels else overlapping(sents, spans)
+        gc = {c for s in e.hallu_spans for c in range(s.start, s.end)}
+        pc = {c for s in spans for c in range(s.start, s.end)}
+        rows.append(
+            {
+                "groups": (e.partition, e.task),
+                "token": prf(len(gt & pt), len(pt), len(gt)),
+                "sentence": prf(len(gs & ps), len(ps), len(gs)),
+                "token_counts": (len(gt & pt), len(pt), len(gt)),
+                "char_counts": (len(gc & pc), len(pc), len(gc)),
+            }
+        )
+    out = {}
+    for name in {g for r in rows for g in r["groups"]}:
+        members = [r for r in rows if name in r["groups"]]
+        group = {lvl: [statistics.fmean(m[lvl][k] for m in members) for k in range(3)] for lvl in ("token", "sentence")}
+        for key in ("token_counts", "char_counts"):
+            group[key] = list(prf(*(sum(m[key][k] for m in members) for k in range(3))))
+        out[name] = group
+    return out
+
+
+def as_lists(group) -> dict:
+    return {
+        "token": [group.token.precision, group.token.recall, group.token.f1],
+        "sentence": [group.sentence.precision, group.sentence.recall, group.sentence.f1],
+        "token_counts": [group.token_pooled.precision, group.token_pooled.recall, group.token_pooled.f1],
+        "char_counts": [group.char_pooled.precision, group.char_pooled.recall, group.char_pooled.f1],
+    }
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_scorer_agrees_with_the_naive_definition(seed):
+    examples, predictions = random_case(seed)
+    results = score(examples, predictions, n_resamples=20)
+    naive = naive_scores(examples, predictions)
+    for name, group in [*results.datasets.items(), *results.tasks.items()]:
+        got, want = as_lists(group), naive[name]
+        for key in want:
+            np.testing.assert_allclose(got[key], want[key], rtol=0, atol=1e-9, err_msg=f"{name} {key}")
+    task_f1 = [naive[t]["token"][2] for t in results.tasks]
+    assert results.overall.token.f1 == pytest.approx(statistics.fmean(task_f1), abs=1e-9)
+    assert results.overall.token.std == pytest.approx(statistics.pstdev(task_f1), abs=1e-9)
+    absent = {e.id for e in examples} - {p.id for p in predictions if p.error is None}
+    assert results.missing_predictions == len(absent)
+
+
+# --- properties -------------------------------------------------------------------------------------------------
+
+SCORE_FIELDS = {"datasets", "tasks", "overall", "missing_predictions", "failed_predictions", "n_examples"}
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_a_perfect_prediction_scores_one(seed):
+    examples, _ = random_case(seed)
+    results = score(examples, [pred(e.id, e.hallu_spans) for e in examples], n_resamples=20)
+    for group in [*results.datasets.values(), *results.tasks.values()]:
+        for prf_ in (group.token, group.sentence, group.token_pooled, group.char_pooled):
+            assert (prf_.precision, prf_.recall, prf_.f1) == (1.0, 1.0, 1.0)
+    assert (results.overall.token.f1, results.overall.token.std) == (1.0, 0.0)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.randoms(use_true_random=False))
+def test_scores_do_not_depend_on_example_or_prediction_order(seed, rnd):
+    examples, predictions = random_case(seed)
+    shuffled_examples, shuffled_predictions = list(examples), list(predictions)
+    rnd.shuffle(shuffled_examples)
+    rnd.shuffle(shuffled_predictions)
+    a = score(examples, predictions, n_resamples=50).model_dump(include=SCORE_FIELDS)
+    b = score(shuffled_examples, shuffled_predictions, n_resamples=50).model_dump(include=SCORE_FIELDS)
+    assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1), st.data())
+def test_token_and_character_conventions_agree_on_single_token_spans(seed, data):
+    text = random_text(random.Random(seed))
+    toks = tokens(text)
+    choice = st.one_of(st.none(), st.sampled_from(toks)) if toks else st.none()
+    gold, predicted = data.draw(choice), data.draw(choice)
+    results = score(
+        [ex("one", "qa/z", [gold] if gold else [], response=text)],
+        [pred("one", [predicted] if predicted else [])],
+        n_resamples=10,
+    )
+    g = results.tasks["qa"]
+    # One token on each side (or none): both conventions see the same hit or miss, so P, R and F1 agree.
+    assert (g.token.precision, g.token.recall, g.token.f1) == (
+        g.char_pooled.precision,
+        g.char_pooled.recall,
+        g.char_pooled.f1,
+    )
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(0, 11), max_size=6), st.lists(st.integers(0, 11), max_size=6))
+def test_token_and_character_pooling_agree_when_every_token_is_one_character(gold_tokens, pred_tokens):
+    # "a b c ... l": token k is the single character at 2k, so covering tokens = covering characters.
+    text = " ".join("abcdefghijkl")
+    results = score(
+        [ex("one", "qa/z", [[2 * k, 2 * k + 1] for k in gold_tokens], response=text)],
+        [pred("one", [[2 * k, 2 * k + 1] for k in pred_tokens])],
+        n_resamples=10,
+    )
+    assert results.tasks["qa"].token_pooled == results.tasks["qa"].char_pooled
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_task_score_is_the_count_weighted_mean_of_its_partitions(seed):
+    examples, predictions = random_case(seed)
+    results = score(examples, predictions, n_resamples=20)
+    for task, group in results.tasks.items():
+        parts = {k: v for k, v in results.datasets.items() if k.split("/")[0] == task}
+        assert sum(p.n for p in parts.values()) == group.n
+        for level in ("token", "sentence"):
+            for field in ("precision", "recall", "f1"):
+                weighted = sum(getattr(getattr(p, level), field) * p.n for p in parts.values()) / group.n
+                assert getattr(getattr(group, level), field) == pytest.approx(weighted, abs=1e-12)
+
+
+def test_rescoring_with_the_same_scorer_equals_a_fresh_one():
+    examples, predictions = random_case(7)
+    scorer = Scorer(examples, n_resamples=100)
+    scorer.score([])  # draws and keeps the bootstrap weights
+    again = scorer.score(predictions).model_dump(include=SCORE_FIELDS)
+    fresh = Scorer(examples, n_resamples=100).score(predictions).model_dump(include=SCORE_FIELDS)
+    assert again == fresh
