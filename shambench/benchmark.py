@@ -179,3 +179,78 @@ def _unusable(adapter: Adapter, name: str, root: Path, split: str) -> str | None
     if split != DEV and split not in adapter.splits:
         return f"{name} has no split {split!r} (it has: {', '.join(adapter.splits)}, and {DEV})"
     return None
+
+
+def dataset_card(benches: list[Benchmark]) -> str:
+    """The README.md of an exported dataset: configs for `load_dataset`, the schema, and every source's licence,
+    revision, homepage and citation."""
+    import yaml
+
+    from shambench.provenance import shambench_version
+
+    sources = {name: adapter for bench in benches for name, adapter in bench.sources.items()}
+    header = {
+        "license": "other",
+        "language": ["en"],
+        "pretty_name": "SHAM-Bench examples (shambench export)",
+        "configs": [
+            {
+                "config_name": "default",
+                "data_files": [{"split": b.split, "path": f"data/{b.split}.parquet"} for b in benches],
+            }
+        ],
+    }
+    lines = [
+        "---",
+        yaml.safe_dump(header, sort_keys=False).rstrip(),
+        "---",
+        "",
+        f"# SHAM-Bench examples, exported by shambench {shambench_version()}",
+        "",
+        "Hallucination-localisation examples in shambench's unified schema: `response` is the model output,",
+        "`hallu_spans` its gold hallucinated character ranges (`[start, end)`, Python code points), `soft_spans`",
+        "the annotator agreement where the source releases it, `steps` the step bounds of math sets, and `meta`",
+        "(a JSON string) source-specific extras. Each source keeps its own licence, listed below.",
+        "",
+        "## Splits",
+        "",
+        "| split | partition | examples |",
+        "|---|---|---|",
+    ]
+    for bench in benches:
+        for partition, n in sorted(Counter(ex.partition for ex in bench.examples).items()):
+            lines.append(f"| {bench.split} | {partition} | {n} |")
+    lines += [
+        "",
+        f"`dev` holds {DEV_PER_PARTITION} examples per partition, drawn from a source's non-test labelled split when "
+        f'it has one, else from test, ranked by `sha256("{DEV_SALT}:" + id)`.',
+        "",
+        "## Sources",
+        "",
+        "| dataset | tasks | licence | revision | homepage |",
+        "|---|---|---|---|---|",
+    ]
+    for name, a in sorted(sources.items()):
+        lines.append(f"| {name} | {', '.join(a.tasks)} | {a.license} | {a.revision} | {a.homepage} |")
+    lines += ["", "## Citations", ""]
+    lines += [f"- **{name}**: {a.citation}" for name, a in sorted(sources.items())]
+    return "\n".join(lines) + "\n"
+
+
+def write_hf_dataset(out: Path, benches: list[Benchmark]) -> list[Path]:
+    """Write `data/<split>.parquet` per benchmark and the dataset card into `out`; the paths written.
+
+    Each file is written under a temporary name and renamed, so an interrupted export leaves no half file.
+    """
+    from shambench.io import write_atomic
+
+    written = []
+    (out / "data").mkdir(parents=True, exist_ok=True)
+    for bench in benches:
+        path = out / "data" / f"{bench.split}.parquet"
+        tmp = path.with_name(f".{path.name}.tmp")
+        bench.to_hf()[bench.split].to_parquet(str(tmp))
+        tmp.replace(path)
+        written.append(path)
+    write_atomic(out / "README.md", dataset_card(benches))
+    return [*written, out / "README.md"]
