@@ -501,3 +501,24 @@ def _caption(summary: SuiteScores) -> str:
             f"harmonic mean of the three balanced F1s {t.objective:.1f})"
         )
     return "\n".join(lines)
+
+
+def print_suite(results: Any, suite: str, console: Any, sopo_compat: bool = False) -> None:
+    """Print a suite's table from `results.groups["math"]` (a note when the suite has no scored examples)."""
+    group = results.groups.get("math")
+    if not group or suite not in group["suites"]:
+        console.print(f"[yellow]no step-level examples of suite {suite} were scored[/]")
+        return
+    console.print(suite_table(MathGroup.model_validate(group), suite, sopo_compat))
+
+
+def with_sopo_compat(
+    results: Any, examples: Sequence[Example], predictions: Mapping[str, Prediction], seed: int, console: Any
+) -> None:
+    """Recompute `results.groups["math"]` with the SOPO compatibility figures, printing the warning."""
+    console.print(f"[yellow]warning:[/] {SOPO_WARNING}")
+    usable = {pid: p for pid, p in predictions.items() if p.error is None}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        group = math_group([ex for ex in examples if ex.steps], usable, seed=seed, sopo_compat=True)
+    results.groups["math"] = group.model_dump(mode="json")

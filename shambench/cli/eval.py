@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from shambench.cli.options import data_selection, parse_params, scoring
+from shambench.steps import SUITES
 
 # Endpoint options of API-backed detectors; passed to the detector factory only when given.
 ENDPOINT_OPTIONS = ("model", "base_url", "api_key_env", "max_concurrency", "timeout")
@@ -31,6 +32,17 @@ ENDPOINT_OPTIONS = ("model", "base_url", "api_key_env", "max_concurrency", "time
     metavar="PROVIDER",
     help="Evidence for open-domain examples from a context provider, e.g. file:EVIDENCE.jsonl or wikipedia "
     "(default: each source's own context, empty for open-domain sets).",
+)
+@click.option(
+    "--suite",
+    type=click.Choice(list(SUITES)),
+    help="A step-level math suite instead of --datasets: selects its datasets and prints its per-subset table "
+    "(ProcessBench F1, Hard2Verify balanced accuracy/F1, Math-Shepherd character F1).",
+)
+@click.option(
+    "--sopo-compat",
+    is_flag=True,
+    help="With --suite math-shepherd: also report the SOPO kit's label-dependent span rule (compatibility only).",
 )
 @click.option(
     "--run-dir",
@@ -61,6 +73,7 @@ def eval_command(detector_spec, params, resume_dir, run_dir, runs_root, no_progr
     shambench eval --detector random -p rate=0.2 --datasets ragtruth --limit 50
     shambench eval --detector gpt5mini --datasets mushroom --base-url http://127.0.0.1:8000/v1
     shambench eval --resume runs/20261129T120000_gpt5mini
+    shambench eval --suite processbench --detector first-step-wrong
 
     The run directory holds config.json, predictions.jsonl (appended as predictions arrive, so an interrupted
     run loses only what was in flight) and results.json. `shambench score RUN_DIR` rescores it.
@@ -88,6 +101,10 @@ def eval_command(detector_spec, params, resume_dir, run_dir, runs_root, no_progr
     detector_params = parse_params(params)
     detector_params.update({k: opts[k] for k in ENDPOINT_OPTIONS if opts.get(k) is not None})
     selection_opts = {k: opts[k] for k in ("datasets", "examples_file", "split", "data_dir", "limit", "context")}
+    if opts["suite"]:
+        if opts["datasets"] or opts["examples_file"]:
+            raise click.UsageError("give --suite or --datasets/--examples, not both")
+        selection_opts["datasets"] = SUITES[opts["suite"]]
     if resume_dir:
         run_path = Path(resume_dir)
         config = load_config(run_path)
@@ -113,4 +130,11 @@ def eval_command(detector_spec, params, resume_dir, run_dir, runs_root, no_progr
         detector.close()
     results = score_run(run_path, examples, n_resamples=n_resamples, seed=seed)
     print_results(results, console, title=f"{detector.name} on {len(examples)} examples")
+    if opts["suite"]:
+        from shambench.steps import print_suite, with_sopo_compat
+
+        if opts["sopo_compat"]:
+            with_sopo_compat(results, examples, journal.read(), seed, console)
+            write_json(run_path / "results.json", results)
+        print_suite(results, opts["suite"], console, opts["sopo_compat"])
     console.print(f"results: {run_path / 'results.json'}")

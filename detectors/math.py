@@ -1,0 +1,353 @@
+"""Step-level (math) verifiers: baselines, process reward models (PRMs) and a prompted critic.
+
+A PRM gives each step a probability of being correct (`Prediction.step_scores`); `shambench eval` applies the
+threshold (tuned per suite, see `shambench.steps`). For the span view a PRM also marks the steps scoring below
+`span_threshold` and gives every step's 1 - score as a scored range. The PRM input is SHARP's: after
+"Question: {question}\\n\\nSolution:\\n", each step followed by the marker `<extra_0>`, steps joined by a blank line.
+Backends:
+- `transformers`: a local model whose head gives two logits per token (`auto_class`, default
+  `AutoModelForTokenClassification`; Qwen2.5-Math-PRM needs `-p auto_class=AutoModel -p trust_remote_code=true`);
+  the score of a step is the softmax probability of class 1 at its marker token;
+- `openai`: a server with vLLM's `/pooling` endpoint and the STEP pooler (`step_tag_id` = the marker's token id),
+  which returns one `[p_incorrect, p_correct]` row per marker.
+The critic asks a chat model through `shambench.llm` either for a verdict per step (`mode=steps`: "Verdict: yes,
+no, ...", Hard2Verify's format) or for the first wrong step (`mode=first-error`: "Verdict: 3", -1 for none);
+unparseable verdicts are kept as -2 and scored by the metric's rules.
+
+    shambench eval --suite processbench --detector all-correct
+    shambench eval --suite sharp --detector prm:/models/Qwen2.5-Math-7B-SHARP-Step -p backend=transformers
+    shambench eval --suite hard2verify --detector critic --model gpt-5-mini -p mode=first-error
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from shambench.detector import Detector, Monitor, detector
+from shambench.io import DataError
+from shambench.schema import Example, Prediction, Span
+
+MARKER = "<extra_0>"
+PRM_QUESTION = "Question: {question}\n\nSolution:\n"
+STEP_JOIN = "\n\n"
+
+
+def step_texts(example: Example) -> list[str]:
+    """The text of each step of a step-level example; DataError for an example without steps."""
+    if not example.steps:
+        raise DataError(f"example {example.id!r} has no steps: math detectors need a step-level dataset")
+    return [example.response[s.start : s.end] for s in example.steps]
+
+
+def flagged_spans(example: Example, verdicts: Sequence[int]) -> list[Span]:
+    """The ranges of the steps judged erroneous (verdict 0), for the span view."""
+    return [Span(start=s.start, end=s.end) for s, v in zip(example.steps or [], verdicts) if v == 0 and s.end > s.start]
+
+
+def verdict_prediction(example: Example, verdicts: list[int], first_error: int | None = None, **extra) -> Prediction:
+    """A prediction carrying step verdicts (and a first-error index) with the flagged steps as spans."""
+    return Prediction(
+        id=example.id,
+        step_verdicts=verdicts,
+        first_error=first_error,
+        spans=flagged_spans(example, verdicts),
+        **extra,
+    )
+
+
+class AllCorrect(Detector):
+    """Judges every step correct (first error -1)."""
+
+    family = "baseline"
+
+    def detect(self, example: Example) -> Prediction:
+        return verdict_prediction(example, [1] * len(step_texts(example)), -1)
+
+
+class FirstStepWrong(Detector):
+    """Judges the first step erroneous and the others correct (first error 0)."""
+
+    family = "baseline"
+
+    def detect(self, example: Example) -> Prediction:
+        n = len(step_texts(example))
+        return verdict_prediction(example, [0] + [1] * (n - 1), 0)
+
+
+def prm_prediction(example: Example, scores: list[float], span_threshold: float, **extra) -> Prediction:
+    """A PRM's prediction: its step scores, the steps below `span_threshold` as spans, 1 - score as scores."""
+    steps = example.steps or []
+    ranges = [Span(start=s.start, end=s.end, score=1.0 - p) for s, p in zip(steps, scores) if s.end > s.start]
+    return Prediction(
+        id=example.id,
+        step_scores=scores,
+        spans=flagged_spans(example, [int(not p >= span_threshold) for p in scores]),
+        scores=ranges,
+        **extra,
+    )
+
+
+class RandomStep(Detector):
+    """A PRM stand-in: a uniform random score per step, seeded per example id."""
+
+    family = "baseline"
+
+    def __init__(self, seed: int = 0, span_threshold: float = 0.5):
+        self.seed, self.span_threshold = int(seed), float(span_threshold)
+
+    def params(self) -> dict:
+        return {"seed": self.seed, "span_threshold": self.span_threshold}
+
+    def detect(self, example: Example) -> Prediction:
+        rng = np.random.default_rng([self.seed, *example.id.encode()])
+        scores = rng.random(len(step_texts(example))).tolist()
+        return prm_prediction(example, scores, self.span_threshold)
+
+
+def prm_input(example: Example) -> str:
+    """SHARP's PRM input: the question, then each step followed by the marker, steps joined by a blank line."""
+    steps = STEP_JOIN.join(text + MARKER for text in step_texts(example))
+    return PRM_QUESTION.format(question=example.question) + steps
+
+
+class PRMDetector(Detector):
+    """A process reward model behind a transformers or OpenAI-compatible (vLLM `/pooling`) backend."""
+
+    family = "prm"
+
+    def __init__(self, model: str, backend: str = "openai", span_threshold: float = 0.5, **options: Any):
+        if backend not in ("openai", "transformers"):
+            raise DataError(f"unknown PRM backend {backend!r} (use openai or transformers)")
+        if not model:
+            raise DataError("the prm detector needs a model: prm:PATH_OR_NAME or --model NAME")
+        self.model, self.backend, self.span_threshold = model, backend, float(span_threshold)
+        self.options = options
+        self._scorer: Any = None
+
+    def params(self) -> dict[str, Any]:
+        safe = {k: v for k, v in self.options.items() if k != "api_key"}
+        return {"model": self.model, "backend": self.backend, "span_threshold": self.span_threshold, **safe}
+
+    def predict(self, examples: Sequence[Example], monitor: Monitor | None = None) -> Iterator[Prediction]:
+        monitor = monitor or Monitor()
+        score = self._transformers_scores() if self.backend == "transformers" else self._pooling_scores()
+        workers = 1 if self.backend == "transformers" else int(self.options.get("max_concurrency") or 4)
+
+        def one(example: Example) -> Prediction:
+            try:
+                scores = score(prm_input(example))
+            except (OSError, ValueError, KeyError, TypeError) as err:
+                return Prediction(id=example.id, error=f"{type(err).__name__}: {err}")
+            n = len(example.steps or [])
+            meta = {"n_scores": len(scores)} if len(scores) != n else {}
+            return prm_prediction(example, scores, self.span_threshold, meta=meta)
+
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            for pred in pool.map(one, examples):
+                monitor.count("failed" if pred.error else "scored")
+                yield pred
+
+    def _transformers_scores(self):
+        import torch
+        import transformers
+
+        opts = self.options
+        trust = bool(opts.get("trust_remote_code", False))
+        tokenizer = transformers.AutoTokenizer.from_pretrained(self.model, trust_remote_code=trust)
+        auto = getattr(transformers, opts.get("auto_class", "AutoModelForTokenClassification"))
+        model = auto.from_pretrained(self.model, trust_remote_code=trust).eval()
+        marker_id = tokenizer.convert_tokens_to_ids(MARKER)
+        if marker_id is None or marker_id == tokenizer.unk_token_id:
+            raise DataError(f"{self.model}: the tokenizer has no {MARKER} token")
+
+        def score(text: str) -> list[float]:
+            ids = tokenizer(text, return_tensors="pt", truncation=True)
+            with torch.no_grad():
+                out = model(**ids)
+            logits = out.logits if hasattr(out, "logits") else out[0]
+            at = ids["input_ids"][0] == marker_id
+            return torch.softmax(logits[0][at].float(), dim=-1)[:, 1].tolist()
+
+        return score
+
+    def _pooling_scores(self):
+        import httpx
+
+        opts = self.options
+        base = (opts.get("base_url") or "").rstrip("/")
+        if not base:
+            raise DataError("the openai PRM backend needs --base-url (a vLLM server with the STEP pooler)")
+        url = re.sub(r"/v1$", "", base) + "/pooling"
+        key = os.environ.get(opts.get("api_key_env") or "OPENAI_API_KEY")
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        client = httpx.Client(timeout=float(opts.get("timeout") or 120.0), headers=headers)
+
+        def score(text: str) -> list[float]:
+            try:
+                reply = client.post(url, json={"model": self.model, "input": text})
+                reply.raise_for_status()
+                rows = reply.json()["data"][0]["data"]
+            except httpx.HTTPError as err:
+                raise OSError(str(err)) from None
+            return [float(row[-1] if isinstance(row, list) else row) for row in rows]
+
+        return score
+
+
+VERDICT = re.compile(r"\bverdict:\s*(.+)", re.IGNORECASE)
+CRITIC_SYSTEM = (
+    "You grade mathematical solutions step by step. A step is correct only if everything in it is right and it "
+    "follows from the problem and the earlier steps; a step that builds on an earlier error is incorrect."
+)
+CRITIC_TASKS = {
+    "steps": (
+        "For each step, decide whether it is correct. Explain briefly, then end with one line\n"
+        "Verdict: <yes or no for each step, comma-separated, in order>\n"
+        "with exactly {n} entries (yes = correct, no = incorrect)."
+    ),
+    "first-error": (
+        "Find the first incorrect step. Explain briefly, then end with one line\n"
+        "Verdict: <the 0-based index of the first incorrect step, or -1 if every step is correct>"
+    ),
+}
+
+
+def critic_messages(example: Example, mode: str) -> list[dict[str, str]]:
+    """The chat messages asking for a verdict on the numbered steps of an example."""
+    steps = "\n\n".join(f"<step {i}>\n{text}\n</step {i}>" for i, text in enumerate(step_texts(example)))
+    task = CRITIC_TASKS[mode].format(n=len(example.steps or []))
+    user = f"Problem:\n{example.question}\n\nSolution, in steps numbered from 0:\n\n{steps}\n\n{task}"
+    return [{"role": "system", "content": CRITIC_SYSTEM}, {"role": "user", "content": user}]
+
+
+def _last_verdict(text: str) -> str:
+    found = VERDICT.findall(text.replace("\r\n", "\n").replace("\r", "\n"))
+    return found[-1].strip() if found else ""
+
+
+def parse_step_verdicts(text: str) -> list[int]:
+    """Per-step verdicts from the last `Verdict:` line: yes 1, no 0, anything else -2 ([-2] when there is none)."""
+    verdict = _last_verdict(text)
+    if not verdict:
+        return [-2]
+    out = []
+    for item in verdict.split(","):
+        words = re.findall(r"[a-z]+", item.lower())
+        out.append(1 if "yes" in words else 0 if "no" in words else -2)
+    return out
+
+
+def parse_first_error(text: str) -> int:
+    """The index on the last `Verdict:` line: -1, a non-negative integer, or -2 when it is neither."""
+    verdict = _last_verdict(text).rstrip(".").strip()
+    if verdict == "-1":
+        return -1
+    return int(verdict) if verdict.isdigit() else -2
+
+
+class CriticDetector(Detector):
+    """A chat model judging the steps (a verdict per step, or the first wrong step) through `shambench.llm`."""
+
+    family = "critic"
+
+    def __init__(self, endpoint: Any, mode: str, generation: dict[str, Any], use_cache: bool = True):
+        if mode not in CRITIC_TASKS:
+            raise DataError(f"unknown critic mode {mode!r} (use {' or '.join(CRITIC_TASKS)})")
+        self.endpoint, self.mode, self.generation, self.use_cache = endpoint, mode, generation, use_cache
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "model": self.endpoint.model,
+            "base_url": self.endpoint.base_url,
+            "api_key_env": self.endpoint.api_key_env,
+            "mode": self.mode,
+            "generation": self.generation,
+        }
+
+    def predict(self, examples: Sequence[Example], monitor: Monitor | None = None) -> Iterator[Prediction]:
+        from shambench.cache import ResponseCache
+        from shambench.llm import LLMClient
+
+        cache = ResponseCache() if self.use_cache else None
+        client = LLMClient(self.endpoint, cache=cache)
+        client.api_key()
+        try:
+            yield from client.map(examples, functools.partial(self._one, client), monitor)
+        finally:
+            if cache is not None:
+                cache.close()
+
+    async def _one(self, client: Any, example: Example) -> Prediction:
+        from shambench.llm import LLMError
+
+        try:
+            reply = await client.chat(critic_messages(example, self.mode), dict(self.generation))
+        except LLMError as err:
+            return Prediction(id=example.id, error=err.reason, raw=err.text, meta={"usage": err.usage.model_dump()})
+        meta = {"usage": reply.usage.model_dump(), "request": reply.key}
+        n = len(example.steps or [])
+        if self.mode == "steps":
+            verdicts = parse_step_verdicts(reply.text)
+            return verdict_prediction(example, verdicts, raw=reply.text, meta=meta)
+        first = parse_first_error(reply.text)
+        spans = [] if first < 0 or first >= n else flagged_spans(example, [int(i != first) for i in range(n)])
+        return Prediction(id=example.id, first_error=first, spans=spans, raw=reply.text, meta=meta)
+
+
+@detector("all-correct", family="baseline")
+def all_correct() -> Detector:
+    """Step-level baseline: every step correct (first error -1)."""
+    return AllCorrect()
+
+
+@detector("first-step-wrong", family="baseline")
+def first_step_wrong() -> Detector:
+    """Step-level baseline: the first step is the first error, the others correct."""
+    return FirstStepWrong()
+
+
+@detector("random-step", family="baseline")
+def random_step(seed: int = 0, span_threshold: float = 0.5) -> Detector:
+    """Step-level baseline: a seeded uniform random correctness score per step (thresholded like a PRM)."""
+    return RandomStep(int(seed), float(span_threshold))
+
+
+@detector("prm", family="prm")
+def prm(model: str = "", backend: str = "openai", span_threshold: float = 0.5, **options: Any) -> Detector:
+    """Process reward model (transformers or vLLM /pooling): a correctness score per step at `<extra_0>`."""
+    return PRMDetector(model, backend, span_threshold, **options)
+
+
+@detector("critic", family="critic")
+def critic(
+    model: str | None = None,
+    base_url: str | None = None,
+    api_key_env: str | None = None,
+    max_concurrency: int | None = None,
+    timeout: float | None = None,
+    mode: str = "steps",
+    cache: bool = True,
+    generation: dict[str, Any] | None = None,
+    **overrides: Any,
+) -> Detector:
+    """Prompted step critic (OpenAI-compatible chat): a verdict per step, or the first wrong step."""
+    from shambench.detectors.prompted import generation_params
+
+    from shambench.llm import Endpoint
+
+    if not model:
+        raise DataError("--detector critic needs --model NAME (and --base-url URL for a local server)")
+    endpoint = Endpoint(
+        model=model,
+        base_url=base_url,
+        api_key_env=api_key_env or "OPENAI_API_KEY",
+        **{k: v for k, v in {"max_concurrency": max_concurrency, "timeout": timeout}.items() if v is not None},
+    )
+    return CriticDetector(endpoint, mode, generation_params(generation or {}, overrides), use_cache=bool(cache))
