@@ -26,7 +26,7 @@ from shambench.detector import Detector, Monitor, detectors
 from shambench.io import DataError
 from shambench.schema import Example, Prediction, Span
 
-from .prompts import PROMPT_SHA, RESPONSE_FORMAT, messages_for, parse_spans
+from .prompts import PROMPT_HASH, RESPONSE_FORMAT, messages_for, parse_spans
 
 # Request-body parameters a preset or `-p` may set (anything else is a typo until proven otherwise).
 GENERATION_KEYS = frozenset(
@@ -116,7 +116,7 @@ class PromptedDetector(Detector):
             "generation": self.generation,
             "structured": self.structured,
             "min_similarity": self.min_similarity,
-            "prompt_sha": PROMPT_SHA,
+            "prompt_hash": PROMPT_HASH,
         }
 
     def body(self) -> dict[str, Any]:
@@ -141,7 +141,7 @@ class PromptedDetector(Detector):
         from shambench.llm import LLMError
         from shambench.locate import locate
 
-        meta: dict[str, Any] = {"prompt_sha": PROMPT_SHA}
+        meta: dict[str, Any] = {"prompt_hash": PROMPT_HASH}
         try:
             reply = await client.chat(messages_for(example), body, accept=lambda c: parse_spans(c.text))
         except LLMError as err:
@@ -177,7 +177,7 @@ def make_prompted(
     min_similarity: float | None = None,
     cache: bool = True,
     generation: dict[str, Any] | None = None,
-    prompt_sha: str | None = None,
+    prompt_hash: str | None = None,
     **overrides: Any,
 ) -> PromptedDetector:
     """A prompted detector from a preset, with command-line overrides."""
@@ -185,9 +185,9 @@ def make_prompted(
     from shambench.locate import MIN_SIMILARITY
 
     preset = presets()[preset_name]
-    if prompt_sha is not None and prompt_sha != PROMPT_SHA:
+    if prompt_hash is not None and prompt_hash != PROMPT_HASH:
         raise DataError(
-            f"the run was made with prompt {prompt_sha} but this shambench has prompt {PROMPT_SHA}; "
+            f"the run was made with prompt {prompt_hash} but this shambench has prompt {PROMPT_HASH}; "
             "resuming would mix two prompts: start a new run"
         )
     model = model or preset.model

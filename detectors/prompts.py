@@ -2,7 +2,7 @@
 
 The prompt follows the structure of the SHAM-Bench appendix prompt (task, JSON output of verbatim substrings in
 order, short spans, an empty list when all is supported, four worked examples); the wording and the examples are
-our own. `PROMPT_SHA` identifies the template: it is recorded with every prediction and in the run config, and it
+our own. `PROMPT_HASH` identifies the template: it is recorded with every prediction and in the run config, and it
 changes whenever a word of the prompt does.
 """
 
@@ -94,7 +94,7 @@ def _worked_examples() -> str:
 
 SYSTEM_WITH_EXAMPLES = f"{SYSTEM}\n\n{_worked_examples()}"
 USER_PREFIX = "Check this answer.\n"
-PROMPT_SHA = hashlib.sha256((SYSTEM_WITH_EXAMPLES + "\x00" + USER_PREFIX).encode()).hexdigest()[:16]
+PROMPT_HASH = hashlib.sha256((SYSTEM_WITH_EXAMPLES + "\x00" + USER_PREFIX).encode()).hexdigest()[:16]
 
 
 def messages_for(example: Example) -> list[dict[str, str]]:
