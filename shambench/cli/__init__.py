@@ -14,6 +14,7 @@ COMMANDS = {
     "score": "shambench.cli.score:score",
     "eval": "shambench.cli.eval:eval_command",
     "list": "shambench.cli.listing:list_group",
+    "data": "shambench.cli.data:data_group",
     "leaderboard": "shambench.cli.leaderboard:leaderboard_group",
     "compare": "shambench.cli.compare:compare",
     "cache": "shambench.cli.cache:cache_group",

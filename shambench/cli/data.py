@@ -1,0 +1,222 @@
+"""`shambench data download|stats|dump|export`: fetch the corpora, describe them, write them out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from shambench.io import DataError
+
+DATA_DIR_HELP = "Folder holding the corpora (default: $SHAMBENCH_DATA_DIR, else the user cache directory)."
+
+
+def data_dir_option(func):
+    """--data-dir."""
+    return click.option("--data-dir", type=click.Path(file_okay=False), help=DATA_DIR_HELP)(func)
+
+
+def datasets_option(func):
+    """--datasets."""
+    return click.option(
+        "--datasets",
+        "-d",
+        metavar="NAMES",
+        help="Comma-separated dataset names (see `shambench list datasets`); default: every SHAM-Bench source present.",
+    )(func)
+
+
+@click.group("data")
+def data_group() -> None:
+    """Fetch the corpora, describe them (SHAM-Bench Table 1), dump or export the unified examples.
+
+    \b
+    shambench data download                      every SHAM-Bench source into the data folder
+    shambench data stats --data-dir ../shared/data
+    shambench data dump --out test.jsonl --datasets ragtruth,mushroom
+    shambench data export --out shambench-hf     parquet per split + a dataset card
+
+    `--split dev` is the validation set: 5 examples per task/dataset partition, drawn deterministically from a
+    source's non-test labelled split where it has one (see `shambench.benchmark`).
+    """
+
+
+def _load(datasets: str | None, split: str, data_dir: str | None, console):
+    """The benchmark, after warning about every source that did not load; DataError when nothing did."""
+    from rich.markup import escape
+
+    from shambench.benchmark import load_benchmark
+
+    bench = load_benchmark(datasets, split, data_dir)
+    for name, message in bench.errors.items():
+        # soft_wrap: a long path must stay on one line, to be copied.
+        console.print(f"[yellow]warning:[/] dataset {name} not loaded: {escape(message)}", soft_wrap=True)
+    if not bench.examples:
+        raise DataError(
+            f"no examples for split {split!r} in {bench.data_dir} (check --datasets and --data-dir, "
+            "or run `shambench data download`)"
+        )
+    return bench
+
+
+@data_group.command("download")
+@click.argument("names", nargs=-1, metavar="[NAMES]...")
+@data_dir_option
+@click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
+def download(names: tuple[str, ...], data_dir: str | None, no_progress: bool) -> None:
+    """Fetch the released files of the named sources (default: every SHAM-Bench source) from their original
+    public locations (GitHub raw files, the Hugging Face hub).
+
+    Files already present with the right SHA-256 are skipped; an interrupted download resumes from its `.part`
+    file when the command is run again; a file whose checksum does not match is discarded. Sources that fail are
+    listed at the end, and the command then exits with status 2.
+    """
+    from shambench.adapter import adapters, resolve_data_dir
+    from shambench.benchmark import DEFAULT_SUITE, split_names
+    from shambench.download import DownloadError, fetch, make_client, targets
+    from shambench.report import make_console
+
+    console = make_console(stderr=True)
+    root = resolve_data_dir(data_dir)
+    chosen = split_names(list(names))
+    entries = [adapters.get(n) for n in chosen] if chosen else adapters.entries()
+    sources = [e.factory() for e in entries]
+    sources = [a for a in sources if chosen or a.suite == DEFAULT_SUITE]
+    failed: dict[str, str] = {}
+    with make_client() as client, _transfer_progress(console, no_progress) as progress:
+        for adapter in sources:
+            if not adapter.remote_files:
+                failed[adapter.name] = "no public download location is known for this source"
+                continue
+            for remote, dest in targets(adapter, root):
+                task = progress.add_task(f"{adapter.name}/{remote.path}", total=None)
+                try:
+                    fresh = fetch(
+                        client,
+                        remote,
+                        dest,
+                        lambda done, total, t=task: progress.update(t, completed=done, total=total),
+                    )
+                except DownloadError as err:
+                    failed[adapter.name] = str(err)
+                    break
+                progress.update(task, description=f"{adapter.name}/{remote.path} ({'fetched' if fresh else 'present'})")
+    console.print(f"data dir: {root}")
+    if failed:
+        raise DataError("; ".join(f"{name}: {message}" for name, message in failed.items()))
+
+
+def _transfer_progress(console, no_progress: bool):
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        console=console,
+        disable=no_progress,
+    )
+
+
+@data_group.command("stats")
+@datasets_option
+@click.option("--split", default="test", show_default=True, help="Split: test, dev, or a source's own split.")
+@data_dir_option
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON (with their conventions).")
+def stats(datasets: str | None, split: str, data_dir: str | None, as_json: bool) -> None:
+    """Per task/dataset partition and in total: examples (beside the paper's count), mean response tokens, mean
+    hallucinated tokens, mean per-example hallucinated-token rate, share of examples with a span, and the rows
+    each source dropped, by reason (the layout of SHAM-Bench's Table 1)."""
+    from shambench.report import make_console
+    from shambench.stats import benchmark_stats
+
+    bench = _load(datasets, split, data_dir, make_console(stderr=True))
+    figures = benchmark_stats(bench)
+    if as_json:
+        click.echo(figures.model_dump_json(indent=2))
+        return
+    _print_stats(figures, make_console())
+
+
+def _print_stats(figures, console) -> None:
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title=f"SHAM-Bench composition ({figures.split} split)", title_justify="left", box=box.SIMPLE_HEAD)
+    for col, justify in (("task", "left"), ("dataset", "left"), ("n", "right"), ("paper n", "right")):
+        table.add_column(col, justify=justify)
+    for col in ("resp. tokens", "hallu. tokens", "hallu. rate", "with span"):
+        table.add_column(col, justify="right")
+    for i, row in enumerate([*figures.partitions, figures.total]):
+        table.add_row(
+            row.task,
+            row.dataset,
+            str(row.count),
+            "" if row.paper_count is None else str(row.paper_count),
+            f"{row.mean_response_tokens:.1f}",
+            f"{row.mean_hallucinated_tokens:.1f}",
+            f"{row.mean_hallucinated_rate:.3f}",
+            f"{row.share_with_span:.3f}",
+            end_section=i == len(figures.partitions) - 1,
+        )
+    console.print(table)
+    drops = [(name, reason, n) for name, reasons in figures.dropped.items() for reason, n in reasons.items()]
+    if drops:
+        dropped = Table(title="rows dropped by the adapters", title_justify="left", box=box.SIMPLE_HEAD)
+        for col in ("dataset", "reason", "rows"):
+            dropped.add_column(col, justify="right" if col == "rows" else "left")
+        for name, reason, n in drops:
+            dropped.add_row(name, reason, str(n))
+        console.print(dropped)
+    else:
+        console.print("no rows dropped")
+
+
+@data_group.command("dump")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="The EXAMPLES JSONL file to write.")
+@datasets_option
+@click.option("--split", default="test", show_default=True, help="Split: test, dev, or a source's own split.")
+@data_dir_option
+def dump(out: str, datasets: str | None, split: str, data_dir: str | None) -> None:
+    """Write the unified examples as JSON lines: the EXAMPLES format of `shambench score --examples`.
+
+    Ids come from the sources' own ids, so they are the same on every run and machine; steps (math sets) are
+    written as a list of {start, end, label}. The file is written atomically.
+    """
+    from shambench.io import write_jsonl
+    from shambench.report import make_console
+
+    console = make_console(stderr=True)
+    n = write_jsonl(out, _load(datasets, split, data_dir, console).examples)
+    console.print(f"{n} examples written to {out}")
+
+
+@data_group.command("export")
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder for the Hugging Face dataset.")
+@datasets_option
+@click.option(
+    "--split",
+    "splits",
+    multiple=True,
+    default=("test", "dev"),
+    show_default=True,
+    help="Splits to export (repeatable).",
+)
+@data_dir_option
+def export(out: str, datasets: str | None, splits: tuple[str, ...], data_dir: str | None) -> None:
+    """Write a Hugging Face dataset: `data/<split>.parquet` per split and a README.md dataset card naming every
+    source, its licence and revision.
+
+    \b
+    Read it back offline with
+      datasets.load_dataset("parquet", data_files={"test": "OUT/data/test.parquet"})
+    or datasets.load_dataset("OUT"), which follows the card's configs. `meta` is a JSON string.
+    """
+    from shambench.benchmark import write_hf_dataset
+    from shambench.report import make_console
+
+    console = make_console(stderr=True)
+    benches = [_load(datasets, split, data_dir, console) for split in splits]
+    for path in write_hf_dataset(Path(out), benches):
+        console.print(f"wrote {path}")

@@ -1,0 +1,178 @@
+"""`shambench data download|stats|dump|export` on the invented fixtures and a local HTTP server."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from shambench.adapters.fava import DUPLICATE, EMPTY, MISMATCH
+from shambench.adapters.mushroom import FILES, MushroomAdapter
+
+from shambench.adapter import RemoteFile
+from shambench.benchmark import example_from_hf, load_benchmark
+from shambench.cli import main
+from shambench.io import read_models
+from shambench.schema import Example
+
+FIXTURES = Path(__file__).parents[1] / "adapters" / "fixtures"
+MINE = "mushroom,favabench,halluentity"
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+class QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def fixture_server(monkeypatch):
+    """Serves the Mu-SHROOM fixture folder on 127.0.0.1 and points the adapter's remote files at it."""
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), partial(QuietHandler, directory=str(FIXTURES / "mushroom")))
+    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+    base = f"http://127.0.0.1:{srv.server_address[1]}"
+    remote = tuple(
+        RemoteFile(
+            url=f"{base}/{name}",
+            path=name,
+            sha256=hashlib.sha256((FIXTURES / "mushroom" / name).read_bytes()).hexdigest(),
+        )
+        for name in FILES.values()
+    )
+    monkeypatch.setattr(MushroomAdapter, "remote_files", remote)
+    yield remote
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_download_fetches_verifies_and_skips_what_is_present(fixture_server, tmp_path):
+    result = run("data", "download", "mushroom", "--data-dir", str(tmp_path), "--no-progress")
+    assert result.exit_code == 0, result.output
+    for name in FILES.values():
+        assert (tmp_path / "mushroom" / name).read_bytes() == (FIXTURES / "mushroom" / name).read_bytes()
+    # The downloaded folder loads like the fixture one.
+    assert (
+        load_benchmark("mushroom", data_dir=tmp_path).examples == load_benchmark("mushroom", data_dir=FIXTURES).examples
+    )
+    again = run("data", "download", "mushroom", "--data-dir", str(tmp_path), "--no-progress")
+    assert again.exit_code == 0
+
+
+def test_download_rejects_a_checksum_mismatch(fixture_server, monkeypatch, tmp_path):
+    wrong = fixture_server[0].model_copy(update={"sha256": "f" * 64})
+    monkeypatch.setattr(MushroomAdapter, "remote_files", (wrong,))
+    result = run("data", "download", "mushroom", "--data-dir", str(tmp_path), "--no-progress")
+    assert result.exit_code == 2
+    assert "error: mushroom: " in result.output and "SHA-256 mismatch" in result.output
+    assert not (tmp_path / "mushroom" / FILES["test"]).exists()
+
+
+def test_stats_json_matches_hand_counts():
+    result = run("data", "stats", "--data-dir", str(FIXTURES), "--datasets", MINE, "--json")
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.output)
+    mushroom = next(p for p in figures["partitions"] if p["dataset"] == "mushroom")
+    # Tokens of the six responses (whitespace excluded): 11, 7, 9, 7, 7, 7 = 48, mean 8.0; hallucinated tokens
+    # 1 ("1843"), 2 ("Sable runs"), 0, 2 ("2,410 metres"), 0, 1 ("Norwich") = 6, mean 1.0;
+    # rate (1/11 + 2/7 + 0 + 2/7 + 0 + 1/7) / 6 = 0.134199; 4 of 6 have a span.
+    assert mushroom["count"] == 6 and mushroom["paper_count"] == 154
+    assert mushroom["mean_response_tokens"] == pytest.approx(8.0)
+    assert mushroom["mean_hallucinated_tokens"] == pytest.approx(1.0)
+    assert mushroom["mean_hallucinated_rate"] == pytest.approx((1 / 11 + 2 / 7 + 2 / 7 + 1 / 7) / 6)
+    assert mushroom["share_with_span"] == pytest.approx(4 / 6)
+    assert figures["total"]["count"] == 18 and figures["total"]["paper_count"] == 6461
+    assert figures["dropped"]["favabench"] == {DUPLICATE: 1, MISMATCH: 1, EMPTY: 1}
+    assert figures["dropped"]["mushroom"] == {}
+    assert "tokenizer" in figures["conventions"] and "hallucinated_token" in figures["conventions"]
+
+
+def test_stats_table_shows_the_paper_count_and_the_drops():
+    result = run("data", "stats", "--data-dir", str(FIXTURES), "--datasets", MINE)
+    assert result.exit_code == 0, result.output
+    row = next(line.split() for line in result.output.splitlines() if "halluentity" in line and "open_bio" in line)
+    # task, dataset, n, paper n, tokens, hallucinated tokens, rate, share
+    assert row[:4] == ["open_bio", "halluentity", "6", "152"]
+    assert "hallucinated entity not found in response" in result.output
+
+
+def test_a_corrupt_source_is_reported_and_the_others_still_load(tmp_path):
+    (tmp_path / "fava").symlink_to(FIXTURES / "fava", target_is_directory=True)
+    (tmp_path / "halluentity").mkdir()
+    bad = tmp_path / "halluentity" / "HalluEntity.jsonl"
+    bad.write_text("not json\n")
+    result = run("data", "stats", "--data-dir", str(tmp_path), "--datasets", "favabench,halluentity", "--json")
+    assert result.exit_code == 0
+    assert f"dataset halluentity not loaded: {bad}:1: not valid JSON" in result.stderr
+    assert [p["dataset"] for p in json.loads(result.stdout)["partitions"]] == ["favabench"]
+
+
+def test_no_examples_is_one_clear_error(tmp_path):
+    result = run("data", "stats", "--data-dir", str(tmp_path))
+    assert result.exit_code == 2
+    assert result.output.startswith("error: no examples for split 'test' in ")
+
+
+def test_dump_writes_the_examples_format_with_stable_ids(tmp_path):
+    out = tmp_path / "dev.jsonl"
+    result = run("data", "dump", "--out", str(out), "--data-dir", str(FIXTURES), "--datasets", MINE, "--split", "dev")
+    assert result.exit_code == 0, result.output
+    dumped = read_models(out, Example)
+    assert dumped == load_benchmark(MINE, "dev", FIXTURES).examples
+    assert len(dumped) == 15 and {ex.split for ex in dumped} == {"dev"}
+    first = json.loads(out.read_text().splitlines()[0])
+    assert first["id"].startswith("mushroom/val-en-") and "soft_spans" in first
+    again = tmp_path / "again.jsonl"
+    run("data", "dump", "--out", str(again), "--data-dir", str(FIXTURES), "--datasets", MINE, "--split", "dev")
+    assert again.read_bytes() == out.read_bytes()
+
+
+def test_dump_writes_steps_as_start_end_label(tmp_path, monkeypatch):
+    from shambench.adapter import adapters
+    from shambench.registry import Entry
+    from tests.core.test_benchmark import ToyAdapter
+
+    adapters.entries()
+    monkeypatch.setitem(adapters._entries, "toy", Entry("toy", ToyAdapter, "toy source", __name__))
+    out = tmp_path / "toy.jsonl"
+    assert run("data", "dump", "--out", str(out), "--datasets", "toy", "--data-dir", str(tmp_path)).exit_code == 0
+    line = json.loads(out.read_text())
+    assert line["steps"] == [{"start": 0, "end": 6, "label": 1}, {"start": 7, "end": 12, "label": 0}]
+
+
+def test_export_writes_parquet_and_a_card_that_datasets_reads_back(tmp_path):
+    import datasets
+
+    out = tmp_path / "hf"
+    result = run("data", "export", "--out", str(out), "--data-dir", str(FIXTURES), "--datasets", MINE)
+    assert result.exit_code == 0, result.output
+    files = {"test": str(out / "data" / "test.parquet"), "dev": str(out / "data" / "dev.parquet")}
+    loaded = datasets.load_dataset("parquet", data_files=files, cache_dir=str(tmp_path / "cache"))
+    assert {name: ds.num_rows for name, ds in loaded.items()} == {"test": 18, "dev": 15}
+    assert [example_from_hf(row) for row in loaded["test"]] == load_benchmark(MINE, data_dir=FIXTURES).examples
+    # The card's configs let `load_dataset(folder)` find the splits too.
+    by_card = datasets.load_dataset(str(out), cache_dir=str(tmp_path / "cache2"))
+    assert sorted(by_card) == ["dev", "test"]
+    card = (out / "README.md").read_text()
+    for line in (
+        "| favabench | open_qa | CC BY 4.0 | fava-uw/fava-data@d88b835 (annotations.json, 2024-01-14) |",
+        "| halluentity | open_bio | MIT | samuelyeh/HalluEntity@00b3e0c (HalluEntity.jsonl) |",
+        "| mushroom | open_qa | unstated (no LICENSE file; the authors ask to be cited) | "
+        "Helsinki-NLP/mu-shroom@7fea78a0e5af887d196931721147ace5b4c4d9a8 |",
+        "| dev | open_qa/mushroom | 5 |",
+    ):
+        assert line in card
+
+
+def test_help_lists_the_commands():
+    result = run("data", "--help")
+    assert result.exit_code == 0
+    for command in ("download", "stats", "dump", "export"):
+        assert command in result.output
