@@ -1,0 +1,133 @@
+"""A minimal Chrome DevTools Protocol client over `--remote-debugging-pipe`, to drive headless Chromium in tests.
+
+The pipe needs no port and no extra package: Chromium reads commands on fd 3 and writes replies on fd 4, each a
+JSON message ended by a NUL byte.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import select
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+# From the machine's ENVIRONMENT.md: what headless Chromium needs here, and nothing that reaches the network.
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+)
+
+
+def chromium_path() -> str | None:
+    """The Chromium executable, if installed."""
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+class CDPError(RuntimeError):
+    """Chromium answered a command with an error, or did not answer in time."""
+
+
+class Browser:
+    """One headless Chromium with one page, driven over the DevTools pipe."""
+
+    def __init__(self, executable: str, user_data_dir: Path, timeout: float = 30.0):
+        self.timeout = timeout
+        to_chrome_r, self._to_chrome = os.pipe()
+        self._from_chrome, from_chrome_w = os.pipe()
+
+        def wire_fds() -> None:
+            # Move both ends above 4 first, so that placing one cannot overwrite the other.
+            high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in (to_chrome_r, from_chrome_w)]
+            os.dup2(high[0], 3)
+            os.dup2(high[1], 4)
+
+        self.proc = subprocess.Popen(
+            [executable, *FLAGS, "--remote-debugging-pipe", f"--user-data-dir={user_data_dir}", "about:blank"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=wire_fds,
+            pass_fds=(3, 4),
+        )
+        os.close(to_chrome_r)
+        os.close(from_chrome_w)
+        self._buffer = b""
+        self._next_id = 0
+        self.events: list[dict[str, Any]] = []
+        target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        self.session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        self.send("Page.enable", session=True)
+        self.send("Runtime.enable", session=True)
+
+    def _read_message(self, deadline: float) -> dict[str, Any]:
+        while b"\0" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self._from_chrome], [], [], left)[0]:
+                raise CDPError("Chromium did not answer in time")
+            chunk = os.read(self._from_chrome, 1 << 16)
+            if not chunk:
+                raise CDPError("Chromium closed the DevTools pipe")
+            self._buffer += chunk
+        raw, _, self._buffer = self._buffer.partition(b"\0")
+        return json.loads(raw)
+
+    def send(self, method: str, params: dict[str, Any] | None = None, session: bool = False) -> dict[str, Any]:
+        """Send a command and return its result; events that arrive meanwhile are kept in `events`."""
+        self._next_id += 1
+        message: dict[str, Any] = {"id": self._next_id, "method": method, "params": params or {}}
+        if session:
+            message["sessionId"] = self.session
+        os.write(self._to_chrome, json.dumps(message).encode() + b"\0")
+        deadline = time.monotonic() + self.timeout
+        while True:
+            reply = self._read_message(deadline)
+            if reply.get("id") == self._next_id:
+                if "error" in reply:
+                    raise CDPError(f"{method}: {reply['error']}")
+                return reply.get("result", {})
+            self.events.append(reply)
+
+    def wait_event(self, method: str) -> dict[str, Any]:
+        """Wait for an event of this kind (or return one already received)."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            for event in self.events:
+                if event.get("method") == method:
+                    self.events.remove(event)
+                    return event
+            self.events.append(self._read_message(deadline))
+
+    def open(self, url: str) -> None:
+        """Navigate the page and wait until it has loaded (its scripts have run)."""
+        self.send("Page.navigate", {"url": url}, session=True)
+        self.wait_event("Page.loadEventFired")
+
+    def evaluate(self, expression: str) -> Any:
+        """The JSON value of a JavaScript expression in the page."""
+        result = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True}, session=True)
+        if "exceptionDetails" in result:
+            raise CDPError(f"script error: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def close(self) -> None:
+        """Close the browser and reap it."""
+        with contextlib.suppress(CDPError, OSError):
+            self.send("Browser.close")
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        os.close(self._to_chrome)
+        os.close(self._from_chrome)

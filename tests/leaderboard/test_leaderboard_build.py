@@ -1,0 +1,149 @@
+"""`shambench leaderboard build`: run discovery, ranking, reported rows kept apart, escaping, the CLI."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import shutil
+
+import pytest
+from click.testing import CliRunner
+from shambench.leaderboard.build import build, find_results, load_leaderboard, write_site
+from shambench.leaderboard.page import render
+
+from shambench.cli import main
+from shambench.io import DataError
+from tests.conftest import require_shared
+from tests.leaderboard.toy import SENTENCE_OVERALL, SPAN_OVERALL, make_run, write_examples
+
+XSS = "<img src=x onerror=alert(1)>"
+
+
+def test_finds_runs_recursively_and_ranks_by_overall_span_f1(toy_runs, monkeypatch):
+    monkeypatch.chdir(toy_runs)
+    board = build(["runs"], None)
+    # exact 1 > none 0.25 > all (0.125 + 2/9) / 2 = 0.1736 (see tests/leaderboard/toy.py for the arithmetic).
+    assert [e.name for e in board.entries] == ["exact", "none", "all"]
+    assert [e.rank for e in board.entries] == [1, 2, 3]
+    assert [e.id for e in board.entries] == ["run-1", "run-2", "run-3"]
+    for e in board.entries:
+        assert e.span.overall.f1 == pytest.approx(SPAN_OVERALL[e.name])
+        assert e.sentence.overall.f1 == pytest.approx(SENTENCE_OVERALL[e.name])
+    by_name = {e.name: e for e in board.entries}
+    # `all`: context_qa = (0.25 + 0) / 2 = 0.125 over n = 2; summ = 2/9 over n = 1; sentence summ = 2/3.
+    assert by_name["all"].span.tasks["context_qa"].f1 == pytest.approx(0.125)
+    assert by_name["all"].span.tasks["context_qa"].n == 2
+    assert by_name["all"].span.datasets["summ/toysum"].f1 == pytest.approx(2 / 9)
+    assert by_name["all"].sentence.tasks["summ"].f1 == pytest.approx(2 / 3)
+    # population std of the two task F1s of `none` (0.5 and 0): 0.25.
+    assert by_name["none"].span.overall_std == pytest.approx(0.25)
+    assert by_name["none"].source == "runs/none"
+    assert by_name["all"].source == "runs/nested/all"
+    assert board.tasks == ["context_qa", "summ"]
+    assert board.datasets == ["context_qa/toyqa", "summ/toysum"]
+
+
+def test_reported_rows_stay_apart_and_marked(toy_runs, reported_file):
+    board = build([toy_runs / "runs"], reported_file)
+    assert [e.name for e in board.entries] == ["exact", "none", "all"]
+    # Ordered by reported overall span F1: 0.7 before 0.3; never ranked with the runs.
+    assert [e.name for e in board.reported] == ["paper-large", "paper-small"]
+    assert all(e.kind == "reported" and e.rank is None and e.origin == "paper" for e in board.reported)
+    assert all(e.kind == "reproduced" for e in board.entries)
+    large, small = board.reported
+    assert large.span.overall.f1 == 0.7 and large.span.overall_std == 0.2
+    assert large.sentence.tasks["summ"].f1 == 0.6
+    assert small.sentence.overall is None
+    assert small.span.datasets["summ/toysum"].f1 == 0.2
+    assert board.reported_source == "An invented paper, Table 9"
+
+
+def test_real_reported_scores_become_one_row_per_detector(toy_runs):
+    path = require_shared("sham_bench_reported", "reported_f1.json")
+    data = json.loads(path.read_text())
+    board = build([toy_runs / "runs"], path)
+    assert sorted(e.name for e in board.reported) == sorted(data["span_level"])
+    for e in board.reported:
+        assert e.span.overall.f1 == data["span_level"][e.name]["overall"]
+        assert e.span.tasks == {t: e.span.tasks[t] for t in data["span_level"][e.name]["tasks"]}
+    overall = [e.span.overall.f1 for e in board.reported]
+    assert overall == sorted(overall, reverse=True)
+    assert board.tasks[:6] == ["open_qa", "context_qa", "data2txt", "open_bio", "summ", "mt"]
+
+
+def test_missing_or_empty_or_corrupt_run_paths_are_errors(toy_runs, tmp_path):
+    with pytest.raises(DataError, match="no such run directory"):
+        find_results([tmp_path / "nowhere"])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DataError, match="no results.json found"):
+        find_results([tmp_path / "empty"])
+    bad = tmp_path / "bad"
+    shutil.copytree(toy_runs / "runs" / "none", bad)
+    results = json.loads((bad / "results.json").read_text())
+    results["n_examples"] = "three"
+    (bad / "results.json").write_text(json.dumps(results))
+    with pytest.raises(DataError, match=r"bad/results.json: not a shambench results file \(n_examples"):
+        build([bad], None)
+
+
+def test_page_escapes_names_params_and_meta(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    examples = write_examples(tmp_path / "examples.jsonl")
+    run = make_run(tmp_path / "runs" / "x", examples, XSS, spans={"q1": [[13, 16]]})
+    results = json.loads((run / "results.json").read_text())
+    results["run"]["params"] = {"note": "</script><script>alert(2)</script>"}
+    results["run"]["meta"] = {"url": 'javascript:alert(3)" onmouseover="alert(4)'}
+    (run / "results.json").write_text(json.dumps(results))
+    board = build(["runs"], None)
+    page = render(board)
+    assert XSS not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
+    assert "<script>alert(2)" not in page and "&lt;/script&gt;&lt;script&gt;alert(2)" in page
+    assert 'onmouseover="alert(4)' not in page
+    # Exactly one script element (ours), and nothing loaded from anywhere.
+    assert page.count("<script") == 1
+    assert not re.search(r"\s(src|href)=\"(https?:)?//", page)
+    assert "<link" not in page
+
+
+def test_site_is_self_contained_with_a_restrictive_policy(toy_runs, tmp_path):
+    json_path, html_path = write_site(build([toy_runs / "runs"], None), tmp_path / "site")
+    page = html_path.read_text()
+    policy = html.unescape(re.search(r'http-equiv="Content-Security-Policy" content="([^"]*)"', page).group(1))
+    assert policy.startswith("default-src 'none'; style-src 'sha256-")
+    assert "script-src 'sha256-" in policy and "unsafe-inline" not in policy
+    assert load_leaderboard(tmp_path / "site").entries[0].name == "exact"
+    assert json_path.stat().st_mode & 0o044 == 0o044, "the site must be readable by a web server"
+
+
+def test_run_metadata_keeps_file_names_only(toy_runs, monkeypatch):
+    monkeypatch.chdir(toy_runs)
+    board = build([toy_runs / "runs"], None)
+    assert str(toy_runs) not in board.model_dump_json()
+    assert board.entries[0].source == "runs/exact"
+    assert board.entries[0].run.examples_file == "examples.jsonl"
+    assert board.entries[0].run.run_dir is None
+
+
+def test_cli_build_writes_both_files(toy_runs, reported_file, tmp_path):
+    out = tmp_path / "site"
+    result = CliRunner().invoke(
+        main,
+        ["leaderboard", "build", "--runs", str(toy_runs / "runs"), "--out", str(out), "--reported", str(reported_file)],
+    )
+    assert result.exit_code == 0, result.output
+    assert "3 runs, 2 reported rows" in result.output
+    data = json.loads((out / "leaderboard.json").read_text())
+    assert [e["name"] for e in data["entries"]] == ["exact", "none", "all"]
+    assert [e["name"] for e in data["reported"]] == ["paper-large", "paper-small"]
+    assert "reported in paper" in (out / "index.html").read_text()
+
+
+def test_cli_build_reports_a_missing_reported_file(toy_runs, tmp_path):
+    result = CliRunner().invoke(
+        main,
+        ["leaderboard", "build", "--runs", str(toy_runs / "runs"), "--out", str(tmp_path), "--reported", "nope.json"],
+    )
+    assert result.exit_code == 2
+    assert "error: nope.json: reported scores not found" in result.output
+    assert not (tmp_path / "leaderboard.json").exists()
