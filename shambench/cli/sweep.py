@@ -1,0 +1,158 @@
+"""`shambench sweep`: a grid of detectors × datasets, each cell a run directory, on this machine or a Dask cluster."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from shambench.detector import Monitor
+
+
+@click.command("sweep")
+@click.argument("spec_file", metavar="SWEEP.yaml", type=click.Path(dir_okay=False, exists=True))
+@click.option(
+    "--backend",
+    type=click.Choice(["local", "dask"]),
+    default="local",
+    show_default=True,
+    help="local: worker processes on this machine; dask: a Dask distributed cluster.",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=lambda: os.cpu_count() or 1,
+    show_default="number of CPUs",
+    help="Worker processes (local backend, or the local Dask cluster started when --scheduler is not given).",
+)
+@click.option("--scheduler", metavar="ADDRESS", help="Dask scheduler address, e.g. tcp://10.0.0.5:8786.")
+@click.option("--runs", type=click.Path(file_okay=False), help="Folder of the run directories (overrides `runs:`).")
+@click.option(
+    "--data-dir", type=click.Path(file_okay=False), help="Folder holding the corpora (overrides `data_dir:`)."
+)
+@click.option("--retries", type=click.IntRange(min=0), help="Extra attempts for a failed task (overrides `retries:`).")
+@click.option("--plan", "plan_only", is_flag=True, help="Print the cells and their state; run nothing.")
+@click.option("--no-leaderboard", is_flag=True, help="Do not build the leaderboard at the end.")
+@click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
+def sweep(spec_file, backend, workers, scheduler, runs, data_dir, retries, plan_only, no_leaderboard, no_progress):
+    """Run every detector of SWEEP.yaml on every dataset, one run directory per cell, then build the leaderboard.
+
+    \b
+    A sweep file:
+      datasets: [ragtruth, mushroom]     # left out: every available dataset (or use `examples: [E.jsonl]`)
+      limit: 100                         # optional, as in `shambench eval`
+      runs: runs/baselines               # default: runs/<file name> beside the sweep file
+      detectors:
+        - overlap
+        - detector: random
+          params: {seed: 0}
+          grid: {rate: [0.1, 0.3]}       # one cell per value
+        - detector: lettuce
+          shard_size: 64                 # local models: split each cell over many workers
+
+    \b
+    shambench sweep sweep.yaml --workers 2
+    shambench sweep sweep.yaml --backend dask --scheduler tcp://10.0.0.5:8786
+
+    Each cell is an ordinary run directory (config.json, predictions.jsonl, results.json) under
+    RUNS/<dataset>/<detector_params>. Cells already complete are skipped and interrupted ones resume, so a stopped
+    sweep is continued by running the same command again. Only this process writes files: workers compute and
+    send back. A task that fails (or whose worker dies) is sent again up to --retries times; cells that still
+    fail are listed, recorded in RUNS/sweep.json, and the command exits with status 1.
+    """
+    from shambench.report import make_console
+    from shambench.sweep import make_backend, plan_sweep, run_sweep
+
+    console = make_console()
+    plan = plan_sweep(spec_file, runs=runs, data_dir=data_dir, retries=retries)
+    if plan_only:
+        console.print(plan_table(plan))
+        return
+    plan.spec.leaderboard = plan.spec.leaderboard and not no_leaderboard
+    with make_backend(backend, workers, scheduler) as engine, SweepProgress(plan, console, not no_progress) as bar:
+        report = run_sweep(plan, engine, bar, bar.prediction, bar.cell)
+    console.print(report_table(report))
+    console.print(f"sweep summary: {plan.runs / 'sweep.json'}")
+    if report.leaderboard:
+        console.print(f"leaderboard: {report.leaderboard}")
+    if report.leaderboard_error:
+        console.print(f"[yellow]leaderboard not built[/yellow]: {report.leaderboard_error}")
+    if report.failed:
+        raise click.ClickException(
+            f"{len(report.failed)} of {len(report.cells)} cells failed; run the same command again to retry them"
+        )
+
+
+def plan_table(plan):
+    """The cells of a plan and their state on disk."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title=f"{len(plan.cells)} cells in {plan.runs}", title_justify="left", box=box.SIMPLE_HEAD)
+    for col in ("cell", "detector", "params", "state"):
+        table.add_column(col)
+    for cell in plan.cells:
+        table.add_row(cell.name, cell.detector, _params(cell.params), plan.state_of(cell))
+    return table
+
+
+def report_table(report):
+    """One row per cell: its status, predictions made now, overall token F1, and the error of a failed cell."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title="sweep", title_justify="left", box=box.SIMPLE_HEAD)
+    for col in ("cell", "status", "predicted", "span F1", "error"):
+        table.add_column(col, justify="right" if col in ("predicted", "span F1") else "left")
+    styles = {"done": "green", "skipped": "dim", "failed": "red"}
+    for c in report.cells:
+        f1 = f"{c.token_f1:.3f}" if c.token_f1 is not None else ""
+        table.add_row(c.cell, c.status, str(c.predicted), f1, c.error or "", style=styles[c.status])
+    return table
+
+
+def _params(params: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in sorted(params.items()))
+
+
+class SweepProgress(Monitor):
+    """Two bars, cells and predictions, plus the counters detectors report on the workers."""
+
+    def __init__(self, plan, console, enabled: bool):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[stats]}"),
+            console=console,
+            disable=not enabled,
+        )
+        self.cells = self.progress.add_task("cells", total=len(plan.cells), stats="")
+        self.predictions = self.progress.add_task("predictions", total=None, stats="")
+        self.counters: dict[str, float] = {}
+
+    def count(self, key: str, n: float = 1) -> None:
+        """A detector counter from a worker (Monitor interface)."""
+        self.counters[key] = self.counters.get(key, 0) + n
+        stats = " ".join(f"{k}={v:g}" for k, v in sorted(self.counters.items()) if v)
+        self.progress.update(self.predictions, stats=stats)
+
+    def prediction(self, pred) -> None:
+        """One prediction was journaled."""
+        self.progress.advance(self.predictions)
+
+    def cell(self, report) -> None:
+        """One cell finished."""
+        self.progress.advance(self.cells)
+        if report.status == "failed":
+            self.progress.console.print(f"[red]failed[/red] {report.cell}: {report.error}")
+
+    def __enter__(self):
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.progress.stop()

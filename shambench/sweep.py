@@ -1,0 +1,688 @@
+"""Sweeps: a grid of detectors (with parameters) × datasets, each cell an ordinary run directory.
+
+The driver (the process running `shambench sweep`) plans the cells, loads each dataset once and sends the
+computing to a backend: worker processes on this machine (`LocalBackend`) or a Dask distributed cluster
+(`DaskBackend`). A worker task gets a detector spec and a shard of examples and returns their predictions, or
+gets a cell's predictions and returns its scores; it reads no data directory and writes no file. Every file
+(config.json, predictions.jsonl, results.json, sweep.json) is written by the driver alone, so two workers never
+write the same file, and a worker that dies loses only the task it was running, which is sent again (at most
+`retries` more times; after that the cell is reported as failed and its journal keeps what did arrive).
+
+A cell whose results.json exists and whose journal holds a successful prediction for every example is skipped;
+any other cell resumes as `shambench eval --resume` does: only examples without a successful prediction run.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import hashlib
+import itertools
+import json
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from shambench.adapter import adapters, resolve_data_dir
+from shambench.benchmark import split_names
+from shambench.detector import Detector, Monitor, create_detector, detectors
+from shambench.io import DataError, write_json
+from shambench.provenance import now_iso
+from shambench.results import Results
+from shambench.runner import (
+    CONFIG,
+    JOURNAL,
+    RESULTS,
+    Journal,
+    RunConfig,
+    examples_hash,
+    load_config,
+    make_config,
+    pending,
+    run_predictions,
+    score_predictions,
+    select_examples,
+)
+from shambench.schema import Example, Prediction
+
+SUMMARY = "sweep.json"
+
+# ---------------------------------------------------------------------------------------------- the sweep file
+
+
+class DetectorGrid(BaseModel):
+    """One detector entry of a sweep file: fixed parameters and parameters swept over (one cell per combination)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    detector: str
+    """Detector name, or NAME:ARG (see `shambench list detectors`)."""
+    params: dict[str, Any] = Field(default_factory=dict)
+    """Parameters given to every cell of this detector."""
+    grid: dict[str, list[Any]] = Field(default_factory=dict)
+    """Parameters to sweep: one cell per combination of their values."""
+    shard_size: int | None = Field(default=None, ge=1)
+    """Examples per worker task; set it for local models so one cell spreads over many workers (None: one task)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_name(cls, value: Any) -> Any:
+        return {"detector": value} if isinstance(value, str) else value
+
+    def combinations(self) -> list[dict[str, Any]]:
+        """The parameters of each cell: the fixed ones plus one combination of the grid's values."""
+        keys = sorted(self.grid)
+        return [
+            {**self.params, **dict(zip(keys, values))} for values in itertools.product(*(self.grid[k] for k in keys))
+        ]
+
+
+class SweepSpec(BaseModel):
+    """A sweep file: which detectors run on which data, and where their run directories go."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    detectors: list[DetectorGrid] = Field(min_length=1)
+    """Detector entries: a name, or a mapping with `detector`, `params`, `grid` and `shard_size`."""
+    datasets: list[str] | None = None
+    """Dataset names, one cell per dataset; left out (with no `examples`): every available SHAM-Bench dataset."""
+    examples: list[str] = Field(default_factory=list)
+    """EXAMPLES JSONL files, one cell per file (relative paths start at the sweep file's folder)."""
+    split: str = "test"
+    """Split of the datasets."""
+    data_dir: str | None = None
+    """Folder holding the corpora (default: $SHAMBENCH_DATA_DIR, else the user cache directory)."""
+    limit: int | None = Field(default=None, ge=1)
+    """Use only the first N examples of each partition."""
+    runs: str | None = None
+    """Folder of the cells' run directories (default: `runs/<sweep file name>` beside the sweep file)."""
+    retries: int = Field(default=2, ge=0)
+    """How many more times a failed worker task is sent before its cell is reported as failed."""
+    bootstrap: int = Field(default=1000, ge=10)
+    """Bootstrap resamples for the 95% confidence intervals."""
+    seed: int = 0
+    """Seed of the bootstrap."""
+    leaderboard: bool = True
+    """Build the leaderboard of the runs folder when the sweep ends."""
+
+    @field_validator("datasets", mode="before")
+    @classmethod
+    def _names(cls, value: Any) -> list[str] | None:
+        return split_names(value) if isinstance(value, str | list) else value
+
+    @field_validator("examples", mode="before")
+    @classmethod
+    def _files(cls, value: Any) -> list[str]:
+        return [value] if isinstance(value, str) else value
+
+
+def read_spec(path: str | Path) -> SweepSpec:
+    """The sweep file at `path`; DataError names the file and the field that is wrong."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise DataError(f"{path}: cannot read ({err.strerror})") from None
+    except yaml.YAMLError as err:
+        raise DataError(f"{path}: not valid YAML ({err})") from None
+    if not isinstance(raw, dict):
+        raise DataError(f"{path}: expected a mapping with at least `detectors:`")
+    try:
+        return SweepSpec.model_validate(raw)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(x) for x in first["loc"]) or "sweep"
+        raise DataError(f"{path}: {where}: {first['msg']}") from None
+
+
+# ---------------------------------------------------------------------------------------------------- the plan
+
+
+class DataItem(BaseModel):
+    """The data of a cell: one dataset or one EXAMPLES file."""
+
+    model_config = ConfigDict(frozen=True)
+
+    label: str
+    """Folder name of the data in the runs folder."""
+    dataset: str | None = None
+    """Dataset name, when the examples come from an adapter."""
+    examples_file: str | None = None
+    """Absolute path of an EXAMPLES JSONL file, when they come from one."""
+
+
+class Cell(BaseModel):
+    """One detector configuration on one data item: one run directory."""
+
+    detector: str
+    """Detector spec (NAME or NAME:ARG)."""
+    params: dict[str, Any]
+    """Parameters from the sweep file (the run config records the detector's full parameters)."""
+    data: DataItem
+    """The examples the cell runs on."""
+    run_dir: Path
+    """The cell's run directory."""
+    shard_size: int | None = None
+    """Examples per worker task (None: the whole cell in one task)."""
+
+    @property
+    def name(self) -> str:
+        """`data/detector-label`, as reports show it."""
+        return f"{self.data.label}/{self.run_dir.name}"
+
+
+class SweepPlan(BaseModel):
+    """A sweep file resolved: every cell with its run directory, and the settings the driver uses."""
+
+    spec: SweepSpec
+    """The sweep file as read."""
+    runs: Path
+    """Folder of the run directories and of sweep.json."""
+    data_dir: Path
+    """Folder holding the corpora."""
+    cells: list[Cell]
+    """Data items outer, detectors inner, in the sweep file's order."""
+
+    def state_of(self, cell: Cell) -> str:
+        """`complete` (results written), `partial` (a journal exists) or `new`, from the files alone."""
+        if (cell.run_dir / RESULTS).is_file():
+            return "complete"
+        return "partial" if (cell.run_dir / JOURNAL).is_file() else "new"
+
+
+def cell_label(detector: str, params: dict[str, Any]) -> str:
+    """A readable folder name for a detector and its sweep parameters (hashed when long)."""
+    text = detector + "".join(f"_{k}={json.dumps(v, sort_keys=True)}" for k, v in sorted(params.items()))
+    slug = re.sub(r"[^A-Za-z0-9_.=-]+", "-", text).strip("-") or "detector"
+    if len(slug) > 80:
+        slug = f"{slug[:71]}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
+    return slug
+
+
+def default_datasets(root: Path) -> list[str]:
+    """Names of the SHAM-Bench datasets whose files are present under `root`."""
+    out = []
+    for entry in adapters.entries():
+        adapter = entry.factory()
+        if adapter.suite == "shambench" and adapter.available(root):
+            out.append(entry.name)
+    return out
+
+
+def data_items(spec: SweepSpec, base: Path, root: Path) -> list[DataItem]:
+    """The data axis of the grid: each named (or available) dataset, then each EXAMPLES file."""
+    names = spec.datasets if spec.datasets is not None or spec.examples else default_datasets(root)
+    for name in names or []:
+        adapters.get(name)  # an unknown name fails here, with a suggestion, before anything runs
+    items = [DataItem(label=name, dataset=name) for name in names or []]
+    for file in spec.examples:
+        path = (base / file).resolve()
+        items.append(DataItem(label=re.sub(r"[^A-Za-z0-9_.-]+", "-", path.stem), examples_file=str(path)))
+    if not items:
+        raise DataError(f"no datasets found under {root} and no `examples:` given (pass --data-dir)")
+    return items
+
+
+def plan_sweep(
+    path: str | Path, runs: str | Path | None = None, data_dir: str | Path | None = None, retries: int | None = None
+) -> SweepPlan:
+    """The cells of a sweep file; `runs`, `data_dir` and `retries` override the file's values."""
+    path = Path(path)
+    spec = read_spec(path)
+    if retries is not None:
+        spec.retries = retries
+    base = path.resolve().parent
+    root = Path(data_dir) if data_dir else resolve_data_dir((base / spec.data_dir) if spec.data_dir else None)
+    runs_dir = Path(runs) if runs else base / (spec.runs or f"runs/{path.stem}")
+    for entry in spec.detectors:
+        detectors.get(entry.detector.partition(":")[0])  # a typo fails now, with a suggestion
+    cells = [
+        Cell(
+            detector=entry.detector,
+            params=params,
+            data=item,
+            run_dir=runs_dir / item.label / cell_label(entry.detector, params),
+            shard_size=entry.shard_size,
+        )
+        for item in data_items(spec, base, root)
+        for entry in spec.detectors
+        for params in entry.combinations()
+    ]
+    seen: dict[Path, Cell] = {}
+    for cell in cells:
+        if cell.run_dir in seen:
+            raise DataError(f"{path}: two cells would share the run directory {cell.run_dir}")
+        seen[cell.run_dir] = cell
+    return SweepPlan(spec=spec, runs=runs_dir, data_dir=root, cells=cells)
+
+
+# ------------------------------------------------------------------------------------------ worker-side tasks
+
+
+class ShardOutput(BaseModel):
+    """What a worker returns for a shard: the predictions and what the detector said about itself."""
+
+    family: str
+    """Detector family."""
+    params: dict[str, Any]
+    """The detector's full parameters (defaults included), for the run config."""
+    predictions: list[Prediction]
+    """One prediction per example of the shard."""
+    counters: dict[str, float] = Field(default_factory=dict)
+    """Counters the detector reported (retries, cache hits, tokens, ...)."""
+
+
+class Tally(Monitor):
+    """Keeps a detector's counters on the worker, to send back with the predictions."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, float] = {}
+
+    def count(self, key: str, n: float = 1) -> None:
+        self.counts[key] = self.counts.get(key, 0) + n
+
+
+# A worker keeps its last few detectors, so a local model is loaded once per worker, not once per shard.
+_KEPT_DETECTORS = 4
+_detectors: OrderedDict[str, Detector] = OrderedDict()
+_detectors_lock = threading.Lock()
+
+
+def kept_detector(spec: str, params: dict[str, Any]) -> Detector:
+    """The worker's detector for `spec` with `params`, created on first use."""
+    key = json.dumps([spec, params], sort_keys=True, default=str)
+    with _detectors_lock:
+        det = _detectors.pop(key, None) or create_detector(spec, **params)
+        _detectors[key] = det
+        while len(_detectors) > _KEPT_DETECTORS:
+            _detectors.popitem(last=False)[1].close()
+    return det
+
+
+def predict_shard(spec: str, params: dict[str, Any], examples: list[Example]) -> ShardOutput:
+    """Worker task: the detector's predictions for a shard of examples."""
+    det = kept_detector(spec, params)
+    tally = Tally()
+    predictions = list(det.predict(examples, tally))
+    return ShardOutput(family=det.family, params=det.params(), predictions=predictions, counters=tally.counts)
+
+
+# ---------------------------------------------------------------------------------------------------- backends
+
+
+class Backend:
+    """Where worker tasks run: `submit` returns a `concurrent.futures.Future`."""
+
+    name = "backend"
+
+    def slots(self) -> int:
+        """How many tasks run at once."""
+        raise NotImplementedError
+
+    def submit(self, fn: Callable, *args: Any) -> cf.Future:
+        """Start `fn(*args)` on a worker."""
+        raise NotImplementedError
+
+    def first_done(self, futures: Sequence[cf.Future]) -> set[cf.Future]:
+        """The finished futures among `futures` (at least one; blocks until then)."""
+        return cf.wait(futures, return_when=cf.FIRST_COMPLETED).done
+
+    def close(self) -> None:
+        """Stop the workers this backend started."""
+
+    def __enter__(self) -> Backend:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class LocalBackend(Backend):
+    """Worker processes on this machine; a pool broken by a dying worker is replaced on the next submit."""
+
+    name = "local"
+
+    def __init__(self, workers: int):
+        import multiprocessing
+
+        self.workers = max(1, workers)
+        # spawn, not fork: the driver runs threads (one per cell in flight), which fork would copy half-locked.
+        self._context = multiprocessing.get_context("spawn")
+        self._lock = threading.Lock()
+        self._pool = self._new_pool()
+
+    def _new_pool(self) -> cf.ProcessPoolExecutor:
+        return cf.ProcessPoolExecutor(max_workers=self.workers, mp_context=self._context)
+
+    def slots(self) -> int:
+        return self.workers
+
+    def submit(self, fn: Callable, *args: Any) -> cf.Future:
+        with self._lock:
+            try:
+                return self._pool.submit(fn, *args)
+            except cf.process.BrokenProcessPool:
+                self._pool.shutdown(wait=False, cancel_futures=True)
+                self._pool = self._new_pool()
+                return self._pool.submit(fn, *args)
+
+    def close(self) -> None:
+        with self._lock:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+class DaskBackend(Backend):
+    """A Dask distributed cluster: the scheduler at `scheduler`, else a local cluster of `workers` processes."""
+
+    name = "dask"
+
+    def __init__(self, scheduler: str | None = None, workers: int = 2):
+        try:
+            from distributed import Client, LocalCluster
+        except ImportError:
+            raise DataError("--backend dask needs Dask: pip install 'shambench[dask]'") from None
+        self.cluster = None
+        if scheduler is None:
+            # Loopback only and no dashboard: a local cluster opens no outside connection.
+            self.cluster = LocalCluster(
+                n_workers=max(1, workers), threads_per_worker=1, host="127.0.0.1", dashboard_address=None
+            )
+            scheduler = self.cluster.scheduler_address
+        try:
+            self.client = Client(scheduler, set_as_default=False, timeout=30)
+            # pure=False: a task sent again after a failure is a new task, not the failed one looked up again.
+            self.executor = self.client.get_executor(pure=False)
+        except OSError as err:
+            self.close()
+            raise DataError(f"cannot reach the Dask scheduler at {scheduler} ({err})") from None
+
+    def slots(self) -> int:
+        return max(1, sum(self.client.nthreads().values()))
+
+    def submit(self, fn: Callable, *args: Any) -> cf.Future:
+        return self.executor.submit(fn, *args)
+
+    def close(self) -> None:
+        if getattr(self, "client", None) is not None:
+            self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+
+
+def make_backend(name: str, workers: int, scheduler: str | None = None) -> Backend:
+    """The backend called `name` (`local` or `dask`)."""
+    if name == "local":
+        if scheduler:
+            raise DataError("--scheduler is for --backend dask")
+        return LocalBackend(workers)
+    if name == "dask":
+        return DaskBackend(scheduler, workers)
+    raise DataError(f"unknown backend {name!r} (expected local or dask)")
+
+
+class TaskFailure(BaseModel):
+    """A task that failed on every attempt."""
+
+    index: int
+    """Position of the call in the list given to `run_tasks`."""
+    attempts: int
+    """How many times it was sent."""
+    error: str
+    """The last error, as `Type: message`."""
+
+
+def run_tasks(
+    backend: Backend, calls: Sequence[tuple[Callable, tuple]], retries: int
+) -> Iterator[tuple[int, Any, TaskFailure | None]]:
+    """`(index, result, None)` for each call as it finishes, or `(index, None, failure)` once it has failed
+    `retries + 1` times; a failed call (an exception, a dead worker) is sent again in the meantime."""
+    attempts = dict.fromkeys(range(len(calls)), 1)
+    futures = {backend.submit(fn, *args): i for i, (fn, args) in enumerate(calls)}
+    while futures:
+        for fut in backend.first_done(list(futures)):
+            i = futures.pop(fut)
+            try:
+                result = fut.result()
+            except Exception as err:  # a task's own error, or the backend's news of a lost worker
+                if attempts[i] <= retries:
+                    attempts[i] += 1
+                    fn, args = calls[i]
+                    futures[backend.submit(fn, *args)] = i
+                else:
+                    yield i, None, TaskFailure(index=i, attempts=attempts[i], error=f"{type(err).__name__}: {err}")
+                continue
+            yield i, result, None
+
+
+# ------------------------------------------------------------------------------------------------ the driver
+
+
+class CellError(Exception):
+    """A cell could not finish; its journal keeps every prediction that did arrive."""
+
+
+class RemoteDetector(Detector):
+    """A cell's detector as the driver sees it: shards go to the backend and their predictions come back."""
+
+    def __init__(self, cell: Cell, backend: Backend, retries: int, on_first: Callable[[RemoteDetector], None]):
+        self.cell, self.backend, self.retries, self.on_first = cell, backend, retries, on_first
+        self.name = cell.detector
+        self.reported: dict[str, Any] | None = None
+        self.attempts = 0
+
+    def params(self) -> dict[str, Any]:
+        return self.reported if self.reported is not None else dict(self.cell.params)
+
+    def predict(self, examples: Sequence[Example], monitor: Monitor | None = None) -> Iterator[Prediction]:
+        size = self.cell.shard_size or max(1, len(examples))
+        shards = [list(examples[i : i + size]) for i in range(0, len(examples), size)]
+        calls = [(predict_shard, (self.cell.detector, self.cell.params, shard)) for shard in shards]
+        failures = []
+        for i, out, failure in run_tasks(self.backend, calls, self.retries):
+            if failure:
+                failures.append((len(shards[i]), failure))
+                continue
+            if self.reported is None:
+                self.family, self.reported = out.family, out.params
+                self.on_first(self)
+            for key, value in out.counters.items():
+                (monitor or Monitor()).count(key, value)
+            yield from out.predictions
+        if failures:
+            lost = sum(n for n, _ in failures)
+            f = failures[0][1]
+            raise CellError(f"{lost} examples failed after {f.attempts} attempts: {f.error}")
+
+
+class CellReport(BaseModel):
+    """What became of one cell in a sweep."""
+
+    cell: str
+    """`data/detector-label`."""
+    detector: str
+    """Detector spec."""
+    params: dict[str, Any]
+    """Parameters from the sweep file."""
+    run_dir: str
+    """The cell's run directory."""
+    status: Literal["done", "skipped", "failed"]
+    """`done` (ran and scored now), `skipped` (complete before the sweep) or `failed` (see `error`)."""
+    predicted: int = 0
+    """Predictions journaled during this sweep."""
+    failed_predictions: int = 0
+    """Examples whose prediction carries a detector error (scored as empty; a rerun retries them)."""
+    token_f1: float | None = None
+    """Overall token F1 (per-example F1 averaged within tasks, then unweighted over tasks), when there is one."""
+    error: str | None = None
+    """Why the cell failed."""
+
+
+class SweepReport(BaseModel):
+    """The outcome of a sweep, written to `sweep.json` in the runs folder."""
+
+    started_at: str
+    """UTC start, ISO 8601."""
+    finished_at: str | None = None
+    """UTC end."""
+    backend: str
+    """`local` or `dask`."""
+    cells: list[CellReport] = Field(default_factory=list)
+    """One report per cell, in plan order."""
+    leaderboard: str | None = None
+    """Where the leaderboard was written, when it was built."""
+    leaderboard_error: str | None = None
+    """Why the leaderboard could not be built (the cells' results are unaffected)."""
+
+    @property
+    def failed(self) -> list[CellReport]:
+        """The cells that failed."""
+        return [c for c in self.cells if c.status == "failed"]
+
+
+class DataCache:
+    """Each data item's examples, loaded once by the driver (in the first cell thread that needs them)."""
+
+    def __init__(self, plan: SweepPlan):
+        self.plan = plan
+        self._locks: dict[DataItem, threading.Lock] = {c.data: threading.Lock() for c in plan.cells}
+        self._loaded: dict[DataItem, tuple[list[Example], dict[str, Any]] | DataError] = {}
+
+    def get(self, item: DataItem) -> tuple[list[Example], dict[str, Any]]:
+        """The examples of `item` and the selection fields of its run configs; DataError when they cannot load."""
+        with self._locks[item]:
+            if item not in self._loaded:
+                self._loaded[item] = self._load(item)
+        loaded = self._loaded[item]
+        if isinstance(loaded, DataError):
+            raise loaded
+        return loaded
+
+    def _load(self, item: DataItem) -> tuple[list[Example], dict[str, Any]] | DataError:
+        spec = self.plan.spec
+        problems: list[str] = []
+        try:
+            return select_examples(
+                [item.dataset] if item.dataset else None,
+                item.examples_file,
+                spec.split,
+                self.plan.data_dir,
+                spec.limit,
+                on_source_error=lambda name, message: problems.append(message),
+            )
+        except DataError as err:
+            return DataError("; ".join(problems) or str(err))
+
+
+def check_existing(cell: Cell, examples: Sequence[Example]) -> RunConfig | None:
+    """The cell's run config when it already has one; CellError when it holds a different run."""
+    if not (cell.run_dir / CONFIG).is_file():
+        return None
+    config = load_config(cell.run_dir)
+    same_params = all(config.params.get(k) == v for k, v in cell.params.items())
+    if config.detector != cell.detector or not same_params:
+        raise CellError(f"{cell.run_dir} holds a run of {config.detector} {config.params}, not of this cell")
+    if config.examples_hash != examples_hash(examples):
+        raise CellError(f"{cell.run_dir}: the examples changed since the run began; delete the folder to rerun it")
+    return config
+
+
+def run_cell(
+    cell: Cell,
+    data: DataCache,
+    backend: Backend,
+    monitor: Monitor | None = None,
+    on_prediction: Callable[[Prediction], None] | None = None,
+) -> CellReport:
+    """Run one cell to completion (or resume it) and score it; every file is written here, on the driver."""
+    report = CellReport(
+        cell=cell.name, detector=cell.detector, params=cell.params, run_dir=str(cell.run_dir), status="done"
+    )
+    spec = data.plan.spec
+    try:
+        examples, selection = data.get(cell.data)
+        config = check_existing(cell, examples)
+        journal = Journal(cell.run_dir / JOURNAL)
+        todo = pending(examples, journal)
+        if (cell.run_dir / RESULTS).is_file() and not todo:
+            report.status = "skipped"
+            results = Results.model_validate_json((cell.run_dir / RESULTS).read_text(encoding="utf-8"))
+        else:
+
+            def write_config(remote: RemoteDetector) -> None:
+                if not (cell.run_dir / CONFIG).is_file():
+                    write_json(cell.run_dir / CONFIG, make_config(remote, examples, selection))
+
+            remote = RemoteDetector(cell, backend, spec.retries, write_config)
+            if todo:
+                report.predicted = run_predictions(remote, todo, journal, monitor, on_prediction)
+            config = config or load_config(cell.run_dir)
+            results = score_remotely(cell, config, examples, journal, backend, spec)
+            write_json(cell.run_dir / RESULTS, results)
+    except (CellError, DataError) as err:
+        report.status, report.error = "failed", str(err)
+        return report
+    except Exception as err:  # one cell's unforeseen trouble must not stop the others or lose the report
+        report.status, report.error = "failed", f"{type(err).__name__}: {err}"
+        return report
+    report.failed_predictions = results.failed_predictions
+    report.token_f1 = results.overall.token.f1 if results.overall else None
+    return report
+
+
+def score_remotely(
+    cell: Cell, config: RunConfig, examples: list[Example], journal: Journal, backend: Backend, spec: SweepSpec
+) -> Results:
+    """The cell's results, computed on a worker from the journal the driver holds."""
+    predictions = list(journal.read().values())
+    call = (score_predictions, (config, cell.run_dir, examples, predictions, spec.bootstrap, spec.seed))
+    _, results, failure = next(run_tasks(backend, [call], spec.retries))
+    if failure:
+        raise CellError(f"scoring failed after {failure.attempts} attempts: {failure.error}")
+    return results
+
+
+def run_sweep(
+    plan: SweepPlan,
+    backend: Backend,
+    monitor: Monitor | None = None,
+    on_prediction: Callable[[Prediction], None] | None = None,
+    on_cell: Callable[[CellReport], None] | None = None,
+) -> SweepReport:
+    """Run every cell of the plan on the backend, build the leaderboard and write `sweep.json`.
+
+    Failed cells are reported, not raised.
+    """
+    report = SweepReport(started_at=now_iso(), backend=backend.name)
+    data = DataCache(plan)
+    # Twice the backend's slots of cells in flight: while one cell is scored or journaled, another computes.
+    with cf.ThreadPoolExecutor(max_workers=2 * backend.slots(), thread_name_prefix="cell") as threads:
+        futures = [threads.submit(run_cell, cell, data, backend, monitor, on_prediction) for cell in plan.cells]
+        for fut in cf.as_completed(futures):
+            if on_cell:
+                on_cell(fut.result())
+        report.cells = [f.result() for f in futures]
+    if plan.spec.leaderboard:
+        try:
+            built = build_leaderboard(plan.runs)
+            report.leaderboard = str(built) if built else None
+        except Exception as err:  # the sweep's runs stand without it; `shambench leaderboard build` can redo it
+            report.leaderboard_error = f"{type(err).__name__}: {err}"
+    report.finished_at = now_iso()
+    write_json(plan.runs / SUMMARY, report)
+    return report
+
+
+def build_leaderboard(runs: Path) -> Path | None:
+    """Build the leaderboard site of every run under `runs` into `runs/leaderboard`; None without a builder."""
+    try:
+        from shambench.leaderboard.build import DEFAULT_REPORTED, build, write_site
+    except ImportError:
+        return None
+    reported = DEFAULT_REPORTED if DEFAULT_REPORTED.is_file() else None
+    json_path, _ = write_site(build([runs], reported), runs / "leaderboard")
+    return json_path
