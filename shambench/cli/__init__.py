@@ -20,6 +20,7 @@ COMMANDS = {
     "cache": "shambench.cli.cache:cache_group",
     "analyze": "shambench.cli.analyze:analyze",
     "show": "shambench.cli.show:show",
+    "sweep": "shambench.cli.sweep:sweep",
 }
 
 # Errors whose message already says what is wrong (file, line, id): shown as one line, exit status 2.
