@@ -46,7 +46,8 @@ CONVENTIONS = {
     "prediction": "per step, in order of precedence: step_verdicts; step_scores >= threshold is correct; "
     "first_error (earlier steps correct, later ones erroneous); sentence_labels; spans overlapping the step; "
     "an example without a usable prediction predicts every step correct",
-    "first_error": "the prediction's first_error, else the first of its first n verdicts that is not 1, else -1; "
+    "first_error": "the prediction's first_error, else the index of the first of its first n verdicts that is "
+    "not 1 (-2, never right, when that verdict is unparseable), else -1; "
     "tpr (acc_correct) = share of error-free responses predicted -1, tnr (acc_erroneous) = share of erroneous "
     "responses whose index is exactly right; ProcessBench F1 = 2*tpr*tnr/(tpr+tnr) = this level's balanced_f1",
     "step": "Hard2Verify: pooled over the labelled steps (steps after ProcessBench's or SHARP's first error are "
@@ -223,10 +224,11 @@ def verdicts_of(ex: Example, pred: Prediction | None, threshold: float | None = 
 
 
 def first_error_of(pred: Prediction | None, verdicts: Sequence[int], n_steps: int) -> int:
-    """The predicted first-error index: the prediction's own, else the first of its first n verdicts not 1."""
+    """The predicted first-error index: the prediction's own, else the index of the first of its first n verdicts
+    that is not 1 (-2 when that verdict is unparseable), else -1."""
     if _usable(pred) and pred.first_error is not None:
         return pred.first_error
-    return next((i for i, v in enumerate(verdicts[:n_steps]) if v != 1), -1)
+    return next((i if v == 0 else UNPARSEABLE for i, v in enumerate(verdicts[:n_steps]) if v != 1), -1)
 
 
 def _wrong(gold: int | None) -> int:
