@@ -1,4 +1,4 @@
-"""`shambench data download|stats|dump|export`: fetch the corpora, describe them, write them out."""
+"""`shambench data download|stats|dump|export|add-context`: fetch the corpora, describe them, write them out."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from shambench.cli.context import add_context_command
 from shambench.io import DataError
 
 DATA_DIR_HELP = "Folder holding the corpora (default: $SHAMBENCH_DATA_DIR, else the user cache directory)."
@@ -35,6 +36,7 @@ def data_group() -> None:
     shambench data stats --data-dir ../shared/data
     shambench data dump --out test.jsonl --datasets ragtruth,mushroom
     shambench data export --out shambench-hf     parquet per split + a dataset card
+    shambench data add-context --provider wikipedia --datasets mushroom
 
     `--split dev` is the validation set: 5 examples per task/dataset partition, drawn deterministically from a
     source's non-test labelled split where it has one (see `shambench.benchmark`).
@@ -220,3 +222,6 @@ def export(out: str, datasets: str | None, splits: tuple[str, ...], data_dir: st
     benches = [_load(datasets, split, data_dir, console) for split in splits]
     for path in write_hf_dataset(Path(out), benches):
         console.print(f"wrote {path}")
+
+
+data_group.add_command(add_context_command)
