@@ -8,6 +8,7 @@ rescoring the same responses never tokenises again.
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -34,11 +35,25 @@ class Segmentation:
 
 @cache
 def _nlp():
-    import spacy
-
+    spacy = _import_spacy_without_torch()
     nlp = spacy.blank("en")
     nlp.add_pipe("sentencizer")
     return nlp
+
+
+def _import_spacy_without_torch():
+    # thinc (under spaCy) imports torch whenever it is installed, which costs seconds per process, though the
+    # rule-based tokeniser never touches it. Hiding torch for the import makes thinc record "no torch"; torch
+    # stays importable for everything else afterwards. When torch is already loaded there is nothing to save.
+    hide = "torch" not in sys.modules
+    if hide:
+        sys.modules["torch"] = None  # type: ignore[assignment]
+    try:
+        import spacy
+    finally:
+        if hide:
+            del sys.modules["torch"]
+    return spacy
 
 
 def _segmentation_of(doc) -> Segmentation:

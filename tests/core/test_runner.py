@@ -1,0 +1,210 @@
+"""Run directories: the prediction journal, resume, rescoring, and a run killed with SIGKILL then resumed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from shambench.cli import main
+from shambench.detector import Detector, detectors
+from shambench.io import DataError, write_jsonl
+from shambench.registry import Entry
+from shambench.runner import JOURNAL, Journal
+from shambench.schema import Example, Prediction
+from tests.plugins.installed import install_fake_plugin
+
+# Invented responses with numbers, so that the fake plugin's digit detector has something to flag.
+RESPONSES = [
+    ("It opened in 1998 with 40 rooms.", [[13, 17]]),
+    ("The bridge is 300 m long.", []),
+    ("No numbers here.", []),
+    ("About 12 of 15 members voted.", [[6, 8]]),
+    ("The 2004 season ended early.", [[4, 8]]),
+    ("She wrote 7 novels.", []),
+    ("Founded in 1850, it moved in 1901.", [[11, 15], [29, 33]]),
+    ("Nothing to flag at all.", [[0, 7]]),
+    ("It has 3 wings and 2 towers.", [[7, 8]]),
+    ("Prices rose by 5 percent.", []),
+    ("Route 66 runs west.", [[6, 8]]),
+    ("The team scored 101 points.", []),
+]
+SCORE_KEYS = ("datasets", "tasks", "overall", "missing_predictions", "failed_predictions", "n_examples")
+
+
+def write_examples(path: Path) -> Path:
+    write_jsonl(
+        path,
+        [
+            Example(id=f"n{i:02d}", dataset="toy", task="summ" if i % 2 else "qa", response=r, hallu_spans=g)
+            for i, (r, g) in enumerate(RESPONSES)
+        ],
+    )
+    return path
+
+
+def scores_of(run_dir: Path) -> dict:
+    results = json.loads((run_dir / "results.json").read_text())
+    return {k: results[k] for k in SCORE_KEYS}
+
+
+# --- the journal ------------------------------------------------------------------------------------------------
+
+
+def test_journal_keeps_the_last_line_per_id_and_ignores_a_torn_final_line(tmp_path):
+    path = tmp_path / JOURNAL
+    path.write_text(
+        '{"id": "a", "spans": [[0, 1]]}\n'
+        '{"id": "b", "error": "timeout"}\n'
+        '{"id": "b", "spans": [[2, 3]]}\n'
+        '{"id": "c", "spa',  # the process died while writing this line
+        encoding="utf-8",
+    )
+    journal = Journal(path)
+    read = journal.read()
+    assert sorted(read) == ["a", "b"]
+    assert read["b"].error is None and read["b"].spans[0].start == 2
+    with journal.appender() as append:  # repairs first: the torn line is cut, the new one starts on a fresh line
+        append(Prediction(id="c", spans=[[4, 5]]))
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 4
+    assert json.loads(lines[-1]) == {"id": "c", "spans": [{"start": 4, "end": 5}], "meta": {}}
+    assert sorted(journal.read()) == ["a", "b", "c"]
+
+
+def test_journal_rejects_a_bad_line_that_is_not_the_last(tmp_path):
+    path = tmp_path / JOURNAL
+    path.write_text('{"id": "a"}\n{"id": "b", "spans": [[3, 1]]}\n{"id": "c"}\n', encoding="utf-8")
+    with pytest.raises(DataError, match=rf"{JOURNAL}:2: not a Prediction"):
+        Journal(path).read()
+
+
+# --- resume and rescoring through the CLI -----------------------------------------------------------------------
+
+
+class Flaky(Detector):
+    """Fails on some ids, and crashes the whole run at one id, until it is healed; records every call."""
+
+    family = "test"
+    calls: list[str] = []
+    healed = False
+
+    def detect(self, example: Example):
+        Flaky.calls.append(example.id)
+        if not Flaky.healed and example.id in ("n01", "n04"):
+            return Prediction(id=example.id, error="upstream said 500")
+        if not Flaky.healed and example.id == "n07":
+            raise RuntimeError("process crashed")
+        return [s for s in example.hallu_spans]  # an oracle, once it works
+
+
+@pytest.fixture
+def flaky(monkeypatch):
+    monkeypatch.setattr(Flaky, "calls", [])
+    monkeypatch.setattr(Flaky, "healed", False)
+    detectors.entries()  # load built-ins and plugins first, so the test entry is not overwritten
+    monkeypatch.setitem(detectors._entries, "test-flaky", Entry("test-flaky", Flaky, "test", __name__))
+    return Flaky
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=True)
+
+
+def test_resume_runs_only_missing_and_failed_ids_and_rescoring_matches(tmp_path, flaky):
+    examples = write_examples(tmp_path / "examples.jsonl")
+    run = tmp_path / "run"
+    first = invoke("eval", "--detector", "test-flaky", "--examples", str(examples), "--run-dir", str(run),
+                   "--no-progress", "--bootstrap", "20")  # fmt: skip
+    assert isinstance(first.exception, RuntimeError)  # crashed at n07 after journaling n00..n06
+    assert flaky.calls == [f"n{i:02d}" for i in range(8)]
+    journaled = Journal(run / JOURNAL).read()
+    assert sorted(journaled) == [f"n{i:02d}" for i in range(7)]
+    assert {k for k, p in journaled.items() if p.error} == {"n01", "n04"}
+    assert not (run / "results.json").exists()
+
+    flaky.calls.clear()
+    flaky.healed = True
+    resumed = invoke("eval", "--resume", str(run), "--no-progress", "--bootstrap", "20")
+    assert resumed.exit_code == 0, resumed.output
+    # Only the failed ids and those never journaled run again.
+    assert flaky.calls == ["n01", "n04", "n07", "n08", "n09", "n10", "n11"]
+    eval_scores = scores_of(run)
+    # The healed detector is an oracle: every example is right.
+    assert eval_scores["overall"]["token"]["f1"] == 1.0
+    assert eval_scores["missing_predictions"] == 0
+
+    (run / "results.json").unlink()
+    rescored = invoke("score", str(run), "--bootstrap", "20")
+    assert rescored.exit_code == 0, rescored.output
+    assert scores_of(run) == eval_scores
+    assert flaky.calls == ["n01", "n04", "n07", "n08", "n09", "n10", "n11"]  # rescoring never calls the detector
+
+
+def test_resume_refuses_changed_examples(tmp_path, flaky):
+    examples = write_examples(tmp_path / "examples.jsonl")
+    run = tmp_path / "run"
+    flaky.healed = True
+    assert invoke("eval", "--detector", "test-flaky", "--examples", str(examples), "--run-dir", str(run),
+                  "--no-progress", "--bootstrap", "20").exit_code == 0  # fmt: skip
+    write_jsonl(examples, [Example(id="other", dataset="toy", task="qa", response="Changed.")])
+    result = invoke("eval", "--resume", str(run), "--no-progress")
+    assert result.exit_code == 2
+    assert "no longer match the run's examples_hash" in result.output
+
+
+# --- a real process killed mid-run ------------------------------------------------------------------------------
+
+
+def shambench(args: list[str], env: dict, cwd: Path, **kw):
+    return subprocess.Popen(
+        [sys.executable, "-m", "shambench", *args],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,
+    )
+
+
+def finish(proc: subprocess.Popen) -> str:
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out + err
+    return out
+
+
+def test_a_run_killed_with_sigkill_then_resumed_equals_an_uninterrupted_run(tmp_path, tmp_path_factory):
+    site = install_fake_plugin(tmp_path_factory.mktemp("plugin"))
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    examples = write_examples(tmp_path / "examples.jsonl")
+    common = ["--examples", str(examples), "--no-progress", "--bootstrap", "50"]
+
+    slow = shambench(
+        ["eval", "--detector", "fake-slow", "-p", "delay=0.3", "--run-dir", "killed", *common], env, tmp_path
+    )
+    whole = shambench(["eval", "--detector", "fake-slow", "--run-dir", "whole", *common], env, tmp_path)
+    journal = tmp_path / "killed" / JOURNAL
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (not journal.exists() or journal.read_text().count("\n") < 3):
+        time.sleep(0.05)
+    slow.send_signal(signal.SIGKILL)
+    slow.communicate(timeout=30)
+    done_before = journal.read_text().count("\n")
+    assert 3 <= done_before < len(RESPONSES)
+    assert not (tmp_path / "killed" / "results.json").exists()
+    finish(whole)
+
+    # The delay is no parameter of the output (params() is empty), so the resumed run goes at full speed.
+    finish(shambench(["eval", "--resume", "killed", "--no-progress", "--bootstrap", "50"], env, tmp_path))
+    lines = [json.loads(line) for line in journal.read_text().splitlines()]
+    assert len(lines) == len(RESPONSES)  # nothing journaled before the kill ran twice
+    assert sorted(line["id"] for line in lines) == [f"n{i:02d}" for i in range(len(RESPONSES))]
+    assert scores_of(tmp_path / "killed") == scores_of(tmp_path / "whole")
