@@ -173,6 +173,12 @@ def load_benchmark(
     return bench
 
 
+def default_datasets(root: Path, split: str = "test") -> list[str]:
+    """The names `load_benchmark` loads when none are given: SHAM-Bench sources usable for `split` under `root`."""
+    usable = ((e.name, e.factory()) for e in adapters.entries())
+    return [name for name, a in usable if a.suite == DEFAULT_SUITE and not _unusable(a, name, root, split)]
+
+
 def _unusable(adapter: Adapter, name: str, root: Path, split: str) -> str | None:
     if not adapter.available(root):
         return f"{adapter.root(root)}: source files not found (run `shambench data download {name}` or pass --data-dir)"

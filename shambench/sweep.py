@@ -29,7 +29,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from shambench.adapter import adapters, resolve_data_dir
-from shambench.benchmark import split_names
+from shambench.benchmark import default_datasets, split_names
 from shambench.detector import Detector, Monitor, create_detector, detectors
 from shambench.io import DataError, write_json
 from shambench.provenance import now_iso
@@ -204,19 +204,9 @@ def cell_label(detector: str, params: dict[str, Any]) -> str:
     return slug
 
 
-def default_datasets(root: Path) -> list[str]:
-    """Names of the SHAM-Bench datasets whose files are present under `root`."""
-    out = []
-    for entry in adapters.entries():
-        adapter = entry.factory()
-        if adapter.suite == "shambench" and adapter.available(root):
-            out.append(entry.name)
-    return out
-
-
 def data_items(spec: SweepSpec, base: Path, root: Path) -> list[DataItem]:
     """The data axis of the grid: each named (or available) dataset, then each EXAMPLES file."""
-    names = spec.datasets if spec.datasets is not None or spec.examples else default_datasets(root)
+    names = spec.datasets if spec.datasets is not None or spec.examples else default_datasets(root, spec.split)
     for name in names or []:
         adapters.get(name)  # an unknown name fails here, with a suggestion, before anything runs
     items = [DataItem(label=name, dataset=name) for name in names or []]
@@ -473,7 +463,6 @@ class RemoteDetector(Detector):
         self.cell, self.backend, self.retries, self.on_first = cell, backend, retries, on_first
         self.name = cell.detector
         self.reported: dict[str, Any] | None = None
-        self.attempts = 0
 
     def params(self) -> dict[str, Any]:
         return self.reported if self.reported is not None else dict(self.cell.params)

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from shambench.cli import main
 from shambench.io import DataError
 from shambench.registry import UnknownPluginError
-from shambench.runner import JOURNAL, RESULTS, load_config
+from shambench.runner import JOURNAL, RESULTS, examples_hash, load_config
 from shambench.sweep import (
     SUMMARY,
     DetectorGrid,
@@ -26,6 +26,7 @@ from shambench.sweep import (
     run_sweep,
     run_tasks,
 )
+from tests.conftest import require_shared
 
 # Two hand-made examples whose scores are worked out below, and ten more so that the grid has work to spread.
 HAND = [
@@ -108,7 +109,9 @@ def write_sweep(folder: Path, text: str = SPEC) -> Path:
 def stable(results: dict) -> dict:
     """A results.json without what differs between two runs of the same cell (times, folder, commit)."""
     out = {k: v for k, v in results.items() if k not in ("created_at", "git_commit")}
-    out["run"] = {k: v for k, v in results["run"].items() if k not in ("run_dir", "examples_file", "started_at", "finished_at")}
+    out["run"] = {
+        k: v for k, v in results["run"].items() if k not in ("run_dir", "examples_file", "started_at", "finished_at")
+    }
     return out
 
 
@@ -377,3 +380,27 @@ def test_dask_sweep_survives_a_killed_worker_with_results_identical_to_local(loc
     assert marker.exists(), "no worker was killed: the test did not test recovery"
     assert [c.status for c in report.cells] == ["done"] * 5 and report.backend == "dask"
     assert outputs(plan) == outputs(local_plan)
+
+
+# ------------------------------------------------------------------------------------------------ real data
+
+
+def test_sweep_over_real_data_defaults_to_the_shambench_sources(tmp_path, backend):
+    from shambench.benchmark import default_datasets, load_benchmark
+
+    shared = require_shared("mushroom")
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text("detectors: [all]\nlimit: 3\nbootstrap: 20\nleaderboard: false\n")
+    plan = plan_sweep(spec, data_dir=shared.parent)
+    assert [c.data.dataset for c in plan.cells] == default_datasets(shared.parent)
+    assert "mushroom" in [c.data.dataset for c in plan.cells]
+
+    spec.write_text("detectors: [all]\ndatasets: [mushroom]\nlimit: 3\nbootstrap: 20\nleaderboard: false\n")
+    plan = plan_sweep(spec, data_dir=shared.parent)
+    [cell] = run_sweep(plan, backend).cells
+    assert cell.status == "done" and cell.predicted == 3
+    # The cell is an ordinary run: its results match scoring the same 3 examples directly.
+    results = json.loads((plan.cells[0].run_dir / RESULTS).read_text())
+    first3 = load_benchmark("mushroom", "test", shared.parent).examples[:3]
+    assert results["n_examples"] == 3 and results["run"]["datasets"] == ["mushroom"]
+    assert load_config(plan.cells[0].run_dir).examples_hash == examples_hash(first3)
