@@ -103,15 +103,18 @@ def _line_problems(
         return None, [f"line {lineno}: not valid JSON ({err.msg} at column {err.colno})"]
     if not isinstance(obj, dict):
         return None, [f"line {lineno}: expected a JSON object, got {type(obj).__name__}"]
+    pid = obj.get("id")
+    # The id is claimed before the rest is checked, so that a malformed line counts as given, not as missing.
+    if isinstance(pid, str):
+        if pid not in scorer.index:
+            return None, [f"line {lineno}: id {pid!r} is not an example of the selected test data"]
+        if pid in first_line:
+            return None, [f"line {lineno}: id {pid!r} was already given on line {first_line[pid]}"]
+        first_line[pid] = lineno
     try:
         pred = Prediction.model_validate(obj)
     except ValidationError as err:
         return None, [f"line {lineno}: {p}" for p in _field_errors(err)]
-    if pred.id not in scorer.index:
-        return None, [f"line {lineno}: id {pred.id!r} is not an example of the selected test data"]
-    if pred.id in first_line:
-        return None, [f"line {lineno}: id {pred.id!r} was already given on line {first_line[pred.id]}"]
-    first_line[pred.id] = lineno
     try:
         pred.check_against(scorer.examples[scorer.index[pred.id]])
     except ValueError as err:

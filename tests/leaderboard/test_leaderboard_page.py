@@ -1,0 +1,93 @@
+"""The built page in headless Chromium: rows render, sorting reorders them, a hostile name stays text.
+
+Needs Debian's `chromium` (`.ci/run` installs it): under CI=true a missing browser fails the test, elsewhere it skips.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from shambench.leaderboard.build import build, write_site
+
+from tests.leaderboard.cdp import Browser, chromium_path
+from tests.leaderboard.toy import make_run, write_examples
+
+XSS = "<img src=x onerror=alert(1)>"
+SCRIPT_XSS = "<script>window.pwned = 1</script>"
+SPAN_ROWS = "table.board[data-level=span] tbody.reproduced tr.entry"
+
+
+def _chromium() -> str:
+    path = chromium_path()
+    if path is None:
+        message = "chromium is not installed (apt-get install -y chromium)"
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(message + "; CI=true: .ci/run must install it")
+        pytest.skip(message)
+    return path
+
+
+@pytest.fixture(scope="module")
+def page(toy_runs, tmp_path_factory):
+    """The toy leaderboard plus two runs with hostile names, open in headless Chromium."""
+    executable = _chromium()
+    root = tmp_path_factory.mktemp("page")
+    examples = write_examples(root / "examples.jsonl")
+    # One gold token of three found (q1) -> span F1 context_qa (1 + 1) / 2 = 1, summ 0 -> overall 0.5.
+    make_run(root / "hostile" / "img", examples, XSS, spans={"q1": [[13, 16]]})
+    # Nothing predicted: same scores as `none` (overall 0.25).
+    make_run(root / "hostile" / "script", examples, SCRIPT_XSS, spans={})
+    _, html = write_site(build([toy_runs / "runs", root / "hostile"], None), root / "site")
+    browser = Browser(executable, root / "profile")
+    try:
+        browser.open(html.as_uri())
+        yield browser
+    finally:
+        browser.close()
+
+
+def _names(browser: Browser) -> list[str]:
+    return browser.evaluate(
+        f"[...document.querySelectorAll('{SPAN_ROWS}')].map(r => r.querySelector('.name a').textContent)"
+    )
+
+
+def _click(browser: Browser, header: str) -> None:
+    browser.evaluate(
+        "[...document.querySelectorAll('table.board[data-level=span] thead th button')]"
+        f".find(b => b.textContent === {header!r}).click()"
+    )
+
+
+def test_rows_render_in_rank_order(page):
+    # overall span F1: exact 1, XSS 0.5, none 0.25 = SCRIPT_XSS 0.25 (tie -> sentence F1 0.25 both -> name: "<" < "n"),
+    # all 0.1736.
+    assert _names(page) == ["exact", XSS, SCRIPT_XSS, "none", "all"]
+    assert page.evaluate("document.querySelectorAll('table.board[data-level=sentence] tr.entry').length") == 5
+    assert page.evaluate("document.querySelectorAll('svg.strip g.mark').length") == 2 * 5 * 2  # levels×runs×tasks
+
+
+def test_sorting_by_a_column_reorders_the_rows(page):
+    _click(page, "overall F1")  # first click: descending
+    assert _names(page) == ["exact", XSS, SCRIPT_XSS, "none", "all"]
+    _click(page, "overall F1")  # second click: ascending (ties keep their order)
+    assert _names(page) == ["all", SCRIPT_XSS, "none", XSS, "exact"]
+    _click(page, "summ")  # summ span F1: exact 1, all 2/9, the rest 0 -> descending
+    assert _names(page)[:2] == ["exact", "all"]
+    _click(page, "#")
+    assert page.evaluate(
+        "[...document.querySelectorAll('table.board[data-level=span] thead th')]"
+        ".filter(th => th.getAttribute('aria-sort')).map(th => th.textContent.trim() + ':' + th.getAttribute('aria-sort'))"
+    ) == ["#:descending"]
+
+
+def test_hostile_names_show_as_text_and_run_nothing(page):
+    texts = page.evaluate("[...document.querySelectorAll('.name a')].map(a => a.textContent)")
+    assert XSS in texts and SCRIPT_XSS in texts
+    assert page.evaluate("document.querySelectorAll('img').length") == 0
+    assert page.evaluate("document.querySelectorAll('script').length") == 1
+    assert page.evaluate("typeof window.pwned") == "undefined"
+    assert not [e for e in page.events if e.get("method") == "Page.javascriptDialogOpening"]
+    detail = page.evaluate("document.querySelector('#details').textContent")
+    assert XSS in detail and SCRIPT_XSS in detail

@@ -1,0 +1,167 @@
+"""`shambench leaderboard submit`: all-or-nothing validation, scoring, and adding the run to the site."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from shambench.leaderboard.build import build, load_leaderboard, write_site
+from shambench.leaderboard.submit import SubmissionError, submit
+
+from shambench.cli import main
+from shambench.results import Results
+from tests.leaderboard.toy import RUNS
+
+EXACT = [{"id": i, "spans": spans} for i, spans in RUNS["exact"].items()]
+
+
+def _lines(rows: list) -> str:
+    return "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows)
+
+
+def _snapshot(*folders: Path) -> dict[str, bytes]:
+    """Every file below the folders with its content: what "nothing was added" compares."""
+    return {str(p): p.read_bytes() for f in folders if f.exists() for p in sorted(f.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def board(toy_runs, tmp_path, monkeypatch) -> dict[str, Path]:
+    """A built site of the three toy runs, a submissions folder, and the current directory set to tmp_path."""
+    monkeypatch.chdir(tmp_path)
+    site = tmp_path / "site"
+    write_site(build([toy_runs / "runs"], None), site)
+    return {"site": site, "runs": tmp_path / "submissions", "examples": toy_runs / "examples.jsonl"}
+
+
+def _submit(board, rows, name="mine", **kwargs):
+    path = board["site"].parent / "preds.jsonl"
+    path.write_text(_lines(rows), encoding="utf-8")
+    return submit(
+        path,
+        name,
+        selection={
+            "datasets": None,
+            "examples_file": board["examples"],
+            "split": "test",
+            "data_dir": None,
+            "limit": None,
+        },
+        runs_dir=board["runs"],
+        site_dir=board["site"],
+        n_resamples=50,
+        **kwargs,
+    )
+
+
+def test_valid_submission_is_scored_and_ranked_into_the_site(board, tmp_path):
+    meta = tmp_path / "about.yaml"
+    meta.write_text("family: prompted\nparams: {model: tiny}\nauthors: A. Tester\nurl: https://example.org/x\n")
+    # q1 exact; q2 flags "Paris" [0, 5) with no gold -> 0; s1 exact. context_qa = (1 + 0) / 2 = 0.5, summ = 1,
+    # overall span F1 = 0.75: between `exact` (1) and `none` (0.25).
+    rows = [{"id": "q1", "spans": [[13, 16]]}, {"id": "q2", "spans": [[0, 5]]}, {"id": "s1", "spans": [[11, 16]]}]
+    run_dir = _submit(board, rows, meta_file=meta)
+    results = Results.model_validate_json((run_dir / "results.json").read_text())
+    assert results.overall.token.f1 == pytest.approx(0.75)
+    assert results.run.origin == "submission" and results.run.detector == "mine"
+    assert results.run.family == "prompted" and results.run.params == {"model": "tiny"}
+    assert results.run.meta == {"authors": "A. Tester", "url": "https://example.org/x"}
+    assert (run_dir / "predictions.jsonl").read_text().count("\n") == 3
+    site = load_leaderboard(board["site"])
+    assert [(e.name, e.rank) for e in site.entries] == [("exact", 1), ("mine", 2), ("none", 3), ("all", 4)]
+    assert site.entries[1].origin == "submission"
+    assert "mine" in (board["site"] / "index.html").read_text()
+    # A rebuild from the run folders finds the submission as an ordinary run.
+    assert "mine" in [e.name for e in build([board["runs"]], None).entries]
+
+
+@pytest.mark.parametrize(
+    ("rows", "expected"),
+    [
+        (EXACT[:2], "no prediction for 1 of the 3 test ids: 's1'"),
+        ([*EXACT, EXACT[0]], "line 4: id 'q1' was already given on line 1"),
+        (
+            [EXACT[0], EXACT[1], {"id": "s1", "spans": [[11, 31]]}],
+            "line 3: example 's1': predicted span [11, 31) ends past the response (length 30)",
+        ),
+        ([EXACT[0], '{"id": "q2", "spans": [', EXACT[2]], "line 2: not valid JSON (Expecting value at column 24)"),
+    ],
+    ids=["missing-id", "duplicate-id", "span-past-end", "not-json"],
+)
+def test_invalid_submission_is_rejected_and_changes_nothing(board, rows, expected):
+    before = _snapshot(board["site"], board["runs"])
+    with pytest.raises(SubmissionError) as err:
+        _submit(board, rows)
+    assert expected in err.value.problems
+    assert expected in str(err.value) and "nothing was added" in str(err.value)
+    assert _snapshot(board["site"], board["runs"]) == before
+
+
+def test_every_problem_is_listed_at_once(board):
+    rows = [
+        "not json",
+        ["a", "list"],
+        {"id": "q1", "spans": [[5, 2]]},
+        {"id": "nope", "spans": []},
+        {"id": "q2", "sentence_labels": [1, 0]},
+    ]
+    with pytest.raises(SubmissionError) as err:
+        _submit(board, rows)
+    assert err.value.problems == [
+        "line 1: not valid JSON (Expecting value at column 1)",
+        "line 2: expected a JSON object, got list",
+        "line 3: spans: Value error, span [5, 2) is empty or reversed (start must be < end)",
+        "line 4: id 'nope' is not an example of the selected test data",
+        "line 5: id 'q2' has 2 sentence_labels for 1 sentence units",
+        "no prediction for 1 of the 3 test ids: 's1'",
+    ]
+
+
+def test_name_and_meta_problems_are_listed_too(board, tmp_path):
+    meta = tmp_path / "about.json"
+    meta.write_text(json.dumps({"family": "x", "licence": "MIT"}))
+    with pytest.raises(SubmissionError) as err:
+        _submit(board, EXACT, name="exact", meta_file=meta)
+    assert err.value.problems == [
+        "the leaderboard already has a row named 'exact'",
+        f"{meta}: licence: Extra inputs are not permitted",
+    ]
+
+
+def test_a_submission_name_is_taken_once(board):
+    _submit(board, EXACT, name="twice")
+    before = _snapshot(board["site"], board["runs"])
+    with pytest.raises(SubmissionError) as err:
+        _submit(board, EXACT, name="twice")
+    assert err.value.problems == [
+        "the leaderboard already has a row named 'twice'",
+        f"{board['runs']} already holds a submission named 'twice'",
+    ]
+    assert _snapshot(board["site"], board["runs"]) == before
+
+
+def test_cli_rejects_with_the_list_and_exit_status_2(board):
+    preds = board["site"].parent / "bad.jsonl"
+    preds.write_text(_lines([EXACT[0], EXACT[0]]))
+    before = _snapshot(board["site"], board["runs"])
+    args = ["leaderboard", "submit", str(preds), "--name", "cli", "--examples", str(board["examples"])]
+    args += ["--runs-dir", str(board["runs"]), "--site", str(board["site"]), "--bootstrap", "20"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2
+    assert "submission rejected (2 problem(s)); nothing was added" in result.output
+    assert "  - line 2: id 'q1' was already given on line 1" in result.output
+    assert "  - no prediction for 2 of the 3 test ids: 'q2', 's1'" in result.output
+    assert _snapshot(board["site"], board["runs"]) == before
+
+
+def test_cli_accepts_a_valid_file(board):
+    preds = board["site"].parent / "good.jsonl"
+    preds.write_text(_lines(EXACT))
+    args = ["leaderboard", "submit", str(preds), "--name", "cli-ok", "--examples", str(board["examples"])]
+    args += ["--runs-dir", str(board["runs"]), "--bootstrap", "20"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "accepted: cli-ok" in result.output
+    (run_dir,) = [p.parent for p in board["runs"].rglob("results.json")]
+    assert Results.model_validate_json((run_dir / "results.json").read_text()).overall.token.f1 == 1.0
