@@ -4,14 +4,18 @@ detector that prompts a model.
 What it guarantees:
 - bounded concurrency: at most `Endpoint.max_concurrency` requests in flight, served by that many workers;
 - retries with exponential backoff and jitter on 429, 5xx, timeouts, dropped connections and malformed bodies,
-  honouring `Retry-After` / `retry-after-ms`; the openai client's own retries are off (`max_retries=0`) so that
-  every HTTP attempt is counted here exactly;
+  honouring `Retry-After` / `retry-after-ms`; every HTTP attempt is made and counted here, exactly;
 - a per-request timeout;
 - accounting: input, output and reasoning tokens, cost from the price table (`shambench/pricing.yaml`, overridden
   by `$SHAMBENCH_PRICING` or `<user config dir>/shambench/pricing.yaml`), requests, retries and cache hits;
 - a response cache (`shambench.cache`) keyed by model, endpoint kind, generation parameters and rendered prompt;
 - no secrets kept: the API key is read from the environment when the client starts and never stored in
   parameters, cache records, usage records or error messages.
+
+The requests go out through aiohttp rather than the openai SDK: the SDK's request transformation and its httpx
+transport cost several milliseconds of CPU per request, which on a 2-core machine caps a run far below what a
+local vLLM server or OpenAI's rate limits allow (see benchmarks/bench_api.py). The wire format is the plain
+OpenAI JSON API: `POST {base_url}/chat/completions` or `/completions`, with `extra_body` merged into the body.
 
 Typical use from a detector:
 
@@ -30,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import email.utils
+import json
 import os
 import queue
 import random
@@ -55,7 +60,8 @@ R = TypeVar("R")
 
 PRICING_ENV = "SHAMBENCH_PRICING"
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
-# Servers on the loopback or a private network (vLLM, llama.cpp) usually need no key; the openai client needs one.
+OPENAI_URL = "https://api.openai.com/v1"
+# Sent to servers that need no key (vLLM, llama.cpp): some still insist on an Authorization header.
 PLACEHOLDER_KEY = "EMPTY"
 # HTTP statuses worth another attempt: timeout, conflict, rate limit, and server errors.
 RETRYABLE_STATUS = frozenset({408, 409, 429})
@@ -215,28 +221,43 @@ def redact(text: str, secret: str | None) -> str:
     return re.sub(r"\bsk-[A-Za-z0-9*_\-]{3,}", "sk-***", text)
 
 
-def usage_of(model: str, response: Any) -> Usage:
-    """The token usage of an openai response object (zeros when the server reports none)."""
-    u = getattr(response, "usage", None)
-    if u is None:
-        return Usage()
-    details = getattr(u, "completion_tokens_details", None)
-    reasoning = getattr(details, "reasoning_tokens", None) or 0
-    inp, out = u.prompt_tokens or 0, u.completion_tokens or 0
+def usage_of(model: str, response: dict[str, Any]) -> Usage:
+    """The token usage of a response body (zeros when the server reports none)."""
+    u = response.get("usage") or {}
+    inp, out = int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0)
+    reasoning = int((u.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0)
     return Usage(input_tokens=inp, output_tokens=out, reasoning_tokens=reasoning, cost=cost_of(model, inp, out))
 
 
-def _message_parts(kind: str, response: Any) -> tuple[str, str | None, str | None]:
-    """(text, reasoning, finish_reason) of the first choice; ValueError when there is none."""
-    choices = getattr(response, "choices", None)
-    if not choices:
+def message_parts(kind: str, response: dict[str, Any]) -> tuple[str, str | None, str | None]:
+    """(text, reasoning, finish_reason) of the first choice; ValueError when the body has none."""
+    choices = response.get("choices")
+    if not choices or not isinstance(choices[0], dict):
         raise ValueError("the response has no choices")
     choice = choices[0]
     if kind == "completions":
-        return choice.text or "", None, choice.finish_reason
-    message = choice.message
-    reasoning = getattr(message, "reasoning_content", None) or getattr(message, "reasoning", None)
-    return message.content or "", reasoning if isinstance(reasoning, str) else None, choice.finish_reason
+        return choice.get("text") or "", None, choice.get("finish_reason")
+    message = choice.get("message") or {}
+    reasoning = message.get("reasoning_content") or message.get("reasoning")
+    text = message.get("content") or ""
+    return text, reasoning if isinstance(reasoning, str) else None, choice.get("finish_reason")
+
+
+def wire_body(model: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The JSON sent: the model, the body, and `extra_body` merged in (as the openai SDK does)."""
+    out = {"model": model, **{k: v for k, v in body.items() if k != "extra_body"}}
+    out.update(body.get("extra_body") or {})
+    return out
+
+
+def error_message(status: int, text: str) -> str:
+    """`HTTP status: message`, the message taken from an OpenAI-style error body when there is one."""
+    try:
+        err = json.loads(text).get("error")
+        message = err.get("message") if isinstance(err, dict) else err
+    except (ValueError, AttributeError):
+        message = None
+    return f"HTTP {status}: {_short(str(message or text or 'no body'))}"
 
 
 class LLMClient:
@@ -253,8 +274,7 @@ class LLMClient:
         self.cache = cache
         self.on_count = on_count or (lambda key, n: None)
         self._rng = random.Random(seed)
-        self._api: Any = None
-        self._slots: asyncio.Semaphore | None = None
+        self._session: Any = None
         self._key: str | None = None
 
     def api_key(self) -> str:
@@ -269,27 +289,30 @@ class LLMClient:
             "or give --base-url for a server that needs none"
         )
 
-    def _client(self) -> Any:
-        """The openai client of the running event loop (created on first use there)."""
-        if self._api is None:
-            from openai import AsyncOpenAI
+    def base_url(self) -> str:
+        """The endpoint's base URL: as given, else `$OPENAI_BASE_URL`, else OpenAI's."""
+        return (self.endpoint.base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_URL).rstrip("/")
+
+    def _http(self) -> Any:
+        """The aiohttp session of the running event loop (created on first use there), at most
+        `max_concurrency` connections."""
+        if self._session is None:
+            import aiohttp
 
             self._key = self.api_key()
-            self._api = AsyncOpenAI(
-                api_key=self._key,
-                base_url=self.endpoint.base_url,
-                timeout=self.endpoint.timeout,
-                max_retries=0,
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self.endpoint.max_concurrency),
+                timeout=aiohttp.ClientTimeout(total=self.endpoint.timeout),
+                headers={"Authorization": f"Bearer {self._key}"},
+                trust_env=True,
             )
-            self._slots = asyncio.Semaphore(self.endpoint.max_concurrency)
-        return self._api
+        return self._session
 
     async def aclose(self) -> None:
         """Close the HTTP connections of the current loop."""
-        if self._api is not None:
-            await self._api.close()
-        self._api = None
-        self._slots = None
+        if self._session is not None:
+            await self._session.close()
+        self._session = None
 
     def request_key(self, kind: str, body: dict[str, Any]) -> str:
         """The cache key of a request: model, endpoint kind, generation parameters and prompt (no transport)."""
@@ -328,7 +351,7 @@ class LLMClient:
                 return self._accepted(done, accept)
         response, usage = await self._send(kind, body)
         try:
-            text, reasoning, finish = _message_parts(kind, response)
+            text, reasoning, finish = message_parts(kind, response)
         except (AttributeError, ValueError) as err:
             raise LLMError(f"unexpected response: {err}", usage) from None
         for name in ("input_tokens", "output_tokens", "reasoning_tokens", "cost"):
@@ -351,29 +374,32 @@ class LLMClient:
             raise LLMError(f"unusable output: {err}", done.usage, done.text) from None
         return done
 
-    async def _send(self, kind: str, body: dict[str, Any]) -> tuple[Any, Usage]:
-        """The parsed response to one request, after retries; LLMError when every attempt failed."""
-        import openai
+    async def _send(self, kind: str, body: dict[str, Any]) -> tuple[dict[str, Any], Usage]:
+        """The decoded response to one request, after retries; LLMError when every attempt failed."""
+        import aiohttp
 
-        api = self._client()
-        create = api.chat.completions.create if kind == "chat" else api.completions.create
+        session = self._http()
+        url = f"{self.base_url()}/{'chat/completions' if kind == 'chat' else 'completions'}"
+        payload = wire_body(self.endpoint.model, body)
         attempts = 0
         while True:
             attempts += 1
             self.on_count("requests", 1)
+            wait = None
             try:
-                async with self._slots:
-                    response = await create(model=self.endpoint.model, **body)
-                usage = usage_of(self.endpoint.model, response)
-                return response, usage.model_copy(update={"requests": attempts, "retries": attempts - 1})
-            except openai.APIStatusError as err:
-                retryable = err.status_code in RETRYABLE_STATUS or err.status_code >= 500
-                reason = f"HTTP {err.status_code}: {_short(err.message)}"
-                wait = retry_after(err.response.headers)
-            except (openai.APIConnectionError, openai.APIResponseValidationError, ValueError) as err:
-                # APITimeoutError is an APIConnectionError; a 200 whose body is not JSON surfaces as ValueError.
-                retryable, wait = True, None
-                reason = f"{type(err).__name__}: {_short(str(err))}"
+                async with session.post(url, json=payload) as reply:
+                    text = await reply.text()
+                    status, headers = reply.status, reply.headers
+                if status == 200:
+                    response = json.loads(text)
+                    usage = usage_of(self.endpoint.model, response)
+                    return response, usage.model_copy(update={"requests": attempts, "retries": attempts - 1})
+                retryable = status in RETRYABLE_STATUS or status >= 500
+                reason, wait = error_message(status, text), retry_after(headers)
+            except (aiohttp.ClientError, TimeoutError, ValueError) as err:
+                # A timeout, a dropped connection, or a 200 whose body is not JSON: all worth another attempt.
+                kind_of = "timeout" if isinstance(err, TimeoutError) else type(err).__name__
+                retryable, reason = True, f"{kind_of}: {_short(str(err))}".rstrip(": ")
             failed = Usage(requests=attempts, retries=attempts - 1)
             if not retryable or attempts > self.endpoint.max_retries:
                 tries = f" after {attempts} attempts" if attempts > 1 else ""
