@@ -1,0 +1,78 @@
+"""The plugin registry: "did you mean", built-ins winning clashes, entry points scanned only on a miss."""
+
+from __future__ import annotations
+
+from importlib import metadata
+
+import pytest
+
+from shambench import registry
+from shambench.detector import create_detector, detectors
+from shambench.registry import UnknownPluginError
+
+GROUP = "shambench.detectors"
+
+
+def extra_detector():
+    """A detector factory that only an entry point names."""
+    return create_detector("none")
+
+
+def test_unknown_name_suggests_close_names():
+    with pytest.raises(UnknownPluginError) as err:
+        detectors.get("overlapp")
+    assert str(err.value) == "unknown detector 'overlapp'; did you mean 'overlap'? (see `shambench list detectors`)"
+    with pytest.raises(UnknownPluginError) as err:
+        detectors.get("qqqqqqqqq")
+    assert "did you mean" not in str(err.value)
+
+
+@pytest.fixture
+def scans(monkeypatch):
+    """Fake installed entry points (one clashing with the built-in `none`); counts how often they are listed."""
+    detectors.get("none")  # built-ins loaded before the snapshot
+    monkeypatch.setattr(detectors, "_entries", dict(detectors._entries))
+    monkeypatch.setattr(detectors, "_entry_points_loaded", False)
+    points = [
+        # Never loaded: the built-in `none` wins before the entry point's module would be imported.
+        metadata.EntryPoint("none", "no_such_module_anywhere:factory", GROUP),
+        metadata.EntryPoint("extra", f"{__name__}:extra_detector", GROUP),
+    ]
+    calls = []
+
+    def entry_points(group):
+        calls.append(group)
+        return [p for p in points if p.group == group]
+
+    monkeypatch.setattr(registry.metadata, "entry_points", entry_points)
+    return calls
+
+
+def test_entry_points_are_scanned_only_on_a_miss(scans):
+    assert detectors.get("none").origin == "shambench.detectors.baselines"
+    assert detectors.get("overlap").name == "overlap"
+    assert scans == []  # built-in names never list entry points
+    assert detectors.get("extra").origin == f"{__name__}:extra_detector"
+    assert scans == [GROUP]
+    detectors.get("extra")
+    with pytest.raises(UnknownPluginError, match="did you mean 'extra'"):
+        detectors.get("extr")
+    detectors.entries()
+    assert scans == [GROUP]  # listed once per process
+
+
+def test_builtins_win_name_clashes(scans):
+    names = {e.name: e.origin for e in detectors.entries()}
+    assert names["none"] == "shambench.detectors.baselines"
+    assert names["extra"] == f"{__name__}:extra_detector"
+    # A direct registration from outside shambench cannot replace a built-in either.
+    detectors.add("none", extra_detector, "impostor", "someone.else")
+    assert detectors.get("none").origin == "shambench.detectors.baselines"
+
+
+def test_create_detector_passes_name_and_argument():
+    det = create_detector("random", rate=0.5, seed=3)
+    assert det.name == "random"
+    assert det.params() == {"rate": 0.5, "seed": 3}
+    with pytest.raises(ValueError, match=r"rate must be in \[0, 1\]"):
+        create_detector("random", rate=2)
