@@ -88,7 +88,7 @@ def prm_prediction(example: Example, scores: list[float], span_threshold: float,
     return Prediction(
         id=example.id,
         step_scores=scores,
-        spans=flagged_spans(example, [int(not p >= span_threshold) for p in scores]),
+        spans=flagged_spans(example, [int(p >= span_threshold) for p in scores]),
         scores=ranges,
         **extra,
     )

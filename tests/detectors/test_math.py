@@ -1,0 +1,239 @@
+"""Math detectors: baselines scored end to end by `shambench eval --suite` against hand computation, the PRM
+backends (a /pooling server on 127.0.0.1 and a tiny transformers model built here), and the prompted critic
+against the test OpenAI server."""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from shambench.detectors.math import MARKER, parse_first_error, parse_step_verdicts, prm_input
+
+from shambench.cli import main
+from shambench.detector import create_detector
+from shambench.schema import Example
+from shambench.steps import step_fields
+from tests.conftest import require_shared
+
+FIXTURES = Path(__file__).parents[1] / "adapters" / "fixtures"
+
+
+def example(labels=(1, 0, 0), ident="e") -> Example:
+    texts = [f"step number {i} is {'wrong' if v == 0 else 'fine'}" for i, v in enumerate(labels)]
+    return Example(
+        id=ident, dataset="hard2verify", task="math_step", question="Q?", **step_fields(texts, labels, "\n\n")
+    )
+
+
+def run_suite(tmp_path: Path, *args: str) -> tuple[dict, str]:
+    res = CliRunner().invoke(
+        main,
+        ["eval", *args, "--run-dir", str(tmp_path / "run"), "--no-progress", "--bootstrap", "10"],
+        env={"COLUMNS": "200"},
+    )
+    assert res.exit_code == 0, res.output
+    return json.loads((tmp_path / "run" / "results.json").read_text())["groups"]["math"], res.output
+
+
+def test_baselines_verdicts_and_spans():
+    ex = example()
+    assert create_detector("all-correct").detect(ex).step_verdicts == [1, 1, 1]
+    wrong = create_detector("first-step-wrong").detect(ex)
+    assert (wrong.step_verdicts, wrong.first_error) == ([0, 1, 1], 0)
+    assert [(s.start, s.end) for s in wrong.spans] == [(ex.steps[0].start, ex.steps[0].end)]
+
+
+def test_random_step_is_seeded_and_thresholded_for_spans():
+    ex = example()
+    a, b = (create_detector("random-step", seed=1).detect(ex) for _ in range(2))
+    assert a.step_scores == b.step_scores and all(0 <= s < 1 for s in a.step_scores)
+    assert create_detector("random-step", seed=2).detect(ex).step_scores != a.step_scores
+    flagged = [i for i, s in enumerate(a.step_scores) if s < 0.5]
+    assert [(sp.start, sp.end) for sp in a.spans] == [(ex.steps[i].start, ex.steps[i].end) for i in flagged]
+
+
+def test_sharp_fixture_baselines_by_hand(tmp_path):
+    math_, out = run_suite(
+        tmp_path / "fsw", "--suite", "sharp", "--detector", "first-step-wrong", "--data-dir", str(FIXTURES)
+    )
+    gsm, mth = math_["datasets"]["sharp/gsm8k"], math_["datasets"]["sharp/math"]
+    # gsm8k: gold first errors -1, 1, 0; predicted 0, 0, 0 -> acc_cor 0/1, acc_err 1/2 (the last one) -> F1 0
+    assert (gsm["first_error"]["tpr"], gsm["first_error"]["tnr"], gsm["first_error"]["balanced_f1"]) == (0, 50, 0)
+    # labelled steps, gold -> predicted: [1 1 1] -> [0 1 1]; [1 0] -> [0 1]; [0] -> [0]
+    # correct steps 4, predicted correct 2 -> TPR 50; erroneous 2, predicted erroneous 1 -> TNR 50 -> BA = BF1 = 50
+    assert (gsm["step"]["balanced_accuracy"], gsm["step"]["balanced_f1"]) == (50, 50)
+    # responses: every prediction is "erroneous": TPR 0/1, TNR 2/2 -> BA 50, BF1 0
+    assert (gsm["response"]["balanced_accuracy"], gsm["response"]["balanced_f1"]) == (50, 0)
+    # math: gold -1, 1; predicted 0, 0 -> both rates 0 -> BA 0, BF1 0 (not a division by zero)
+    assert (mth["first_error"]["balanced_accuracy"], mth["first_error"]["balanced_f1"]) == (0, 0)
+    assert math_["suites"]["sharp"]["mean_f1"] == 0
+    assert "sharp/gsm8k" in out and "mean F1 (2 subsets)" in out
+    math_, _ = run_suite(tmp_path / "ac", "--suite", "sharp", "--detector", "all-correct", "--data-dir", str(FIXTURES))
+    gsm = math_["datasets"]["sharp/gsm8k"]
+    # every step predicted correct: acc_cor 100, acc_err 0; steps TPR 100, TNR 0 -> BA 50, BF1 0
+    assert (gsm["first_error"]["tpr"], gsm["first_error"]["tnr"]) == (100, 0)
+    assert (gsm["step"]["balanced_accuracy"], gsm["step"]["balanced_f1"]) == (50, 0)
+
+
+def test_processbench_baseline_by_hand(tmp_path):
+    root = require_shared("processbench").parent
+    math_, out = run_suite(
+        tmp_path, "--suite", "processbench", "--detector", "first-step-wrong", "--data-dir", str(root), "--limit", "30"
+    )
+    for subset in ("gsm8k", "math", "olympiadbench", "omnimath"):
+        records = json.loads((root / "processbench" / f"{subset}.json").read_text(encoding="utf-8"))[:30]
+        erroneous = [r for r in records if r["label"] >= 0]
+        got = math_["datasets"][f"processbench/{subset}"]
+        # predicted first error 0 everywhere: right exactly on the erroneous samples whose label is 0
+        assert got["first_error"]["tnr"] == pytest.approx(
+            100 * sum(r["label"] == 0 for r in erroneous) / len(erroneous)
+        )
+        # never -1, so acc_cor is 0 -- or undefined when the first 30 hold no error-free sample (then so is F1)
+        expected = 0 if len(erroneous) < len(records) else None
+        assert got["first_error"]["tpr"] == expected and got["first_error"]["balanced_f1"] == expected
+        # labelled steps: all steps of a correct sample, steps 0..label of an erroneous one; step 0 predicted wrong
+        correct = sum(len(r["steps"]) if r["label"] < 0 else r["label"] for r in records)
+        correct_hit = correct - sum(r["label"] != 0 for r in records)  # step 0 is a correct step unless label == 0
+        err_hit = sum(r["label"] == 0 for r in records)
+        assert got["step"]["tpr"] == pytest.approx(100 * correct_hit / correct)
+        assert got["step"]["tnr"] == pytest.approx(100 * err_hit / len(erroneous))
+        assert got["n"] == 30
+    assert "processbench/omnimath" in out and "mean F1 (4 subsets)" in out
+
+
+def test_math_shepherd_sopo_compat_warns_and_reports_both(tmp_path):
+    math_, out = run_suite(
+        tmp_path,
+        "--suite",
+        "math-shepherd",
+        "--detector",
+        "first-step-wrong",
+        "--data-dir",
+        str(FIXTURES),
+        "--sopo-compat",
+    )
+    got = math_["datasets"]["math_shepherd"]
+    # both responses are "Step 1: ..." (18 chars) + "\n" + 24 chars = 43; step 0 with its newline = 19 chars
+    # default: predicted [0,19) in both; gold all 43 chars of the second -> tp 19, P 19/38, R 19/43, F1 38/81
+    assert got["char"]["precision"] == 50 and got["char"]["f1"] == pytest.approx(100 * 38 / 81)
+    # SOPO: suffix from 0 in both (snapped to 0 in the second) -> 86 predicted, 43 right -> P 50, R 100
+    assert (got["char_sopo_compat"]["precision"], got["char_sopo_compat"]["recall"]) == (50, 100)
+    assert "SOPO compatibility mode" in out and "SOPO char F1 (compat)" in out
+
+
+def test_suite_and_datasets_together_is_a_usage_error(tmp_path):
+    res = CliRunner().invoke(main, ["eval", "--suite", "sharp", "--datasets", "sharp", "--detector", "all-correct"])
+    assert res.exit_code == 2 and "not both" in res.output
+
+
+def test_prm_input_is_sharps_format():
+    ex = example((1, 0))
+    assert prm_input(ex) == (
+        "Question: Q?\n\nSolution:\nstep number 0 is fine" + MARKER + "\n\nstep number 1 is wrong" + MARKER
+    )
+
+
+class _Pooling(BaseHTTPRequestHandler):
+    """vLLM's /pooling with the STEP pooler: one [p_incorrect, p_correct] row per marker."""
+
+    def do_POST(self):  # noqa: N802 (http.server's naming)
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if self.path != "/pooling":
+            self.send_error(404)
+            return
+        steps = body["input"].split(MARKER)[:-1]
+        rows = [[0.9, 0.1] if "wrong" in s else [0.2, 0.8] for s in steps]
+        payload = json.dumps({"data": [{"data": rows}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_prm_pooling_backend():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Pooling)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{server.server_port}/v1"
+        det = create_detector("prm:my-prm", base_url=base)
+        preds = list(det.predict([example((1, 0, 0))]))
+    finally:
+        server.shutdown()
+    (pred,) = preds
+    assert pred.error is None and pred.step_scores == [0.8, 0.1, 0.1]
+    assert len(pred.spans) == 2  # below the 0.5 span threshold
+    assert [sp.score for sp in pred.scores] == pytest.approx([0.2, 0.9, 0.9])
+
+
+def test_prm_pooling_backend_failure_is_recorded():
+    det = create_detector("prm:my-prm", base_url="http://127.0.0.1:9/v1", timeout=1.0)
+    (pred,) = det.predict([example()])
+    assert pred.error and pred.step_scores is None
+
+
+def test_prm_transformers_backend(tmp_path):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    words = ["[UNK]", "[PAD]", MARKER, "Question", ":", "Q", "?", "Solution", "step", "number", "0", "1", "2"]
+    words += ["is", "fine", "wrong"]
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(MARKER, "isolated"), pre_tokenizers.Whitespace()])
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]")
+    fast.add_special_tokens({"additional_special_tokens": [MARKER]})
+    config = transformers.BertConfig(
+        vocab_size=len(words),
+        hidden_size=8,
+        num_hidden_layers=1,
+        num_attention_heads=1,
+        intermediate_size=8,
+        num_labels=2,
+    )
+    model = transformers.BertForTokenClassification(config)
+    with torch.no_grad():
+        # a head that ignores the tokens: logits (0, ln 3) -> softmax class 1 = 3 / (1 + 3) = 0.75 at every marker
+        model.classifier.weight.zero_()
+        model.classifier.bias.copy_(torch.tensor([0.0, math.log(3)]))
+    fast.save_pretrained(tmp_path)
+    model.save_pretrained(tmp_path)
+    det = create_detector(f"prm:{tmp_path}", backend="transformers")
+    (pred,) = det.predict([example((1, 0, 0))])
+    assert pred.error is None and pred.step_scores == pytest.approx([0.75, 0.75, 0.75])
+
+
+def test_critic_verdict_parsing():
+    assert parse_step_verdicts("Reasoning: ...\nVerdict: yes, No, maybe") == [1, 0, -2]
+    assert parse_step_verdicts("Verdict: no\nlater\nverdict: yes,yes") == [1, 1]  # the last Verdict line counts
+    assert parse_step_verdicts("I think it is fine.") == [-2]
+    assert (parse_first_error("Verdict: -1"), parse_first_error("Verdict: 3."), parse_first_error("Verdict: two")) == (
+        -1,
+        3,
+        -2,
+    )
+
+
+def test_critic_through_the_openai_server(openai_server):
+    replies = {"a": "Reasoning: step 1 is off.\nVerdict: yes, no", "b": "Verdict: yes, maybe, no, yes"}
+    # the prompt of "b" alone has a step number 2
+    openai_server.script = lambda req: replies["b" if "step number 2" in req.prompt else "a"]
+    det = create_detector("critic", model="judge", base_url=openai_server.base_url)
+    preds = {p.id: p for p in det.predict([example((1, 0), "a"), example((1, 1, 0), "b")])}
+    assert preds["a"].step_verdicts == [1, 0] and len(preds["a"].spans) == 1
+    assert preds["b"].step_verdicts == [1, -2, 0, 1]  # one extra, one unparseable: the metric's rules apply
+    assert openai_server.log and openai_server.log[0].model == "judge"
+    openai_server.script = lambda req: "Reasoning: fine until step 1.\nVerdict: 1"
+    det = create_detector("critic", model="judge", base_url=openai_server.base_url, mode="first-error", cache=False)
+    ex = example((1, 0, 0), "c")
+    (pred,) = det.predict([ex])
+    assert pred.first_error == 1 and pred.step_verdicts is None
+    assert [(s.start, s.end) for s in pred.spans] == [(ex.steps[1].start, ex.steps[1].end)]
