@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from shambench.cli import main
 from shambench.detector import Detector, detectors
-from shambench.io import DataError, write_jsonl
+from shambench.io import DataError, write_json, write_jsonl
 from shambench.registry import Entry
 from shambench.runner import JOURNAL, Journal
 from shambench.schema import Example, Prediction
@@ -84,6 +84,23 @@ def test_journal_rejects_a_bad_line_that_is_not_the_last(tmp_path):
     path.write_text('{"id": "a"}\n{"id": "b", "spans": [[3, 1]]}\n{"id": "c"}\n', encoding="utf-8")
     with pytest.raises(DataError, match=rf"{JOURNAL}:2: not a Prediction"):
         Journal(path).read()
+
+
+def test_results_are_written_atomically(tmp_path, monkeypatch):
+    out = tmp_path / "results.json"
+    out.write_text("old\n")
+
+    def crash(*args):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(OSError, match="disk full"):
+        write_json(out, {"new": 1})
+    assert out.read_text() == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["results.json"]  # the temporary file is gone
+    monkeypatch.undo()
+    write_json(out, {"new": 1})
+    assert json.loads(out.read_text()) == {"new": 1}
 
 
 # --- resume and rescoring through the CLI -----------------------------------------------------------------------

@@ -1,0 +1,190 @@
+"""`shambench score` / `eval` on good and bad input, `--help` everywhere, and `python -m shambench` = `shambench`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from shambench.cli import main
+from shambench.io import write_jsonl
+from shambench.schema import Example
+
+# Tokens of "Paris is in Italy.": Paris [0,5) is [6,8) in [9,11) Italy [12,17) . [17,18); gold "Italy".
+EXAMPLES = [
+    Example(id="a", dataset="toy", task="summ", response="Paris is in Italy.", hallu_spans=[[12, 17]]),
+    Example(id="b", dataset="toy", task="summ", response="Rome is in Italy."),
+    Example(id="c", dataset="wiki", task="qa", response="It has 3 moons.", hallu_spans=[[7, 8]]),
+]
+BEFORE = '{"kept": "a results file from an earlier run"}\n'
+
+
+@pytest.fixture
+def files(tmp_path):
+    examples = tmp_path / "examples.jsonl"
+    write_jsonl(examples, EXAMPLES)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    out = out_dir / "results.json"
+    out.write_text(BEFORE)
+    return examples, tmp_path / "pred.jsonl", out
+
+
+def invoke(*args) -> click.testing.Result:
+    return CliRunner().invoke(main, [str(a) for a in args], prog_name="shambench")
+
+
+def test_score_writes_results_with_the_documented_keys(files):
+    examples, predictions, out = files
+    # a: "Italy" found exactly -> 1; b: nothing either side -> 1; c: no prediction -> gold missed -> 0.
+    predictions.write_text('{"id": "a", "spans": [[12, 17]]}\n{"id": "b", "spans": []}\n')
+    result = invoke("score", "--examples", examples, "--predictions", predictions, "--out", out, "--bootstrap", 20)
+    assert result.exit_code == 0, result.output
+    assert "summ/toy" in result.stdout and "qa/wiki" in result.stdout
+    assert "1 example(s) without a usable prediction were scored as empty" in result.stdout
+    results = json.loads(out.read_text())
+    assert results["datasets"]["summ/toy"]["token"]["f1"] == 1.0
+    assert results["tasks"]["qa"]["token"]["f1"] == 0.0
+    assert results["overall"]["token"]["f1"] == 0.5  # mean of summ 1.0 and qa 0.0
+    assert results["overall"]["token"]["std"] == 0.5  # population std of {1, 0}
+    assert set(results["overall"]["sentence"]) >= {"f1", "std"}
+    assert set(results["tasks"]["summ"]["token"]) >= {"f1", "precision", "recall", "ci"}
+    assert results["missing_predictions"] == 1
+    assert results["tasks"]["summ"]["n"] == 2
+    assert results["shambench_version"] and "git_commit" in results and results["conventions"]["tokenizer"]
+
+
+def bad_inputs(examples: Path, predictions: Path) -> dict[str, tuple[str, list[str]]]:
+    """name -> (PRED file content, the message the one error line must contain)."""
+    return {
+        "malformed line": (
+            '{"id": "a", "spans": []}\n{"id": "b", "spans": [[0, 2]\n',
+            [f"{predictions}:2: not valid JSON"],
+        ),
+        "span past the end": (
+            '{"id": "a", "spans": [[12, 40]]}\n',
+            [str(predictions), "example 'a': predicted span [12, 40) ends past the response (length 18)"],
+        ),
+        "unknown id": (
+            '{"id": "a"}\n{"id": "zzz", "spans": [[0, 1]]}\n',
+            [str(predictions), "unknown example id 'zzz'"],
+        ),
+        "reversed span": (
+            '{"id": "a", "spans": [[5, 2]]}\n',
+            [f"{predictions}:1:", "span [5, 2) is empty or reversed"],
+        ),
+    }
+
+
+def assert_nothing_written(out: Path) -> None:
+    assert out.read_text() == BEFORE
+    assert sorted(p.name for p in out.parent.iterdir()) == ["results.json"]  # no temp files left
+
+
+@pytest.mark.parametrize("case", ["malformed line", "span past the end", "unknown id", "reversed span"])
+def test_bad_predictions_give_one_clear_line_and_write_nothing(files, case):
+    examples, predictions, out = files
+    content, messages = bad_inputs(examples, predictions)[case]
+    predictions.write_text(content)
+    result = invoke("score", "--examples", examples, "--predictions", predictions, "--out", out)
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ")
+    for message in messages:
+        assert message in lines[0]
+    assert result.stdout == ""
+    assert_nothing_written(out)
+
+
+def test_bad_examples_and_missing_files(files, tmp_path):
+    examples, predictions, out = files
+    predictions.write_text('{"id": "a"}\n')
+    bad_examples = tmp_path / "bad_examples.jsonl"
+    bad_examples.write_text(
+        '{"id": "x", "dataset": "d", "task": "t", "response": "Short."}\n'
+        '{"id": "y", "dataset": "d", "task": "t", "response": "Short.", "hallu_spans": [[0, 9]]}\n'
+    )
+    cases = [
+        (["--examples", bad_examples, "--predictions", predictions], [f"{bad_examples}:2:", "example 'y'"]),
+        (["--examples", tmp_path / "nope.jsonl", "--predictions", predictions], [f"{tmp_path / 'nope.jsonl'}: file not found"]),
+        (["--examples", examples, "--predictions", tmp_path / "gone.jsonl"], [f"{tmp_path / 'gone.jsonl'}: file not found"]),
+    ]  # fmt: skip
+    for args, messages in cases:
+        result = invoke("score", *args, "--out", out)
+        assert result.exit_code == 2, result.output
+        line = result.stderr.strip()
+        assert "\n" not in line and line.startswith("error: ")
+        for message in messages:
+            assert message in line
+        assert_nothing_written(out)
+
+
+def test_eval_with_an_unknown_detector_suggests_a_name(files, tmp_path):
+    examples, _, _ = files
+    result = invoke("eval", "--detector", "overlapp", "--examples", examples, "--run-dir", tmp_path / "run")
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        "error: unknown detector 'overlapp'; did you mean 'overlap'? (see `shambench list detectors`)"
+    )
+    assert not (tmp_path / "run").exists()
+
+
+def test_score_needs_predictions_or_a_run_dir():
+    result = invoke("score")
+    assert result.exit_code == 2
+    assert "give RUN_DIR, or --predictions with --examples or --datasets" in result.stderr
+
+
+def shambench(*args, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "shambench", *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_python_dash_m_reports_bad_input_the_same_way(files, tmp_path):
+    examples, predictions, out = files
+    predictions.write_text('{"id": "a"}\n{"id": "b", oops}\n')
+    proc = shambench("score", "--examples", examples, "--predictions", predictions, "--out", out, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"error: {predictions}:2: not valid JSON")
+    assert proc.stderr.count("\n") == 1
+    assert_nothing_written(out)
+
+
+def test_python_dash_m_help_equals_the_console_script(tmp_path):
+    script = Path(sys.executable).with_name("shambench")
+    assert script.exists(), "the project is not installed in this environment"
+    console = subprocess.run([script, "--help"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    module = shambench("--help", cwd=tmp_path)
+    assert console.returncode == module.returncode == 0
+    assert module.stdout == console.stdout
+    assert "Usage: shambench [OPTIONS] COMMAND [ARGS]..." in module.stdout
+    for name in ("score", "eval", "list"):
+        assert f"  {name} " in module.stdout
+
+
+def all_command_paths(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    ctx = click.Context(group)
+    paths = []
+    for name in group.list_commands(ctx):
+        cmd = group.get_command(ctx, name)
+        paths.append((*prefix, name))
+        if isinstance(cmd, click.Group):
+            paths.extend(all_command_paths(cmd, (*prefix, name)))
+    return paths
+
+
+def test_every_subcommand_has_help():
+    paths = all_command_paths(main)
+    assert {("score",), ("eval",), ("list",), ("list", "detectors"), ("list", "datasets")} <= set(paths)
+    for path in paths:
+        result = invoke(*path, "--help")
+        assert result.exit_code == 0, (path, result.output)
+        assert result.stdout.startswith(f"Usage: shambench {' '.join(path)} "), (path, result.stdout[:80])
+        # A description beyond the usage line and the options list.
+        assert len(result.stdout.split("Options:")[0].strip().splitlines()) >= 3, path
