@@ -7,8 +7,8 @@ The public release (`Salesforce/Hard2Verify`, split `test`, Parquet) encrypts `q
 time, never stored: each is base64 text, XORed with SHA-256(canary) repeated to its length, decoded as UTF-8 and
 parsed as JSON when it parses (so lists and integers come back typed). The response is the steps joined with a
 blank line; every step labelled 0 is a gold span. When the released first-error index disagrees with the first 0
-of the step labels the step labels rule (they define every level of the metric here) and the row is counted in
-`meta["first_error_idx"]` with a warning.
+of the step labels, the step labels rule (they define every level of the metric here) and a warning names the
+row; the released index is kept in `meta["first_error_idx"]`.
 """
 
 from __future__ import annotations
