@@ -85,6 +85,7 @@ def _level(results: Results, level: str) -> Level:
     return Level(
         overall=overall,
         overall_std=getattr(results.overall, level).std if results.overall else None,
+        overall_tasks=results.overall.tasks if results.overall else [],
         tasks=cells(results.tasks),
         datasets=cells(results.datasets),
     )
@@ -148,6 +149,7 @@ def _reported_level(scores: ReportedScores | None) -> Level:
     return Level(
         overall=Cell(f1=scores.overall),
         overall_std=scores.overall_std,
+        overall_tasks=list(scores.tasks),
         tasks={t: Cell(f1=v) for t, v in scores.tasks.items()},
         datasets={d: Cell(f1=v) for d, v in scores.datasets.items()},
     )

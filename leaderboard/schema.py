@@ -48,6 +48,8 @@ class Level(BaseModel):
     """Unweighted mean over the tasks (step-level tasks excluded); None when no such task was scored."""
     overall_std: float | None = None
     """Population standard deviation (ddof=0) of the task F1s."""
+    overall_tasks: list[str] = Field(default_factory=list)
+    """The tasks that entered the overall mean (fewer than the board's columns when a run lacks some)."""
     tasks: dict[str, Cell] = Field(default_factory=dict)
     """Per task."""
     datasets: dict[str, Cell] = Field(default_factory=dict)
