@@ -104,15 +104,16 @@ class Journal:
         out: dict[str, Any] = {}
         if not self.path.exists():
             return out
-        lines = self.path.read_text(encoding="utf-8").splitlines(keepends=True)
+        # Split on "\n" only: str.splitlines would also cut at U+2028 or U+0085, which JSON leaves unescaped.
+        # The piece after the last newline is empty, or a record torn by a crash mid-write: even when it parses
+        # it is not done (`repair` cuts it before the next append).
+        lines = self.path.read_text(encoding="utf-8").split("\n")[:-1]
         for lineno, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
             try:
                 rec = self.model.model_validate_json(line)
             except ValidationError as err:
-                if lineno == len(lines) and not line.endswith("\n"):
-                    break
                 raise DataError(
                     f"{self.path}:{lineno}: not a {self.model.__name__} ({err.errors()[0]['msg']})"
                 ) from None

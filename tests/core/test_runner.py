@@ -79,6 +79,27 @@ def test_journal_keeps_the_last_line_per_id_and_ignores_a_torn_final_line(tmp_pa
     assert sorted(journal.read()) == ["a", "b", "c"]
 
 
+def test_a_final_line_without_newline_is_torn_even_when_it_parses(tmp_path):
+    # A crash between writing a record and its newline: the id must run again, since `repair` will cut the line.
+    path = tmp_path / JOURNAL
+    path.write_text('{"id": "a"}\n{"id": "b"}', encoding="utf-8")
+    journal = Journal(path)
+    assert sorted(journal.read()) == ["a"]
+    journal.repair()
+    assert path.read_text(encoding="utf-8") == '{"id": "a"}\n'
+
+
+def test_journal_lines_may_hold_unicode_line_separators(tmp_path):
+    # JSON leaves U+2028, U+2029 and U+0085 unescaped; they must not split a record.
+    raw = "first\u2028second\u2029third\x85fourth"
+    journal = Journal(tmp_path / JOURNAL)
+    with journal.appender() as append:
+        append(Prediction(id="a", raw=raw))
+        append(Prediction(id="b"))
+    assert journal.read()["a"].raw == raw
+    assert sorted(journal.read()) == ["a", "b"]
+
+
 def test_journal_rejects_a_bad_line_that_is_not_the_last(tmp_path):
     path = tmp_path / JOURNAL
     path.write_text('{"id": "a"}\n{"id": "b", "spans": [[3, 1]]}\n{"id": "c"}\n', encoding="utf-8")
