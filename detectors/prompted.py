@@ -92,6 +92,8 @@ class PromptedDetector(Detector):
     """Asks a chat model for the unsupported spans of each response and places them in the response."""
 
     family = "prompted"
+    prompt_hash = PROMPT_HASH
+    """Hash of the prompt template, recorded with every prediction (a subclass with its own prompt sets its own)."""
 
     def __init__(
         self,
@@ -116,8 +118,12 @@ class PromptedDetector(Detector):
             "generation": self.generation,
             "structured": self.structured,
             "min_similarity": self.min_similarity,
-            "prompt_hash": PROMPT_HASH,
+            "prompt_hash": self.prompt_hash,
         }
+
+    def messages(self, example: Example) -> list[dict[str, str]]:
+        """The chat messages asking for the incorrect spans of one example (the hook a subclass's prompt uses)."""
+        return messages_for(example)
 
     def body(self) -> dict[str, Any]:
         """The generation parameters sent with every request."""
@@ -141,9 +147,9 @@ class PromptedDetector(Detector):
         from shambench.llm import LLMError
         from shambench.locate import locate
 
-        meta: dict[str, Any] = {"prompt_hash": PROMPT_HASH}
+        meta: dict[str, Any] = {"prompt_hash": self.prompt_hash}
         try:
-            reply = await client.chat(messages_for(example), body, accept=lambda c: parse_spans(c.text))
+            reply = await client.chat(self.messages(example), body, accept=lambda c: parse_spans(c.text))
         except LLMError as err:
             meta["usage"] = err.usage.model_dump()
             return Prediction(id=example.id, error=err.reason, raw=err.text, meta=meta)

@@ -1,0 +1,134 @@
+"""`shambench optimize`: optimise a prompted detector's prompt with DSPy's MIPROv2."""
+
+from __future__ import annotations
+
+import click
+
+from shambench.cli.options import parse_params
+
+# Endpoint options of `shambench eval`, applied to the base preset when given.
+ENDPOINT_OPTIONS = ("model", "base_url", "api_key_env", "max_concurrency", "timeout")
+
+
+@click.command("optimize")
+@click.option(
+    "--base",
+    default="gpt5mini-reasoning",
+    show_default=True,
+    metavar="PRESET",
+    help="Prompted preset to start from: endpoint, model and generation parameters (see `shambench list detectors`).",
+)
+@click.option(
+    "--trainset",
+    default="dev",
+    show_default=True,
+    metavar="dev|SPLIT|FILE.jsonl",
+    help="Examples to optimise on: `dev` (the 45-example validation set, 5 per task/dataset), another split of "
+    "the adapters, or an EXAMPLES JSONL file.",
+)
+@click.option(
+    "--heldout",
+    metavar="SPLIT|FILE.jsonl|SHARE",
+    help="Examples never shown to MIPROv2, scored before and after to expose over-adaptation: a split (first "
+    "--heldout-limit per partition, trainset ids left out), a JSONL file, or a share of the trainset such as 0.2. "
+    "Default: `test` for an adapter trainset, 0.2 for a file.",
+)
+@click.option(
+    "--heldout-limit",
+    default=5,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Held-out examples per task/dataset partition when --heldout is a split.",
+)
+@click.option(
+    "--datasets", "-d", metavar="NAMES", help="Adapters for split trainsets and held-out sets (default: all)."
+)
+@click.option("--data-dir", type=click.Path(file_okay=False), help="Folder holding the corpora.")
+@click.option(
+    "--auto",
+    default="light",
+    show_default=True,
+    type=click.Choice(["light", "medium", "heavy"]),
+    help="MIPROv2 budget (light: 6 candidates; medium: 12; heavy: 18).",
+)
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of MIPROv2 and of the held-out draw.")
+@click.option(
+    "--max-demos",
+    default=4,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Most bootstrapped and most labelled demos per candidate (0: optimise the instructions only).",
+)
+@click.option("--threads", type=click.IntRange(min=1), help="Examples evaluated at once (default: the concurrency).")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False),
+    help="Program file to write (default: the file the BASE-miprov2 detector reads, in the user data folder).",
+)
+@click.option("--param", "-p", "params", multiple=True, metavar="KEY=VALUE", help="Generation parameter (repeatable).")
+@click.option("--model", help="Model name, overriding the preset's.")
+@click.option("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1.")
+@click.option("--api-key-env", metavar="VAR", help="Environment variable holding the API key (default OPENAI_API_KEY).")
+@click.option("--max-concurrency", type=click.IntRange(min=1), help="Requests in flight at once.")
+@click.option("--timeout", type=click.FloatRange(min=0.1), help="Per-request timeout in seconds.")
+@click.option("--no-progress", is_flag=True, help="Do not show the progress display.")
+@click.option("--verbose", is_flag=True, help="Also show DSPy's own per-trial log and progress bars.")
+def optimize(out, params, datasets, no_progress, **opts) -> None:
+    """Optimise the prompt of a prompted detector with DSPy's MIPROv2 and save the program.
+
+    \b
+    shambench optimize --base gpt5mini-reasoning --trainset dev --auto light --out program.json
+    shambench optimize --base openai --model my-model --base-url http://127.0.0.1:8000/v1 \\
+        --trainset mine.jsonl --heldout 0.25
+    shambench eval --detector miprov2:program.json --datasets ragtruth
+
+    The metric is the SHAM-Bench per-example token F1. Every model call goes through shambench's client and
+    response cache, so the LM calls, tokens and cost are reported, and a re-run with the same seed is replayed
+    from the cache. The program file records the instructions, demos, base preset, endpoint, trainset and
+    held-out ids, scores before and after optimisation, and the DSPy version (evaluation needs the same one).
+    """
+    from shambench.benchmark import split_names
+    from shambench.cli.progress import ProgressMonitor
+    from shambench.detectors.miprov2 import preset_program_path
+    from shambench.optimize import OptimizeConfig
+    from shambench.optimize import optimize as run_optimize
+    from shambench.report import make_console
+
+    given = {k: opts.pop(k) for k in ENDPOINT_OPTIONS}
+    endpoint = {k: v for k, v in given.items() if v is not None}
+    out = out or str(preset_program_path(opts["base"]))
+    config = OptimizeConfig(
+        out=out, datasets=split_names(datasets), endpoint=endpoint, params=parse_params(params), **opts
+    )
+    console = make_console()
+    with ProgressMonitor(None, f"MIPROv2 {config.auto}", console, enabled=not no_progress) as monitor:
+        program = run_optimize(config, monitor)
+    print_summary(program, out, console)
+
+
+def print_summary(program, out: str, console) -> None:
+    """Scores before and after on training and held-out examples, usage, and where the program went."""
+    from rich.table import Table
+
+    from shambench.optimize import overfit_gap
+
+    table = Table(title=f"token F1 (per-example mean), {program.base} with MIPROv2 {program.auto}, seed {program.seed}")
+    for column in ("examples", "n", "base", "optimised", "change"):
+        table.add_column(column, justify="left" if column == "examples" else "right")
+    for name, scores in (("training", program.train), ("held-out", program.heldout_scores)):
+        change = scores.optimized - scores.base
+        table.add_row(name, str(scores.n), f"{scores.base:.3f}", f"{scores.optimized:.3f}", f"{change:+.3f}")
+    console.print(table)
+    gap = overfit_gap(program)
+    if gap > 0.05:
+        console.print(
+            f"[yellow]warning: the training gain exceeds the held-out gain by {gap:.3f}: the prompt may be "
+            "adapted to its training examples[/yellow]"
+        )
+    u = program.usage
+    console.print(
+        f"LM calls: {u.lm_calls} ({u.requests} requests, {u.cache_hits} cache hits); tokens: {u.input_tokens} in, "
+        f"{u.output_tokens} out; cost: ${u.cost:.4f}"
+    )
+    console.print(f"held-out: {program.heldout}; DSPy {program.dspy_version}")
+    console.print(f"program: {out}  (evaluate: shambench eval --detector miprov2:{out})")

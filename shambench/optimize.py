@@ -1,0 +1,392 @@
+"""Optimising a prompted detector's prompt with DSPy's MIPROv2 (`shambench optimize`).
+
+MIPROv2 bootstraps demos, proposes instructions and searches their combinations, scoring each candidate by the
+SHAM-Bench per-example token F1 (the scorer's own, on the returned strings placed by `shambench.locate`). Every
+model call DSPy makes goes through shambench's client (`shambench.llm`): the base preset's endpoint and generation
+parameters, its retries, the response cache (an interrupted optimisation re-run with the same seed replays from
+it) and its price table, so calls, tokens and cost are counted exactly. DSPy's own sampling settings (the
+temperature it asks for when proposing) are not forwarded: reasoning models accept none, and the preset decides.
+
+Over-adaptation guard: the program is scored, before and after optimisation, on its training examples and on
+held-out examples MIPROv2 never sees (by default the test split of the same datasets, 5 per partition, when the
+trainset comes from the adapters; a share of the trainset when it is a file). Both scores are printed and saved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, redirect_stderr
+from hashlib import sha256
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from shambench.detector import Monitor
+from shambench.detectors.miprov2 import (
+    ProgramFile,
+    Prompt,
+    Scores,
+    Usage,
+    base_prompt,
+    dspy_version,
+    gold_strings,
+    import_dspy,
+    inputs_of,
+    program_detector,
+    prompt_of,
+    span_program,
+)
+from shambench.io import DataError, read_models, write_json
+from shambench.provenance import now_iso, shambench_version
+from shambench.schema import Example, Prediction, Span
+from shambench.scorer import Scorer
+
+DEFAULT_HELDOUT_SHARE = 0.2
+
+
+class OptimizeConfig(BaseModel):
+    """Everything that defines an optimisation run."""
+
+    base: str
+    """Prompted preset to start from (endpoint, model and generation parameters)."""
+    out: str
+    """Program file to write."""
+    trainset: str = "dev"
+    """`dev` (5 per task/dataset), another split name, or an EXAMPLES JSONL file."""
+    heldout: str | None = None
+    """A split name, a JSONL file, or a share of the trainset such as `0.2`; None: `test` for adapter
+    trainsets, `0.2` for a file."""
+    heldout_limit: int = Field(default=5, ge=1)
+    """Held-out examples per task/dataset partition when they come from a split."""
+    datasets: list[str] | None = None
+    """Adapters for split trainsets and held-out sets (None: every available SHAM-Bench source)."""
+    data_dir: str | None = None
+    """Data directory the adapters read."""
+    auto: Literal["light", "medium", "heavy"] = "light"
+    """MIPROv2 budget."""
+    seed: int = 0
+    """Seed of MIPROv2 and of the held-out draw."""
+    max_demos: int = Field(default=4, ge=0)
+    """Largest number of bootstrapped and of labelled demos per candidate (0: instructions only)."""
+    threads: int | None = Field(default=None, ge=1)
+    """Examples MIPROv2 evaluates at once (default: the endpoint's concurrency)."""
+    verbose: bool = False
+    """Show DSPy's own per-trial log and progress bars."""
+    endpoint: dict[str, Any] = Field(default_factory=dict)
+    """Overrides of the base preset: model, base_url, api_key_env, max_concurrency, timeout."""
+    params: dict[str, Any] = Field(default_factory=dict)
+    """Generation-parameter overrides (`-p KEY=VALUE`), as for the prompted detectors."""
+
+
+def _is_file_spec(spec: str) -> bool:
+    return spec.endswith((".jsonl", ".json")) or Path(spec).is_file()
+
+
+def _share(spec: str) -> float | None:
+    try:
+        value = float(spec)
+    except ValueError:
+        return None
+    if not 0 < value < 1:
+        raise DataError(f"--heldout {spec}: a share of the trainset must be between 0 and 1")
+    return value
+
+
+def examples_from(spec: str, what: str, datasets: list[str] | None, data_dir: str | None) -> list[Example]:
+    """The examples of a file or of a split of the adapters; DataError when there are none."""
+    if _is_file_spec(spec):
+        examples = read_models(spec, Example)
+        if not examples:
+            raise DataError(f"{spec}: the {what} file holds no examples")
+        return examples
+    from shambench.benchmark import load_benchmark
+
+    bench = load_benchmark(datasets, spec, data_dir)
+    if not bench.examples:
+        problems = "; ".join(f"{name}: {message}" for name, message in bench.errors.items())
+        raise DataError(f"the {what} ({spec}) is empty" + (f" ({problems})" if problems else " (check --data-dir)"))
+    return bench.examples
+
+
+def _rank(seed: int, example_id: str) -> str:
+    return sha256(f"{seed}:{example_id}".encode()).hexdigest()
+
+
+def split_share(examples: Sequence[Example], share: float, seed: int) -> tuple[list[Example], list[Example]]:
+    """Training and held-out examples: `share` of each task/dataset partition held out (seeded, at least one)."""
+    groups: dict[str, list[Example]] = defaultdict(list)
+    for ex in examples:
+        groups[ex.partition].append(ex)
+    held: set[str] = set()
+    for members in groups.values():
+        ranked = sorted(members, key=lambda ex: _rank(seed, ex.id))
+        held.update(ex.id for ex in ranked[: round(share * len(members))])
+    if not held:
+        held.add(min(examples, key=lambda ex: _rank(seed, ex.id)).id)
+    return [ex for ex in examples if ex.id not in held], [ex for ex in examples if ex.id in held]
+
+
+def train_and_heldout(config: OptimizeConfig) -> tuple[list[Example], list[Example], str]:
+    """The training examples, the held-out examples and a description of the held-out selection."""
+    from shambench.runner import limit_per_partition
+
+    examples = examples_from(config.trainset, "trainset", config.datasets, config.data_dir)
+    spec = config.heldout or (str(DEFAULT_HELDOUT_SHARE) if _is_file_spec(config.trainset) else "test")
+    share = _share(spec)
+    if share is not None:
+        train, held = split_share(examples, share, config.seed)
+        described = f"{share:g} of the trainset per partition, seed {config.seed}"
+    else:
+        train = examples
+        seen = {ex.id for ex in train}
+        fresh = [
+            ex for ex in examples_from(spec, "held-out set", config.datasets, config.data_dir) if ex.id not in seen
+        ]
+        held = fresh if _is_file_spec(spec) else limit_per_partition(fresh, config.heldout_limit)
+        described = spec if _is_file_spec(spec) else f"{spec}, first {config.heldout_limit} per partition"
+        if not held:
+            raise DataError(f"the held-out set ({spec}) has no example outside the trainset")
+    if len(train) < 2:
+        raise DataError(f"MIPROv2 needs at least 2 training examples; the trainset leaves {len(train)}")
+    return train, held, described
+
+
+class TokenF1:
+    """The MIPROv2 metric: SHAM-Bench token F1 of one example, after placing the returned strings."""
+
+    def __init__(self, examples: Sequence[Example], monitor: Monitor):
+        self.scorer = Scorer(examples, n_resamples=10)
+        self.monitor = monitor
+
+    def __call__(self, gold: Any, pred: Any, trace: Any = None) -> float:
+        from shambench.locate import locate
+
+        example = self.scorer.examples[self.scorer.index[gold.id]]
+        strings = [str(s) for s in (getattr(pred, "incorrect_spans", None) or [])]
+        spans = [Span(start=p.start, end=p.end) for p in locate(example.response, strings) if p.placed]
+        self.monitor.count("evaluations")
+        return float(
+            self.scorer.example_prf([Prediction(id=example.id, spans=spans)])["token"][2][self.scorer.index[example.id]]
+        )
+
+
+def mean_token_f1(examples: Sequence[Example], predictions: Sequence[Prediction]) -> float:
+    """Per-example token F1 averaged over the examples (failed predictions count as empty)."""
+    return float(Scorer(examples, n_resamples=10).example_prf(predictions)["token"][2].mean())
+
+
+class ClientEngine:
+    """A DSPy LM engine that sends DSPy's requests through a shambench `LLMClient`.
+
+    The client lives on one event loop in a daemon thread; DSPy's worker threads submit to it, so the client's
+    concurrency bound, retries and cache apply to all of them.
+    """
+
+    def __init__(self, client: Any, body: dict[str, Any], monitor: Monitor):
+        self.client = client
+        self.body = body
+        self.monitor = monitor
+        self.usage = Usage()
+        self._lock = threading.Lock()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="shambench-dspy", daemon=True)
+        self._thread.start()
+
+    def complete(self, request: Any) -> Any:
+        from dspy.lm15 import Message, Response, TextPart
+        from dspy.lm15 import Usage as LMUsage
+
+        from shambench.llm import LLMError
+
+        messages = [{"role": "system", "content": _text(request.system)}] if request.system is not None else []
+        messages += [{"role": m.role, "content": m.text or ""} for m in request.messages]
+        self.monitor.count("lm_calls")
+        future = asyncio.run_coroutine_threadsafe(self.client.chat(messages, self.body), self._loop)
+        try:
+            done = future.result()
+        except LLMError as err:
+            self._add(err.usage)
+            raise
+        self._add(done.usage)
+        u = done.usage
+        return Response(
+            id=None,
+            model=self.client.endpoint.model,
+            message=Message.assistant([TextPart(done.text)]),
+            finish_reason="length" if done.finish_reason == "length" else "stop",
+            usage=LMUsage(
+                input_tokens=u.input_tokens,
+                output_tokens=u.output_tokens,
+                total_tokens=u.input_tokens + u.output_tokens,
+            ),
+        )
+
+    def _add(self, usage: Any) -> None:
+        with self._lock:
+            self.usage = add_usage(
+                self.usage,
+                usage.requests,
+                usage.cache_hit,
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.cost,
+                calls=1,
+            )
+
+    def stream(self, request: Any) -> Any:
+        from dspy.lm15 import response_to_events
+
+        return response_to_events(self.complete(request))
+
+    def close(self) -> None:
+        """Close the client's connections and stop the loop."""
+        if self._loop.is_running():
+            asyncio.run_coroutine_threadsafe(self.client.aclose(), self._loop).result()
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
+
+
+def _text(system: Any) -> str:
+    return system if isinstance(system, str) else "".join(getattr(p, "text", "") for p in system)
+
+
+def add_usage(
+    total: Usage, requests: int, cache_hits: int, input_tokens: int, output_tokens: int, cost: float, calls: int
+) -> Usage:
+    """`total` with one more batch of calls added."""
+    return Usage(
+        lm_calls=total.lm_calls + calls,
+        requests=total.requests + requests,
+        cache_hits=total.cache_hits + cache_hits,
+        input_tokens=total.input_tokens + input_tokens,
+        output_tokens=total.output_tokens + output_tokens,
+        cost=total.cost + cost,
+    )
+
+
+@contextmanager
+def quiet(enabled: bool) -> Iterator[None]:
+    """Silence DSPy's and Optuna's per-trial log and DSPy's progress bars (shambench shows its own display)."""
+    if not enabled:
+        yield
+        return
+    loggers = [logging.getLogger(name) for name in ("dspy", "optuna")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.WARNING)
+    # MIPROv2 always asks for tqdm bars, which write to sys.stderr; errors still arrive as exceptions.
+    try:
+        with open(os.devnull, "w") as sink, redirect_stderr(sink):
+            yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
+
+def dspy_examples(examples: Sequence[Example]) -> list[Any]:
+    """The examples as DSPy examples: the program's inputs, the gold strings as its output, and the id."""
+    dspy = import_dspy()
+    return [
+        dspy.Example(id=ex.id, **inputs_of(ex), incorrect_spans=gold_strings(ex)).with_inputs(*inputs_of(ex))
+        for ex in examples
+    ]
+
+
+def compile_prompt(config: OptimizeConfig, train: Sequence[Example], engine: ClientEngine, monitor: Monitor) -> Prompt:
+    """MIPROv2's optimised instructions and demos for the training examples."""
+    dspy = import_dspy()
+    lm = dspy.LM(f"openai/{engine.client.endpoint.model}", engine=engine, cache=False, num_retries=0)
+    optimizer = dspy.MIPROv2(
+        metric=TokenF1(train, monitor),
+        prompt_model=lm,
+        task_model=lm,
+        auto=config.auto,
+        max_bootstrapped_demos=config.max_demos,
+        max_labeled_demos=config.max_demos,
+        num_threads=config.threads or engine.client.endpoint.max_concurrency,
+        seed=config.seed,
+    )
+    with dspy.context(lm=lm, adapter=dspy.JSONAdapter()), quiet(not config.verbose):
+        compiled = optimizer.compile(span_program(base_prompt()), trainset=dspy_examples(train), seed=config.seed)
+    return prompt_of(compiled)
+
+
+def score_prompts(
+    detectors: Sequence[Any], examples: Sequence[Example], monitor: Monitor, usage: Usage
+) -> tuple[list[float], Usage]:
+    """Mean token F1 of each detector on the examples, and `usage` with what the evaluations consumed."""
+    scores = []
+    for detector in detectors:
+        predictions = list(detector.predict(examples, monitor))
+        scores.append(mean_token_f1(examples, predictions))
+        for p in predictions:
+            u = p.meta.get("usage") or {}
+            usage = add_usage(
+                usage,
+                u.get("requests", 0),
+                u.get("cache_hit", 0),
+                u.get("input_tokens", 0),
+                u.get("output_tokens", 0),
+                u.get("cost", 0.0),
+                calls=1,
+            )
+    return scores, usage
+
+
+def optimize(config: OptimizeConfig, monitor: Monitor | None = None) -> ProgramFile:
+    """Run MIPROv2 from the base preset, score before and after on training and held-out examples, save."""
+    from shambench.cache import ResponseCache
+    from shambench.llm import LLMClient
+
+    monitor = monitor or Monitor()
+    train, held, held_described = train_and_heldout(config)
+    base = program_detector(base_prompt(), config.base, **config.endpoint, **config.params)
+    cache = ResponseCache()
+    client = LLMClient(base.endpoint, cache=cache, on_count=monitor.count, seed=config.seed)
+    client.api_key()  # a missing key is one clear error before any work starts
+    engine = ClientEngine(client, base.body(), monitor)
+    try:
+        prompt = compile_prompt(config, train, engine, monitor)
+    finally:
+        engine.close()
+        cache.close()
+    optimized = program_detector(prompt, config.base, **config.endpoint, **config.params)
+    (train_base, train_opt), usage = score_prompts([base, optimized], train, monitor, engine.usage)
+    (held_base, held_opt), usage = score_prompts([base, optimized], held, monitor, usage)
+    program = ProgramFile(
+        dspy_version=dspy_version(),
+        shambench_version=shambench_version(),
+        created_at=now_iso(),
+        base=config.base,
+        model=base.endpoint.model,
+        base_url=base.endpoint.base_url,
+        api_key_env=base.endpoint.api_key_env,
+        generation=base.generation,
+        instructions=prompt.instructions,
+        demos=prompt.demos,
+        auto=config.auto,
+        seed=config.seed,
+        max_demos=config.max_demos,
+        trainset=config.trainset,
+        trainset_ids=[ex.id for ex in train],
+        heldout=held_described,
+        heldout_ids=[ex.id for ex in held],
+        train=Scores(n=len(train), base=train_base, optimized=train_opt),
+        heldout_scores=Scores(n=len(held), base=held_base, optimized=held_opt),
+        usage=usage,
+    )
+    write_json(config.out, program)
+    return program
+
+
+def overfit_gap(program: ProgramFile) -> float:
+    """How much more the optimisation gained on its training examples than on held-out ones (F1 points)."""
+    train_gain = program.train.optimized - program.train.base
+    held_gain = program.heldout_scores.optimized - program.heldout_scores.base
+    return train_gain - held_gain

@@ -1,0 +1,252 @@
+"""`shambench optimize` end to end: a real MIPROv2 `light` compile against the local OpenAI-compatible server,
+scripted so that instructions carrying a marker word get correct answers; the saved program is reloaded and
+evaluated through `shambench eval`, and no connection leaves the loopback."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import socket
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from shambench.detectors.miprov2 import load_program
+from shambench.detectors.prompts import SYSTEM
+
+from shambench.cli import main
+from shambench.optimize import OptimizeConfig, TokenF1, split_share, train_and_heldout
+from shambench.schema import Example
+
+MARKER = "PINPOINT"
+GOOD = f"Name the town the answer gets wrong; {MARKER} it."
+BAD = "List every phrase that sounds doubtful."
+
+
+def output_fields(system: str) -> list[str]:
+    """The output fields DSPy's JSON adapter asks for, from its system message."""
+    listed = system.split("Your output fields are:", 1)[1].split("All interactions", 1)[0]
+    return re.findall(r"^\d+\. `(\w+)`", listed, re.M)
+
+
+class Script:
+    """The server's answers: the span task is answered right only when the instructions carry the marker; the
+    instruction proposer proposes the good or the bad instruction by a hash of its prompt (deterministic)."""
+
+    def __init__(self):
+        self.proposed: list[str] = []
+
+    def __call__(self, req) -> str:
+        system = req.body["messages"][0]["content"]
+        fields = output_fields(system)
+        if fields == ["incorrect_spans"]:
+            case = req.body["messages"][-1]["content"]
+            answer = case.split("[[ ## answer ## ]]\n", 1)[1].split("\n\nRespond with", 1)[0]
+            town = answer.rstrip(".").split()[-1]
+            return json.dumps({"incorrect_spans": [town] if MARKER in system else ["The river"]})
+        reply = {name: "An observation." for name in fields}
+        if "proposed_instruction" in fields:
+            good = int(hashlib.sha256(req.prompt.encode()).hexdigest(), 16) % 2 == 0
+            reply["proposed_instruction"] = GOOD if good else BAD
+            self.proposed.append(reply["proposed_instruction"])
+        return json.dumps(reply)
+
+
+def invented(lo: int, hi: int, dataset: str = "toy") -> list[Example]:
+    """Invented open-QA examples; in each, the town (the last word) is the gold error."""
+    out = []
+    for i in range(lo, hi):
+        response = f"The river Ilsa{i} flows through Varn{i}."
+        start = response.index(f"Varn{i}")
+        out.append(
+            Example(
+                id=f"{dataset}/{i}",
+                dataset=dataset,
+                task="open_qa",
+                question=f"Which town does the river Ilsa{i} flow through?",
+                response=response,
+                hallu_spans=[[start, start + len(f"Varn{i}")]],
+            )
+        )
+    return out
+
+
+def write_examples(path: Path, examples: list[Example]) -> Path:
+    path.write_text("".join(ex.model_dump_json() + "\n" for ex in examples), encoding="utf-8")
+    return path
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(main, list(args), terminal_width=200)
+
+
+@pytest.fixture
+def loopback_only(monkeypatch):
+    """Fail any socket connection that is not to the loopback, and record the attempt."""
+    outside: list[object] = []
+    connect = socket.socket.connect
+
+    def guarded(sock, address):
+        host = address[0] if isinstance(address, tuple) else address
+        if isinstance(host, str) and host not in ("127.0.0.1", "::1", "localhost") and sock.family != socket.AF_UNIX:
+            outside.append(address)
+            raise OSError(f"test forbids a connection to {address}")
+        return connect(sock, address)
+
+    monkeypatch.setattr(socket.socket, "connect", guarded)
+    return outside
+
+
+def test_light_compile_saves_reloads_and_evaluates_the_optimised_instructions(
+    openai_server, tmp_path, loopback_only, monkeypatch
+):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    script = Script()
+    openai_server.script = script
+    trainset = write_examples(tmp_path / "train.jsonl", invented(0, 8))
+    out = tmp_path / "program.json"
+    endpoint = ["--base", "openai", "--model", "m", "--base-url", openai_server.base_url]
+    args = ["optimize", *endpoint, "--trainset", str(trainset), "--heldout", "0.25", "--auto", "light"]
+    result = invoke(*args, "--out", str(out), "--no-progress")
+    assert result.exit_code == 0, result.output + repr(result.exception)
+
+    # The proposer offered both kinds of instruction; MIPROv2 kept a marked one, which answers every case right.
+    assert GOOD in script.proposed and BAD in script.proposed
+    program = load_program(out)
+    assert program.instructions == GOOD
+    assert program.base == "openai" and program.model == "m" and program.auto == "light" and program.seed == 0
+    assert program.dspy_version == __import__("dspy").__version__
+    assert sorted(program.trainset_ids + program.heldout_ids) == [f"toy/{i}" for i in range(8)]
+    assert len(program.heldout_ids) == 2 and not set(program.heldout_ids) & set(program.trainset_ids)
+    # The base program (the prompted system prompt) has no marker: F1 0 everywhere; the optimised one: F1 1.
+    assert (program.train.base, program.train.optimized) == (0.0, 1.0)
+    assert (program.heldout_scores.base, program.heldout_scores.optimized) == (0.0, 1.0)
+    assert program.train.n == 6 and program.heldout_scores.n == 2
+    assert all(d.incorrect_spans == [d.answer.rstrip(".").split()[-1]] for d in program.demos)
+    # Every call went through shambench's client: the server saw exactly the requests counted.
+    assert program.usage.requests == len(openai_server.log) > 20
+    assert program.usage.lm_calls == program.usage.requests + program.usage.cache_hits
+    assert program.usage.cache_hits > 0  # the score reports replay the compile's requests from the cache
+    assert "held-out" in result.output and "training" in result.output and "+1.000" in result.output
+    assert f"LM calls: {program.usage.lm_calls}" in result.output
+    assert not loopback_only
+
+    # Evaluation on unseen examples sends the optimised instructions and demos, and scores them.
+    openai_server.reset()
+    fresh = write_examples(tmp_path / "fresh.jsonl", invented(20, 24))
+    run_dir = tmp_path / "run"
+    result = invoke(
+        "eval",
+        "--detector",
+        f"miprov2:{out}",
+        "--base-url",
+        openai_server.base_url,
+        "--examples",
+        str(fresh),
+        "--run-dir",
+        str(run_dir),
+        "--bootstrap",
+        "10",
+        "--no-progress",
+    )
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    assert len(openai_server.log) == 4
+    for req in openai_server.log:
+        messages = req.body["messages"]
+        assert messages[0]["role"] == "system" and messages[0]["content"].endswith(GOOD)
+        assert SYSTEM not in messages[0]["content"]
+        shown = [json.loads(m["content"])["incorrect_spans"] for m in messages if m["role"] == "assistant"]
+        assert shown == [d.incorrect_spans for d in program.demos]
+        assert "response_format" not in req.body
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["datasets"]["open_qa/toy"]["token"]["f1"] == 1.0
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["params"]["prompt_hash"] == program.prompt.hash and config["params"]["base"] == "openai"
+    assert not loopback_only
+
+
+def test_a_rerun_with_the_same_seed_replays_from_the_cache(openai_server, tmp_path):
+    openai_server.script = Script()
+    trainset = write_examples(tmp_path / "train.jsonl", invented(0, 6))
+    config = dict(
+        base="openai",
+        trainset=str(trainset),
+        heldout="0.34",
+        endpoint={"model": "m", "base_url": openai_server.base_url},
+    )
+    from shambench.optimize import optimize
+
+    first = optimize(OptimizeConfig(out=str(tmp_path / "a.json"), **config))
+    sent = len(openai_server.log)
+    second = optimize(OptimizeConfig(out=str(tmp_path / "b.json"), **config))
+    assert len(openai_server.log) == sent  # nothing new was asked
+    assert second.usage.requests == 0 and second.usage.cache_hits == second.usage.lm_calls
+    assert (second.instructions, second.demos) == (first.instructions, first.demos)
+
+
+# --- example selection and the metric ------------------------------------------------------------------------
+
+
+def test_share_split_holds_out_per_partition_and_is_seeded():
+    examples = invented(0, 5, "a") + invented(0, 10, "b")
+    train, held = split_share(examples, 0.2, seed=0)
+    assert sorted(ex.dataset for ex in held) == ["a", "b", "b"]
+    assert len(train) + len(held) == 15 and not {e.id for e in train} & {e.id for e in held}
+    assert split_share(examples, 0.2, seed=0) == (train, held)
+    assert [e.id for e in split_share(examples, 0.2, seed=1)[1]] != [e.id for e in held]
+
+
+def test_token_f1_metric_scores_placed_strings_with_the_scorer():
+    import dspy
+
+    from shambench.detector import Monitor
+
+    ex = invented(0, 1)[0]  # "The river Ilsa0 flows through Varn0."
+    metric = TokenF1([ex], Monitor())
+    gold = dspy.Example(id=ex.id)
+    assert metric(gold, dspy.Prediction(incorrect_spans=["Varn0"])) == 1.0
+    assert metric(gold, dspy.Prediction(incorrect_spans=["varn0"])) == 1.0  # placed case-insensitively
+    # Tokens: The river Ilsa0 flows through Varn0 . -> predicted {river, Varn0}, gold {Varn0}: P 1/2, R 1, F1 2/3.
+    assert metric(gold, dspy.Prediction(incorrect_spans=["river", "Varn0"])) == pytest.approx(2 / 3)
+    assert metric(gold, dspy.Prediction(incorrect_spans=["Atlantis"])) == 0.0
+    assert metric(gold, dspy.Prediction(incorrect_spans=None)) == 0.0
+
+
+def test_heldout_from_a_file_leaves_out_trainset_ids(tmp_path):
+    train = write_examples(tmp_path / "t.jsonl", invented(0, 4))
+    held = write_examples(tmp_path / "h.jsonl", invented(2, 7))
+    tr, he, described = train_and_heldout(
+        OptimizeConfig(base="openai", out="x", trainset=str(train), heldout=str(held))
+    )
+    assert [e.id for e in tr] == [f"toy/{i}" for i in range(4)]
+    assert [e.id for e in he] == ["toy/4", "toy/5", "toy/6"] and described == str(held)
+
+
+@pytest.mark.parametrize(
+    "lines, extra, message",
+    [
+        (0, [], "holds no examples"),
+        (1, ["--heldout", "0.5"], "at least 2 training examples"),
+        (4, ["--heldout", "1.5"], "between 0 and 1"),
+        (4, ["--heldout", "SAME"], "no example outside the trainset"),
+    ],
+)
+def test_bad_trainsets_give_one_clear_error(openai_server, tmp_path, lines, extra, message):
+    trainset = write_examples(tmp_path / "train.jsonl", invented(0, lines))
+    extra = [str(trainset) if a == "SAME" else a for a in extra]
+    result = invoke(
+        "optimize", "--base", "openai", "--model", "m", "--base-url", openai_server.base_url,
+        "--trainset", str(trainset), *extra, "--out", str(tmp_path / "p.json"), "--no-progress",
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "error:" in result.output and message in result.output
+    assert not openai_server.log and not (tmp_path / "p.json").exists()
+
+
+def test_optimize_help_explains_the_options():
+    result = invoke("optimize", "--help")
+    assert result.exit_code == 0
+    for option in ("--base", "--trainset", "--heldout", "--auto", "--out", "--model", "--base-url", "--api-key-env"):
+        assert option in result.output
+    assert "light" in result.output and "per-example token F1" in result.output
