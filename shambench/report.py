@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 from rich import box
 from rich.console import Console
@@ -77,9 +78,10 @@ def _caption(results: Results) -> str:
 
 def make_console(stderr: bool = False) -> Console:
     """A console that keeps tables whole when output goes to a file or CI log (rich would assume 80 columns)."""
-    probe = Console(stderr=stderr)
-    if probe.is_terminal or "COLUMNS" in os.environ:
-        return probe
+    stream = sys.stderr if stderr else sys.stdout
+    # Ask the stream itself: rich counts FORCE_COLOR (set by some libraries) as a terminal and then assumes 80.
+    if "COLUMNS" in os.environ or stream.isatty():
+        return Console(stderr=stderr)
     return Console(stderr=stderr, width=140)
 
 

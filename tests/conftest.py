@@ -42,3 +42,7 @@ def _isolated_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("SHAMBENCH_CACHE_DIR", str(root / "shambench"))
     monkeypatch.setenv("DSPY_CACHEDIR", str(root / "dspy"))
     monkeypatch.delenv("SHAMBENCH_DATA_DIR", raising=False)
+    # CLI output must not depend on the terminal the tests run in: a fixed width, no colour codes.
+    monkeypatch.setenv("COLUMNS", "200")
+    for var in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):
+        monkeypatch.delenv(var, raising=False)

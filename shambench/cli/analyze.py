@@ -62,7 +62,7 @@ def analyze(run_dirs, out, no_figures) -> None:
         figures.f1_bars(scored, out_dir / "f1_tasks.png")
         figures.pr_scatter(scored, out_dir / "pr_scatter.png")
     console.print(analysis_table(analyses))
-    console.print(f"analysis written to {out_dir}")
+    console.print(f"analysis written to {out_dir}", soft_wrap=True)
 
 
 def _pct(x: float | None) -> str:

@@ -44,4 +44,4 @@ def add_context_command(spec, params, datasets, examples_file, split, data_dir, 
     failed = [r for r in ContextStore(provider).read().values() if r.error][:5]
     for rec in failed:
         console.print(f"[yellow]{rec.id}[/]: {rec.error}")
-    console.print(f"store: {ContextStore(provider).path}")
+    console.print(f"store: {ContextStore(provider).path}", soft_wrap=True)

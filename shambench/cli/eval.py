@@ -122,7 +122,7 @@ def eval_command(detector_spec, params, resume_dir, run_dir, runs_root, no_progr
         write_json(run_path / CONFIG, config)
     journal = Journal(run_path / JOURNAL)
     todo = pending(examples, journal)
-    console.print(f"run directory: {run_path}  ({len(todo)} of {len(examples)} examples to run)")
+    console.print(f"run directory: {run_path}  ({len(todo)} of {len(examples)} examples to run)", soft_wrap=True)
     try:
         with ProgressMonitor(len(todo), detector.name, console, enabled=not no_progress) as monitor:
             run_predictions(detector, todo, journal, monitor, monitor.done)
@@ -137,4 +137,4 @@ def eval_command(detector_spec, params, resume_dir, run_dir, runs_root, no_progr
             with_sopo_compat(results, examples, journal.read(), seed, console)
             write_json(run_path / "results.json", results)
         print_suite(results, opts["suite"], console, opts["sopo_compat"])
-    console.print(f"results: {run_path / 'results.json'}")
+    console.print(f"results: {run_path / 'results.json'}", soft_wrap=True)

@@ -41,7 +41,7 @@ def score(run_dir, datasets, examples_file, split, data_dir, limit, predictions,
         if predictions:
             raise click.UsageError("give either RUN_DIR or --predictions, not both")
         results = score_run(Path(run_dir), n_resamples=n_resamples, seed=seed)
-        console.print(f"rescored {run_dir} -> {Path(run_dir) / 'results.json'}")
+        console.print(f"rescored {run_dir} -> {Path(run_dir) / 'results.json'}", soft_wrap=True)
     else:
         if not predictions:
             raise click.UsageError("give RUN_DIR, or --predictions with --examples or --datasets")
@@ -55,7 +55,7 @@ def score(run_dir, datasets, examples_file, split, data_dir, limit, predictions,
     print_results(results, console)
     if out:
         write_json(out, results)
-        console.print(f"results written to {out}")
+        console.print(f"results written to {out}", soft_wrap=True)
 
 
 def _warn(console):
