@@ -247,7 +247,4 @@ def write_site(board: Leaderboard, out_dir: str | Path) -> tuple[Path, Path]:
     html = render(board)
     write_json(out / SITE_JSON, board)
     write_atomic(out / SITE_HTML, html)
-    for path in (out / SITE_JSON, out / SITE_HTML):
-        # Atomic writes create private files; a published page must be readable by the web server.
-        path.chmod(0o644)
     return out / SITE_JSON, out / SITE_HTML

@@ -63,6 +63,12 @@ def model_line(obj: BaseModel) -> str:
     return obj.model_dump_json(exclude_none=True) + "\n"
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_atomic(path: str | Path, text: str) -> None:
     """Write a whole file so that readers see either the old content or the new, never a part."""
     path = Path(path)
@@ -73,6 +79,8 @@ def write_atomic(path: str | Path, text: str) -> None:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
+        # mkstemp makes the file private (0600); give it the mode any other new file would get
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
