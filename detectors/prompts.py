@@ -139,13 +139,19 @@ def _as_strings(items: list[Any]) -> list[str]:
     return out
 
 
-def parse_spans(text: str) -> list[str]:
-    """The strings of a reply: `{"incorrect_spans": [...]}` possibly in a code fence, after a `<think>` block or
-    amid prose, or a bare JSON list; the last such value wins. ValueError when there is none."""
+def reply_json_values(text: str) -> list[Any]:
+    """The JSON values of a model reply, after any `<think>` block: those inside code fences when there are
+    any, else all in the text. ValueError when the reasoning block never ended (the output was cut off)."""
     if "<think>" in text and "</think>" not in text:
         raise ValueError("the reasoning block never ended (</think> missing): the output was probably cut off")
     text = _THINK.sub("", text)
-    values = [v for block in _FENCE.findall(text) for v in _json_values(block)] or _json_values(text)
+    return [v for block in _FENCE.findall(text) for v in _json_values(block)] or _json_values(text)
+
+
+def parse_spans(text: str) -> list[str]:
+    """The strings of a reply: `{"incorrect_spans": [...]}` possibly in a code fence, after a `<think>` block or
+    amid prose, or a bare JSON list; the last such value wins. ValueError when there is none."""
+    values = reply_json_values(text)
     keyed = [v["incorrect_spans"] for v in values if isinstance(v, dict) and isinstance(v.get("incorrect_spans"), list)]
     if keyed:
         return _as_strings(keyed[-1])
