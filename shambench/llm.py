@@ -41,6 +41,8 @@ import random
 import re
 import threading
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from functools import cache
 from importlib import resources
@@ -65,6 +67,9 @@ OPENAI_URL = "https://api.openai.com/v1"
 PLACEHOLDER_KEY = "EMPTY"
 # HTTP statuses worth another attempt: timeout, conflict, rate limit, and server errors.
 RETRYABLE_STATUS = frozenset({408, 409, 429})
+# How often finished results and counters are handed from the event-loop thread to the caller.
+FLUSH_SECONDS = 0.05
+_FINISHED = object()
 
 
 class Endpoint(BaseModel):
@@ -276,6 +281,7 @@ class LLMClient:
         self._rng = random.Random(seed)
         self._session: Any = None
         self._key: str | None = None
+        self._proxy: str | None = None
 
     def api_key(self) -> str:
         """The key from the environment; a placeholder for a custom server; DataError for OpenAI without one."""
@@ -300,13 +306,21 @@ class LLMClient:
             import aiohttp
 
             self._key = self.api_key()
+            self._proxy = self.proxy()
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=self.endpoint.max_concurrency),
                 timeout=aiohttp.ClientTimeout(total=self.endpoint.timeout),
                 headers={"Authorization": f"Bearer {self._key}"},
-                trust_env=True,
             )
         return self._session
+
+    def proxy(self) -> str | None:
+        """The HTTP(S)_PROXY that applies to the endpoint (NO_PROXY honoured), looked up once rather than by
+        aiohttp's `trust_env` on every request, which costs more CPU than the request itself."""
+        parts = urllib.parse.urlsplit(self.base_url())
+        if urllib.request.proxy_bypass(parts.hostname or ""):
+            return None
+        return urllib.request.getproxies().get(parts.scheme)
 
     async def aclose(self) -> None:
         """Close the HTTP connections of the current loop."""
@@ -387,7 +401,7 @@ class LLMClient:
             self.on_count("requests", 1)
             wait = None
             try:
-                async with session.post(url, json=payload) as reply:
+                async with session.post(url, json=payload, proxy=self._proxy) as reply:
                     text = await reply.text()
                     status, headers = reply.status, reply.headers
                 if status == 200:
@@ -413,43 +427,66 @@ class LLMClient:
         results are yielded here as they complete. Counters reach `monitor` from the calling thread."""
         events: queue.SimpleQueue = queue.SimpleQueue()
         forward = self.on_count
-        self.on_count = lambda key, n: events.put(("count", key, n))
-        runner = _LoopThread(self._work_all(items, work, events))
+        tally: dict[str, float] = {}
+        self.on_count = lambda key, n: tally.__setitem__(key, tally.get(key, 0) + n)
+        runner = _LoopThread(self._work_all(items, work, events, tally))
         runner.start()
         try:
             while True:
-                kind, *rest = events.get()
-                if kind == "count":
-                    forward(*rest)
+                results, counts, end = events.get()
+                for key, n in counts.items():
+                    forward(key, n)
                     if monitor is not None:
-                        monitor.count(*rest)
-                elif kind == "result":
-                    yield rest[0]
-                else:
-                    if rest[0] is not None:
-                        raise rest[0]
+                        monitor.count(key, n)
+                yield from results
+                if isinstance(end, BaseException):
+                    raise end
+                if end is _FINISHED:
                     return
         finally:
             runner.stop()
             self.on_count = forward
 
-    async def _work_all(self, items: Sequence[T], work: Callable[[T], Awaitable[R]], events: queue.SimpleQueue):
+    async def _work_all(
+        self,
+        items: Sequence[T],
+        work: Callable[[T], Awaitable[R]],
+        events: queue.SimpleQueue,
+        tally: dict[str, float],
+    ) -> None:
         pending = iter(items)
+        done: list[R] = []
+
+        def flush(end: object = None) -> None:
+            # Results and counters cross to the calling thread in batches: one hand-over per result would make
+            # the two threads fight for the GIL thousands of times a second and slow the event loop down.
+            events.put((done.copy(), dict(tally), end))
+            done.clear()
+            tally.clear()
 
         async def worker() -> None:
             # Workers share one iterator, so at most max_concurrency items are ever started and unfinished.
             for item in pending:
-                events.put(("result", await work(item)))
+                done.append(await work(item))
 
+        async def ticker() -> None:
+            while True:
+                await asyncio.sleep(FLUSH_SECONDS)
+                if done or tally:
+                    flush()
+
+        outcome: object = _FINISHED
+        tick = asyncio.create_task(ticker())
         try:
             async with asyncio.TaskGroup() as group:
                 for _ in range(min(self.endpoint.max_concurrency, len(items))):
                     group.create_task(worker())
-            events.put(("end", None))
         except* Exception as errors:
-            events.put(("end", errors.exceptions[0]))
+            outcome = errors.exceptions[0]
         finally:
+            tick.cancel()
             await self.aclose()
+        flush(outcome)
 
 
 class _LoopThread:
