@@ -221,6 +221,8 @@ class Scorer:
             i = self.index.get(pred.id)
             if i is None:
                 raise ScoringError(f"prediction for unknown example id {pred.id!r}")
+            if i in by_index:
+                raise ScoringError(f"two predictions for example id {pred.id!r}")
             if pred.error is None:
                 try:
                     pred.check_against(self.examples[i])

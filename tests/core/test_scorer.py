@@ -218,6 +218,7 @@ def test_threshold_free_auprc_and_auroc_from_scores():
         ([pred("nope")], "prediction for unknown example id 'nope'"),
         ([pred("a", [[20, 25]])], r"example 'a': predicted span \[20, 25\) ends past the response \(length 24\)"),
         ([pred("a", sentence_labels=[1])], "prediction 'a': 1 sentence_labels for 2 sentence units"),
+        ([pred("a"), pred("a", [[0, 3]])], "two predictions for example id 'a'"),
     ],
 )
 def test_unscorable_predictions_raise_naming_the_id(predictions, message):
