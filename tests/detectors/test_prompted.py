@@ -345,3 +345,21 @@ def test_real_mushroom_through_the_server(openai_server, tmp_path):
     res = results_of(run)
     assert res["n_examples"] == 5 and res["run"]["usage"]["requests"] == 5 == len(openai_server.log)
     assert res["failed_predictions"] == 0
+
+
+def test_missing_key_is_one_clear_error(tmp_path, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    path = write_examples(tmp_path / "ex.jsonl", invented(1))
+    result = CliRunner().invoke(main, ["eval", "--detector", "gpt5mini", "--examples", str(path), *FAST])
+    assert result.exit_code == 2
+    assert "error: no API key: set OPENAI_API_KEY" in result.output
+
+
+def test_listing_presets_imports_no_http_client():
+    code = (
+        "import sys; from shambench.detector import detectors; detectors.entries(); "
+        "print(sorted(m for m in ('aiohttp', 'openai', 'torch', 'rapidfuzz') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
