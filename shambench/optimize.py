@@ -20,7 +20,7 @@ import os
 import threading
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, redirect_stderr
+from contextlib import contextmanager, redirect_stdout
 from hashlib import sha256
 from pathlib import Path
 from typing import Any, Literal
@@ -73,7 +73,8 @@ class OptimizeConfig(BaseModel):
     seed: int = 0
     """Seed of MIPROv2 and of the held-out draw."""
     max_demos: int = Field(default=4, ge=0)
-    """Largest number of bootstrapped and of labelled demos per candidate (0: instructions only)."""
+    """Largest number of bootstrapped and of labelled demos per candidate (0: instructions only, the base
+    program's worked examples kept)."""
     threads: int | None = Field(default=None, ge=1)
     """Examples MIPROv2 evaluates at once (default: the endpoint's concurrency)."""
     verbose: bool = False
@@ -280,9 +281,10 @@ def quiet(enabled: bool) -> Iterator[None]:
     levels = [lg.level for lg in loggers]
     for lg in loggers:
         lg.setLevel(logging.WARNING)
-    # MIPROv2 always asks for tqdm bars, which write to sys.stderr; errors still arrive as exceptions.
+    # MIPROv2 always asks for DSPy's tqdm bars, which write to sys.stdout (a rich console meant to stay visible
+    # must hold the real stdout, as `shambench optimize` makes its console do).
     try:
-        with open(os.devnull, "w") as sink, redirect_stderr(sink):
+        with open(os.devnull, "w") as sink, redirect_stdout(sink):
             yield
     finally:
         for lg, level in zip(loggers, levels):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from shambench.cli.options import parse_params
@@ -57,7 +59,8 @@ ENDPOINT_OPTIONS = ("model", "base_url", "api_key_env", "max_concurrency", "time
     default=4,
     show_default=True,
     type=click.IntRange(min=0),
-    help="Most bootstrapped and most labelled demos per candidate (0: optimise the instructions only).",
+    help="Most bootstrapped and most labelled demos per candidate (0: optimise the instructions only and keep "
+    "the base program's worked examples).",
 )
 @click.option("--threads", type=click.IntRange(min=1), help="Examples evaluated at once (default: the concurrency).")
 @click.option(
@@ -101,6 +104,7 @@ def optimize(out, params, datasets, no_progress, **opts) -> None:
         out=out, datasets=split_names(datasets), endpoint=endpoint, params=parse_params(params), **opts
     )
     console = make_console()
+    console.file = sys.stdout  # the progress display stays visible while DSPy's own bars are silenced
     with ProgressMonitor(None, f"MIPROv2 {config.auto}", console, enabled=not no_progress) as monitor:
         program = run_optimize(config, monitor)
     print_summary(program, out, console)

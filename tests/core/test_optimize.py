@@ -12,12 +12,14 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from shambench.detectors.miprov2 import load_program
+from shambench.detectors.miprov2 import base_prompt, load_program
 from shambench.detectors.prompts import SYSTEM
 
 from shambench.cli import main
+from shambench.llm import cost_of
 from shambench.optimize import OptimizeConfig, TokenF1, split_share, train_and_heldout
 from shambench.schema import Example
+from tests.conftest import require_shared
 
 MARKER = "PINPOINT"
 GOOD = f"Name the town the answer gets wrong; {MARKER} it."
@@ -34,17 +36,21 @@ class Script:
     """The server's answers: the span task is answered right only when the instructions carry the marker; the
     instruction proposer proposes the good or the bad instruction by a hash of its prompt (deterministic)."""
 
-    def __init__(self):
+    def __init__(self, gold: dict[str, list[str]] | None = None):
+        self.gold = gold
+        """Correct strings by response; None: the town, the last word."""
         self.proposed: list[str] = []
+
+    def correct(self, answer: str) -> list[str]:
+        return self.gold[answer] if self.gold is not None else [answer.rstrip(".").split()[-1]]
 
     def __call__(self, req) -> str:
         system = req.body["messages"][0]["content"]
         fields = output_fields(system)
         if fields == ["incorrect_spans"]:
             case = req.body["messages"][-1]["content"]
-            answer = case.split("[[ ## answer ## ]]\n", 1)[1].split("\n\nRespond with", 1)[0]
-            town = answer.rstrip(".").split()[-1]
-            return json.dumps({"incorrect_spans": [town] if MARKER in system else ["The river"]})
+            answer = case.split("[[ ## answer ## ]]\n", 1)[1].rsplit("\n\nRespond with", 1)[0]
+            return json.dumps({"incorrect_spans": self.correct(answer) if MARKER in system else answer.split()[:2]})
         reply = {name: "An observation." for name in fields}
         if "proposed_instruction" in fields:
             good = int(hashlib.sha256(req.prompt.encode()).hexdigest(), 16) % 2 == 0
@@ -166,19 +172,22 @@ def test_light_compile_saves_reloads_and_evaluates_the_optimised_instructions(
     assert not loopback_only
 
 
-def test_a_rerun_with_the_same_seed_replays_from_the_cache(openai_server, tmp_path):
+def test_cost_is_priced_and_a_rerun_with_the_same_seed_replays_from_the_cache(openai_server, tmp_path):
     openai_server.script = Script()
     trainset = write_examples(tmp_path / "train.jsonl", invented(0, 6))
     config = dict(
         base="openai",
         trainset=str(trainset),
         heldout="0.34",
-        endpoint={"model": "m", "base_url": openai_server.base_url},
+        endpoint={"model": "gpt-5-mini", "base_url": openai_server.base_url},
     )
     from shambench.optimize import optimize
 
     first = optimize(OptimizeConfig(out=str(tmp_path / "a.json"), **config))
     sent = len(openai_server.log)
+    assert first.usage.requests == sent and first.usage.input_tokens > 0
+    assert first.usage.cost == pytest.approx(cost_of("gpt-5-mini", first.usage.input_tokens, first.usage.output_tokens))
+    assert first.usage.cost > 0
     second = optimize(OptimizeConfig(out=str(tmp_path / "b.json"), **config))
     assert len(openai_server.log) == sent  # nothing new was asked
     assert second.usage.requests == 0 and second.usage.cache_hits == second.usage.lm_calls
@@ -250,3 +259,35 @@ def test_optimize_help_explains_the_options():
     for option in ("--base", "--trainset", "--heldout", "--auto", "--out", "--model", "--base-url", "--api-key-env"):
         assert option in result.output
     assert "light" in result.output and "per-example token F1" in result.output
+
+
+@pytest.mark.shared_data
+def test_light_compile_on_the_real_mushroom_dev_set(openai_server, tmp_path):
+    from shambench.detectors.miprov2 import gold_strings
+
+    from shambench.benchmark import load_benchmark
+
+    data = require_shared("mushroom")
+    examples = (
+        load_benchmark("mushroom", "dev", data.parent).examples
+        + load_benchmark("mushroom", "test", data.parent).examples
+    )
+    openai_server.script = Script({ex.response: gold_strings(ex) for ex in examples})
+    out = tmp_path / "program.json"
+    result = invoke(
+        "optimize", "--base", "openai", "--model", "m", "--base-url", openai_server.base_url,
+        "--trainset", "dev", "--datasets", "mushroom", "--data-dir", str(data.parent),
+        "--heldout-limit", "3", "--max-demos", "0", "--out", str(out), "--no-progress",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    program = load_program(out)
+    dev_ids = [ex.id for ex in load_benchmark("mushroom", "dev", data.parent).examples]
+    assert program.trainset_ids == dev_ids and len(dev_ids) == 5
+    assert len(program.heldout_ids) == 3 and not set(program.heldout_ids) & set(dev_ids)
+    assert program.heldout == "test, first 3 per partition"
+    assert program.demos == base_prompt().demos  # instructions-only: the worked examples stay
+    assert MARKER in program.instructions
+    assert (
+        program.train.optimized > program.train.base and program.heldout_scores.optimized > program.heldout_scores.base
+    )
+    assert program.train.optimized == pytest.approx(1.0) and program.heldout_scores.optimized == pytest.approx(1.0)
