@@ -21,6 +21,7 @@ COMMANDS = {
     "analyze": "shambench.cli.analyze:analyze",
     "show": "shambench.cli.show:show",
     "sweep": "shambench.cli.sweep:sweep",
+    "optimize": "shambench.cli.optimize:optimize",
 }
 
 # Errors whose message already says what is wrong (file, line, id): shown as one line, exit status 2.
