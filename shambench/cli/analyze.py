@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from shambench.cli.options import parse_params
+
 
 def _load_run(run_dir: Path):
     """Examples, predictions and results of a run directory (scored now if it has no results yet)."""
@@ -32,9 +34,22 @@ def _load_run(run_dir: Path):
     help="Output folder (default: RUN_DIR/analysis, or ./analysis for several runs).",
 )
 @click.option("--no-figures", is_flag=True, help="Write analysis.json only.")
-def analyze(run_dirs, out, no_figures) -> None:
+@click.option(
+    "--categorise", is_flag=True, help="Ask an LLM judge why each missed gold span was missed (five categories)."
+)
+@click.option("--judge", "judge_preset", default="gpt5mini", show_default=True, help="Prompted preset of the judge.")
+@click.option("--model", help="Judge model (overrides the preset).")
+@click.option("--base-url", help="Judge endpoint, OpenAI-compatible (overrides the preset).")
+@click.option("--api-key-env", metavar="VAR", help="Environment variable holding the judge's API key.")
+@click.option("--max-concurrency", type=click.IntRange(min=1), help="Judge requests in flight at once.")
+@click.option("--param", "-p", "params", multiple=True, metavar="KEY=VALUE", help="Judge parameter (repeatable).")
+def analyze(run_dirs, out, no_figures, categorise, judge_preset, params, **endpoint) -> None:
     """Explain a run's errors: which gold spans were found, how far boundaries are off, false alarms,
     and predicted against gold hallucination rates. Several RUN_DIRS are analysed side by side.
+
+    With --categorise, every missed gold span goes to an LLM judge (a prompted preset, with its cache and
+    retries) that names one of: labelling_error, overgeneralisation, unsupported_detail, misattribution,
+    subjective_language. Verdicts are journaled in judgements.jsonl, so a re-run judges only what is missing.
 
     \b
     Writes analysis.json (definitions included) and PNG figures:
@@ -50,10 +65,19 @@ def analyze(run_dirs, out, no_figures) -> None:
     console = make_console()
     paths = [Path(d) for d in run_dirs]
     out_dir = Path(out) if out else (paths[0] / "analysis" if len(paths) == 1 else Path("analysis"))
+    judge = None
+    if categorise:
+        from shambench.judge import Judge
+
+        given = {k: v for k, v in endpoint.items() if v is not None}
+        judge = Judge(judge_preset, **given, **parse_params(params))
     analyses, scored = [], []
     for run_dir in paths:
         config, examples, predictions, results = _load_run(run_dir)
-        analyses.append(analyse(examples, predictions, str(run_dir), config.detector))
+        analysis = analyse(examples, predictions, str(run_dir), config.detector)
+        if judge is not None:
+            analysis.categories = _categories(judge, examples, predictions, out_dir, run_dir, len(paths), console)
+        analyses.append(analysis)
         scored.append((f"{config.detector} ({run_dir.name})" if len(paths) > 1 else config.detector, results))
     write_json(out_dir / "analysis.json", {"runs": [a.model_dump(mode="json") for a in analyses]})
     if not no_figures:
@@ -63,6 +87,21 @@ def analyze(run_dirs, out, no_figures) -> None:
         figures.pr_scatter(scored, out_dir / "pr_scatter.png")
     console.print(analysis_table(analyses))
     console.print(f"analysis written to {out_dir}", soft_wrap=True)
+
+
+def _categories(judge, examples, predictions, out_dir, run_dir, n_runs, console):
+    """Judge a run's missed gold spans (journaled under the output folder) and print the tally."""
+    from shambench.analysis import missed_spans
+    from shambench.cli.progress import ProgressMonitor
+    from shambench.judge import categorise
+
+    missed = missed_spans(examples, predictions)
+    folder = out_dir / run_dir.name if n_runs > 1 else out_dir
+    with ProgressMonitor(len(missed), f"judging {run_dir.name}", console) as monitor:
+        tally = categorise(judge, missed, folder, monitor)
+    for part, counts in tally.items():
+        console.print(f"{run_dir.name} {part}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    return tally
 
 
 def _pct(x: float | None) -> str:
