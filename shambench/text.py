@@ -1,8 +1,9 @@
 """Tokens and sentence units of a response, as the scorer counts them.
 
 Tokeniser: spaCy's rule-based English tokeniser (`spacy.blank("en")`, no model download), whitespace tokens
-excluded. Sentence splitter: spaCy's rule-based `sentencizer`; a sentence unit runs from its first to its last
-non-whitespace token. Both are computed once per distinct response text and kept in a process-wide cache, so
+excluded. Sentence splitter: the rule of spaCy's `sentencizer` (a sentence opens at the first token after its
+default sentence-final punctuation that is neither punctuation nor such a character), applied to the token arrays;
+a sentence unit runs from its first to its last non-whitespace token. Both are computed once per distinct response text and kept in a process-wide cache, so
 rescoring the same responses never tokenises again.
 """
 
@@ -10,14 +11,17 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
 
 TOKENIZER = "spacy.blank('en') rule-based tokenizer; whitespace tokens excluded"
-SENTENCE_SPLITTER = "spacy sentencizer on spacy.blank('en'); examples with steps use the steps as units"
+SENTENCE_SPLITTER = (
+    "spacy sentencizer rule (default punct_chars) on spacy.blank('en') tokens; examples with steps use the steps "
+    "as units"
+)
 
 _lock = threading.Lock()
 _cache: dict[str, Segmentation] = {}
@@ -35,10 +39,16 @@ class Segmentation:
 
 @cache
 def _nlp():
-    spacy = _import_spacy_without_torch()
-    nlp = spacy.blank("en")
-    nlp.add_pipe("sentencizer")
-    return nlp
+    return _import_spacy_without_torch().blank("en")
+
+
+@cache
+def _sentence_final() -> np.ndarray:
+    """Hashes (as int64) of the sentencizer's default sentence-final characters, as they appear in ORTH."""
+    from spacy.pipeline import Sentencizer
+
+    strings = _nlp().vocab.strings
+    return np.array([strings.add(ch) for ch in Sentencizer.default_punct_chars], dtype=np.uint64).view(np.int64)
 
 
 def _import_spacy_without_torch():
@@ -56,16 +66,31 @@ def _import_spacy_without_torch():
     return spacy
 
 
-def _segmentation_of(doc) -> Segmentation:
-    # One `to_array` call instead of iterating Token objects: the Python loop cost more than tokenising.
-    from spacy.attrs import IDX, IS_SPACE, LENGTH, SENT_START
+def _sentence_opens(is_punct: np.ndarray, orth: np.ndarray) -> np.ndarray:
+    """Which tokens open a sentence under spaCy's `Sentencizer.predict`, without its per-token Python loop.
 
-    arr = doc.to_array([IDX, LENGTH, IS_SPACE, SENT_START]).view(np.int64)
+    The sentencizer walks the tokens with a flag set by a sentence-final character; the next token that is neither
+    punctuation nor such a character opens a sentence and clears the flag. So a "plain" token opens a sentence
+    exactly when a sentence-final character lies between it and the previous plain token. Token 0 always opens.
+    """
+    final = np.isin(orth, _sentence_final())
+    plain = np.flatnonzero(~is_punct & ~final)
+    finals_before = np.cumsum(final)[plain]
+    opens = np.zeros(len(orth), bool)
+    opens[plain[np.diff(finals_before, prepend=0) > 0]] = True
+    opens[:1] = True
+    return opens
+
+
+def _segmentation_of(doc) -> Segmentation:
+    # One `to_array` call instead of iterating Token objects: the Python loops (ours and the sentencizer's) cost
+    # more than tokenising.
+    from spacy.attrs import IDX, IS_PUNCT, IS_SPACE, LENGTH, ORTH
+
+    arr = doc.to_array([IDX, LENGTH, IS_SPACE, IS_PUNCT, ORTH]).view(np.int64)
     starts, ends = arr[:, 0], arr[:, 0] + arr[:, 1]
     words = arr[:, 2] == 0
-    # spaCy's `doc.sents` opens a sentence at token 0 and at every token whose sent_start is 1.
-    opens = arr[:, 3] == 1
-    opens[:1] = True
+    opens = _sentence_opens(arr[:, 3] == 1, arr[:, 4])
     sentence_of = np.cumsum(opens)[words]
     first = np.flatnonzero(np.diff(sentence_of, prepend=-1))
     last = np.append(first[1:] - 1, len(sentence_of) - 1) if len(first) else first
@@ -79,11 +104,17 @@ def segment_all(texts: Iterable[str], batch_size: int = 256) -> list[Segmentatio
     with _lock:
         todo = list(dict.fromkeys(t for t in texts if t not in _cache))
     if todo:
-        fresh = {t: _segmentation_of(d) for t, d in zip(todo, _nlp().pipe(todo, batch_size=batch_size))}
+        fresh = {t: _segmentation_of(d) for t, d in zip(todo, _nlp().tokenizer.pipe(todo, batch_size=batch_size))}
         with _lock:
             _cache.update(fresh)
     with _lock:
         return [_cache[t] for t in texts]
+
+
+def remember(texts: Sequence[str], segmentations: Sequence[Segmentation]) -> None:
+    """Cache segmentations made by `segment_all` in another process (a sweep segments each dataset only once)."""
+    with _lock:
+        _cache.update(zip(texts, segmentations))
 
 
 def segment(text: str) -> Segmentation:
