@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from functools import cache
 
 from hypothesis import given, settings
@@ -9,6 +10,7 @@ from hypothesis import strategies as st
 
 from shambench import text
 from shambench.text import segment, segment_all, sentences, tokens
+from tests.conftest import require_shared
 
 
 def test_tokens_exclude_whitespace_and_split_punctuation():
@@ -96,3 +98,11 @@ separators = st.sampled_from([" ", " ", " ", "  ", "\n", "\n\n", "\t", ""])
 def test_vectorised_segmentation_matches_spacy_objects(parts, lead):
     t = lead + "".join(p + s for p, s in parts)
     assert (tokens(t), sentences(t)) == naive_segmentation(t)
+
+
+def test_real_responses_segment_as_spacys_own_sentencizer():
+    path = require_shared("mushroom", "mushroom.en-tst.v1.extra.jsonl")
+    texts = [json.loads(line)["model_output_text"] for line in path.read_text(encoding="utf-8").splitlines()]
+    assert len(texts) == 154
+    for t in texts:
+        assert (tokens(t), sentences(t)) == naive_segmentation(t)
