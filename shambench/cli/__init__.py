@@ -22,6 +22,7 @@ COMMANDS = {
     "show": "shambench.cli.show:show",
     "sweep": "shambench.cli.sweep:sweep",
     "optimize": "shambench.cli.optimize:optimize",
+    "train": "shambench.cli.train:train_group",
 }
 
 # Errors whose message already says what is wrong (file, line, id): shown as one line, exit status 2.

@@ -1,0 +1,126 @@
+"""Helpers shared by the model-backed detectors: device choice, safe loading, pair inputs and padding.
+
+Everything here imports torch/transformers inside functions, so that importing the detector modules (which
+`shambench list detectors` does) never imports torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from shambench.io import DataError
+
+T = TypeVar("T")
+DEVICES = ("auto", "cpu", "cuda", "mps")
+
+
+def pick_device(device: str = "auto") -> Any:
+    """A torch device: `auto` picks CUDA when present, else CPU; `cuda:1` style indices are accepted."""
+    import torch
+
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.split(":")[0] not in DEVICES[1:]:
+        raise DataError(f"unknown device {device!r}: expected one of {', '.join(DEVICES)} (or cuda:N)")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise DataError(f"device {device!r} asked for, but torch sees no CUDA device")
+    return torch.device(device)
+
+
+def load_pretrained(loader: Any, source: str, what: str, **kwargs: Any) -> Any:
+    """`loader.from_pretrained(source)` with a one-line error naming the source; callers ask for safetensors."""
+    from transformers.utils import logging
+
+    # transformers' own tqdm bars would tear through shambench's rich progress display.
+    logging.disable_progress_bar()
+    try:
+        return loader.from_pretrained(str(source), **kwargs)
+    except (OSError, ValueError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise DataError(
+            f"{source}: cannot load the {what} (expected a local model folder or a Hugging Face hub id with "
+            f"safetensors weights): {first}"
+        ) from None
+
+
+def batched(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
+    """Consecutive slices of at most `size` items."""
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+@dataclass(frozen=True)
+class PairTemplate:
+    """Where a tokenizer puts its special tokens around a pair of sequences, read off one probe encoding.
+
+    transformers 5 dropped `build_inputs_with_special_tokens`; building pairs from ids ourselves lets a window
+    hold exactly the tokens we choose (a context slice and an answer slice) without re-tokenising text.
+    """
+
+    prefix: tuple[int, ...]
+    middle: tuple[int, ...]
+    suffix: tuple[int, ...]
+    type_a: int | None
+    type_b: int | None
+
+    @classmethod
+    def of(cls, tokenizer: Any) -> PairTemplate:
+        """The template of a fast tokenizer."""
+        enc = tokenizer("first", "second")
+        seq = enc.sequence_ids()
+        ids = enc["input_ids"]
+        a = [i for i, s in enumerate(seq) if s == 0]
+        b = [i for i, s in enumerate(seq) if s == 1]
+        types = enc.get("token_type_ids")
+        return cls(
+            prefix=tuple(ids[: a[0]]),
+            middle=tuple(ids[a[-1] + 1 : b[0]]),
+            suffix=tuple(ids[b[-1] + 1 :]),
+            type_a=types[a[0]] if types is not None else None,
+            type_b=types[b[0]] if types is not None else None,
+        )
+
+    @property
+    def n_special(self) -> int:
+        """Special tokens added around a pair."""
+        return len(self.prefix) + len(self.middle) + len(self.suffix)
+
+    def build(self, first: Sequence[int], second: Sequence[int]) -> tuple[list[int], list[int] | None, int]:
+        """Input ids, token type ids (None when the model has none) and the position of `second`'s first token."""
+        head = [*self.prefix, *first, *self.middle]
+        ids = [*head, *second, *self.suffix]
+        if self.type_a is None:
+            return ids, None, len(head)
+        types = [self.type_a] * len(head) + [self.type_b] * (len(second) + len(self.suffix))
+        return ids, types, len(head)
+
+
+def pad_batch(rows: Sequence[tuple[list[int], list[int] | None]], pad_id: int, device: Any) -> dict[str, Any]:
+    """Right-padded `input_ids`, `attention_mask` (and `token_type_ids` when present) tensors on `device`."""
+    import torch
+
+    width = max(len(ids) for ids, _ in rows)
+    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    has_types = rows[0][1] is not None
+    types = torch.zeros((len(rows), width), dtype=torch.long) if has_types else None
+    for r, (ids, tt) in enumerate(rows):
+        input_ids[r, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+        mask[r, : len(ids)] = 1
+        if types is not None:
+            types[r, : len(ids)] = torch.tensor(tt, dtype=torch.long)
+    out = {"input_ids": input_ids.to(device), "attention_mask": mask.to(device)}
+    if types is not None:
+        out["token_type_ids"] = types.to(device)
+    return out
+
+
+def window_bounds(n: int, size: int, overlap: int) -> list[tuple[int, int]]:
+    """`[lo, hi)` windows of at most `size` items covering `0..n`, consecutive ones sharing `overlap` items."""
+    if n <= size:
+        return [(0, n)]
+    step = max(1, size - overlap)
+    starts = list(range(0, n - size, step)) + [n - size]
+    return [(lo, lo + size) for lo in starts]

