@@ -12,14 +12,14 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from shambench.cli import main
 from shambench.detectors.token_classifier import (
     lettucedetect_prompt,
     plan_windows,
     psiloqa_prompt,
     spans_of_probs,
 )
+
+from shambench.cli import main
 from shambench.schema import Example
 from tests.detectors.tiny_models import require_models, save_tiny, tokenizer
 
@@ -46,7 +46,9 @@ def test_lettucedetect_prompt_wraps_the_context_as_numbered_passages():
 
 
 def test_lettucedetect_prompt_keeps_numbered_passages_and_uses_the_summary_template():
-    numbered = Example(id="a", dataset="d", task="t", question="Q?", context="passage 1: x\n\npassage 2: y", response="r")
+    numbered = Example(
+        id="a", dataset="d", task="t", question="Q?", context="passage 1: x\n\npassage 2: y", response="r"
+    )
     assert "following 2 passages:\npassage 1: x\n\npassage 2: y\n" in lettucedetect_prompt(numbered)
     summary = Example(id="b", dataset="d", task="summ", context="The text.", response="r")
     assert lettucedetect_prompt(summary) == "Summarize the following text:\npassage 1: The text.\noutput:"
@@ -104,7 +106,7 @@ def test_pair_template_of_the_minilm_tokenizer():
 def _synthetic(n: int, seed: int) -> list[Example]:
     """Responses from a small vocabulary; every odd one has the word `zebra`, annotated as hallucinated."""
     rng = random.Random(seed)
-    words = "the cat dog sat ran on mat park big small red old".split()
+    words = ["the", "cat", "dog", "sat", "ran", "on", "mat", "park", "big", "small", "red", "old"]
     out = []
     for i in range(n):
         ws = [rng.choice(words) for _ in range(rng.randint(4, 9))]
