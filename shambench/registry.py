@@ -53,6 +53,7 @@ class Registry(Generic[T]):
         self._lock = threading.RLock()
         self._builtins_loaded = False
         self._entry_points_loaded = False
+        self._broken: dict[str, str] = {}
 
     def register(self, name: str, description: str | None = None, **info: Any) -> Callable:
         """Decorator: register the factory under `name` (description defaults to its docstring's first line)."""
@@ -89,7 +90,11 @@ class Registry(Generic[T]):
             for ep in metadata.entry_points(group=self.group):
                 if ep.name in self._entries:
                     continue
-                obj = ep.load()
+                try:
+                    obj = ep.load()
+                except Exception as err:  # one broken third-party package must not take the others down
+                    self._broken[ep.name] = f"{ep.value}: {type(err).__name__}: {err}"
+                    continue
                 if ep.name not in self._entries:
                     self.add(ep.name, obj, _first_line(getattr(obj, "__doc__", "")), ep.value)
 
@@ -110,6 +115,8 @@ class Registry(Generic[T]):
         with self._lock:
             if name in self._entries:
                 return self._entries[name]
+            if name in self._broken:
+                raise UnknownPluginError(f"{self.kind} {name!r} is installed but failed to load ({self._broken[name]})")
             names = list(self._entries)
         hint = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
         suggestion = f"; did you mean {' or '.join(repr(h) for h in hint)}?" if hint else ""

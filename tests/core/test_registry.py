@@ -33,10 +33,12 @@ def scans(monkeypatch):
     detectors.get("none")  # built-ins loaded before the snapshot
     monkeypatch.setattr(detectors, "_entries", dict(detectors._entries))
     monkeypatch.setattr(detectors, "_entry_points_loaded", False)
+    monkeypatch.setattr(detectors, "_broken", {})
     points = [
         # Never loaded: the built-in `none` wins before the entry point's module would be imported.
         metadata.EntryPoint("none", "no_such_module_anywhere:factory", GROUP),
         metadata.EntryPoint("extra", f"{__name__}:extra_detector", GROUP),
+        metadata.EntryPoint("broken", "no_such_module_anywhere:factory", GROUP),
     ]
     calls = []
 
@@ -59,6 +61,17 @@ def test_entry_points_are_scanned_only_on_a_miss(scans):
         detectors.get("extr")
     detectors.entries()
     assert scans == [GROUP]  # listed once per process
+
+
+def test_a_broken_plugin_is_reported_by_name_and_spares_the_others(scans):
+    assert "broken" not in {e.name for e in detectors.entries()}
+    with pytest.raises(UnknownPluginError) as err:
+        detectors.get("broken")
+    assert str(err.value) == (
+        "detector 'broken' is installed but failed to load "
+        "(no_such_module_anywhere:factory: ModuleNotFoundError: No module named 'no_such_module_anywhere')"
+    )
+    assert detectors.get("extra").origin == f"{__name__}:extra_detector"
 
 
 def test_builtins_win_name_clashes(scans):

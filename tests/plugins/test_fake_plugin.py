@@ -96,6 +96,7 @@ def test_builtin_none_wins_over_the_plugins_none_through_eval(site, examples_fil
     detectors.get("none")
     monkeypatch.setattr(detectors, "_entries", dict(detectors._entries))
     monkeypatch.setattr(detectors, "_entry_points_loaded", False)
+    monkeypatch.setattr(detectors, "_broken", {})
     assert detectors.get("fake-slow").origin == "fake_shambench_plugin:slow"  # the installed package is visible
     result = CliRunner().invoke(
         main,
