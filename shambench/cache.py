@@ -25,6 +25,11 @@ from pydantic import BaseModel
 from shambench.paths import cache_dir
 
 FILENAME = "responses.sqlite"
+# Writes are committed in batches (one transaction per batch, or per interval): a commit per answer would cost
+# more CPU than handling the answer. Answers still pending when a process dies are lost from the cache only; the
+# run journal, written separately, is what resuming relies on.
+BATCH_SIZE = 64
+BATCH_SECONDS = 0.5
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -63,8 +68,9 @@ class CacheStats(BaseModel):
 class ResponseCache:
     """A thread-safe key → JSON record store in SQLite (WAL mode, one connection that all writes go through)."""
 
-    def __init__(self, path: str | Path | None = None):
+    def __init__(self, path: str | Path | None = None, batch_seconds: float = BATCH_SECONDS):
         self.path = Path(path) if path else cache_path()
+        self.batch_seconds = batch_seconds
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         # One connection shared by the threads of this process behind a lock: the single writer. Other
@@ -73,25 +79,45 @@ class ResponseCache:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(_SCHEMA)
+        self._pending: dict[str, tuple[str, str, str, float]] = {}
+        self._committed = time.monotonic()
 
     def get(self, key: str) -> dict[str, Any] | None:
         """The record stored under `key`, or None."""
         with self._lock:
+            if key in self._pending:
+                return json.loads(self._pending[key][2])
             row = self._db.execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
         return json.loads(row[0]) if row else None
 
     def put(self, key: str, model: str, value: dict[str, Any]) -> None:
-        """Store (or replace) the record under `key`."""
+        """Store (or replace) the record under `key`; committed with the next batch."""
         text = json.dumps(value, ensure_ascii=False)
         with self._lock:
-            self._db.execute(
-                "INSERT OR REPLACE INTO responses (key, model, value, created) VALUES (?, ?, ?, ?)",
-                (key, model, text, time.time()),
-            )
+            self._pending[key] = (key, model, text, time.time())
+            if len(self._pending) >= BATCH_SIZE or time.monotonic() - self._committed > self.batch_seconds:
+                self._commit()
+
+    def flush(self) -> None:
+        """Commit the pending records now."""
+        with self._lock:
+            self._commit()
+
+    def _commit(self) -> None:
+        if self._pending:
+            with self._db:
+                self._db.execute("BEGIN")
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO responses (key, model, value, created) VALUES (?, ?, ?, ?)",
+                    list(self._pending.values()),
+                )
+            self._pending.clear()
+        self._committed = time.monotonic()
 
     def stats(self) -> CacheStats:
         """Entry counts per model and the size on disk."""
         with self._lock:
+            self._commit()
             rows = self._db.execute("SELECT model, COUNT(*) FROM responses GROUP BY model ORDER BY model").fetchall()
         size = sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*") if p.is_file())
         return CacheStats(path=str(self.path), entries=sum(n for _, n in rows), size_bytes=size, by_model=dict(rows))
@@ -99,6 +125,7 @@ class ResponseCache:
     def clear(self, model: str | None = None) -> int:
         """Delete every record (or those of one model); returns how many were deleted."""
         with self._lock:
+            self._commit()
             if model is None:
                 cur = self._db.execute("DELETE FROM responses")
             else:
@@ -110,6 +137,7 @@ class ResponseCache:
         return cur.rowcount
 
     def close(self) -> None:
-        """Close the connection."""
+        """Commit what is pending and close the connection."""
         with self._lock:
+            self._commit()
             self._db.close()

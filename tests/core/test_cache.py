@@ -89,3 +89,24 @@ def test_cli_stats_and_clear():
     cleared = runner.invoke(main, ["cache", "clear", "--yes"])
     assert cleared.exit_code == 0 and "deleted 2 cached answers" in cleared.output
     assert ResponseCache().stats().entries == 0
+
+
+def test_writes_are_batched_but_readable_at_once(tmp_path):
+    path = tmp_path / "c.sqlite"
+    cache = ResponseCache(path, batch_seconds=3600)
+    cache.put("k", "m", {"text": "1"})
+    assert cache.get("k") == {"text": "1"}
+
+    def on_disk() -> int:
+        with sqlite3.connect(path) as other:
+            return other.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+
+    # One put is pending (a batch commits at 64 puts, or here after an hour); flush commits it for other readers.
+    assert on_disk() == 0
+    cache.flush()
+    assert on_disk() == 1
+    for i in range(64):
+        cache.put(f"b{i}", "m", {"text": str(i)})
+    # The 64th put filled a batch and committed it: 1 + 64 rows.
+    assert on_disk() == 65
+    cache.close()
