@@ -125,6 +125,12 @@ class PromptedDetector(Detector):
         """The chat messages asking for the incorrect spans of one example (the hook a subclass's prompt uses)."""
         return messages_for(example)
 
+    def _explained(self, reason: str) -> str:
+        """A failure reason, with the likely fix when a server rejected the structured-output request."""
+        if self.structured and reason.startswith(("HTTP 400", "HTTP 422")):
+            return f"{reason} (if the server does not support structured outputs, rerun with -p structured=false)"
+        return reason
+
     def body(self) -> dict[str, Any]:
         """The generation parameters sent with every request."""
         return {**self.generation, "response_format": RESPONSE_FORMAT} if self.structured else dict(self.generation)
@@ -149,10 +155,10 @@ class PromptedDetector(Detector):
 
         meta: dict[str, Any] = {"prompt_hash": self.prompt_hash}
         try:
-            reply = await client.chat(self.messages(example), body, accept=lambda c: parse_spans(c.text))
+            reply = await client.chat(self.messages(example), body, accept=spans_of_reply)
         except LLMError as err:
             meta["usage"] = err.usage.model_dump()
-            return Prediction(id=example.id, error=err.reason, raw=err.text, meta=meta)
+            return Prediction(id=example.id, error=self._explained(err.reason), raw=err.text, meta=meta)
         placements = locate(example.response, reply.parsed, self.min_similarity)
         unplaced = [p.text for p in placements if not p.placed]
         if unplaced:
@@ -168,6 +174,18 @@ class PromptedDetector(Detector):
         )
         spans = [Span(start=p.start, end=p.end) for p in placements if p.placed]
         return Prediction(id=example.id, spans=spans, raw=reply.text, meta=meta)
+
+
+def spans_of_reply(reply: Any) -> list[str]:
+    """The quoted strings of a model reply; the ValueError says when the reply was cut off by the token limit."""
+    try:
+        return parse_spans(reply.text)
+    except ValueError as err:
+        if reply.finish_reason == "length":
+            raise ValueError(
+                f"{err}; the reply hit the token limit (raise -p max_tokens or max_completion_tokens)"
+            ) from None
+        raise
 
 
 def make_prompted(

@@ -101,6 +101,7 @@ class OpenAIServer:
     latency: float = 0.0
     faults: Callable[[Request], Fault | None] | None = None
     reasoning_tokens: int = 0
+    finish_reason: str = "stop"
     port: int = 0
     log: list[Request] = field(default_factory=list)
     peak: int = 0
@@ -206,10 +207,14 @@ class OpenAIServer:
             "completion_tokens_details": {"reasoning_tokens": self.reasoning_tokens},
         }
         if kind == "chat":
-            choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+            choice = {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": self.finish_reason,
+            }
             obj = "chat.completion"
         else:
-            choice = {"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}
+            choice = {"index": 0, "text": text, "finish_reason": self.finish_reason, "logprobs": None}
             obj = "text_completion"
         return {
             "id": f"test-{req.n}",

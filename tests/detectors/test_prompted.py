@@ -363,3 +363,14 @@ def test_listing_presets_imports_no_http_client():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_failure_reasons_suggest_the_fix(openai_server):
+    det = create_detector("openai", model="m", base_url=openai_server.base_url)
+    openai_server.script = lambda req: '{"incorrect_spans": ["Varn'
+    openai_server.finish_reason = "length"
+    (cut,) = det.predict(invented(1))
+    assert "hit the token limit" in cut.error and cut.raw == '{"incorrect_spans": ["Varn'
+    openai_server.faults = lambda req: Fault("400")
+    (rejected,) = det.predict(invented(2)[1:])
+    assert rejected.error.startswith("HTTP 400") and "-p structured=false" in rejected.error
