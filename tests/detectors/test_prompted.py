@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import assume, given
+from hypothesis import strategies as st
 from shambench.detectors.prompted import presets
 from shambench.detectors.prompts import PROMPT_HASH, WORKED_EXAMPLES, messages_for, parse_spans
 
@@ -99,6 +101,15 @@ def test_parse_skips_the_reasoning_block_and_takes_the_last_answer():
     text = '<think>Maybe {"incorrect_spans": ["x"]}? No.</think>\n{"incorrect_spans": ["y"]}'
     assert parse_spans(text) == ["y"]
     assert parse_spans('{"incorrect_spans": ["draft"]} Correction: {"incorrect_spans": ["final"]}') == ["final"]
+
+
+@given(spans=st.lists(st.text(max_size=20)), fenced=st.booleans(), prose=st.text(alphabet="abc .:!", max_size=20))
+def test_parse_round_trips_any_list_of_strings(spans, fenced, prose):
+    assume(not any("<think>" in s or "`" in s for s in spans))  # both would be ambiguous markup
+    reply = json.dumps({"incorrect_spans": spans}, ensure_ascii=bool(fenced))
+    if fenced:
+        reply = f"```json\n{reply}\n```"
+    assert parse_spans(f"{prose}{reply}{prose}") == spans
 
 
 @pytest.mark.parametrize(
