@@ -155,7 +155,7 @@ def test_rejected_answers_are_not_cached(openai_server):
 
 
 def test_concurrency_is_bounded(openai_server):
-    openai_server.latency = 0.05
+    openai_server.latency = 0.1
     replies = ask(client_for(openai_server, max_concurrency=4), [str(i) for i in range(20)])
     assert len(replies) == 20 and not any(isinstance(r, LLMError) for r in replies)
     assert openai_server.peak == 4
