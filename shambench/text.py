@@ -38,17 +38,14 @@ class Segmentation:
 
 
 @cache
-def _nlp():
-    return _import_spacy_without_torch().blank("en")
-
-
-@cache
-def _sentence_final() -> np.ndarray:
-    """Hashes (as int64) of the sentencizer's default sentence-final characters, as they appear in ORTH."""
+def _tokenizer():
+    """spaCy's blank English tokenizer, and the id of a lexeme flag marking the sentencizer's final characters."""
+    nlp = _import_spacy_without_torch().blank("en")
     from spacy.pipeline import Sentencizer
 
-    strings = _nlp().vocab.strings
-    return np.array([strings.add(ch) for ch in Sentencizer.default_punct_chars], dtype=np.uint64).view(np.int64)
+    # A lexeme flag is computed once per distinct word and read back by `Doc.to_array` with the other columns.
+    final = frozenset(Sentencizer.default_punct_chars)
+    return nlp.tokenizer, nlp.vocab.add_flag(lambda text: text in final)
 
 
 def _import_spacy_without_torch():
@@ -66,36 +63,58 @@ def _import_spacy_without_torch():
     return spacy
 
 
-def _sentence_opens(is_punct: np.ndarray, orth: np.ndarray) -> np.ndarray:
-    """Which tokens open a sentence under spaCy's `Sentencizer.predict`, without its per-token Python loop.
+def _sentence_opens(is_punct: np.ndarray, final: np.ndarray, doc_first: np.ndarray) -> np.ndarray:
+    """Which tokens open a sentence under spaCy's `Sentencizer.predict`, for many docs laid end to end.
 
-    The sentencizer walks the tokens with a flag set by a sentence-final character; the next token that is neither
-    punctuation nor such a character opens a sentence and clears the flag. So a "plain" token opens a sentence
-    exactly when a sentence-final character lies between it and the previous plain token. Token 0 always opens.
+    The sentencizer walks a doc's tokens with a flag set by a sentence-final character (its default
+    `punct_chars`); the next token that is neither punctuation nor such a character opens a sentence and clears
+    the flag. So a "plain" token opens a sentence exactly when a sentence-final character lies between it and the
+    previous plain token of its doc (or its doc's start). A doc's first token always opens.
     """
-    final = np.isin(orth, _sentence_final())
+    finals_before = np.concatenate([[0], np.cumsum(final)])
     plain = np.flatnonzero(~is_punct & ~final)
-    finals_before = np.cumsum(final)[plain]
-    opens = np.zeros(len(orth), bool)
-    opens[plain[np.diff(finals_before, prepend=0) > 0]] = True
-    opens[:1] = True
+    # The reference point of each plain token: the previous plain token, or the start of its own doc.
+    doc_start = doc_first[np.searchsorted(doc_first, plain, side="right") - 1]
+    previous = np.maximum(np.concatenate([[0], plain[:-1]]), doc_start)
+    opens = np.zeros(len(final), bool)
+    opens[plain[finals_before[plain] > finals_before[previous]]] = True
+    opens[doc_first[doc_first < len(final)]] = True
     return opens
 
 
-def _segmentation_of(doc) -> Segmentation:
-    # One `to_array` call instead of iterating Token objects: the Python loops (ours and the sentencizer's) cost
-    # more than tokenising.
-    from spacy.attrs import IDX, IS_PUNCT, IS_SPACE, LENGTH, ORTH
+def _segmentations_of(docs: list) -> list[Segmentation]:
+    """Tokens and sentence units of many docs, computed on their tokens laid end to end.
 
-    arr = doc.to_array([IDX, LENGTH, IS_SPACE, IS_PUNCT, ORTH]).view(np.int64)
-    starts, ends = arr[:, 0], arr[:, 0] + arr[:, 1]
-    words = arr[:, 2] == 0
-    opens = _sentence_opens(arr[:, 3] == 1, arr[:, 4])
-    sentence_of = np.cumsum(opens)[words]
-    first = np.flatnonzero(np.diff(sentence_of, prepend=-1))
-    last = np.append(first[1:] - 1, len(sentence_of) - 1) if len(first) else first
-    w_starts, w_ends = starts[words], ends[words]
-    return Segmentation(w_starts, w_ends, w_starts[first], w_ends[last])
+    One `to_array` call per doc and a few whole-batch numpy operations: iterating Token objects (or running the
+    sentencizer's per-token loop, or even a dozen small numpy calls per doc) cost more than tokenising.
+    """
+    from spacy.attrs import IDX, IS_PUNCT, IS_SPACE, LENGTH
+
+    flag = _tokenizer()[1]
+    arrays = [d.to_array([IDX, LENGTH, IS_SPACE, IS_PUNCT, flag]).view(np.int64).reshape(-1, 5) for d in docs]
+    sizes = np.array([len(a) for a in arrays], dtype=np.int64)
+    arr = np.concatenate(arrays + [np.empty((0, 5), np.int64)])
+    doc_first = np.cumsum(sizes) - sizes
+    opens = _sentence_opens(arr[:, 3] == 1, arr[:, 4] == 1, doc_first)
+    words = np.flatnonzero(arr[:, 2] == 0)
+    starts, ends = arr[words, 0], arr[words, 0] + arr[words, 1]
+    first = np.flatnonzero(np.diff(np.cumsum(opens)[words], prepend=0))
+    last = np.append(first[1:] - 1, len(words) - 1).astype(np.int64) if len(first) else first
+    doc_of_word = np.repeat(np.arange(len(docs)), sizes)[words]
+    # Plain slicing per doc (np.split costs more per piece).
+    word_cut = _bounds(np.bincount(doc_of_word, minlength=len(docs)))
+    sent_cut = _bounds(np.bincount(doc_of_word[first], minlength=len(docs)))
+    sent_starts, sent_ends = starts[first], ends[last]
+    return [
+        Segmentation(starts[wa:wb], ends[wa:wb], sent_starts[sa:sb], sent_ends[sa:sb])
+        for (wa, wb), (sa, sb) in zip(word_cut, sent_cut)
+    ]
+
+
+def _bounds(counts: np.ndarray) -> list[tuple[int, int]]:
+    """`(start, end)` of consecutive runs of the given lengths."""
+    ends = np.cumsum(counts).tolist()
+    return list(zip([0, *ends[:-1]], ends))
 
 
 def segment_all(texts: Iterable[str], batch_size: int = 256) -> list[Segmentation]:
@@ -104,7 +123,8 @@ def segment_all(texts: Iterable[str], batch_size: int = 256) -> list[Segmentatio
     with _lock:
         todo = list(dict.fromkeys(t for t in texts if t not in _cache))
     if todo:
-        fresh = {t: _segmentation_of(d) for t, d in zip(todo, _nlp().tokenizer.pipe(todo, batch_size=batch_size))}
+        docs = list(_tokenizer()[0].pipe(todo, batch_size=batch_size))
+        fresh = dict(zip(todo, _segmentations_of(docs)))
         with _lock:
             _cache.update(fresh)
     with _lock:
