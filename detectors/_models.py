@@ -33,8 +33,10 @@ def load_pretrained(loader: Any, source: str, what: str, **kwargs: Any) -> Any:
     """`loader.from_pretrained(source)` with a one-line error naming the source; callers ask for safetensors."""
     from transformers.utils import logging
 
-    # transformers' own tqdm bars would tear through shambench's rich progress display.
+    # transformers' own tqdm bars would tear through shambench's rich progress display, and its notices (a new
+    # head initialised, a prompt longer than the model's limit before windowing) are expected here.
     logging.disable_progress_bar()
+    logging.set_verbosity_error()
     try:
         return loader.from_pretrained(str(source), **kwargs)
     except (OSError, ValueError) as err:

@@ -60,6 +60,9 @@ class TrainConfig(BaseModel):
     """Peak AdamW learning rate (linear warm-up over the first 10% of steps, then linear decay)."""
     weight_decay: float = 0.01
     """AdamW weight decay."""
+    positive_weight: float = Field(default=1.0, gt=0)
+    """Loss weight of hallucinated tokens relative to supported ones (1 = LettuceDetect's plain cross-entropy);
+    hallucinated tokens are rare, so small training sets learn to flag nothing without it."""
     seed: int = 0
     """Seed of the shuffle, the held-out split, the head initialisation and dropout."""
     holdout: float = Field(default=0.1, ge=0.0, lt=1.0)
@@ -239,6 +242,7 @@ def train_token_classifier(config: TrainConfig, on_step: StepCallback | None = N
     schedule = get_linear_schedule_with_warmup(optimizer, math.ceil(0.1 * total), total)
     order_rng = random.Random(config.seed)
     pad_id = tokenizer.pad_token_id or 0
+    class_weights = torch.tensor([1.0, config.positive_weight], device=device)
     step, epoch_loss = 0, None
     model.train()
     for epoch in range(1, config.epochs + 1):
@@ -248,8 +252,11 @@ def train_token_classifier(config: TrainConfig, on_step: StepCallback | None = N
         for lo in range(0, len(order), config.batch_size):
             rows = [windows[i] for i in order[lo : lo + config.batch_size]]
             batch = pad_batch([(ids, types) for ids, types, _ in rows], pad_id, device)
-            batch["labels"] = pad_batch([(labels, None) for _, _, labels in rows], -100, device)["input_ids"]
-            loss = model(**batch).loss
+            labels = pad_batch([(labels, None) for _, _, labels in rows], -100, device)["input_ids"]
+            logits = model(**batch).logits
+            loss = torch.nn.functional.cross_entropy(
+                logits.view(-1, logits.shape[-1]).float(), labels.view(-1), weight=class_weights, ignore_index=-100
+            )
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()

@@ -38,6 +38,13 @@ def train_group() -> None:
 @click.option("--epochs", default=1, show_default=True, type=click.IntRange(min=1))
 @click.option("--batch-size", default=8, show_default=True, type=click.IntRange(min=1), help="Windows per step.")
 @click.option("--lr", "learning_rate", default=5e-5, show_default=True, type=click.FloatRange(min=0, min_open=True))
+@click.option(
+    "--positive-weight",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="Loss weight of hallucinated tokens (1 = plain cross-entropy, as LettuceDetect).",
+)
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of shuffling, held-out split and init.")
 @click.option(
     "--holdout",

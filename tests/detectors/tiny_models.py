@@ -63,7 +63,7 @@ def tiny_config(kind: str, **extra):
             global_attn_every_n_layers=1,
         )
     if kind == "roberta":
-        return RobertaConfig(**common, max_position_embeddings=514, type_vocab_size=1)
+        return RobertaConfig(**{"type_vocab_size": 2, **common}, max_position_embeddings=514)
     return BertConfig(**common, max_position_embeddings=512)
 
 

@@ -1,0 +1,276 @@
+"""Sentence verifiers: MiniCheck and AlignScore label each response sentence supported or not by the context.
+
+Every response sentence is one claim (the scorer's own sentence units, `shambench.text.sentences`, so
+`Prediction.sentence_labels` lines up with the units the sentence-level metric counts). The context is cut
+into chunks as each method prescribes, each (chunk, claim) pair gets a support probability, and a claim's
+support is its best chunk's (both methods aggregate with max). A claim is labelled hallucinated (1) when its
+support is at most `threshold` (MiniCheck calls a claim supported when the probability exceeds 0.5). Flagged
+sentences are also returned as spans, and every sentence as a range scored `1 - support`.
+
+- `minicheck:MODEL` — the MiniCheck encoders (`lytang/MiniCheck-RoBERTa-Large`, `lytang/MiniCheck-DeBERTa-v3-Large`):
+  a sequence classifier reading `chunk + </s> + claim` as one text; chunks of about 400 tokens of whole context
+  sentences; support = P(label 1).
+- `alignscore:CKPT` — AlignScore's RoBERTa checkpoint (`AlignScore-large.ckpt`, read with `weights_only=True`,
+  or a folder holding `model.safetensors` with the same keys): RoBERTa's pooled output through the 3-way
+  `tri_layer`; support = P(aligned), AlignScore's `nli_sp` mode; chunks of about 350 words; the tokenizer comes
+  from `backbone` (default `roberta-large`).
+- `bespoke-minicheck` — Bespoke-MiniCheck-7B served by vLLM's OpenAI-compatible API: one token generated with
+  its top log-probabilities, support = the summed probability of the `Yes` tokens; chunks of about 24,000 words
+  (its 32k-token window less room for the claim).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from shambench.detectors._models import batched, load_pretrained, pick_device
+
+from shambench.detector import Detector, Monitor, detector
+from shambench.io import DataError
+from shambench.schema import Example, Prediction, Span
+from shambench.text import sentences
+
+MINICHECK_ROBERTA = "lytang/MiniCheck-RoBERTa-Large"
+MINICHECK_SYSTEM = (
+    "Determine whether the provided claim is consistent with the corresponding document. Consistency in this "
+    "context implies that all information presented in the claim is substantiated by the document. If not, it "
+    "should be considered inconsistent. Please assess the claim's consistency with the document by responding with "
+    'either "Yes" or "No".'
+)
+
+
+def chunk_sentences(text: str, budget: int, size_of) -> list[str]:
+    """Consecutive context sentences joined greedily into chunks of at most `budget` (by `size_of`); never empty.
+
+    A single sentence longer than the budget is its own chunk (the model truncates it).
+    """
+    chunks: list[str] = []
+    current: list[str] = []
+    used = 0
+    for s, e in sentences(text):
+        sentence = text[s:e]
+        size = size_of(sentence)
+        if current and used + size > budget:
+            chunks.append(" ".join(current))
+            current, used = [], 0
+        current.append(sentence)
+        used += size
+    if current:
+        chunks.append(" ".join(current))
+    return chunks or [""]
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+class SentenceVerifier(Detector):
+    """Base of the sentence verifiers: claims, chunks, max-over-chunks support and the sentence labels."""
+
+    family = "sentence-verifier"
+    chunk_budget = 400
+    """Chunk size, in the unit `chunk_size` measures."""
+
+    def __init__(self, threshold: float = 0.5, batch_size: int = 16):
+        if not 0.0 <= threshold <= 1.0:
+            raise DataError(f"threshold must be in [0, 1], got {threshold}")
+        self.threshold = float(threshold)
+        self.batch_size = int(batch_size)
+
+    def params(self) -> dict[str, Any]:
+        return {"threshold": self.threshold, "chunk_budget": self.chunk_budget}
+
+    def chunk_size(self, text: str) -> int:
+        """Size of a text in the chunk budget's unit (words unless a subclass counts tokens)."""
+        return _words(text)
+
+    def support(self, pairs: Sequence[tuple[str, str]], monitor: Monitor | None = None) -> np.ndarray:
+        """Support probability of each (chunk, claim) pair."""
+        raise NotImplementedError
+
+    def chunks(self, example: Example) -> list[str]:
+        """The context (the question when there is none) in chunks of `chunk_budget`."""
+        return chunk_sentences(example.context or example.question, self.chunk_budget, self.chunk_size)
+
+    def predict(self, examples: Sequence[Example], monitor: Monitor | None = None) -> Iterator[Prediction]:
+        for chunk in batched(list(examples), max(1, self.batch_size)):
+            plans = []
+            pairs: list[tuple[str, str]] = []
+            for ex in chunk:
+                claims = sentences(ex.response)
+                docs = self.chunks(ex)
+                plans.append((ex, claims, len(docs), len(pairs)))
+                pairs += [(doc, ex.response[s:e]) for s, e in claims for doc in docs]
+            support = self.support(pairs, monitor) if pairs else np.zeros(0)
+            for ex, claims, n_docs, at in plans:
+                per_claim = support[at : at + len(claims) * n_docs].reshape(len(claims), n_docs).max(axis=1)
+                yield self.prediction(ex, claims, per_claim)
+
+    def prediction(self, example: Example, claims: list[tuple[int, int]], support: np.ndarray) -> Prediction:
+        """Sentence labels, flagged sentences as spans, and every sentence scored `1 - support`."""
+        labels = [int(s <= self.threshold) for s in support.tolist()]
+        return Prediction(
+            id=example.id,
+            sentence_labels=labels,
+            spans=[Span(start=s, end=e) for (s, e), flag in zip(claims, labels) if flag],
+            scores=[Span(start=s, end=e, score=float(1.0 - p)) for (s, e), p in zip(claims, support.tolist())],
+            meta={"support": [round(float(p), 4) for p in support]},
+        )
+
+
+class MiniCheckEncoder(SentenceVerifier):
+    """A MiniCheck sequence classifier (RoBERTa or DeBERTa) scoring `chunk </s> claim` texts."""
+
+    def __init__(self, model: str = MINICHECK_ROBERTA, max_length: int = 512, device: str = "auto", **kwargs: Any):
+        super().__init__(**kwargs)
+        self.model_source, self.max_length, self.device_name = str(model), int(max_length), device
+        self._loaded: tuple[Any, Any, Any] | None = None
+
+    def params(self) -> dict[str, Any]:
+        return {**super().params(), "model": self.model_source, "max_length": self.max_length}
+
+    def _load(self) -> tuple[Any, Any, Any]:
+        if self._loaded is None:
+            from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+            device = pick_device(self.device_name)
+            tokenizer = load_pretrained(AutoTokenizer, self.model_source, "tokenizer")
+            model = load_pretrained(
+                AutoModelForSequenceClassification, self.model_source, "MiniCheck model", use_safetensors=True
+            )
+            self._loaded = (tokenizer, model.to(device).eval(), device)
+        return self._loaded
+
+    def chunk_size(self, text: str) -> int:
+        return len(self._load()[0](text, add_special_tokens=False)["input_ids"])
+
+    def support(self, pairs: Sequence[tuple[str, str]], monitor: Monitor | None = None) -> np.ndarray:
+        import torch
+
+        tokenizer, model, device = self._load()
+        # MiniCheck joins document and claim with the tokenizer's end-of-sequence token into one text.
+        joint = tokenizer.eos_token or tokenizer.sep_token
+        out = []
+        with torch.inference_mode():
+            for part in batched(list(pairs), self.batch_size):
+                enc = tokenizer(
+                    [f"{doc}{joint}{claim}" for doc, claim in part],
+                    truncation=True,
+                    max_length=self.max_length,
+                    padding=True,
+                    return_tensors="pt",
+                ).to(device)
+                out.append(torch.softmax(model(**enc).logits.float(), dim=-1)[:, 1].cpu().numpy())
+        if monitor:
+            monitor.count("pairs", len(pairs))
+        return np.concatenate(out)
+
+    def close(self) -> None:
+        self._loaded = None
+
+
+def alignscore_state(source: str) -> dict[str, Any]:
+    """The tensors of an AlignScore checkpoint: a Lightning `.ckpt` (weights only) or a safetensors folder."""
+    import torch
+
+    path = Path(source)
+    if path.is_dir():
+        from safetensors.torch import load_file
+
+        weights = path / "model.safetensors"
+        if not weights.is_file():
+            raise DataError(f"{weights}: file not found (expected AlignScore weights as safetensors)")
+        return load_file(str(weights))
+    if not path.is_file():
+        raise DataError(f"{path}: file not found (expected AlignScore-base.ckpt / AlignScore-large.ckpt)")
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # unpickling refusals come as several exception types
+        raise DataError(f"{path}: cannot be read as weights only (no pickled code is run): {err}") from None
+    state = checkpoint.get("state_dict", checkpoint) if isinstance(checkpoint, dict) else None
+    if not isinstance(state, dict) or "tri_layer.weight" not in state:
+        raise DataError(f"{path}: not an AlignScore checkpoint (no state_dict with tri_layer.weight)")
+    return state
+
+
+class AlignScore(SentenceVerifier):
+    """AlignScore's RoBERTa with its 3-way alignment head, in its `nli_sp` mode (P(aligned))."""
+
+    chunk_budget = 350
+
+    def __init__(
+        self,
+        checkpoint: str,
+        backbone: str = "roberta-large",
+        max_length: int = 512,
+        device: str = "auto",
+        **kwargs: Any,
+    ):
+        super().__init__(**kwargs)
+        self.checkpoint, self.backbone = str(checkpoint), str(backbone)
+        self.max_length, self.device_name = int(max_length), device
+        self._loaded: tuple[Any, Any, Any, Any] | None = None
+
+    def params(self) -> dict[str, Any]:
+        return {**super().params(), "checkpoint": self.checkpoint, "backbone": self.backbone}
+
+    def _load(self) -> tuple[Any, Any, Any, Any]:
+        """Tokenizer, encoder, alignment head and device."""
+        if self._loaded is None:
+            import torch
+            from transformers import AutoConfig, AutoTokenizer, RobertaModel
+
+            device = pick_device(self.device_name)
+            state = alignscore_state(self.checkpoint)
+            tokenizer = load_pretrained(AutoTokenizer, self.backbone, "tokenizer")
+            config = load_pretrained(AutoConfig, self.backbone, "backbone config")
+            encoder = RobertaModel(config, add_pooling_layer=True)
+            base = {k.removeprefix("base_model."): v for k, v in state.items() if k.startswith("base_model.")}
+            missing, _ = encoder.load_state_dict(base, strict=False)
+            if [k for k in missing if not k.endswith("position_ids")]:
+                raise DataError(f"{self.checkpoint}: the checkpoint lacks encoder weights, e.g. {missing[0]}")
+            head = torch.nn.Linear(config.hidden_size, 3)
+            head.load_state_dict({"weight": state["tri_layer.weight"], "bias": state["tri_layer.bias"]})
+            self._loaded = (tokenizer, encoder.to(device).eval(), head.to(device).eval(), device)
+        return self._loaded
+
+    def support(self, pairs: Sequence[tuple[str, str]], monitor: Monitor | None = None) -> np.ndarray:
+        import torch
+
+        tokenizer, encoder, head, device = self._load()
+        out = []
+        with torch.inference_mode():
+            for part in batched(list(pairs), self.batch_size):
+                enc = tokenizer(
+                    [doc for doc, _ in part],
+                    [claim for _, claim in part],
+                    truncation="only_first",
+                    max_length=self.max_length,
+                    padding=True,
+                    return_tensors="pt",
+                ).to(device)
+                pooled = encoder(**enc).pooler_output
+                out.append(torch.softmax(head(pooled).float(), dim=-1)[:, 0].cpu().numpy())
+        if monitor:
+            monitor.count("pairs", len(pairs))
+        return np.concatenate(out)
+
+    def close(self) -> None:
+        self._loaded = None
+
+
+@detector("minicheck")
+def minicheck(model: str = MINICHECK_ROBERTA, **params: Any) -> Detector:
+    """MiniCheck encoder (RoBERTa/DeBERTa) labelling each response sentence; ARG = model folder or hub id."""
+    return MiniCheckEncoder(model, **params)
+
+
+@detector("alignscore")
+def alignscore(checkpoint: str = "", **params: Any) -> Detector:
+    """AlignScore (RoBERTa, nli_sp) labelling each response sentence; ARG = AlignScore .ckpt or folder."""
+    if not checkpoint:
+        raise DataError("alignscore needs its checkpoint: --detector alignscore:PATH/AlignScore-large.ckpt")
+    return AlignScore(checkpoint, **params)
