@@ -21,7 +21,6 @@ unparseable verdicts are kept as -2 and scored by the metric's rules.
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 from collections.abc import Iterator, Sequence
@@ -272,17 +271,9 @@ class CriticDetector(Detector):
         }
 
     def predict(self, examples: Sequence[Example], monitor: Monitor | None = None) -> Iterator[Prediction]:
-        from shambench.cache import ResponseCache
-        from shambench.llm import LLMClient
+        from shambench.llm import map_endpoint
 
-        cache = ResponseCache() if self.use_cache else None
-        client = LLMClient(self.endpoint, cache=cache)
-        client.api_key()
-        try:
-            yield from client.map(examples, functools.partial(self._one, client), monitor)
-        finally:
-            if cache is not None:
-                cache.close()
+        yield from map_endpoint(self.endpoint, examples, self._one, monitor, self.use_cache)
 
     async def _one(self, client: Any, example: Example) -> Prediction:
         from shambench.llm import LLMError

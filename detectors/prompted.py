@@ -136,20 +136,12 @@ class PromptedDetector(Detector):
         return {**self.generation, "response_format": RESPONSE_FORMAT} if self.structured else dict(self.generation)
 
     def predict(self, examples: Sequence[Example], monitor: Monitor | None = None) -> Iterator[Prediction]:
-        from shambench.cache import ResponseCache
-        from shambench.llm import LLMClient
+        from shambench.llm import map_endpoint
 
-        cache = ResponseCache() if self.use_cache else None
-        client = LLMClient(self.endpoint, cache=cache)
-        client.api_key()  # a missing key is one clear error before any work starts
-        body = self.body()
-        try:
-            yield from client.map(examples, functools.partial(self._predict_one, client, body), monitor)
-        finally:
-            if cache is not None:
-                cache.close()
+        work = functools.partial(self._predict_one, body=self.body())
+        yield from map_endpoint(self.endpoint, examples, work, monitor, self.use_cache)
 
-    async def _predict_one(self, client: Any, body: dict[str, Any], example: Example) -> Prediction:
+    async def _predict_one(self, client: Any, example: Example, body: dict[str, Any]) -> Prediction:
         from shambench.llm import LLMError
         from shambench.locate import locate
 

@@ -8,7 +8,6 @@ only the spans still unjudged or failed.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -110,16 +109,9 @@ class Judge:
 
     def judge(self, items: Sequence[tuple[Example, Span]], monitor: Monitor | None = None) -> Iterator[Judgement]:
         """A judgement per (example, span), yielded as they complete."""
-        from shambench.cache import ResponseCache
-        from shambench.llm import LLMClient
+        from shambench.llm import map_endpoint
 
-        cache = ResponseCache()
-        client = LLMClient(self.endpoint, cache=cache)
-        client.api_key()
-        try:
-            yield from client.map(items, functools.partial(self._one, client), monitor)
-        finally:
-            cache.close()
+        yield from map_endpoint(self.endpoint, items, self._one, monitor)
 
     async def _one(self, client: Any, item: tuple[Example, Span]) -> Judgement:
         from shambench.llm import LLMError

@@ -15,7 +15,7 @@ What it guarantees:
 The requests go out through aiohttp rather than the openai SDK: the SDK's request transformation and its httpx
 transport cost several milliseconds of CPU per request, which on a 2-core machine caps a run far below what a
 local vLLM server or OpenAI's rate limits allow (see benchmarks/bench_api.py). The wire format is the plain
-OpenAI JSON API: `POST {base_url}/chat/completions` or `/completions`, with `extra_body` merged into the body.
+OpenAI JSON API: `POST {base_url}/chat/completions`, `/completions` or `/responses`, with `extra_body` merged into the body.
 
 Typical use from a detector:
 
@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import email.utils
+import functools
 import json
 import os
 import queue
@@ -65,6 +66,8 @@ DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 OPENAI_URL = "https://api.openai.com/v1"
 # Sent to servers that need no key (vLLM, llama.cpp): some still insist on an Authorization header.
 PLACEHOLDER_KEY = "EMPTY"
+# The URL path of each request kind below the base URL.
+KIND_PATHS = {"chat": "chat/completions", "completions": "completions", "responses": "responses"}
 # HTTP statuses worth another attempt: timeout, conflict, rate limit, and server errors.
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 # How often finished results and counters are handed from the event-loop thread to the caller.
@@ -227,15 +230,33 @@ def redact(text: str, secret: str | None) -> str:
 
 
 def usage_of(model: str, response: dict[str, Any]) -> Usage:
-    """The token usage of a response body (zeros when the server reports none)."""
+    """The token usage of a response body, in Chat Completions or Responses API names (zeros when absent)."""
     u = response.get("usage") or {}
-    inp, out = int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0)
-    reasoning = int((u.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0)
+    inp = int(u.get("prompt_tokens") or u.get("input_tokens") or 0)
+    out = int(u.get("completion_tokens") or u.get("output_tokens") or 0)
+    details = u.get("completion_tokens_details") or u.get("output_tokens_details") or {}
+    reasoning = int(details.get("reasoning_tokens") or 0)
     return Usage(input_tokens=inp, output_tokens=out, reasoning_tokens=reasoning, cost=cost_of(model, inp, out))
+
+
+def _responses_parts(response: dict[str, Any]) -> tuple[str, str | None, str | None]:
+    """(text, reasoning summary, status) of a Responses API body: its `output_text` parts, joined."""
+    output = response.get("output")
+    if not isinstance(output, list):
+        raise ValueError("the response has no output")
+    texts, summaries = [], []
+    for item in output:
+        if item.get("type") == "message":
+            texts += [c.get("text", "") for c in item.get("content") or [] if c.get("type") == "output_text"]
+        elif item.get("type") == "reasoning":
+            summaries += [c.get("text", "") for c in item.get("summary") or []]
+    return "".join(texts), "\n".join(summaries) or None, response.get("status")
 
 
 def message_parts(kind: str, response: dict[str, Any]) -> tuple[str, str | None, str | None]:
     """(text, reasoning, finish_reason) of the first choice; ValueError when the body has none."""
+    if kind == "responses":
+        return _responses_parts(response)
     choices = response.get("choices")
     if not choices or not isinstance(choices[0], dict):
         raise ValueError("the response has no choices")
@@ -347,6 +368,12 @@ class LLMClient:
         """One text completion (`/completions`); see `request`."""
         return await self.request("completions", {"prompt": prompt, **(params or {})}, accept)
 
+    async def respond(
+        self, text: str, params: dict[str, Any] | None = None, accept: Callable[[Completion], Any] | None = None
+    ) -> Completion:
+        """One Responses API call (`/responses`, OpenAI's, e.g. with its web-search tool); see `request`."""
+        return await self.request("responses", {"input": text, **(params or {})}, accept)
+
     async def request(
         self, kind: str, body: dict[str, Any], accept: Callable[[Completion], Any] | None = None
     ) -> Completion:
@@ -393,7 +420,7 @@ class LLMClient:
         import aiohttp
 
         session = self._http()
-        url = f"{self.base_url()}/{'chat/completions' if kind == 'chat' else 'completions'}"
+        url = f"{self.base_url()}/{KIND_PATHS[kind]}"
         payload = wire_body(self.endpoint.model, body)
         attempts = 0
         while True:
@@ -520,3 +547,22 @@ class _LoopThread:
 def _short(text: str, limit: int = 300) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def map_endpoint(
+    endpoint: Endpoint,
+    items: Sequence[T],
+    work: Callable[[LLMClient, T], Awaitable[R]],
+    monitor: Monitor | None = None,
+    use_cache: bool = True,
+) -> Iterator[R]:
+    """`work(client, item)` for every item, through a client of `endpoint` sharing the response cache; results
+    are yielded as they complete. A missing API key fails before any request is made."""
+    cache = ResponseCache() if use_cache else None
+    client = LLMClient(endpoint, cache=cache)
+    client.api_key()
+    try:
+        yield from client.map(items, functools.partial(work, client), monitor)
+    finally:
+        if cache is not None:
+            cache.close()

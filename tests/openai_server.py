@@ -1,6 +1,6 @@
 """A real OpenAI-compatible HTTP server on 127.0.0.1 for tests and benchmarks (no model, no internet).
 
-It answers `POST /v1/chat/completions` and `POST /v1/completions` with text from a scripted function, reports
+It answers `POST /v1/chat/completions`, `POST /v1/completions` and `POST /v1/responses` with text from a scripted function, reports
 usage, and can inject latency and faults: 429 with `Retry-After`, 500, a response slower than the client's
 timeout, a 200 whose body is not JSON, and requests held open until released (to kill a client mid-flight).
 Every request is logged (path, model, prompt hash, attempt number for that prompt, fault, status, headers).
@@ -67,6 +67,8 @@ def prompt_of(body: dict[str, Any]) -> str:
     """The prompt text of a request: the joined message contents, or the completion prompt."""
     if "messages" in body:
         return "\n".join(str(m.get("content", "")) for m in body["messages"])
+    if "input" in body:
+        return "\n".join(str(body[k]) for k in ("instructions", "input") if body.get(k))
     return str(body.get("prompt", ""))
 
 
@@ -168,7 +170,8 @@ class OpenAIServer:
             body = json.loads(raw)
         except ValueError:
             return web.json_response({"error": {"message": "body is not JSON"}}, status=400)
-        kind = "chat" if request.path.endswith("chat/completions") else "completions"
+        kind = request.path.rsplit("/", 1)[-1]  # completions (chat or text) or responses
+        kind = "chat" if request.path.endswith("chat/completions") else kind
         req = self._record(request.path, body, request.headers.get("Authorization"))
         fault = self.faults(req) if self.faults else None
         req.fault = fault.kind if fault else None
@@ -206,6 +209,8 @@ class OpenAIServer:
             "total_tokens": _words(req.prompt) + completion_tokens,
             "completion_tokens_details": {"reasoning_tokens": self.reasoning_tokens},
         }
+        if kind == "responses":
+            return self._responses_payload(body, req, text, usage)
         if kind == "chat":
             choice = {
                 "index": 0,
@@ -225,6 +230,22 @@ class OpenAIServer:
             "usage": usage,
         }
 
+    def _responses_payload(self, body: dict[str, Any], req: Request, text: str, usage: dict) -> dict[str, Any]:
+        """A Responses API body: one assistant message with one `output_text` part."""
+        message = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
+        return {
+            "id": f"resp-{req.n}",
+            "object": "response",
+            "status": "completed",
+            "model": body.get("model", "test"),
+            "output": [message],
+            "usage": {
+                "input_tokens": usage["prompt_tokens"],
+                "output_tokens": usage["completion_tokens"],
+                "output_tokens_details": usage["completion_tokens_details"],
+            },
+        }
+
     async def _stats(self, request: web.Request) -> web.Response:
         with self._lock:
             statuses: dict[str, int] = {}
@@ -240,6 +261,7 @@ class OpenAIServer:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._completion)
         app.router.add_post("/v1/completions", self._completion)
+        app.router.add_post("/v1/responses", self._completion)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/_stats", self._stats)
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.2)

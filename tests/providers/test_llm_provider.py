@@ -1,0 +1,53 @@
+"""The `llm` context provider against the local OpenAI-compatible server: chat, Responses API, failures, cache."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from shambench.context import ContextStore, add_context, create_provider
+from shambench.providers.llm import parse_evidence, question_text
+from shambench.schema import Example
+
+EVIDENCE = {"evidence": "Mount Etna is an active volcano in Sicily.", "sources": ["https://en.wikipedia.org/wiki/Etna"]}
+
+
+def _ex(id_, question, **meta):
+    return Example(id=id_, dataset="toy", task="open_qa", question=question, response="It is in Peru.", meta=meta)
+
+
+def test_question_text_names_the_subject_but_never_the_response():
+    ex = _ex("a", "Where is Etna?", wikipedia_url="https://en.wikipedia.org/wiki/Mount_Etna")
+    assert question_text(ex) == "Question: Where is Etna?\nSubject: Mount Etna"
+    assert "Peru" not in question_text(ex)
+
+
+def test_parse_evidence():
+    assert parse_evidence("```json\n" + json.dumps(EVIDENCE) + "\n```") == (EVIDENCE["evidence"], EVIDENCE["sources"])
+    with pytest.raises(ValueError, match="no"):
+        parse_evidence('{"evidence": ""}')
+
+
+@pytest.mark.parametrize("web_search", [False, True])
+def test_llm_provider_fetches_records_failures_and_reuses_the_cache(openai_server, tmp_path, web_search):
+    def script(req):
+        return json.dumps(EVIDENCE) if "Etna" in req.prompt else "Sorry, I cannot help with that."
+
+    openai_server.script = script
+    examples = [_ex("a", "Where is Etna?"), _ex("b", "What is the secret code?")]
+    params = {"base_url": openai_server.base_url, "backoff_base": 0.001, "max_retries": 1, "web_search": web_search}
+    provider = create_provider("llm", **params)
+    assert add_context(provider, examples, root=tmp_path) == {"fetched": 1, "failed": 1, "cached": 0}
+    recs = ContextStore(provider, tmp_path).read()
+    assert recs["a"].context == EVIDENCE["evidence"] and recs["a"].source_urls == EVIDENCE["sources"]
+    assert recs["a"].meta["usage"]["input_tokens"] > 0
+    assert "unusable output" in recs["b"].error  # a refusal: recorded, context left empty
+    paths = {r.path for r in openai_server.log}
+    assert paths == ({"/v1/responses"} if web_search else {"/v1/chat/completions"})
+    if web_search:
+        assert all(r.body["tools"] == [{"type": "web_search"}] for r in openai_server.log)
+    # a re-run asks only about the failed example
+    openai_server.reset()
+    assert add_context(provider, examples, root=tmp_path) == {"fetched": 0, "failed": 1, "cached": 1}
+    assert all("secret code" in r.prompt for r in openai_server.log)
