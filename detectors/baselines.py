@@ -155,6 +155,8 @@ STOPWORDS = frozenset(
         "couldn",
     ]
 )
+# spaCy splits contractions off ("do" + "n't"); the clitics carry no checkable content either.
+CLITICS = frozenset(c.replace("'", q) for c in ("n't", "'s", "'re", "'ll", "'ve", "'d", "'m") for q in "'\u2019")
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
@@ -163,7 +165,7 @@ def _content_key(token: str) -> str | None:
     if not any(ch.isalnum() for ch in token):
         return None
     key = token.lower()
-    if key in STOPWORDS:
+    if key in STOPWORDS or key in CLITICS:
         return None
     return key
 

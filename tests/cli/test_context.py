@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from shambench.cli import main
@@ -108,3 +109,52 @@ def test_add_context_command_counts_and_skips_stored(tmp_path):
     assert "2 open-domain examples (1 have their own context): 2 fetched, 0 failed, 0 already stored" in first.output
     second = runner.invoke(add_context_command, args)
     assert "0 fetched, 0 failed, 2 already stored" in second.output
+
+
+def test_mushroom_with_file_context_and_without_differ_and_compare_shows_it(tmp_path):
+    from shambench.benchmark import load_benchmark
+    from tests.conftest import require_shared
+
+    data = require_shared()
+    require_shared("mushroom", "mushroom.en-tst.v1.extra.jsonl")
+    examples = load_benchmark("mushroom", data_dir=data).examples[:20]
+    # Evidence a group might share; here each item's own question and a neutral sentence, so that it is ours.
+    evidence = tmp_path / "evidence.jsonl"
+    evidence.write_text(
+        "".join(json.dumps({"id": ex.id, "context": f"{ex.question} {ex.response}"}) + "\n" for ex in examples)
+    )
+    common = [
+        "--detector",
+        "overlap",
+        "--datasets",
+        "mushroom",
+        "--data-dir",
+        str(data),
+        "--limit",
+        "20",
+        "--no-progress",
+        "--bootstrap",
+        "50",
+    ]
+    runner = CliRunner()
+    for name, extra in (("bare", []), ("file", ["--context", f"file:{evidence}"])):
+        res = runner.invoke(main, ["eval", *common, "--run-dir", str(tmp_path / name), *extra])
+        assert res.exit_code == 0, res.output
+    bare = json.loads((tmp_path / "bare" / "results.json").read_text())
+    ctx = json.loads((tmp_path / "file" / "results.json").read_text())
+    assert bare["run"]["context"] is None
+    assert ctx["run"]["context_provenance"]["open_qa/mushroom"]["n_with_context"] == 20
+    # evidence containing the response itself leaves overlap nothing to flag
+    preds = [json.loads(line) for line in (tmp_path / "file" / "predictions.jsonl").read_text().splitlines()]
+    assert len(preds) == 20 and all(p["spans"] == [] for p in preds)
+    assert bare["datasets"]["open_qa/mushroom"]["token"]["recall"] > 0.5
+    out = tmp_path / "cmp.json"
+    res = runner.invoke(
+        main, ["compare", str(tmp_path / "bare"), str(tmp_path / "file"), "--bootstrap", "50", "--out", str(out)]
+    )
+    assert res.exit_code == 0, res.output
+    assert "open_qa" in res.output
+    rows = {(d["group"], d["level"]): d for d in json.loads(out.read_text())["differences"]}
+    expected = bare["tasks"]["open_qa"]["token"]["f1"] - ctx["tasks"]["open_qa"]["token"]["f1"]
+    assert rows[("open_qa", "span")]["diff"] == pytest.approx(expected, abs=1e-12)
+    assert rows[("open_qa", "span")]["ci"][0] > 0  # the evidence really changes this detector's scores
