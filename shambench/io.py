@@ -109,13 +109,15 @@ class Journal:
 
     def read(self) -> dict[str, Any]:
         """The last record for each id; a torn final line (a crash mid-write) is ignored."""
+        return self.parse(self.path.read_text(encoding="utf-8")) if self.path.exists() else {}
+
+    def parse(self, text: str) -> dict[str, Any]:
+        """The last record for each id in the journal's `text` (read here, or sent to a sweep worker)."""
         out: dict[str, Any] = {}
-        if not self.path.exists():
-            return out
         # Split on "\n" only: str.splitlines would also cut at U+2028 or U+0085, which JSON leaves unescaped.
         # The piece after the last newline is empty, or a record torn by a crash mid-write: even when it parses
         # it is not done (`repair` cuts it before the next append).
-        lines = self.path.read_text(encoding="utf-8").split("\n")[:-1]
+        lines = text.split("\n")[:-1]
         for lineno, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
@@ -139,14 +141,14 @@ class Journal:
                 fh.truncate(cut)
 
     @contextmanager
-    def appender(self) -> Iterator[Callable[[BaseModel], None]]:
-        """A function that appends one record and flushes it to the OS at once."""
+    def appender(self) -> Iterator[Callable[[BaseModel | str], None]]:
+        """A function that appends one record (or its `model_line`, made elsewhere) and flushes it at once."""
         self.repair()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a", encoding="utf-8") as fh:
 
-            def append(rec: BaseModel) -> None:
-                fh.write(model_line(rec))
+            def append(rec: BaseModel | str) -> None:
+                fh.write(rec if isinstance(rec, str) else model_line(rec))
                 fh.flush()
 
             yield append

@@ -18,6 +18,7 @@ import concurrent.futures as cf
 import hashlib
 import itertools
 import json
+import pickle
 import re
 import threading
 from collections import OrderedDict
@@ -31,24 +32,23 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from shambench.adapter import adapters, resolve_data_dir
 from shambench.benchmark import default_datasets, split_names
 from shambench.detector import Detector, Monitor, create_detector, detectors
-from shambench.io import DataError, write_json
+from shambench.io import DataError, Journal, model_line, write_json
 from shambench.provenance import now_iso
 from shambench.results import Results
 from shambench.runner import (
     CONFIG,
     JOURNAL,
     RESULTS,
-    Journal,
     RunConfig,
     examples_hash,
     load_config,
     make_config,
     pending,
-    run_predictions,
     score_predictions,
     select_examples,
 )
-from shambench.schema import Example, Prediction
+from shambench.schema import Example
+from shambench.text import Segmentation, remember, segment_all
 
 SUMMARY = "sweep.json"
 
@@ -255,14 +255,19 @@ def plan_sweep(
 
 
 class ShardOutput(BaseModel):
-    """What a worker returns for a shard: the predictions and what the detector said about itself."""
+    """What a worker returns for a shard: its journal lines and what the detector said about itself."""
 
     family: str
     """Detector family."""
     params: dict[str, Any]
     """The detector's full parameters (defaults included), for the run config."""
-    predictions: list[Prediction]
-    """One prediction per example of the shard."""
+    ids: list[str]
+    """The example id of each line."""
+    lines: list[str]
+    """One journal line (`model_line` of a `Prediction`) per example: serialised here, on the worker, so the
+    driver only appends text (building hundreds of thousands of span objects there would make it the bottleneck)."""
+    failed: int = 0
+    """Predictions that carry a detector error."""
     counters: dict[str, float] = Field(default_factory=dict)
     """Counters the detector reported (retries, cache hits, tokens, ...)."""
 
@@ -294,12 +299,49 @@ def kept_detector(spec: str, params: dict[str, Any]) -> Detector:
     return det
 
 
-def predict_shard(spec: str, params: dict[str, Any], examples: list[Example]) -> ShardOutput:
-    """Worker task: the detector's predictions for a shard of examples."""
+# A worker keeps the examples of its last few datasets, decoded, with their segmentations in the text cache.
+_KEPT_DATA = 4
+_data: OrderedDict[str, list[Example]] = OrderedDict()
+_data_lock = threading.Lock()
+
+
+def shared_examples(key: str, blob: bytes) -> list[Example]:
+    """The examples a driver shared as `blob` (see `share_data`), decoded once per worker."""
+    with _data_lock:
+        if key in _data:
+            _data.move_to_end(key)
+            return _data[key]
+    examples, texts, segmentations = pickle.loads(blob)
+    remember(texts, segmentations)
+    with _data_lock:
+        _data[key] = examples
+        while len(_data) > _KEPT_DATA:
+            _data.popitem(last=False)
+    return examples
+
+
+def predict_shard(spec: str, params: dict[str, Any], key: str, blob: bytes, indices: list[int]) -> ShardOutput:
+    """Worker task: the detector's predictions for the shared examples at `indices`."""
+    examples = shared_examples(key, blob)
     det = kept_detector(spec, params)
     tally = Tally()
-    predictions = list(det.predict(examples, tally))
-    return ShardOutput(family=det.family, params=det.params(), predictions=predictions, counters=tally.counts)
+    predictions = list(det.predict([examples[i] for i in indices], tally))
+    return ShardOutput(
+        family=det.family,
+        params=det.params(),
+        ids=[p.id for p in predictions],
+        lines=[model_line(p) for p in predictions],
+        failed=sum(p.error is not None for p in predictions),
+        counters=tally.counts,
+    )
+
+
+def score_shared(
+    config: RunConfig, run_dir: Path, key: str, blob: bytes, journal: str, n_resamples: int, seed: int
+) -> Results:
+    """Worker task: the results of a cell, from the text of its journal and the shared examples."""
+    predictions = list(Journal(run_dir / JOURNAL).parse(journal).values())
+    return score_predictions(config, run_dir, shared_examples(key, blob), predictions, n_resamples, seed)
 
 
 # ---------------------------------------------------------------------------------------------------- backends
@@ -317,6 +359,10 @@ class Backend:
     def submit(self, fn: Callable, *args: Any) -> cf.Future:
         """Start `fn(*args)` on a worker."""
         raise NotImplementedError
+
+    def share(self, blob: bytes) -> Any:
+        """A handle that tasks take in place of `blob` (the bytes themselves, unless the backend can do better)."""
+        return blob
 
     def first_done(self, futures: Sequence[cf.Future]) -> set[cf.Future]:
         """The finished futures among `futures` (at least one; blocks until then)."""
@@ -397,6 +443,10 @@ class DaskBackend(Backend):
     def submit(self, fn: Callable, *args: Any) -> cf.Future:
         return self.executor.submit(fn, *args)
 
+    def share(self, blob: bytes) -> Any:
+        # On every worker, so that the loss of one worker leaves copies; tasks then receive the bytes themselves.
+        return self.client.scatter(blob, broadcast=True, hash=False)
+
     def close(self) -> None:
         if getattr(self, "client", None) is not None:
             self.client.close()
@@ -457,35 +507,65 @@ class CellError(Exception):
 
 
 class RemoteDetector(Detector):
-    """A cell's detector as the driver sees it: shards go to the backend and their predictions come back."""
+    """A cell's detector as the driver sees it: shards go to the backend and journal lines come back."""
 
-    def __init__(self, cell: Cell, backend: Backend, retries: int, on_first: Callable[[RemoteDetector], None]):
-        self.cell, self.backend, self.retries, self.on_first = cell, backend, retries, on_first
+    def __init__(self, cell: Cell, data: SharedData, backend: Backend, retries: int):
+        self.cell, self.data, self.backend, self.retries = cell, data, backend, retries
         self.name = cell.detector
         self.reported: dict[str, Any] | None = None
 
     def params(self) -> dict[str, Any]:
         return self.reported if self.reported is not None else dict(self.cell.params)
 
-    def predict(self, examples: Sequence[Example], monitor: Monitor | None = None) -> Iterator[Prediction]:
+    def outputs(self, examples: Sequence[Example]) -> Iterator[ShardOutput]:
+        """The output of each shard of `examples` as it arrives; CellError at the end if some shards failed."""
         size = self.cell.shard_size or max(1, len(examples))
-        shards = [list(examples[i : i + size]) for i in range(0, len(examples), size)]
-        calls = [(predict_shard, (self.cell.detector, self.cell.params, shard)) for shard in shards]
+        positions = [self.data.position[ex.id] for ex in examples]
+        shards = [positions[i : i + size] for i in range(0, len(positions), size)]
+        head = (self.cell.detector, self.cell.params, self.data.hash, self.data.handle(self.backend, self.retries))
         failures = []
-        for i, out, failure in run_tasks(self.backend, calls, self.retries):
+        for i, out, failure in run_tasks(self.backend, [(predict_shard, (*head, s)) for s in shards], self.retries):
             if failure:
                 failures.append((len(shards[i]), failure))
                 continue
             if self.reported is None:
                 self.family, self.reported = out.family, out.params
-                self.on_first(self)
-            for key, value in out.counters.items():
-                (monitor or Monitor()).count(key, value)
-            yield from out.predictions
+            yield out
         if failures:
             lost = sum(n for n, _ in failures)
             f = failures[0][1]
             raise CellError(f"{lost} examples failed after {f.attempts} attempts: {f.error}")
+
+
+def journal_outputs(
+    remote: RemoteDetector,
+    todo: Sequence[Example],
+    journal: Journal,
+    on_first: Callable[[], None],
+    monitor: Monitor | None = None,
+    on_predictions: Callable[[int, int], None] | None = None,
+) -> int:
+    """Append the lines of the cell's shards to its journal as they arrive; returns how many were written.
+
+    `on_first` runs before the first line (it writes the run config); `on_predictions(n, failed)` after each shard.
+    """
+    wanted = {ex.id for ex in todo}
+    n = 0
+    with journal.appender() as append:
+        for out in remote.outputs(todo):
+            unknown = next((i for i in out.ids if i not in wanted), None)
+            if unknown is not None:
+                raise DataError(f"detector {remote.name!r} returned a prediction for unknown id {unknown!r}")
+            if n == 0:
+                on_first()
+            for line in out.lines:
+                append(line)
+            n += len(out.lines)
+            for key, value in out.counters.items():
+                (monitor or Monitor()).count(key, value)
+            if on_predictions:
+                on_predictions(len(out.lines), out.failed)
+    return n
 
 
 class CellReport(BaseModel):
@@ -533,16 +613,49 @@ class SweepReport(BaseModel):
         return [c for c in self.cells if c.status == "failed"]
 
 
+class SharedData:
+    """A data item's examples on the driver, and the handle workers read them from once a cell needs workers."""
+
+    def __init__(self, examples: list[Example], selection: dict[str, Any]):
+        self.examples, self.selection = examples, selection
+        # The key of the workers' data caches, and what a resumed run's config must match.
+        self.hash = examples_hash(examples)
+        self.position = {ex.id: i for i, ex in enumerate(examples)}
+        self._handle: Any = None
+        self._lock = threading.Lock()
+
+    def handle(self, backend: Backend, retries: int) -> Any:
+        """The examples, segmented on the workers, packed and shared on the backend (done once)."""
+        with self._lock:
+            if self._handle is None:
+                self._handle = backend.share(pack_examples(self.examples, backend, retries))
+            return self._handle
+
+
+def pack_examples(examples: list[Example], backend: Backend, retries: int) -> bytes:
+    """The examples with the segmentation of every response, split over the workers so each text is segmented once
+    in the whole sweep (otherwise every worker would segment every dataset again for its own cache)."""
+    texts = list(dict.fromkeys(ex.response for ex in examples))
+    size = max(1, -(-len(texts) // backend.slots()))
+    chunks = [texts[i : i + size] for i in range(0, len(texts), size)]
+    parts: list[list[Segmentation]] = [[] for _ in chunks]
+    for i, segmentations, failure in run_tasks(backend, [(segment_all, (chunk,)) for chunk in chunks], retries):
+        if failure:
+            raise CellError(f"segmenting the responses failed after {failure.attempts} attempts: {failure.error}")
+        parts[i] = segmentations
+    return pickle.dumps((examples, texts, [seg for part in parts for seg in part]), protocol=pickle.HIGHEST_PROTOCOL)
+
+
 class DataCache:
     """Each data item's examples, loaded once by the driver (in the first cell thread that needs them)."""
 
     def __init__(self, plan: SweepPlan):
         self.plan = plan
         self._locks: dict[DataItem, threading.Lock] = {c.data: threading.Lock() for c in plan.cells}
-        self._loaded: dict[DataItem, tuple[list[Example], dict[str, Any]] | DataError] = {}
+        self._loaded: dict[DataItem, SharedData | DataError] = {}
 
-    def get(self, item: DataItem) -> tuple[list[Example], dict[str, Any]]:
-        """The examples of `item` and the selection fields of its run configs; DataError when they cannot load."""
+    def get(self, item: DataItem) -> SharedData:
+        """The examples of `item`; DataError when they cannot be loaded."""
         with self._locks[item]:
             if item not in self._loaded:
                 self._loaded[item] = self._load(item)
@@ -551,11 +664,11 @@ class DataCache:
             raise loaded
         return loaded
 
-    def _load(self, item: DataItem) -> tuple[list[Example], dict[str, Any]] | DataError:
+    def _load(self, item: DataItem) -> SharedData | DataError:
         spec = self.plan.spec
         problems: list[str] = []
         try:
-            return select_examples(
+            examples, selection = select_examples(
                 [item.dataset] if item.dataset else None,
                 item.examples_file,
                 spec.split,
@@ -565,9 +678,10 @@ class DataCache:
             )
         except DataError as err:
             return DataError("; ".join(problems) or str(err))
+        return SharedData(examples, selection)
 
 
-def check_existing(cell: Cell, examples: Sequence[Example]) -> RunConfig | None:
+def check_existing(cell: Cell, data: SharedData) -> RunConfig | None:
     """The cell's run config when it already has one; CellError when it holds a different run."""
     if not (cell.run_dir / CONFIG).is_file():
         return None
@@ -575,7 +689,7 @@ def check_existing(cell: Cell, examples: Sequence[Example]) -> RunConfig | None:
     same_params = all(config.params.get(k) == v for k, v in cell.params.items())
     if config.detector != cell.detector or not same_params:
         raise CellError(f"{cell.run_dir} holds a run of {config.detector} {config.params}, not of this cell")
-    if config.examples_hash != examples_hash(examples):
+    if config.examples_hash != data.hash:
         raise CellError(f"{cell.run_dir}: the examples changed since the run began; delete the folder to rerun it")
     return config
 
@@ -585,7 +699,7 @@ def run_cell(
     data: DataCache,
     backend: Backend,
     monitor: Monitor | None = None,
-    on_prediction: Callable[[Prediction], None] | None = None,
+    on_predictions: Callable[[int, int], None] | None = None,
 ) -> CellReport:
     """Run one cell to completion (or resume it) and score it; every file is written here, on the driver."""
     report = CellReport(
@@ -593,24 +707,24 @@ def run_cell(
     )
     spec = data.plan.spec
     try:
-        examples, selection = data.get(cell.data)
-        config = check_existing(cell, examples)
+        shared = data.get(cell.data)
+        config = check_existing(cell, shared)
         journal = Journal(cell.run_dir / JOURNAL)
-        todo = pending(examples, journal)
+        todo = pending(shared.examples, journal)
         if (cell.run_dir / RESULTS).is_file() and not todo:
             report.status = "skipped"
             results = Results.model_validate_json((cell.run_dir / RESULTS).read_text(encoding="utf-8"))
         else:
+            remote = RemoteDetector(cell, shared, backend, spec.retries)
 
-            def write_config(remote: RemoteDetector) -> None:
+            def write_config() -> None:
                 if not (cell.run_dir / CONFIG).is_file():
-                    write_json(cell.run_dir / CONFIG, make_config(remote, examples, selection))
+                    write_json(cell.run_dir / CONFIG, make_config(remote, shared.examples, shared.selection))
 
-            remote = RemoteDetector(cell, backend, spec.retries, write_config)
             if todo:
-                report.predicted = run_predictions(remote, todo, journal, monitor, on_prediction)
+                report.predicted = journal_outputs(remote, todo, journal, write_config, monitor, on_predictions)
             config = config or load_config(cell.run_dir)
-            results = score_remotely(cell, config, examples, journal, backend, spec)
+            results = score_remotely(cell, config, shared, journal, backend, spec)
             write_json(cell.run_dir / RESULTS, results)
     except (CellError, DataError) as err:
         report.status, report.error = "failed", str(err)
@@ -624,11 +738,12 @@ def run_cell(
 
 
 def score_remotely(
-    cell: Cell, config: RunConfig, examples: list[Example], journal: Journal, backend: Backend, spec: SweepSpec
+    cell: Cell, config: RunConfig, data: SharedData, journal: Journal, backend: Backend, spec: SweepSpec
 ) -> Results:
     """The cell's results, computed on a worker from the journal the driver holds."""
-    predictions = list(journal.read().values())
-    call = (score_predictions, (config, cell.run_dir, examples, predictions, spec.bootstrap, spec.seed))
+    text = journal.path.read_text(encoding="utf-8")
+    blob = data.handle(backend, spec.retries)
+    call = (score_shared, (config, cell.run_dir, data.hash, blob, text, spec.bootstrap, spec.seed))
     _, results, failure = next(run_tasks(backend, [call], spec.retries))
     if failure:
         raise CellError(f"scoring failed after {failure.attempts} attempts: {failure.error}")
@@ -639,7 +754,7 @@ def run_sweep(
     plan: SweepPlan,
     backend: Backend,
     monitor: Monitor | None = None,
-    on_prediction: Callable[[Prediction], None] | None = None,
+    on_predictions: Callable[[int, int], None] | None = None,
     on_cell: Callable[[CellReport], None] | None = None,
 ) -> SweepReport:
     """Run every cell of the plan on the backend, build the leaderboard and write `sweep.json`.
@@ -650,7 +765,7 @@ def run_sweep(
     data = DataCache(plan)
     # Twice the backend's slots of cells in flight: while one cell is scored or journaled, another computes.
     with cf.ThreadPoolExecutor(max_workers=2 * backend.slots(), thread_name_prefix="cell") as threads:
-        futures = [threads.submit(run_cell, cell, data, backend, monitor, on_prediction) for cell in plan.cells]
+        futures = [threads.submit(run_cell, cell, data, backend, monitor, on_predictions) for cell in plan.cells]
         for fut in cf.as_completed(futures):
             if on_cell:
                 on_cell(fut.result())

@@ -70,7 +70,7 @@ def sweep(spec_file, backend, workers, scheduler, runs, data_dir, retries, plan_
         return
     plan.spec.leaderboard = plan.spec.leaderboard and not no_leaderboard
     with make_backend(backend, workers, scheduler) as engine, SweepProgress(plan, console, not no_progress) as bar:
-        report = run_sweep(plan, engine, bar, bar.prediction, bar.cell)
+        report = run_sweep(plan, engine, bar, bar.predictions, bar.cell)
     console.print(report_table(report))
     console.print(f"sweep summary: {plan.runs / 'sweep.json'}")
     if report.leaderboard:
@@ -131,18 +131,20 @@ class SweepProgress(Monitor):
             disable=not enabled,
         )
         self.cells = self.progress.add_task("cells", total=len(plan.cells), stats="")
-        self.predictions = self.progress.add_task("predictions", total=None, stats="")
+        self.prediction_bar = self.progress.add_task("predictions", total=None, stats="")
         self.counters: dict[str, float] = {}
 
     def count(self, key: str, n: float = 1) -> None:
         """A detector counter from a worker (Monitor interface)."""
         self.counters[key] = self.counters.get(key, 0) + n
         stats = " ".join(f"{k}={v:g}" for k, v in sorted(self.counters.items()) if v)
-        self.progress.update(self.predictions, stats=stats)
+        self.progress.update(self.prediction_bar, stats=stats)
 
-    def prediction(self, pred) -> None:
-        """One prediction was journaled."""
-        self.progress.advance(self.predictions)
+    def predictions(self, n: int, failed: int) -> None:
+        """`n` predictions were journaled, `failed` of them carrying a detector error."""
+        self.progress.advance(self.prediction_bar, n)
+        if failed:
+            self.count("failed", failed)
 
     def cell(self, report) -> None:
         """One cell finished."""
