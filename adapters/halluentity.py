@@ -34,6 +34,12 @@ LENGTHS = "entity and entity_label differ in length"
 UNPLACED = "hallucinated entity not found in response"
 
 
+def subject_of(prompt: str) -> str | None:
+    """The person a "Tell me a bio of NAME." prompt asks about (the page context providers look up)."""
+    match = re.search(r"\bbio(?:graphy)? of (.+?)[.?!]*\s*$", prompt, flags=re.IGNORECASE)
+    return match.group(1).strip() if match else None
+
+
 class HalluEntityRow(BaseModel):
     """One line of `HalluEntity.jsonl` (fields this adapter reads; the rest are ignored)."""
 
@@ -112,6 +118,8 @@ class HalluEntityAdapter(Adapter):
                 dropped[reason] += 1
                 continue
             meta = {"entities": entities, "unplaced_factual": len(unplaced)}
+            if subject := subject_of(row.prompt):
+                meta["subject"] = subject
             examples.append(
                 example_at(
                     where,

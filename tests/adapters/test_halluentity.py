@@ -85,3 +85,11 @@ def test_bad_rows_name_the_file_and_line(tmp_path):
     path.write_text(json.dumps(good) + "\n{oops\n")
     with pytest.raises(SourceError, match=rf"^{path}:2: not valid JSON .*expected HalluEntity JSON lines"):
         adapters.create("halluentity").load(tmp_path)
+
+
+def test_subject_of_bio_prompts():
+    from shambench.adapters.halluentity import subject_of
+
+    assert subject_of("Tell me a bio of Marie Curie.") == "Marie Curie"
+    assert subject_of("tell me a biography of Lionel Messi") == "Lionel Messi"
+    assert subject_of("Who won the 1998 World Cup?") is None
