@@ -158,3 +158,23 @@ def test_mushroom_with_file_context_and_without_differ_and_compare_shows_it(tmp_
     expected = bare["tasks"]["open_qa"]["token"]["f1"] - ctx["tasks"]["open_qa"]["token"]["f1"]
     assert rows[("open_qa", "span")]["diff"] == pytest.approx(expected, abs=1e-12)
     assert rows[("open_qa", "span")]["ci"][0] > 0  # the evidence really changes this detector's scores
+
+
+def test_leaderboard_shows_which_evidence_a_run_used(tmp_path):
+    ex, ev = _files(tmp_path)
+    with_ctx = _eval(tmp_path / "runs", ex, "ctx", "--context", f"file:{ev}")
+    _eval(tmp_path / "runs", ex, "bare")
+    site = tmp_path / "site"
+    res = CliRunner().invoke(
+        main, ["leaderboard", "build", "--runs", str(tmp_path / "runs"), "--out", str(site), "--no-reported"]
+    )
+    assert res.exit_code == 0, res.output
+    html = (site / "index.html").read_text()
+    digest = with_ctx["run"]["context_provenance"]["open_qa/toy"]["content_hash"][:12]
+    assert (
+        "context provider <code>file:" in html and f"open_qa/toy: 2 with evidence (hash <code>{digest}</code>)" in html
+    )
+    assert "each source&#39;s own context" in html or "each source's own context" in html
+    board = json.loads((site / "leaderboard.json").read_text())
+    by_ctx = {e["run"]["context"] is not None: e for e in board["entries"]}
+    assert by_ctx[True]["run"]["context_provenance"]["open_qa/toy"]["content_hash"].startswith(digest)
