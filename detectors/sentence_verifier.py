@@ -21,6 +21,7 @@ sentences are also returned as spans, and every sentence as a range scored `1 - 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -87,8 +88,10 @@ class SentenceVerifier(Detector):
         """Size of a text in the chunk budget's unit (words unless a subclass counts tokens)."""
         return _words(text)
 
-    def support(self, pairs: Sequence[tuple[str, str]], monitor: Monitor | None = None) -> np.ndarray:
-        """Support probability of each (chunk, claim) pair."""
+    def support(
+        self, pairs: Sequence[tuple[str, str]], monitor: Monitor | None = None
+    ) -> tuple[np.ndarray, dict[int, str]]:
+        """Support probability of each (chunk, claim) pair, and why a pair failed, by index (API models only)."""
         raise NotImplementedError
 
     def chunks(self, example: Example) -> list[str]:
@@ -104,9 +107,15 @@ class SentenceVerifier(Detector):
                 docs = self.chunks(ex)
                 plans.append((ex, claims, len(docs), len(pairs)))
                 pairs += [(doc, ex.response[s:e]) for s, e in claims for doc in docs]
-            support = self.support(pairs, monitor) if pairs else np.zeros(0)
+            support, failures = self.support(pairs, monitor) if pairs else (np.zeros(0), {})
             for ex, claims, n_docs, at in plans:
-                per_claim = support[at : at + len(claims) * n_docs].reshape(len(claims), n_docs).max(axis=1)
+                span = range(at, at + len(claims) * n_docs)
+                failed = [failures[i] for i in span if i in failures]
+                if failed:
+                    reason = f"{len(failed)} of {len(span)} (chunk, sentence) checks failed: {failed[0]}"
+                    yield Prediction(id=ex.id, error=reason)
+                    continue
+                per_claim = support[span.start : span.stop].reshape(len(claims), n_docs).max(axis=1)
                 yield self.prediction(ex, claims, per_claim)
 
     def prediction(self, example: Example, claims: list[tuple[int, int]], support: np.ndarray) -> Prediction:
@@ -147,7 +156,9 @@ class MiniCheckEncoder(SentenceVerifier):
     def chunk_size(self, text: str) -> int:
         return len(self._load()[0](text, add_special_tokens=False)["input_ids"])
 
-    def support(self, pairs: Sequence[tuple[str, str]], monitor: Monitor | None = None) -> np.ndarray:
+    def support(
+        self, pairs: Sequence[tuple[str, str]], monitor: Monitor | None = None
+    ) -> tuple[np.ndarray, dict[int, str]]:
         import torch
 
         tokenizer, model, device = self._load()
@@ -166,7 +177,7 @@ class MiniCheckEncoder(SentenceVerifier):
                 out.append(torch.softmax(model(**enc).logits.float(), dim=-1)[:, 1].cpu().numpy())
         if monitor:
             monitor.count("pairs", len(pairs))
-        return np.concatenate(out)
+        return np.concatenate(out), {}
 
     def close(self) -> None:
         self._loaded = None
@@ -237,7 +248,9 @@ class AlignScore(SentenceVerifier):
             self._loaded = (tokenizer, encoder.to(device).eval(), head.to(device).eval(), device)
         return self._loaded
 
-    def support(self, pairs: Sequence[tuple[str, str]], monitor: Monitor | None = None) -> np.ndarray:
+    def support(
+        self, pairs: Sequence[tuple[str, str]], monitor: Monitor | None = None
+    ) -> tuple[np.ndarray, dict[int, str]]:
         import torch
 
         tokenizer, encoder, head, device = self._load()
@@ -256,10 +269,69 @@ class AlignScore(SentenceVerifier):
                 out.append(torch.softmax(head(pooled).float(), dim=-1)[:, 0].cpu().numpy())
         if monitor:
             monitor.count("pairs", len(pairs))
-        return np.concatenate(out)
+        return np.concatenate(out), {}
 
     def close(self) -> None:
         self._loaded = None
+
+
+def yes_probability(completion: Any) -> float:
+    """The summed probability of the `Yes` alternatives of the first generated token (MiniCheck's reading)."""
+    top = completion.top_logprobs
+    if not top:
+        raise ValueError("the server returned no log-probabilities (vLLM returns them when asked with logprobs)")
+    return float(sum(math.exp(lp) for token, lp in top.items() if token.strip().lower() == "yes"))
+
+
+class BespokeMiniCheck(SentenceVerifier):
+    """Bespoke-MiniCheck-7B behind an OpenAI-compatible server (vLLM), read from its first token's logprobs."""
+
+    # Its 32,768-token window less 300 for the claim and prompt, at about 1.3 tokens per word.
+    chunk_budget = 24_000
+    generation = {"max_tokens": 1, "temperature": 0, "logprobs": True, "top_logprobs": 5}
+    """The request body: one token, greedy, with its five most likely alternatives."""
+
+    def __init__(self, endpoint: Any, use_cache: bool = True, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.endpoint, self.use_cache = endpoint, use_cache
+
+    def params(self) -> dict[str, Any]:
+        return {
+            **super().params(),
+            "model": self.endpoint.model,
+            "base_url": self.endpoint.base_url,
+            "api_key_env": self.endpoint.api_key_env,
+        }
+
+    @staticmethod
+    def messages(doc: str, claim: str) -> list[dict[str, str]]:
+        """MiniCheck's system prompt and its `Document: ...\nClaim: ...` user turn."""
+        return [
+            {"role": "system", "content": MINICHECK_SYSTEM},
+            {"role": "user", "content": f"Document: {doc}\nClaim: {claim}"},
+        ]
+
+    def support(
+        self, pairs: Sequence[tuple[str, str]], monitor: Monitor | None = None
+    ) -> tuple[np.ndarray, dict[int, str]]:
+        from shambench.llm import LLMError, map_endpoint
+
+        async def one(client: Any, item: tuple[int, tuple[str, str]]) -> tuple[int, float | None, str | None]:
+            i, (doc, claim) = item
+            try:
+                reply = await client.chat(self.messages(doc, claim), self.generation, accept=yes_probability)
+            except LLMError as err:
+                return i, None, err.reason
+            return i, reply.parsed, None
+
+        out = np.full(len(pairs), np.nan)
+        failures: dict[int, str] = {}
+        for i, prob, reason in map_endpoint(self.endpoint, list(enumerate(pairs)), one, monitor, self.use_cache):
+            if reason is None:
+                out[i] = prob
+            else:
+                failures[i] = reason
+        return out, failures
 
 
 @detector("minicheck")
@@ -274,3 +346,28 @@ def alignscore(checkpoint: str = "", **params: Any) -> Detector:
     if not checkpoint:
         raise DataError("alignscore needs its checkpoint: --detector alignscore:PATH/AlignScore-large.ckpt")
     return AlignScore(checkpoint, **params)
+
+
+@detector("bespoke-minicheck")
+def bespoke_minicheck(
+    model: str = "bespokelabs/Bespoke-MiniCheck-7B",
+    base_url: str | None = None,
+    api_key_env: str | None = None,
+    max_concurrency: int | None = None,
+    timeout: float | None = None,
+    cache: bool = True,
+    **params: Any,
+) -> Detector:
+    """Bespoke-MiniCheck-7B served by vLLM (--base-url), P(Yes) per response sentence from logprobs."""
+    from shambench.llm import DEFAULT_KEY_ENV, Endpoint
+
+    if not base_url:
+        raise DataError("bespoke-minicheck needs --base-url of the vLLM server serving Bespoke-MiniCheck-7B")
+    given = {"max_concurrency": max_concurrency, "timeout": timeout}
+    endpoint = Endpoint(
+        model=model,
+        base_url=base_url,
+        api_key_env=api_key_env or DEFAULT_KEY_ENV,
+        **{k: v for k, v in given.items() if v is not None},
+    )
+    return BespokeMiniCheck(endpoint, use_cache=bool(cache), **params)

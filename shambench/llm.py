@@ -124,6 +124,9 @@ class Completion(BaseModel):
     """Reasoning text the server returned beside the content (vLLM `reasoning_content`), when any."""
     finish_reason: str | None = None
     """Why generation stopped (`stop`, `length`, ...)."""
+    top_logprobs: dict[str, float] | None = None
+    """The first generated token's most likely alternatives (token -> log-probability), when the request asked
+    for log-probabilities (`logprobs`/`top_logprobs`); None otherwise."""
     usage: Usage
     """What it consumed."""
     key: str
@@ -269,6 +272,18 @@ def message_parts(kind: str, response: dict[str, Any]) -> tuple[str, str | None,
     return text, reasoning if isinstance(reasoning, str) else None, choice.get("finish_reason")
 
 
+def first_token_logprobs(kind: str, response: dict[str, Any]) -> dict[str, float] | None:
+    """Token -> log-probability of the first generated token's alternatives, from either endpoint's body."""
+    logprobs = (response.get("choices") or [{}])[0].get("logprobs") or {}
+    if kind == "completions":
+        top = (logprobs.get("top_logprobs") or [None])[0]
+        return {str(k): float(v) for k, v in top.items()} if isinstance(top, dict) else None
+    first = (logprobs.get("content") or [None])[0]
+    if not isinstance(first, dict):
+        return None
+    return {str(t["token"]): float(t["logprob"]) for t in first.get("top_logprobs") or [] if "token" in t}
+
+
 def wire_body(model: str, body: dict[str, Any]) -> dict[str, Any]:
     """The JSON sent: the model, the body, and `extra_body` merged in (as the openai SDK does)."""
     out = {"model": model, **{k: v for k, v in body.items() if k != "extra_body"}}
@@ -398,10 +413,23 @@ class LLMClient:
         for name in ("input_tokens", "output_tokens", "reasoning_tokens", "cost"):
             self.on_count(name, getattr(usage, name))
         done = self._accepted(
-            Completion(text=text, reasoning=reasoning, finish_reason=finish, usage=usage, key=key), accept
+            Completion(
+                text=text,
+                reasoning=reasoning,
+                finish_reason=finish,
+                top_logprobs=first_token_logprobs(kind, response),
+                usage=usage,
+                key=key,
+            ),
+            accept,
         )
         if self.cache is not None:
-            record = {"text": text, "reasoning": reasoning, "finish_reason": finish}
+            record = {
+                "text": text,
+                "reasoning": reasoning,
+                "finish_reason": finish,
+                "top_logprobs": done.top_logprobs,
+            }
             self.cache.put(key, self.endpoint.model, record)
         return done
 

@@ -104,6 +104,9 @@ class OpenAIServer:
     faults: Callable[[Request], Fault | None] | None = None
     reasoning_tokens: int = 0
     finish_reason: str = "stop"
+    top_logprobs: Callable[[Request], dict[str, float]] | None = None
+    """Alternatives (token -> log-probability) for the first generated token, returned when a request asks for
+    log-probabilities, in OpenAI's chat format or the completions format."""
     port: int = 0
     log: list[Request] = field(default_factory=list)
     peak: int = 0
@@ -221,6 +224,13 @@ class OpenAIServer:
         else:
             choice = {"index": 0, "text": text, "finish_reason": self.finish_reason, "logprobs": None}
             obj = "text_completion"
+        if self.top_logprobs is not None and body.get("logprobs"):
+            top = self.top_logprobs(req)
+            if kind == "chat":
+                alternatives = [{"token": t, "logprob": lp} for t, lp in top.items()]
+                choice["logprobs"] = {"content": [{"token": text, "logprob": 0.0, "top_logprobs": alternatives}]}
+            else:
+                choice["logprobs"] = {"tokens": [text], "top_logprobs": [top]}
         return {
             "id": f"test-{req.n}",
             "object": obj,

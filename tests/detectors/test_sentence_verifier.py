@@ -123,3 +123,58 @@ def test_alignscore_refuses_a_checkpoint_that_needs_pickled_code(alignscore_file
     )  # fmt: skip
     assert result.exit_code == 2
     assert "pickled.ckpt: cannot be read as weights only" in result.output
+
+
+def _minicheck_logprobs(req) -> dict[str, float]:
+    """P(Yes) 0.2 + P( yes) 0.1 = 0.3 for the claim about Carl, P(Yes) = 0.9 for the others."""
+    claim = req.body["messages"][1]["content"].split("\nClaim: ")[1]
+    if "Carl" in claim:
+        return {"Yes": math.log(0.2), " yes": math.log(0.1), "No": math.log(0.7)}
+    return {"Yes": math.log(0.9), "No": math.log(0.1)}
+
+
+def test_bespoke_minicheck_reads_p_yes_from_logprobs(openai_server, tmp_path):
+    openai_server.script = lambda req: "Yes"
+    openai_server.top_logprobs = _minicheck_logprobs
+    spec = ["bespoke-minicheck", "--base-url", openai_server.base_url]
+    path = tmp_path / "ex.jsonl"
+    path.write_text(EXAMPLE.model_dump_json() + "\n")
+    result = CliRunner().invoke(
+        main, ["eval", "--detector", *spec, "--examples", str(path), "--run-dir", str(tmp_path / "run"),
+               "--no-progress", "--bootstrap", "10"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    pred = json.loads((tmp_path / "run" / "predictions.jsonl").read_text().splitlines()[0])
+    # One chunk (the short context), three claims: three requests.
+    assert len(openai_server.log) == 3
+    first = openai_server.log[0].body
+    assert first["model"] == "bespokelabs/Bespoke-MiniCheck-7B"
+    assert first["max_tokens"] == 1 and first["logprobs"] is True and first["top_logprobs"] == 5
+    assert first["messages"][0]["content"].startswith("Determine whether the provided claim is consistent")
+    claims = sorted(r.body["messages"][1]["content"] for r in openai_server.log)
+    assert claims[0] == "Document: Ann won. Bob lost the race today.\nClaim: Ann won the race."
+    assert pred["meta"]["support"] == pytest.approx([0.9, 0.3, 0.9])
+    assert pred["sentence_labels"] == [0, 1, 0]  # only "Carl was second." [18, 34) is at or below 0.5
+    assert [(s["start"], s["end"]) for s in pred["spans"]] == [(18, 34)]
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert results["datasets"]["t/d"]["sentence"]["f1"] == 1.0
+    # A second run is answered from the response cache: no new request.
+    again = CliRunner().invoke(
+        main, ["eval", "--detector", *spec, "--examples", str(path), "--run-dir", str(tmp_path / "run2"),
+               "--no-progress", "--bootstrap", "10"],
+    )  # fmt: skip
+    assert again.exit_code == 0, again.output
+    assert len(openai_server.log) == 3
+
+
+def test_bespoke_minicheck_without_logprobs_fails_the_example_with_the_reason(openai_server, tmp_path):
+    openai_server.script = lambda req: "Yes"
+    path = tmp_path / "ex.jsonl"
+    path.write_text(EXAMPLE.model_dump_json() + "\n")
+    result = CliRunner().invoke(
+        main, ["eval", "--detector", "bespoke-minicheck", "--base-url", openai_server.base_url, "--examples",
+               str(path), "--run-dir", str(tmp_path / "run"), "--no-progress", "--bootstrap", "10"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    pred = json.loads((tmp_path / "run" / "predictions.jsonl").read_text().splitlines()[0])
+    assert pred["error"].startswith("3 of 3 (chunk, sentence) checks failed: unusable output: the server returned")
