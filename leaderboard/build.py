@@ -9,7 +9,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field, ValidationError
 from shambench.leaderboard.schema import TASK_ORDER, Cell, Entry, Leaderboard, Level
 
-from shambench.io import DataError, write_atomic, write_json
+from shambench.io import DataError, Journal, write_atomic, write_json
 from shambench.provenance import now_iso, shambench_version
 from shambench.results import PRF, GroupScores, Results
 from shambench.runner import RESULTS
@@ -237,6 +237,25 @@ def load_leaderboard(site_dir: str | Path) -> Leaderboard:
         return Leaderboard.model_validate_json(path.read_bytes())
     except ValidationError as err:
         raise DataError(f"{path}: not a leaderboard ({err.errors()[0]['msg']})") from None
+
+
+def with_example_pages(board: Leaderboard, out_dir: str | Path) -> Leaderboard:
+    """Write `examples/<row id>.html` (the `shambench show --html` view) for every reproduced row whose run
+    directory is at hand, and link each from its row."""
+    from shambench.highlight import examples_page
+    from shambench.runner import JOURNAL, examples_of, load_config
+
+    entries = []
+    for entry in board.entries:
+        run_dir = Path(entry.source)
+        if (run_dir / JOURNAL).exists():
+            link = f"examples/{entry.id}.html"
+            examples = examples_of(load_config(run_dir))
+            page = examples_page(f"{entry.name}: examples", examples, Journal(run_dir / JOURNAL).read())
+            write_atomic(Path(out_dir) / link, page)
+            entry = entry.model_copy(update={"examples_page": link})
+        entries.append(entry)
+    return board.model_copy(update={"entries": entries})
 
 
 def write_site(board: Leaderboard, out_dir: str | Path) -> tuple[Path, Path]:

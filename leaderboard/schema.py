@@ -93,6 +93,8 @@ class Entry(BaseModel):
     """How the row's numbers were computed (copied from its results, or the paper's stated conventions)."""
     run: RunInfo | None = None
     """Run metadata (provenance, usage, cost) of reproduced rows, with local file paths cut to file names."""
+    examples_page: str | None = None
+    """Link, relative to the page, to this run's examples with gold and predicted spans (`--example-pages`)."""
 
 
 class Leaderboard(BaseModel):

@@ -45,7 +45,12 @@ def _reported_path(reported: str | None, no_reported: bool) -> Path | None:
 )
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Site folder to write.")
 @_reported_option
-def build(run_paths, out_dir, reported, no_reported) -> None:
+@click.option(
+    "--example-pages",
+    is_flag=True,
+    help="Also write examples/<row>.html per run (every example with gold and predicted spans; needs the data).",
+)
+def build(run_paths, out_dir, reported, no_reported, example_pages) -> None:
     """Write OUT/leaderboard.json and a self-contained OUT/index.html from scored runs.
 
     \b
@@ -57,9 +62,11 @@ def build(run_paths, out_dir, reported, no_reported) -> None:
     open index.html in a browser.
     """
     from shambench.leaderboard.build import build as build_board
-    from shambench.leaderboard.build import write_site
+    from shambench.leaderboard.build import with_example_pages, write_site
 
     board = build_board(run_paths, _reported_path(reported, no_reported))
+    if example_pages:
+        board = with_example_pages(board, out_dir)
     json_path, html_path = write_site(board, out_dir)
     click.echo(f"{len(board.entries)} runs, {len(board.reported)} reported rows -> {html_path}, {json_path}")
 

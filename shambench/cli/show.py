@@ -1,4 +1,4 @@
-"""`shambench show`: one example of a run with its gold and predicted spans highlighted."""
+"""`shambench show`: examples of a run with their gold and predicted spans highlighted."""
 
 from __future__ import annotations
 
@@ -13,43 +13,56 @@ def highlighted(text: str, gold, pred):
     """A rich Text of the response: green where gold and prediction agree, red missed, yellow false alarm."""
     from rich.text import Text
 
-    out = Text(text)
-    marks = [0] * len(text)
-    for bit, spans in ((1, gold), (2, pred)):
-        for s in spans:
-            for i in range(s.start, s.end):
-                marks[i] |= bit
-    start = 0
-    for i in range(1, len(text) + 1):
-        if i == len(text) or marks[i] != marks[start]:
-            kind = {1: "gold", 2: "pred", 3: "both"}.get(marks[start])
-            if kind:
-                out.stylize(STYLES[kind], start, i)
-            start = i
+    from shambench.highlight import segments
+
+    out = Text()
+    for part, kind in segments(text, gold, pred):
+        out.append(part, style=STYLES[kind] if kind else "")
     return out
 
 
 @click.command("show")
 @click.argument("run_dir", type=click.Path(file_okay=False, exists=True))
-@click.option("--id", "example_id", required=True, help="Example id (see predictions.jsonl).")
+@click.option("--id", "example_id", help="Example id (see predictions.jsonl); required unless --html is given.")
+@click.option("--html", "html_out", type=click.Path(dir_okay=False), help="Write a page of the examples here instead.")
 @click.option("--context-chars", default=1500, show_default=True, help="Show at most this much of the context.")
-def show(run_dir, example_id, context_chars) -> None:
-    """Print one example of RUN_DIR with gold and predicted spans highlighted.
+def show(run_dir, example_id, html_out, context_chars) -> None:
+    """Print one example of RUN_DIR with gold and predicted spans highlighted, or write them all as a page.
+
+    \b
+    shambench show runs/RUN --id ragtruth/12345
+    shambench show runs/RUN --html examples.html       every example, each at examples.html#<id>
 
     Green: gold and predicted agree. Red: gold span missed. Yellow: predicted but not gold.
     """
-    from rich.panel import Panel
-
     from shambench.io import DataError
-    from shambench.report import make_console
     from shambench.runner import JOURNAL, Journal, examples_of, load_config
 
     run = Path(run_dir)
-    examples = {ex.id: ex for ex in examples_of(load_config(run))}
-    if example_id not in examples:
+    config = load_config(run)
+    examples = {ex.id: ex for ex in examples_of(config)}
+    predictions = Journal(run / JOURNAL).read()
+    if example_id is not None and example_id not in examples:
         raise DataError(f"{run}: no example with id {example_id!r}")
-    ex = examples[example_id]
-    pred = Journal(run / JOURNAL).read().get(example_id)
+    if html_out:
+        from shambench.highlight import examples_page
+        from shambench.io import write_atomic
+
+        chosen = [examples[example_id]] if example_id else list(examples.values())
+        write_atomic(html_out, examples_page(f"{config.detector}: {run.name}", chosen, predictions))
+        click.echo(f"{len(chosen)} examples -> {html_out}")
+        return
+    if example_id is None:
+        raise click.UsageError("give --id ID (or --html FILE for every example)")
+    _print_example(examples[example_id], predictions.get(example_id), context_chars)
+
+
+def _print_example(ex, pred, context_chars: int) -> None:
+    from rich.panel import Panel
+
+    from shambench.highlight import LEGEND, usable_spans
+    from shambench.report import make_console
+
     console = make_console()
     console.print(f"[bold]{ex.id}[/]  {ex.partition}  split={ex.split}")
     if ex.question:
@@ -57,10 +70,9 @@ def show(run_dir, example_id, context_chars) -> None:
     if ex.context:
         ctx = ex.context if len(ex.context) <= context_chars else ex.context[:context_chars] + " [...]"
         console.print(Panel(ctx, title="context", title_align="left"))
-    spans = pred.spans if pred and pred.error is None else []
-    console.print(Panel(highlighted(ex.response, ex.hallu_spans, spans), title="response", title_align="left"))
-    legend = " ".join(f"[{style}] {name} [/]" for name, style in STYLES.items())
-    console.print(f"legend: {legend}")
+    response = highlighted(ex.response, ex.hallu_spans, usable_spans(pred))
+    console.print(Panel(response, title="response", title_align="left"))
+    console.print("legend: " + " ".join(f"[{STYLES[k]}] {v} [/]" for k, v in LEGEND.items()))
     if pred is None:
         console.print("[yellow]no prediction recorded for this example[/]")
     elif pred.error:

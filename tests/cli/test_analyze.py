@@ -82,3 +82,75 @@ def test_show_highlights_one_example(tmp_path):
     assert "The capital is Lyon." in res.output and "Capital of France?" in res.output
     bad = runner.invoke(main, ["show", str(tmp_path / "overlap"), "--id", "nope"])
     assert bad.exit_code == 2 and "no example with id 'nope'" in bad.output
+
+
+def test_segments_mark_agreement_misses_and_false_alarms():
+    from shambench.highlight import segments
+    from shambench.schema import Span
+
+    # gold "capital is Lyon" [4,19), predicted "is Lyon." [12,20)
+    out = segments("The capital is Lyon.", [Span(start=4, end=19)], [Span(start=12, end=20)])
+    assert out == [("The ", None), ("capital ", "gold"), ("is Lyon", "both"), (".", "pred")]
+
+
+def test_show_html_page_and_leaderboard_links_to_it(tmp_path):
+    runner = _runs(tmp_path)
+    page = tmp_path / "ex.html"
+    res = runner.invoke(main, ["show", str(tmp_path / "overlap"), "--html", str(page)])
+    assert res.exit_code == 0, res.output
+    text = page.read_text()
+    # overlap flags exactly the gold "Lyon": marked as agreement, in example a's section
+    assert '<section id="a">' in text and 'The capital is <mark class="both">Lyon</mark>.' in text
+    site = tmp_path / "site"
+    res = runner.invoke(
+        main,
+        [
+            "leaderboard",
+            "build",
+            "--runs",
+            str(tmp_path / "overlap"),
+            "--out",
+            str(site),
+            "--no-reported",
+            "--example-pages",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    board = json.loads((site / "leaderboard.json").read_text())
+    link = board["entries"][0]["examples_page"]
+    assert (site / link).read_text() == text.replace("overlap: overlap", "overlap: examples")
+    assert f'href="{link}"' in (site / "index.html").read_text()
+
+
+def test_show_html_escapes_everything(tmp_path):
+    nasty = {
+        "id": "<img src=x onerror=alert(1)>",
+        "dataset": "toy",
+        "task": "qa",
+        "question": "<b>q</b>",
+        "response": "<script>alert(1)</script>",
+        "hallu_spans": [[0, 8]],
+    }
+    ex = tmp_path / "ex.jsonl"
+    ex.write_text(json.dumps(nasty) + "\n")
+    runner = CliRunner()
+    res = runner.invoke(
+        main,
+        [
+            "eval",
+            "--detector",
+            "all",
+            "--examples",
+            str(ex),
+            "--no-progress",
+            "--bootstrap",
+            "10",
+            "--run-dir",
+            str(tmp_path / "run"),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(main, ["show", str(tmp_path / "run"), "--html", str(tmp_path / "p.html")])
+    text = (tmp_path / "p.html").read_text()
+    assert "<script>alert" not in text and "<img src=x" not in text and "<b>q</b>" not in text
+    assert '<mark class="both">&lt;script&gt;</mark>' in text

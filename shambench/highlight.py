@@ -1,0 +1,70 @@
+"""One example with its gold and predicted spans marked: for the terminal (`shambench show`) and as a static page
+(`shambench show --html`, linked from the leaderboard)."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+from shambench.schema import Example, Prediction, Span
+
+KINDS = {1: "gold", 2: "pred", 3: "both"}
+LEGEND = {"both": "gold and predicted", "gold": "gold, missed", "pred": "predicted, not gold"}
+CSS = """
+body{font:15px/1.5 system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}
+section{border-top:1px solid #ddd;padding:.8rem 0}
+h2{font-size:1rem;margin:.2rem 0} .meta{color:#666;font-size:.85rem}
+.response{white-space:pre-wrap;background:#fafafa;padding:.5rem;border-radius:4px}
+mark{padding:0 1px;border-radius:2px} mark.both{background:#7fd68b} mark.gold{background:#f29b9b}
+mark.pred{background:#f5e17a} details{margin:.3rem 0} pre{white-space:pre-wrap;font-size:.85rem}
+"""
+
+
+def segments(text: str, gold: Sequence[Span], pred: Sequence[Span]) -> list[tuple[str, str | None]]:
+    """The text cut into runs, each marked `both`, `gold` (missed), `pred` (false alarm) or None."""
+    marks = [0] * len(text)
+    for bit, spans in ((1, gold), (2, pred)):
+        for s in spans:
+            for i in range(s.start, s.end):
+                marks[i] |= bit
+    out: list[tuple[str, str | None]] = []
+    start = 0
+    for i in range(1, len(text) + 1):
+        if i == len(text) or marks[i] != marks[start]:
+            out.append((text[start:i], KINDS.get(marks[start])))
+            start = i
+    return out
+
+
+def usable_spans(pred: Prediction | None) -> list[Span]:
+    """A prediction's spans, or none when it is missing or failed."""
+    return pred.spans if pred is not None and pred.error is None else []
+
+
+def _example_html(ex: Example, pred: Prediction | None) -> str:
+    marked = "".join(
+        html.escape(t) if kind is None else f'<mark class="{kind}">{html.escape(t)}</mark>'
+        for t, kind in segments(ex.response, ex.hallu_spans, usable_spans(pred))
+    )
+    status = "no prediction" if pred is None else f"failed: {pred.error}" if pred.error else ""
+    parts = [
+        f'<section id="{html.escape(ex.id, quote=True)}"><h2>{html.escape(ex.id)}</h2>',
+        f'<div class="meta">{html.escape(ex.partition)}{" · " + html.escape(status) if status else ""}</div>',
+    ]
+    if ex.question:
+        parts.append(f"<p><b>Question:</b> {html.escape(ex.question)}</p>")
+    if ex.context:
+        parts.append(f"<details><summary>context</summary><pre>{html.escape(ex.context)}</pre></details>")
+    parts.append(f'<div class="response">{marked}</div></section>')
+    return "\n".join(parts)
+
+
+def examples_page(title: str, examples: Sequence[Example], predictions: dict[str, Prediction]) -> str:
+    """A self-contained HTML page of the examples, each with an anchor `#<id>` (everything escaped)."""
+    legend = " ".join(f'<mark class="{k}">{html.escape(v)}</mark>' for k, v in LEGEND.items())
+    body = "\n".join(_example_html(ex, predictions.get(ex.id)) for ex in examples)
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>"
+        f"<h1>{html.escape(title)}</h1><p>{legend}</p>\n{body}\n</body></html>\n"
+    )
