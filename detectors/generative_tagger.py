@@ -1,0 +1,242 @@
+"""Generative taggers: fine-tuned LLMs served behind an OpenAI-compatible completions endpoint (e.g. vLLM).
+
+- `fava` — FAVA (Mishra et al. 2024) rewrites the response with its errors wrapped in type tags (`<entity>`,
+  `<relation>`, `<contradictory>`, `<invented>`, `<subjective>`, `<unverifiable>`), suggested insertions in
+  `<mark>` and deletions in `<delete>`. The tags are read with the FAVABench adapter's parser; when the rewrite
+  reproduces the response (up to whitespace) the spans are moved onto it by alignment, otherwise each tagged
+  string is placed in the response by `shambench.locate`. Spans carry FAVA's error type as label.
+- `ragtruth-tagger` — the RAGTruth baseline fine-tune (Llama-2-13B in the paper), prompted with the task's
+  template from RAGTruth's `baseline/dataset.py` in Llama-2's `[INST] ... [/INST]` wrapping; it answers
+  `{"hallucination list": [span, ...]}` and each string is placed with `shambench.locate`.
+
+Requests go through `shambench.llm` (bounded concurrency, retries, the response cache), so a rerun is served from
+the cache and `--resume` re-asks only what failed. Every prediction records the prompt template's hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from shambench.detector import Detector, Monitor, detector
+from shambench.io import DataError
+from shambench.schema import Example, Prediction, Span
+
+FAVA_TEMPLATE = (
+    "Read the following references:\n{evidence}\n"
+    "Please identify all the errors in the following text using the information in the references provided "
+    "and suggest edits if necessary:\n[Text] {output}\n[Edited] "
+)
+_RAGTRUTH_TASK = (
+    "Your task is to determine whether the summary contains either or both of the following two types of "
+    "hallucinations:\n"
+    "1. conflict: instances where the summary presents direct contraction or opposition to the original news;\n"
+    "2. baseless info: instances where the generated summary includes information which is not substantiated by "
+    "or inferred from the original news. \n"
+    'Then, compile the labeled hallucinated spans into a JSON dict, with a key "hallucination list" and its value '
+    "is a list of hallucinated spans. If there exist potential hallucinations, the output should be in the "
+    'following JSON format: {{"hallucination list": [hallucination span1, hallucination span2, ...]}}. '
+    'Otherwise, leave the value as a empty list as following: {{"hallucination list": []}}.\n'
+    "Output:"
+)
+RAGTRUTH_TEMPLATES = {
+    "QA": "Below is a question:\n{question}\n\nBelow are related passages:\n{reference}\n\n"
+    "Below is an answer:\n{response}\n\n" + _RAGTRUTH_TASK,
+    "Summary": "Below is the original news:\n{reference}\n\nBelow is a summary of the news:\n{response}\n"
+    + _RAGTRUTH_TASK,
+    "Data2txt": "Below is a structured data in the JSON format:\n{reference}\n\n"
+    "Below is an overview article written in accordance with the structured data:\n{response}\n\n" + _RAGTRUTH_TASK,
+}
+"""RAGTruth's per-task templates; shambench tasks map to them in `ragtruth_task`."""
+
+
+def template_hash(*templates: str) -> str:
+    """A short hash of prompt templates, recorded with every prediction."""
+    return hashlib.sha256("\0".join(templates).encode()).hexdigest()[:12]
+
+
+def ragtruth_task(example: Example) -> str:
+    """The RAGTruth template for an example: data-to-text and summaries by task, else QA when there is a question."""
+    if example.task == "data2txt":
+        return "Data2txt"
+    if example.task == "summ" or not example.question:
+        return "Summary"
+    return "QA"
+
+
+class GenerativeTagger(Detector):
+    """Base of the taggers: one completion per example, parsed into strings or spans and placed in the response."""
+
+    family = "generative-tagger"
+    templates: tuple[str, ...] = ()
+    """The prompt templates (their hash is recorded)."""
+
+    def __init__(self, endpoint: Any, generation: dict[str, Any], min_similarity: float, use_cache: bool = True):
+        self.endpoint = endpoint
+        self.generation = generation
+        self.min_similarity = min_similarity
+        self.use_cache = use_cache
+
+    @property
+    def prompt_hash(self) -> str:
+        """Hash of this tagger's templates."""
+        return template_hash(*self.templates)
+
+    def params(self) -> dict[str, Any]:
+        # The factory's own keywords, so that `--resume` rebuilds the same detector.
+        return {
+            "model": self.endpoint.model,
+            "base_url": self.endpoint.base_url,
+            "api_key_env": self.endpoint.api_key_env,
+            "generation": self.generation,
+            "min_similarity": self.min_similarity,
+            "prompt_hash": self.prompt_hash,
+        }
+
+    def prompt(self, example: Example) -> str:
+        """The completion prompt for one example."""
+        raise NotImplementedError
+
+    def parse(self, completion: Any) -> Any:
+        """What the model's text says (ValueError when it says nothing usable)."""
+        raise NotImplementedError
+
+    def spans(self, example: Example, parsed: Any) -> tuple[list[Span], list[str]]:
+        """Spans on the response, and the strings that could not be placed."""
+        raise NotImplementedError
+
+    def predict(self, examples: Sequence[Example], monitor: Monitor | None = None) -> Iterator[Prediction]:
+        from shambench.llm import map_endpoint
+
+        yield from map_endpoint(self.endpoint, examples, self._one, monitor, self.use_cache)
+
+    async def _one(self, client: Any, example: Example) -> Prediction:
+        from shambench.llm import LLMError
+
+        meta: dict[str, Any] = {"prompt_hash": self.prompt_hash}
+        try:
+            reply = await client.complete(self.prompt(example), self.generation, accept=self.parse)
+        except LLMError as err:
+            meta["usage"] = err.usage.model_dump()
+            return Prediction(id=example.id, error=err.reason, raw=err.text, meta=meta)
+        spans, unplaced = self.spans(example, reply.parsed)
+        if unplaced:
+            client.on_count("unplaced", len(unplaced))
+        meta.update(request=reply.key, usage=reply.usage.model_dump(), finish_reason=reply.finish_reason)
+        meta.update(unplaced=unplaced, n_unplaced=len(unplaced))
+        return Prediction(id=example.id, spans=spans, raw=reply.text, meta=meta)
+
+    def placed(self, example: Example, texts: Sequence[str], labels: Sequence[str | None]) -> tuple[list, list]:
+        """Strings placed in the response by `shambench.locate`, with their labels; and those not placed."""
+        from shambench.locate import locate
+
+        placements = locate(example.response, list(texts), self.min_similarity)
+        spans = [Span(start=p.start, end=p.end, label=lab) for p, lab in zip(placements, labels) if p.placed]
+        return spans, [p.text for p in placements if not p.placed]
+
+
+class FavaTagger(GenerativeTagger):
+    """FAVA: the response rewritten with typed error tags."""
+
+    templates = (FAVA_TEMPLATE,)
+
+    def prompt(self, example: Example) -> str:
+        evidence = example.context or example.question
+        return FAVA_TEMPLATE.format(evidence=evidence, output=example.response)
+
+    def parse(self, completion: Any) -> Any:
+        from shambench.adapters.fava import parse_annotated
+
+        return parse_annotated(completion.text)
+
+    def spans(self, example: Example, parsed: Any) -> tuple[list[Span], list[str]]:
+        from shambench.adapters.fava import spans_on_output
+
+        moved = spans_on_output(parsed, example.response.strip())
+        if moved is not None:
+            # The rewrite reproduced the response: exact offsets (shifted past any leading whitespace).
+            lead = len(example.response) - len(example.response.lstrip())
+            return [Span(start=s + lead, end=e + lead, label=kind) for s, e, kind in moved], []
+        texts = [parsed.clean[s:e] for s, e, _ in parsed.spans]
+        return self.placed(example, texts, [kind for _, _, kind in parsed.spans])
+
+
+class RagTruthTagger(GenerativeTagger):
+    """The RAGTruth fine-tune: hallucinated spans listed as text in a JSON dict."""
+
+    templates = tuple(RAGTRUTH_TEMPLATES.values())
+
+    def prompt(self, example: Example) -> str:
+        body = RAGTRUTH_TEMPLATES[ragtruth_task(example)].format(
+            question=example.question, reference=example.context, response=example.response
+        )
+        return f"[INST] {body.strip()} [/INST]"
+
+    def parse(self, completion: Any) -> list[str]:
+        from shambench.detectors.prompts import reply_json_values
+
+        for value in reversed(reply_json_values(completion.text)):
+            if isinstance(value, dict) and isinstance(value.get("hallucination list"), list):
+                return [str(v) for v in value["hallucination list"] if str(v).strip()]
+        raise ValueError('no {"hallucination list": [...]} in the output')
+
+    def spans(self, example: Example, parsed: list[str]) -> tuple[list[Span], list[str]]:
+        return self.placed(example, parsed, [None] * len(parsed))
+
+
+TAGGERS = {"fava": FavaTagger, "ragtruth-tagger": RagTruthTagger}
+DEFAULT_GENERATION = {
+    # FAVA rewrites the whole passage: room for a long response plus its tags.
+    "fava": {"max_tokens": 2048, "temperature": 0.0, "top_p": 1.0},
+    # RAGTruth's own prediction script samples with these settings and 512 new tokens.
+    "ragtruth-tagger": {"max_tokens": 512, "temperature": 0.05, "top_p": 0.95, "extra_body": {"top_k": 40}},
+}
+DEFAULT_MODELS = {"fava": "fava-uw/fava-model", "ragtruth-tagger": ""}
+
+
+def make_tagger(
+    name: str,
+    model: str | None = None,
+    base_url: str | None = None,
+    api_key_env: str | None = None,
+    max_concurrency: int | None = None,
+    timeout: float | None = None,
+    generation: dict[str, Any] | None = None,
+    min_similarity: float | None = None,
+    cache: bool = True,
+    prompt_hash: str | None = None,
+    **overrides: Any,
+) -> GenerativeTagger:
+    """A tagger from its name, the endpoint options and generation overrides (`-p max_tokens=...`)."""
+    from shambench.llm import DEFAULT_KEY_ENV, Endpoint
+    from shambench.locate import MIN_SIMILARITY
+
+    cls = TAGGERS[name]
+    if prompt_hash is not None and prompt_hash != template_hash(*cls.templates):
+        raise DataError(f"the run was made with another {name} prompt ({prompt_hash}); start a new run")
+    model = model or DEFAULT_MODELS[name]
+    if not model or not base_url:
+        raise DataError(f"--detector {name} needs --base-url of the server (vLLM) and --model as it serves it")
+    given = {"max_concurrency": max_concurrency, "timeout": timeout}
+    endpoint = Endpoint(
+        model=model,
+        base_url=base_url,
+        api_key_env=api_key_env or DEFAULT_KEY_ENV,
+        **{k: v for k, v in given.items() if v is not None},
+    )
+    body = {**(DEFAULT_GENERATION[name] if generation is None else generation), **overrides}
+    similarity = MIN_SIMILARITY if min_similarity is None else float(min_similarity)
+    return cls(endpoint, body, similarity, use_cache=bool(cache))
+
+
+@detector("fava")
+def fava(**params: Any) -> Detector:
+    """FAVA (fava-uw/fava-model via vLLM, --base-url): errors tagged by type in its rewrite, parsed into spans."""
+    return make_tagger("fava", **params)
+
+
+@detector("ragtruth-tagger")
+def ragtruth_tagger(**params: Any) -> Detector:
+    """RAGTruth's fine-tuned baseline via vLLM (--base-url, --model): hallucinated spans listed as text."""
+    return make_tagger("ragtruth-tagger", **params)

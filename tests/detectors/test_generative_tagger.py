@@ -1,0 +1,91 @@
+"""Generative taggers against the local OpenAI-compatible test server: prompts, tag parsing, placement, resume."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from shambench.cli import main
+from shambench.schema import Example
+
+CONTEXT = "Marie Curie was born in Warsaw in 1867."
+
+
+def _run(tmp_path, server, spec: str, examples: list[Example], *extra: str):
+    path = tmp_path / "ex.jsonl"
+    path.write_text("".join(ex.model_dump_json() + "\n" for ex in examples))
+    run = tmp_path / "run"
+    result = CliRunner().invoke(
+        main, ["eval", "--detector", spec, "--base-url", server.base_url, "--examples", str(path), "--run-dir",
+               str(run), "--no-progress", "--bootstrap", "10", *extra],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    preds = {p["id"]: p for p in map(json.loads, (run / "predictions.jsonl").read_text().splitlines())}
+    return preds, run
+
+
+def test_fava_tags_become_typed_spans(openai_server, tmp_path):
+    exact = Example(id="exact", dataset="d", task="t", context=CONTEXT, response="Curie was born in Warsaw in 1868.")
+    rewritten = Example(
+        id="rewritten", dataset="d", task="t", context=CONTEXT, response="Curie was born in 1868 in Warsaw, Poland."
+    )
+    replies = {
+        # Reproduces the response: "1868" [28, 32) by alignment.
+        exact.response: "Curie was born in Warsaw in <entity><mark>1867</mark><delete>1868</delete></entity>.",
+        # Drops ", Poland": the tagged "1868" is placed in the response instead, at [18, 22).
+        rewritten.response: "Curie was born in <entity><delete>1868</delete><mark>1867</mark></entity> in Warsaw.",
+    }
+    openai_server.script = lambda req: next(v for k, v in replies.items() if f"[Text] {k}\n" in req.body["prompt"])
+    preds, _ = _run(tmp_path, openai_server, "fava", [exact, rewritten])
+    assert [(s["start"], s["end"], s["label"]) for s in preds["exact"]["spans"]] == [(28, 32, "entity")]
+    assert [(s["start"], s["end"], s["label"]) for s in preds["rewritten"]["spans"]] == [(18, 22, "entity")]
+    body = next(r.body for r in openai_server.log if "1868." in r.body["prompt"])
+    assert openai_server.log[0].path == "/v1/completions"
+    assert body["model"] == "fava-uw/fava-model" and body["max_tokens"] == 2048
+    assert body["prompt"] == (
+        f"Read the following references:\n{CONTEXT}\nPlease identify all the errors in the following text using the "
+        "information in the references provided and suggest edits if necessary:\n"
+        "[Text] Curie was born in Warsaw in 1868.\n[Edited] "
+    )
+
+
+def test_ragtruth_tagger_places_listed_spans_and_resumes_failures(openai_server, tmp_path):
+    qa = Example(
+        id="qa", dataset="d", task="context_qa", question="Where was Curie born?", context=CONTEXT,
+        response="She was born in Warsaw in 1868.", hallu_spans=[[26, 30]],
+    )  # fmt: skip
+    d2t = Example(id="d2t", dataset="d", task="data2txt", context='{"name": "Cafe"}', response="Cafe is a bar.")
+    openai_server.script = lambda req: (
+        '{"hallucination list": ["1868", "a phrase that is not there"]}' if "Curie" in req.body["prompt"] else "no idea"
+    )
+    preds, run = _run(tmp_path, openai_server, "ragtruth-tagger", [qa, d2t], "--model", "rt-13b")
+    # "1868" is at [26, 30); the second string is nowhere in the response and is kept as unplaced.
+    assert [(s["start"], s["end"]) for s in preds["qa"]["spans"]] == [(26, 30)]
+    assert preds["qa"]["meta"]["unplaced"] == ["a phrase that is not there"]
+    assert preds["d2t"]["error"].startswith('unusable output: no {"hallucination list": [...]}')
+    qa_prompt = next(r.body["prompt"] for r in openai_server.log if "Curie" in r.body["prompt"])
+    assert qa_prompt.startswith(
+        f"[INST] Below is a question:\nWhere was Curie born?\n\nBelow are related passages:\n{CONTEXT}\n\n"
+        "Below is an answer:\nShe was born in Warsaw in 1868.\n\nYour task is to determine"
+    )
+    d2t_prompt = next(r.body["prompt"] for r in openai_server.log if "Cafe" in r.body["prompt"])
+    assert d2t_prompt.startswith("[INST] Below is a structured data in the JSON format:\n")
+    assert d2t_prompt.endswith('{"hallucination list": []}.\nOutput: [/INST]')
+    body = openai_server.log[0].body
+    assert body["temperature"] == 0.05 and body["top_k"] == 40 and body["max_tokens"] == 512
+    # Resume asks again only for the failed example, with the detector rebuilt from the run's config.
+    asked = len(openai_server.log)
+    openai_server.script = lambda req: '{"hallucination list": ["a bar"]}'
+    result = CliRunner().invoke(main, ["eval", "--resume", str(run), "--no-progress", "--bootstrap", "10"])
+    assert result.exit_code == 0, result.output
+    assert len(openai_server.log) == asked + 1
+    lines = [json.loads(line) for line in (run / "predictions.jsonl").read_text().splitlines()]
+    assert [(s["start"], s["end"]) for s in lines[-1]["spans"]] == [(8, 13)]  # "Cafe is " is 8 characters
+
+
+def test_taggers_need_a_server(tmp_path):
+    path = tmp_path / "ex.jsonl"
+    path.write_text(Example(id="a", dataset="d", task="t", response="x").model_dump_json() + "\n")
+    result = CliRunner().invoke(main, ["eval", "--detector", "fava", "--examples", str(path), "--runs", str(tmp_path)])
+    assert result.exit_code == 2 and "needs --base-url" in result.output
