@@ -7,8 +7,9 @@ The sweep runs `none`, `all`, `random` (two rates) and `overlap` on every datase
 1,000 bootstrap resamples. Each timing covers the whole sweep as `shambench sweep` runs it: starting the worker
 processes, loading the data on the driver, predicting and scoring on the workers, writing the run directories.
 The speed-up of the last worker count over the first is compared with the target (at least 1.7x on 2 cores).
-CPU seconds of the driver and of the workers are printed beside each timing: when other programs load the
-machine (the load average is printed too) the wall-clock speed-up understates what the sweep itself achieves.
+CPU seconds of the driver and of the workers are printed beside each timing, and a control (pure-Python busy
+loops on the same worker counts) shows what speed-up the machine itself allows at that moment: when other
+programs load it, no sweep can beat the control.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from shambench.adapter import adapters
 from shambench.benchmark import load_benchmark
-from shambench.sweep import LocalBackend, plan_sweep, run_sweep
+from shambench.sweep import LocalBackend, plan_sweep, run_sweep, run_tasks
 
 TARGET_SPEEDUP = 1.7
 DETECTORS = """\
@@ -86,6 +87,23 @@ def timed_sweep(datasets: list[str], data_dir: Path, limit: int | None, workers:
     }
 
 
+def busy(n: int) -> int:
+    """Pure-Python CPU work for the control."""
+    total = 0
+    for i in range(n):
+        total += i
+    return total
+
+
+def control_seconds(workers: int, tasks: int = 4, n: int = 20_000_000) -> float:
+    """Wall seconds for `tasks` equal busy loops on `workers` processes (started beforehand, not timed)."""
+    with LocalBackend(workers) as backend:
+        list(run_tasks(backend, [(busy, (1,))] * workers, retries=0))
+        start = time.perf_counter()
+        list(run_tasks(backend, [(busy, (n,))] * tasks, retries=0))
+        return time.perf_counter() - start
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", type=Path, default=Path("..", "shared", "data"))
@@ -111,6 +129,8 @@ def main() -> None:
         speedup = timings[first] / timings[last]
         verdict = "meets" if speedup >= TARGET_SPEEDUP else "misses"
         print(f"speed-up {first} -> {last} workers: {speedup:.2f}x ({verdict} the target of {TARGET_SPEEDUP}x)")
+        control = control_seconds(first) / control_seconds(last)
+        print(f"control (busy loops, same worker counts): {control:.2f}x, the most this machine allows right now")
 
 
 if __name__ == "__main__":
