@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from shambench.schema import Example, Prediction, SoftSpan, Span, Step
 from shambench.scorer import Scorer, ScoringError, score
+from shambench.stats import PAPER_COUNTS
 from shambench.text import sentences, tokens
 from tests.conftest import require_shared
 
@@ -234,19 +235,6 @@ def test_duplicate_or_no_examples_are_errors():
 
 
 # --- aggregation against the paper -----------------------------------------------------------------------------
-
-# SHAM-Bench Table 1 (test split), as copied into METRICS.md: partition -> number of examples.
-PAPER_COUNTS = {
-    "context_qa/ragtruth": 875,
-    "data2txt/ragtruth": 900,
-    "mt/zhou": 479,
-    "open_bio/halluentity": 152,
-    "open_qa/favabench": 261,
-    "open_qa/mushroom": 154,
-    "summ/faithbench": 745,
-    "summ/ragtruth": 900,
-    "summ/zhou": 1995,
-}
 
 
 def test_paper_worked_example():
