@@ -22,14 +22,13 @@ from shambench.leaderboard.build import display_path, load_leaderboard, run_entr
 from shambench.leaderboard.schema import Leaderboard
 
 from shambench.io import DataError, write_json, write_jsonl
-from shambench.provenance import git_commit, now_iso, package_versions, shambench_version
 from shambench.runner import (
     CONFIG,
     JOURNAL,
     RESULTS,
     RunConfig,
-    examples_hash,
     load_config,
+    new_config,
     new_run_dir,
     run_info,
     select_examples,
@@ -202,20 +201,7 @@ def submit(
     if problems:
         raise SubmissionError(str(predictions_path), problems)
     params = {**meta.params, **({"prompt_hash": meta.prompt_hash} if meta.prompt_hash else {})}
-    config = RunConfig(
-        detector=name,
-        family=meta.family,
-        params=params,
-        examples_hash=examples_hash(examples),
-        n_examples=len(examples),
-        shambench_version=shambench_version(),
-        git_commit=git_commit(),
-        created_at=now_iso(),
-        packages=package_versions(),
-        origin="submission",
-        meta=meta.about(),
-        **chosen,
-    )
+    config = new_config(name, meta.family, params, examples, origin="submission", meta=meta.about(), **chosen)
     run_dir = new_run_dir(runs_dir, name)
     results = scorer.score(predictions)
     results.run = run_info(config, run_dir, examples, predictions)

@@ -162,17 +162,22 @@ def new_run_dir(base: str | Path, detector: str) -> Path:
 
 def make_config(detector: Detector, examples: Sequence[Example], selection: dict[str, Any]) -> RunConfig:
     """The config of a new run."""
+    return new_config(detector.name, detector.family, detector.params(), examples, **selection)
+
+
+def new_config(name: str, family: str, params: dict[str, Any], examples: Sequence[Example], **fields: Any) -> RunConfig:
+    """A run config stamped with the examples' hash, versions and time (`fields`: selection, origin, meta)."""
     return RunConfig(
-        detector=detector.name,
-        family=detector.family,
-        params=detector.params(),
+        detector=name,
+        family=family,
+        params=params,
         examples_hash=examples_hash(examples),
         n_examples=len(examples),
         shambench_version=shambench_version(),
         git_commit=git_commit(),
         created_at=now_iso(),
         packages=package_versions(),
-        **selection,
+        **fields,
     )
 
 
