@@ -8,7 +8,8 @@ first RAGTruth test examples, after one warm-up batch (model loading excluded). 
 
 `--train` fine-tunes MiniLM with `shambench.train` on RAGTruth's train-split responses (the sources outside
 the official test split), holding out 10% of the sources, and prints the held-out token F1 (per-example mean,
-SHAM-Bench's convention), pooled token F1 and AUPRC of the model beside the seeded `random` baseline.
+SHAM-Bench's convention), pooled token F1 and AUPRC of the model beside the seeded `random` baseline and no
+prediction at all (which the per-example convention rewards: a clean response with no prediction scores 1).
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ def train_and_compare(data_dir: Path, limit: int | None) -> None:
         report = json.loads((Path(out) / "holdout.json").read_text())
     print(f"trained on {summary.n_train} RAGTruth train responses ({summary.steps} steps) in {took:.0f} s")
     print(f"held out: {summary.n_holdout} responses to unseen sources")
-    for name in ("model", "random"):
+    for name in ("model", "random", "none"):
         groups = report[name]["datasets"].values()
         n = sum(g["n"] for g in groups)
         f1 = sum(g["token"]["f1"] * g["n"] for g in groups) / n

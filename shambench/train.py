@@ -11,7 +11,7 @@ Examples sharing a prompt (RAGTruth's six responses per source) stay on the same
 the held-out report measures responses to unseen sources. The output folder holds the final model
 (safetensors), its tokenizer, `shambench.json` (input format, max length, threshold for the detector),
 `train_config.json`, `checkpoints/epoch-N/`, and `holdout.json` (the scorer's results for the model and for the
-seeded `random` baseline on the held-out examples).
+seeded `random` baseline and of predicting nothing on the held-out examples).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from shambench.io import DataError, write_json
-from shambench.schema import Example, Span
+from shambench.schema import Example, Prediction, Span
 
 ATTENTION_DROPOUT_KEYS = ("attention_dropout", "attention_probs_dropout_prob")
 """Config attributes that hold attention dropout (ModernBERT/Llama-style, BERT/RoBERTa-style)."""
@@ -92,6 +92,8 @@ class TrainSummary(BaseModel):
     """Held-out token F1 of the model (per-example mean, the SHAM-Bench convention)."""
     random_f1: float | None = None
     """Held-out token F1 of the seeded `random` baseline on the same examples."""
+    none_f1: float | None = None
+    """Held-out token F1 of predicting nothing (high under the per-example convention: clean examples score 1)."""
 
 
 def training_examples(config: TrainConfig) -> list[Example]:
@@ -272,12 +274,13 @@ def train_token_classifier(config: TrainConfig, on_step: StepCallback | None = N
     save_model(model, tokenizer, out, config)
     summary = TrainSummary(out=str(out), n_train=len(train), n_holdout=len(held), steps=step, final_loss=epoch_loss)
     if held:
-        summary.holdout_f1, summary.random_f1 = holdout_report(out, held, config)
+        summary.holdout_f1, summary.random_f1, summary.none_f1 = holdout_report(out, held, config)
     return summary
 
 
-def holdout_report(out: Path, held: Sequence[Example], config: TrainConfig) -> tuple[float, float]:
-    """Score the saved model and the `random` baseline on the held-out examples; write `holdout.json`."""
+def holdout_report(out: Path, held: Sequence[Example], config: TrainConfig) -> tuple[float, float, float]:
+    """Score the saved model, the `random` baseline and no prediction on the held-out examples; write
+    `holdout.json`; return the three token F1s."""
     from shambench.detectors.baselines import RandomDetector
     from shambench.detectors.token_classifier import make_token_classifier
     from shambench.scorer import Scorer
@@ -286,16 +289,18 @@ def holdout_report(out: Path, held: Sequence[Example], config: TrainConfig) -> t
     detector = make_token_classifier(str(out), {}, device=config.device, batch_size=config.batch_size)
     model_results = scorer.score(list(detector.predict(held)))
     random_results = scorer.score(list(RandomDetector(seed=config.seed).predict(held)))
+    none_results = scorer.score([Prediction(id=ex.id) for ex in held])
     write_json(
         out / "holdout.json",
         {
             "convention": "token F1 per example, averaged over the held-out examples (SHAM-Bench); the random "
-            "baseline flags each token with probability 0.1, seeded",
+            "baseline flags each token with probability 0.1, seeded; none predicts no span",
             "model": model_results.model_dump(mode="json"),
             "random": random_results.model_dump(mode="json"),
+            "none": none_results.model_dump(mode="json"),
         },
     )
-    return mean_token_f1(model_results), mean_token_f1(random_results)
+    return mean_token_f1(model_results), mean_token_f1(random_results), mean_token_f1(none_results)
 
 
 def mean_token_f1(results: Any) -> float:

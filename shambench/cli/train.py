@@ -114,5 +114,6 @@ def token_classifier(no_progress: bool, attention_dropout: str, datasets: str | 
     if summary.holdout_f1 is not None:
         console.print(
             f"held-out token F1 (per-example mean) on {summary.n_holdout} examples: "
-            f"model {summary.holdout_f1:.3f}, random {summary.random_f1:.3f}  (details: {summary.out}/holdout.json)"
+            f"model {summary.holdout_f1:.3f}, random {summary.random_f1:.3f}, no prediction {summary.none_f1:.3f}  "
+            f"(details: {summary.out}/holdout.json)"
         )

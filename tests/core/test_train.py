@@ -91,7 +91,7 @@ def test_train_cli_writes_model_checkpoints_and_a_holdout_report(tmp_path):
              "--no-progress"],
         )  # fmt: skip
         assert result.exit_code == 0, result.output
-        assert "held-out token F1" in result.output and "random" in result.output
+        assert "held-out token F1" in result.output and "random" in result.output and "no prediction" in result.output
         outs.append(out)
     a, b = outs
     for name in ("model.safetensors", "shambench.json", "train_config.json", "holdout.json",
@@ -103,6 +103,7 @@ def test_train_cli_writes_model_checkpoints_and_a_holdout_report(tmp_path):
     # Same seed, same data: the same weights, byte for byte.
     assert (a / "model.safetensors").read_bytes() == (b / "model.safetensors").read_bytes()
     report = json.loads((a / "holdout.json").read_text())
+    assert report["none"]["datasets"]["t/synth"]["n"] == report["model"]["datasets"]["t/synth"]["n"]
     assert (
         report["model"]["datasets"]["t/synth"]["token"]["f1"] > report["random"]["datasets"]["t/synth"]["token"]["f1"]
     )
