@@ -186,3 +186,20 @@ def test_missing_model_folder_is_one_clear_error(tmp_path):
     )  # fmt: skip
     assert result.exit_code == 2
     assert "cannot load the tokenizer" in result.output and "nope" in result.output
+
+
+def test_lettucedetect_preset_scores_every_token_of_a_modernbert_folder(tmp_path):
+    require_models()
+    from shambench.detector import create_detector
+
+    folder = save_tiny(tmp_path / "mb", "AutoModelForTokenClassification", kind="modernbert", num_labels=2)
+    det = create_detector(f"lettucedetect:{folder}", max_length=32, overlap=4, threshold=0.0)
+    assert det.params()["input_format"] == "lettucedetect" and det.params()["max_length"] == 32
+    ex = Example(
+        id="a", dataset="d", task="t", question="Who?", context="Ann won. " * 40, response="Ann won gold today"
+    )
+    [pred] = det.predict([ex])
+    # Four WordPiece tokens, each a scored range; at threshold 0 all are flagged and merge into one span.
+    assert [(s.start, s.end) for s in pred.scores] == [(0, 3), (4, 7), (8, 12), (13, 18)]
+    assert all(0.0 <= s.score <= 1.0 for s in pred.scores)
+    assert [(s.start, s.end) for s in pred.spans] == [(0, 18)]
