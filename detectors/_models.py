@@ -29,14 +29,19 @@ def pick_device(device: str = "auto") -> Any:
     return torch.device(device)
 
 
-def load_pretrained(loader: Any, source: str, what: str, **kwargs: Any) -> Any:
-    """`loader.from_pretrained(source)` with a one-line error naming the source; callers ask for safetensors."""
+def quiet_transformers() -> None:
+    """Silence transformers' own progress bars and notices."""
     from transformers.utils import logging
 
-    # transformers' own tqdm bars would tear through shambench's rich progress display, and its notices (a new
-    # head initialised, a prompt longer than the model's limit before windowing) are expected here.
+    # Its tqdm bars would tear through shambench's rich progress display, and its notices (a new head
+    # initialised, a prompt longer than the model's limit before windowing) are expected here.
     logging.disable_progress_bar()
     logging.set_verbosity_error()
+
+
+def load_pretrained(loader: Any, source: str, what: str, **kwargs: Any) -> Any:
+    """`loader.from_pretrained(source)` with a one-line error naming the source; callers ask for safetensors."""
+    quiet_transformers()
     try:
         return loader.from_pretrained(str(source), **kwargs)
     except (OSError, ValueError) as err:

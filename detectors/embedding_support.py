@@ -22,7 +22,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
-from shambench.detectors._models import batched, pick_device
+from shambench.detectors._models import batched, pick_device, quiet_transformers
 
 from shambench.detector import Detector, Monitor, detector
 from shambench.io import DataError
@@ -96,6 +96,7 @@ class EmbeddingSupport(Detector):
             from sentence_transformers import SentenceTransformer
 
             source = self.model_source or default_model()
+            quiet_transformers()
             try:
                 self._model = SentenceTransformer(
                     source, device=str(pick_device(self.device_name)), model_kwargs={"use_safetensors": True}
