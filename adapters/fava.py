@@ -31,9 +31,9 @@ from difflib import SequenceMatcher
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
-from shambench.adapters._released import example_at, json_array_rows, source_file
 
 from shambench.adapter import Adapter, LoadResult, RemoteFile, SourceError, adapter
+from shambench.adapters._released import example_at, json_array_rows, source_file
 
 FILE = "annotations.json"
 EXPECTED = "a JSON array of FAVA records with prompt, output and annotated"

@@ -20,9 +20,9 @@ from collections import Counter
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
-from shambench.adapters._released import example_at, jsonl_rows, source_file
 
 from shambench.adapter import Adapter, LoadResult, RemoteFile, SourceError, adapter
+from shambench.adapters._released import example_at, jsonl_rows, source_file
 
 FILE = "HalluEntity.jsonl"
 EXPECTED = "HalluEntity JSON lines with prompt, response, entity (list of strings) and entity_label (list of booleans)"

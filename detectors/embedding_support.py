@@ -22,9 +22,9 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
-from shambench.detectors._models import batched, pick_device, quiet_transformers
 
 from shambench.detector import Detector, Monitor, detector
+from shambench.detectors._models import batched, pick_device, quiet_transformers
 from shambench.io import DataError
 from shambench.schema import Example, Prediction, Span
 from shambench.text import sentences, tokens

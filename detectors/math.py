@@ -330,7 +330,6 @@ def critic(
 ) -> Detector:
     """Prompted step critic (OpenAI-compatible chat): a verdict per step, or the first wrong step."""
     from shambench.detectors.prompted import generation_params
-
     from shambench.llm import Endpoint
 
     if not model:

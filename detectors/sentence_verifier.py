@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from shambench.detectors._models import batched, load_pretrained, pick_device
 
 from shambench.detector import Detector, Monitor, detector
+from shambench.detectors._models import batched, load_pretrained, pick_device
 from shambench.io import DataError
 from shambench.schema import Example, Prediction, Span
 from shambench.text import sentences

@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from shambench.detectors._models import PairTemplate, batched, load_pretrained, pad_batch, pick_device, window_bounds
 
 from shambench.detector import Detector, Monitor, detector
+from shambench.detectors._models import PairTemplate, batched, load_pretrained, pad_batch, pick_device, window_bounds
 from shambench.io import DataError
 from shambench.schema import Example, Prediction, Span
 

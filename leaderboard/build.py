@@ -7,9 +7,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
-from shambench.leaderboard.schema import TASK_ORDER, Cell, Entry, Leaderboard, Level
 
 from shambench.io import DataError, Journal, write_atomic, write_json
+from shambench.leaderboard.schema import TASK_ORDER, Cell, Entry, Leaderboard, Level
 from shambench.provenance import now_iso, shambench_version
 from shambench.results import PRF, GroupScores, Results
 from shambench.runner import RESULTS

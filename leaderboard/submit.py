@@ -18,10 +18,10 @@ from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from shambench.leaderboard.build import display_path, load_leaderboard, run_entry, with_entry, write_site
-from shambench.leaderboard.schema import Leaderboard
 
 from shambench.io import DataError, write_json, write_jsonl
+from shambench.leaderboard.build import display_path, load_leaderboard, run_entry, with_entry, write_site
+from shambench.leaderboard.schema import Leaderboard
 from shambench.runner import (
     CONFIG,
     JOURNAL,

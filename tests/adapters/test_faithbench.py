@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-from shambench.adapters.faithbench import BATCHES
 
 from shambench.adapter import SourceError, adapters
+from shambench.adapters.faithbench import BATCHES
 from tests.conftest import require_shared
 
 

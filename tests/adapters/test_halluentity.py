@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from shambench.adapters.halluentity import LENGTHS, NO_ENTITY, UNPLACED, locate
 
 from shambench.adapter import SourceError, adapters
+from shambench.adapters.halluentity import LENGTHS, NO_ENTITY, UNPLACED, locate
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -12,9 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from shambench.adapters.hard2verify import Hard2VerifyAdapter, decrypt_field
 
 from shambench.adapter import SourceError
+from shambench.adapters.hard2verify import Hard2VerifyAdapter, decrypt_field
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CANARY = "SHAMBENCH FIXTURE CANARY 3f9c1e27-invented-not-the-real-one"

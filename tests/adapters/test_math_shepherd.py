@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-from shambench.adapters.math_shepherd import MathShepherdAdapter, RawRow, raw_steps
 
 from shambench.adapter import SourceError
+from shambench.adapters.math_shepherd import MathShepherdAdapter, RawRow, raw_steps
 from tests.conftest import require_shared
 
 FIXTURES = Path(__file__).parent / "fixtures"

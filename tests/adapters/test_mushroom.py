@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-from shambench.adapters.mushroom import FILES
 
 from shambench.adapter import SourceError, adapters
+from shambench.adapters.mushroom import FILES
 from tests.conftest import require_shared
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -6,9 +6,9 @@ import json
 from collections import Counter
 
 import pytest
-from shambench.adapters.processbench import SUBSETS, ProcessBenchAdapter, step_labels
 
 from shambench.adapter import SourceError
+from shambench.adapters.processbench import SUBSETS, ProcessBenchAdapter, step_labels
 from tests.conftest import require_shared
 
 

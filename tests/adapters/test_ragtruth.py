@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from shambench.adapters.ragtruth import CR_SOURCES, CR_TABLE, FAITHJUDGE_FILES, record_lines
 
 from shambench.adapter import SourceError, adapters
+from shambench.adapters.ragtruth import CR_SOURCES, CR_TABLE, FAITHJUDGE_FILES, record_lines
 from shambench.benchmark import load_benchmark
 from shambench.io import DataError
 from tests.conftest import require_shared

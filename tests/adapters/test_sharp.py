@@ -6,9 +6,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from shambench.adapters.sharp import SharpAdapter, hal_spans, moved_spans, restore_right
 
 from shambench.adapter import SourceError
+from shambench.adapters.sharp import SharpAdapter, hal_spans, moved_spans, restore_right
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

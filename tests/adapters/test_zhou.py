@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from shambench.adapters.zhou import SYSTEMS, spans_of_labels
 
 from shambench.adapter import SourceError, adapters
+from shambench.adapters.zhou import SYSTEMS, spans_of_labels
 from tests.conftest import require_shared
 
 

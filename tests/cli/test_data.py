@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from shambench.adapters.fava import DUPLICATE, EMPTY, MISMATCH
-from shambench.adapters.mushroom import FILES, MushroomAdapter
 
 from shambench.adapter import RemoteFile
+from shambench.adapters.fava import DUPLICATE, EMPTY, MISMATCH
+from shambench.adapters.mushroom import FILES, MushroomAdapter
 from shambench.benchmark import example_from_hf, load_benchmark
 from shambench.cli import main
 from shambench.io import read_models

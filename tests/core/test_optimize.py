@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from shambench.detectors.miprov2 import base_prompt, load_program
-from shambench.detectors.prompts import SYSTEM
 
 from shambench.cli import main
+from shambench.detectors.miprov2 import base_prompt, load_program
+from shambench.detectors.prompts import SYSTEM
 from shambench.llm import cost_of
 from shambench.optimize import OptimizeConfig, TokenF1, split_share, train_and_heldout
 from shambench.schema import Example
@@ -263,9 +263,8 @@ def test_optimize_help_explains_the_options():
 
 @pytest.mark.shared_data
 def test_light_compile_on_the_real_mushroom_dev_set(openai_server, tmp_path):
-    from shambench.detectors.miprov2 import gold_strings
-
     from shambench.benchmark import load_benchmark
+    from shambench.detectors.miprov2 import gold_strings
 
     data = require_shared("mushroom")
     examples = (

@@ -118,9 +118,8 @@ def test_train_without_data_is_one_clear_error(tmp_path):
 def test_real_ragtruth_labels_fall_on_gold_spans():
     root = require_shared("ragtruth")
     require_models()
-    from shambench.detectors.token_classifier import Encoded
-
     from shambench.adapter import adapters
+    from shambench.detectors.token_classifier import Encoded
 
     examples = adapters.get("ragtruth").factory().load(root.parent, "train").examples
     tok = tokenizer()

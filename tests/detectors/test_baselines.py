@@ -46,7 +46,25 @@ def test_random_rate_bounds_and_seeding():
     assert _texts("random", EX, rate=0.0) == []
     # rate 1 flags every non-whitespace token
     assert _texts("random", EX, rate=1.0) == [
-        *"The bridge in Lyon did n't open in 1890 ; Gustave Eiffel opened it in 1891 .".split()
+        *[
+            "The",
+            "bridge",
+            "in",
+            "Lyon",
+            "did",
+            "n't",
+            "open",
+            "in",
+            "1890",
+            ";",
+            "Gustave",
+            "Eiffel",
+            "opened",
+            "it",
+            "in",
+            "1891",
+            ".",
+        ]
     ]
     a = _texts("random", EX, rate=0.5, seed=3)
     assert a == _texts("random", EX, rate=0.5, seed=3)

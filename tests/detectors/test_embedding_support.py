@@ -6,9 +6,9 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from shambench.detectors.embedding_support import _numbers, known_terms, mismatches
 
 from shambench.cli import main
+from shambench.detectors.embedding_support import _numbers, known_terms, mismatches
 from shambench.schema import Example
 from tests.detectors.tiny_models import require_models
 

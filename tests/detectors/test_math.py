@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from shambench.detectors.math import MARKER, parse_first_error, parse_step_verdicts, prm_input
 
 from shambench.cli import main
 from shambench.detector import create_detector
+from shambench.detectors.math import MARKER, parse_first_error, parse_step_verdicts, prm_input
 from shambench.schema import Example
 from shambench.steps import step_fields
 from tests.conftest import require_shared

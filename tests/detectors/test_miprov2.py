@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+
+from shambench.cli import main
+from shambench.detector import create_detector, detectors
 from shambench.detectors.miprov2 import (
     Demo,
     ProgramFile,
@@ -23,9 +26,6 @@ from shambench.detectors.miprov2 import (
     span_program,
 )
 from shambench.detectors.prompts import SYSTEM, WORKED_EXAMPLES
-
-from shambench.cli import main
-from shambench.detector import create_detector, detectors
 from shambench.io import DataError
 from shambench.schema import Example
 

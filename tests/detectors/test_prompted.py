@@ -15,12 +15,12 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import assume, given
 from hypothesis import strategies as st
-from shambench.detectors.prompted import presets
-from shambench.detectors.prompts import PROMPT_HASH, WORKED_EXAMPLES, messages_for, parse_spans
 
 from shambench.cache import cache_path
 from shambench.cli import main
 from shambench.detector import create_detector, detectors
+from shambench.detectors.prompted import presets
+from shambench.detectors.prompts import PROMPT_HASH, WORKED_EXAMPLES, messages_for, parse_spans
 from shambench.io import DataError
 from shambench.schema import Example
 from tests.conftest import require_shared

@@ -7,9 +7,9 @@ import math
 
 import pytest
 from click.testing import CliRunner
-from shambench.detectors.sentence_verifier import chunk_sentences
 
 from shambench.cli import main
+from shambench.detectors.sentence_verifier import chunk_sentences
 from shambench.schema import Example
 from tests.detectors.tiny_models import require_models, save_tiny
 

@@ -12,14 +12,14 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from shambench.cli import main
 from shambench.detectors.token_classifier import (
     lettucedetect_prompt,
     plan_windows,
     psiloqa_prompt,
     spans_of_probs,
 )
-
-from shambench.cli import main
 from shambench.schema import Example
 from tests.detectors.tiny_models import require_models, save_tiny, tokenizer
 

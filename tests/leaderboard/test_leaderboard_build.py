@@ -9,11 +9,11 @@ import shutil
 
 import pytest
 from click.testing import CliRunner
-from shambench.leaderboard.build import build, find_results, load_leaderboard, write_site
-from shambench.leaderboard.page import render
 
 from shambench.cli import main
 from shambench.io import DataError
+from shambench.leaderboard.build import build, find_results, load_leaderboard, write_site
+from shambench.leaderboard.page import render
 from tests.conftest import require_shared
 from tests.leaderboard.toy import SENTENCE_OVERALL, SPAN_OVERALL, make_run, write_examples
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 
 import pytest
-from shambench.leaderboard.build import build, write_site
 
+from shambench.leaderboard.build import build, write_site
 from tests.leaderboard.cdp import Browser, chromium_path
 from tests.leaderboard.toy import make_run, write_examples
 

@@ -7,10 +7,10 @@ import json
 import pytest
 from click.testing import CliRunner
 from jsonschema import Draft202012Validator
-from shambench.leaderboard.build import build
-from shambench.leaderboard.schema import LEADERBOARD_SCHEMA, RESULTS_SCHEMA, SCHEMA_DIR, schema_text, schemas
 
 from shambench.cli import main
+from shambench.leaderboard.build import build
+from shambench.leaderboard.schema import LEADERBOARD_SCHEMA, RESULTS_SCHEMA, SCHEMA_DIR, schema_text, schemas
 
 REPO = SCHEMA_DIR.parent
 

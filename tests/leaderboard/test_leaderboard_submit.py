@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from shambench.leaderboard.build import build, load_leaderboard, write_site
-from shambench.leaderboard.submit import SubmissionError, submit
 
 from shambench.cli import main
+from shambench.leaderboard.build import build, load_leaderboard, write_site
+from shambench.leaderboard.submit import SubmissionError, submit
 from shambench.results import Results
 from tests.leaderboard.toy import RUNS
 
