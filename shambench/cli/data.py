@@ -7,24 +7,8 @@ from pathlib import Path
 import click
 
 from shambench.cli.context import add_context_command
+from shambench.cli.options import data_dir_option, datasets_option
 from shambench.io import DataError
-
-DATA_DIR_HELP = "Folder holding the corpora (default: $SHAMBENCH_DATA_DIR, else the user cache directory)."
-
-
-def data_dir_option(func):
-    """--data-dir."""
-    return click.option("--data-dir", type=click.Path(file_okay=False), help=DATA_DIR_HELP)(func)
-
-
-def datasets_option(func):
-    """--datasets."""
-    return click.option(
-        "--datasets",
-        "-d",
-        metavar="NAMES",
-        help="Comma-separated dataset names (see `shambench list datasets`); default: every SHAM-Bench source present.",
-    )(func)
 
 
 @click.group("data")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
+from shambench.cli.options import data_dir_option
 from shambench.report import make_console
 
 
@@ -32,7 +33,7 @@ def list_detectors() -> None:
 
 
 @list_group.command("datasets")
-@click.option("--data-dir", type=click.Path(file_okay=False), help="Data folder to check for the source files.")
+@data_dir_option
 def list_datasets(data_dir: str | None) -> None:
     """Datasets by name, their tasks, and whether their files are present in the data folder."""
     from shambench.adapter import adapters, resolve_data_dir

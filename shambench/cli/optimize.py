@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from shambench.cli.options import parse_params
+from shambench.cli.options import data_dir_option, parse_params
 
 # Endpoint options of `shambench eval`, applied to the base preset when given.
 ENDPOINT_OPTIONS = ("model", "base_url", "api_key_env", "max_concurrency", "timeout")
@@ -45,7 +45,7 @@ ENDPOINT_OPTIONS = ("model", "base_url", "api_key_env", "max_concurrency", "time
 @click.option(
     "--datasets", "-d", metavar="NAMES", help="Adapters for split trainsets and held-out sets (default: all)."
 )
-@click.option("--data-dir", type=click.Path(file_okay=False), help="Folder holding the corpora.")
+@data_dir_option
 @click.option(
     "--auto",
     default="light",

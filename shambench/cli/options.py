@@ -7,16 +7,28 @@ import functools
 import click
 import yaml
 
+DATA_DIR_HELP = "Folder holding the corpora (default: $SHAMBENCH_DATA_DIR, else the user cache directory)."
+
+
+def data_dir_option(func):
+    """--data-dir: where the corpora are."""
+    return click.option("--data-dir", type=click.Path(file_okay=False), help=DATA_DIR_HELP)(func)
+
+
+def datasets_option(func):
+    """--datasets/-d: which sources (default: the SHAM-Bench sources present)."""
+    return click.option(
+        "--datasets",
+        "-d",
+        metavar="NAMES",
+        help="Comma-separated dataset names (see `shambench list datasets`); default: every SHAM-Bench source present.",
+    )(func)
+
 
 def data_selection(func):
     """--datasets/--examples/--split/--data-dir/--limit: which examples to use."""
 
-    @click.option(
-        "--datasets",
-        "-d",
-        metavar="NAMES",
-        help="Comma-separated dataset names (see `shambench list datasets`); default: all available.",
-    )
+    @datasets_option
     @click.option(
         "--examples",
         "examples_file",
@@ -24,11 +36,7 @@ def data_selection(func):
         help="An EXAMPLES JSONL file instead of --datasets (one unified example per line).",
     )
     @click.option("--split", default="test", show_default=True, help="Split: test, or dev (the validation set).")
-    @click.option(
-        "--data-dir",
-        type=click.Path(file_okay=False),
-        help="Folder holding the corpora (default: $SHAMBENCH_DATA_DIR, else the user cache directory).",
-    )
+    @data_dir_option
     @click.option("--limit", type=click.IntRange(min=1), help="Use only the first N examples of each partition.")
     @functools.wraps(func)
     def wrapper(*args, **kwargs):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from shambench.cli.options import data_dir_option
+
 
 @click.group("train")
 def train_group() -> None:
@@ -25,7 +27,7 @@ def train_group() -> None:
     help="An EXAMPLES JSONL file to train on (all of it), instead of or beside --train.",
 )
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output folder for model and reports.")
-@click.option("--data-dir", type=click.Path(file_okay=False), help="Folder holding the corpora.")
+@data_dir_option
 @click.option("--limit", type=click.IntRange(min=2), help="Train on at most N examples (seeded sample).")
 @click.option(
     "--input-format",
