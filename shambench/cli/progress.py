@@ -15,21 +15,26 @@ from rich.progress import (
 from shambench.detector import Monitor
 
 
+def counting_progress(console: Console | None, enabled: bool = True) -> Progress:
+    """The house progress display: description, bar, done/total, elapsed, remaining, and a `stats` text field."""
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[stats]}"),
+        console=console,
+        disable=not enabled,
+    )
+
+
 class ProgressMonitor(Monitor):
     """Counts predictions and detector counters into a live progress bar."""
 
     def __init__(self, total: int, description: str, console: Console | None = None, enabled: bool = True):
         self.counters: dict[str, float] = {}
-        self.progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            TextColumn("{task.fields[stats]}"),
-            console=console,
-            disable=not enabled,
-        )
+        self.progress = counting_progress(console, enabled)
         self.task = self.progress.add_task(description, total=total, stats="")
 
     def count(self, key: str, n: float = 1) -> None:

@@ -119,17 +119,9 @@ class SweepProgress(Monitor):
     """Two bars, cells and predictions, plus the counters detectors report on the workers."""
 
     def __init__(self, plan, console, enabled: bool):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from shambench.cli.progress import counting_progress
 
-        self.progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("{task.fields[stats]}"),
-            console=console,
-            disable=not enabled,
-        )
+        self.progress = counting_progress(console, enabled)
         self.cells = self.progress.add_task("cells", total=len(plan.cells), stats="")
         self.prediction_bar = self.progress.add_task("predictions", total=None, stats="")
         self.counters: dict[str, float] = {}

@@ -76,16 +76,8 @@ def token_classifier(no_progress: bool, attention_dropout: str, datasets: str | 
     scores of the model and of the `random` baseline). Evaluate it with
     `shambench eval --detector token-classifier:OUT`.
     """
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
     from shambench.benchmark import split_names
+    from shambench.cli.progress import counting_progress
     from shambench.report import make_console
     from shambench.train import TrainConfig, train_token_classifier
 
@@ -95,17 +87,8 @@ def token_classifier(no_progress: bool, attention_dropout: str, datasets: str | 
         raise click.BadParameter("expected a probability or `keep`", param_hint="--attention-dropout") from None
     config = TrainConfig(datasets=split_names(datasets), attention_dropout=dropout, **opts)
     console = make_console()
-    progress = Progress(
-        TextColumn("[bold]training"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        TextColumn("{task.fields[stats]}"),
-        console=console,
-        disable=no_progress,
-    )
-    task = progress.add_task("train", total=None, stats="")
+    progress = counting_progress(console, not no_progress)
+    task = progress.add_task("training", total=None, stats="")
 
     def on_step(step: int, total: int, loss: float, epoch: int) -> None:
         progress.update(task, completed=step, total=total, stats=f"epoch={epoch} loss={loss:.4f}")
