@@ -8,6 +8,7 @@ import numpy as np
 from click.testing import CliRunner
 
 from shambench.cli import main
+from tests.runs import eval_run, write_jsonl
 
 EXAMPLES = [
     {
@@ -24,27 +25,10 @@ EXAMPLES = [
 
 
 def _runs(tmp_path):
-    ex = tmp_path / "ex.jsonl"
-    ex.write_text("".join(json.dumps(e) + "\n" for e in EXAMPLES))
-    runner = CliRunner()
+    ex = write_jsonl(tmp_path / "ex.jsonl", EXAMPLES)
     for det in ("overlap", "all"):
-        res = runner.invoke(
-            main,
-            [
-                "eval",
-                "--detector",
-                det,
-                "--examples",
-                str(ex),
-                "--no-progress",
-                "--bootstrap",
-                "20",
-                "--run-dir",
-                str(tmp_path / det),
-            ],
-        )
-        assert res.exit_code == 0, res.output
-    return runner
+        eval_run(ex, det, tmp_path / det)
+    return CliRunner()
 
 
 def _assert_real_png(path):
@@ -131,26 +115,10 @@ def test_show_html_escapes_everything(tmp_path):
         "response": "<script>alert(1)</script>",
         "hallu_spans": [[0, 8]],
     }
-    ex = tmp_path / "ex.jsonl"
-    ex.write_text(json.dumps(nasty) + "\n")
+    eval_run(write_jsonl(tmp_path / "ex.jsonl", [nasty]), "all", tmp_path / "run")
     runner = CliRunner()
-    res = runner.invoke(
-        main,
-        [
-            "eval",
-            "--detector",
-            "all",
-            "--examples",
-            str(ex),
-            "--no-progress",
-            "--bootstrap",
-            "10",
-            "--run-dir",
-            str(tmp_path / "run"),
-        ],
-    )
-    assert res.exit_code == 0, res.output
     res = runner.invoke(main, ["show", str(tmp_path / "run"), "--html", str(tmp_path / "p.html")])
+    assert res.exit_code == 0, res.output
     text = (tmp_path / "p.html").read_text()
     assert "<script>alert" not in text and "<img src=x" not in text and "<b>q</b>" not in text
     assert '<mark class="both">&lt;script&gt;</mark>' in text

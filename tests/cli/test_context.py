@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 from shambench.cli import main
 from shambench.cli.context import add_context_command
+from tests.runs import eval_run, write_jsonl
 
 EXAMPLES = [
     {
@@ -44,32 +45,11 @@ EVIDENCE = [
 
 
 def _files(tmp_path):
-    ex = tmp_path / "ex.jsonl"
-    ex.write_text("".join(json.dumps(e) + "\n" for e in EXAMPLES))
-    ev = tmp_path / "evidence.jsonl"
-    ev.write_text("".join(json.dumps(e) + "\n" for e in EVIDENCE))
-    return ex, ev
+    return write_jsonl(tmp_path / "ex.jsonl", EXAMPLES), write_jsonl(tmp_path / "evidence.jsonl", EVIDENCE)
 
 
 def _eval(tmp_path, ex, name, *extra):
-    res = CliRunner().invoke(
-        main,
-        [
-            "eval",
-            "--detector",
-            "overlap",
-            "--examples",
-            str(ex),
-            "--no-progress",
-            "--bootstrap",
-            "20",
-            "--run-dir",
-            str(tmp_path / name),
-            *extra,
-        ],
-    )
-    assert res.exit_code == 0, res.output
-    return json.loads((tmp_path / name / "results.json").read_text())
+    return eval_run(ex, "overlap", tmp_path / name, *extra)
 
 
 def test_eval_with_and_without_context_records_the_difference(tmp_path):

@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from shambench.cli import main
 from shambench.judge import CATEGORIES, messages_for, parse_verdict
 from shambench.schema import Example, Span
+from tests.runs import eval_run, write_jsonl
 
 EXAMPLES = [
     {
@@ -52,24 +53,7 @@ def test_parse_verdict_is_tolerant_but_strict_about_names():
 
 
 def _run(tmp_path):
-    ex = tmp_path / "ex.jsonl"
-    ex.write_text("".join(json.dumps(e) + "\n" for e in EXAMPLES))
-    res = CliRunner().invoke(
-        main,
-        [
-            "eval",
-            "--detector",
-            "none",
-            "--examples",
-            str(ex),
-            "--no-progress",
-            "--bootstrap",
-            "10",
-            "--run-dir",
-            str(tmp_path / "run"),
-        ],
-    )
-    assert res.exit_code == 0, res.output
+    eval_run(write_jsonl(tmp_path / "ex.jsonl", EXAMPLES), "none", tmp_path / "run")
     return tmp_path / "run"
 
 
