@@ -209,6 +209,7 @@ def make_tagger(
     **overrides: Any,
 ) -> GenerativeTagger:
     """A tagger from its name, the endpoint options and generation overrides (`-p max_tokens=...`)."""
+    from shambench.detectors.prompted import generation_params
     from shambench.llm import DEFAULT_KEY_ENV, Endpoint
     from shambench.locate import MIN_SIMILARITY
 
@@ -225,7 +226,7 @@ def make_tagger(
         api_key_env=api_key_env or DEFAULT_KEY_ENV,
         **{k: v for k, v in given.items() if v is not None},
     )
-    body = {**(DEFAULT_GENERATION[name] if generation is None else generation), **overrides}
+    body = generation_params(DEFAULT_GENERATION[name] if generation is None else generation, overrides)
     similarity = MIN_SIMILARITY if min_similarity is None else float(min_similarity)
     return cls(endpoint, body, similarity, use_cache=bool(cache))
 

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from shambench.cli import main
+from shambench.detector import create_detector
+from shambench.io import DataError
 from shambench.schema import Example
 
 CONTEXT = "Marie Curie was born in Warsaw in 1867."
@@ -89,3 +92,12 @@ def test_taggers_need_a_server(tmp_path):
     path.write_text(Example(id="a", dataset="d", task="t", response="x").model_dump_json() + "\n")
     result = CliRunner().invoke(main, ["eval", "--detector", "fava", "--examples", str(path), "--runs", str(tmp_path)])
     assert result.exit_code == 2 and "needs --base-url" in result.output
+
+
+def test_generation_overrides_are_checked_like_the_prompted_detectors():
+    det = create_detector("ragtruth-tagger", model="rt", base_url="http://127.0.0.1:9/v1", temperature=0, top_p=0.5)
+    assert det.generation == {"max_tokens": 512, "temperature": 0, "top_p": 0.5, "extra_body": {"top_k": 40}}
+    # A misspelt or non-generation parameter is an error, never a field of the request body.
+    for bad in ({"tempreature": 0.3}, {"max_retries": 2}):
+        with pytest.raises(DataError, match=f"unknown parameter {next(iter(bad))!r}"):
+            create_detector("fava", base_url="http://127.0.0.1:9/v1", **bad)
