@@ -109,7 +109,21 @@ class Journal:
 
     def read(self) -> dict[str, Any]:
         """The last record for each id; a torn final line (a crash mid-write) is ignored."""
-        return self.parse(self.path.read_text(encoding="utf-8")) if self.path.exists() else {}
+        return self.parse(self.text())
+
+    def text(self) -> str:
+        """The journal's complete lines ("" when there is no journal), without a torn final line."""
+        if not self.path.exists():
+            return ""
+        data = self.path.read_bytes()
+        # Cut the torn piece before decoding: a crash can split a multi-byte character, which must not make an
+        # otherwise sound journal unreadable.
+        complete = data[: data.rfind(b"\n") + 1]
+        try:
+            return complete.decode("utf-8")
+        except UnicodeDecodeError as err:
+            lineno = complete.count(b"\n", 0, err.start) + 1
+            raise DataError(f"{self.path}:{lineno}: not UTF-8 text") from None
 
     def parse(self, text: str) -> dict[str, Any]:
         """The last record for each id in the journal's `text` (read here, or sent to a sweep worker)."""

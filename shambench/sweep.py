@@ -743,7 +743,7 @@ def score_remotely(
     cell: Cell, config: RunConfig, data: SharedData, journal: Journal, backend: Backend, spec: SweepSpec
 ) -> Results:
     """The cell's results, computed on a worker from the journal the driver holds."""
-    text = journal.path.read_text(encoding="utf-8")
+    text = journal.text()
     blob = data.handle(backend, spec.retries)
     call = (score_shared, (config, cell.run_dir, data.hash, blob, text, spec.bootstrap, spec.seed))
     _, results, failure = next(run_tasks(backend, [call], spec.retries))

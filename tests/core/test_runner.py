@@ -89,6 +89,25 @@ def test_a_final_line_without_newline_is_torn_even_when_it_parses(tmp_path):
     assert path.read_text(encoding="utf-8") == '{"id": "a"}\n'
 
 
+def test_a_torn_final_line_may_end_inside_a_multibyte_character(tmp_path):
+    # The crash cut "é" (two bytes in UTF-8) in half: the sound lines must still read, and resume must append.
+    path = tmp_path / JOURNAL
+    torn = Prediction(id="b", raw="café").model_dump_json().encode()
+    path.write_bytes(b'{"id": "a"}\n' + torn[: torn.index("é".encode()) + 1])
+    journal = Journal(path)
+    assert sorted(journal.read()) == ["a"]
+    with journal.appender() as append:
+        append(Prediction(id="b", raw="café"))
+    assert journal.read()["b"].raw == "café"
+
+
+def test_a_line_that_is_not_utf8_names_the_file_and_line(tmp_path):
+    path = tmp_path / JOURNAL
+    path.write_bytes(b'{"id": "a"}\n{"id": "\xff"}\n{"id": "c"}\n')
+    with pytest.raises(DataError, match=rf"{JOURNAL}:2: not UTF-8"):
+        Journal(path).read()
+
+
 def test_journal_lines_may_hold_unicode_line_separators(tmp_path):
     # JSON leaves U+2028, U+2029 and U+0085 unescaped; they must not split a record.
     raw = "first\u2028second\u2029third\x85fourth"
