@@ -8,7 +8,8 @@ support is at most `threshold` (MiniCheck calls a claim supported when the proba
 sentences are also returned as spans, and every sentence as a range scored `1 - support`.
 
 - `minicheck:MODEL` — the MiniCheck encoders (`lytang/MiniCheck-RoBERTa-Large`, `lytang/MiniCheck-DeBERTa-v3-Large`):
-  a sequence classifier reading `chunk + </s> + claim` as one text; chunks of about 400 tokens of whole context
+  a sequence classifier reading `chunk + </s> + claim` as one text (the chunk cut, if need be, so that the claim
+  always fits); chunks of about 400 tokens of whole context
   sentences; support = P(label 1).
 - `alignscore:CKPT` — AlignScore's RoBERTa checkpoint (`AlignScore-large.ckpt`, read with `weights_only=True`,
   or a folder holding `model.safetensors` with the same keys): RoBERTa's pooled output through the 3-way
@@ -46,7 +47,7 @@ MINICHECK_SYSTEM = (
 def chunk_sentences(text: str, budget: int, size_of) -> list[str]:
     """Consecutive context sentences joined greedily into chunks of at most `budget` (by `size_of`); never empty.
 
-    A single sentence longer than the budget is its own chunk (the model truncates it).
+    A single sentence longer than the budget is its own chunk (the verifier cuts it to fit the model).
     """
     chunks: list[str] = []
     current: list[str] = []
@@ -164,11 +165,15 @@ class MiniCheckEncoder(SentenceVerifier):
         tokenizer, model, device = self._load()
         # MiniCheck joins document and claim with the tokenizer's end-of-sequence token into one text.
         joint = tokenizer.eos_token or tokenizer.sep_token
+        doc_offsets: dict[str, list[tuple[int, int]]] = {}
         out = []
         with torch.inference_mode():
             for part in batched(list(pairs), self.batch_size):
                 enc = tokenizer(
-                    [f"{doc}{joint}{claim}" for doc, claim in part],
+                    [
+                        f"{self._fitted(tokenizer, doc, joint + claim, doc_offsets)}{joint}{claim}"
+                        for doc, claim in part
+                    ],
                     truncation=True,
                     max_length=self.max_length,
                     padding=True,
@@ -178,6 +183,24 @@ class MiniCheckEncoder(SentenceVerifier):
         if monitor:
             monitor.count("pairs", len(pairs))
         return np.concatenate(out), {}
+
+    def _fitted(self, tokenizer: Any, doc: str, tail: str, doc_offsets: dict[str, list[tuple[int, int]]]) -> str:
+        """`doc` cut at a token end so that `tail` (separator and claim) fits whole within `max_length`.
+
+        Truncating the joined text, as MiniCheck's own code does, would cut the claim when a chunk is long (a
+        context sentence over the chunk budget), and the sentence would then be judged without being read.
+        """
+        room = (
+            self.max_length
+            - tokenizer.num_special_tokens_to_add(pair=False)
+            - len(tokenizer(tail, add_special_tokens=False)["input_ids"])
+        )
+        if doc not in doc_offsets:
+            doc_offsets[doc] = tokenizer(doc, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+        offsets = doc_offsets[doc]
+        if len(offsets) <= room:
+            return doc
+        return doc[: offsets[room - 1][1]] if room > 0 else ""
 
     def close(self) -> None:
         self._loaded = None

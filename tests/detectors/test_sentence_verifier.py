@@ -178,3 +178,29 @@ def test_bespoke_minicheck_without_logprobs_fails_the_example_with_the_reason(op
     assert result.exit_code == 0, result.output
     pred = json.loads((tmp_path / "run" / "predictions.jsonl").read_text().splitlines()[0])
     assert pred["error"].startswith("3 of 3 (chunk, sentence) checks failed: unusable output: the server returned")
+
+
+def test_minicheck_cuts_a_long_chunk_never_the_claim(minicheck_dir):
+    import torch
+
+    from shambench.detectors.sentence_verifier import MiniCheckEncoder
+
+    det = MiniCheckEncoder(str(minicheck_dir), max_length=24, device="cpu")
+    tokenizer, _, _ = det._load()
+    seen = []
+
+    def model(**enc):
+        seen.extend(enc["input_ids"].tolist())
+        return type("Out", (), {"logits": torch.zeros(len(enc["input_ids"]), 2)})()
+
+    det._loaded = (tokenizer, model, torch.device("cpu"))
+    doc = " ".join(f"word{i}" for i in range(60))  # one context "sentence" far over the 24-token window
+    claim = "Bob fell down the stairs."
+    det.support([(doc, claim), ("Short doc.", claim)])
+    claim_ids = tokenizer(claim, add_special_tokens=False)["input_ids"]
+    for ids in seen:
+        real = [i for i in ids if i != tokenizer.pad_token_id]
+        assert len(real) <= 24
+        # [CLS] doc-prefix [SEP] claim [SEP]: the whole claim is read, right before the final special token.
+        assert real[-1 - len(claim_ids) : -1] == claim_ids
+    assert tokenizer.decode(seen[0]).startswith("[CLS] word0 word1")
