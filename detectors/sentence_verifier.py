@@ -9,8 +9,7 @@ sentences are also returned as spans, and every sentence as a range scored `1 - 
 
 - `minicheck:MODEL` — the MiniCheck encoders (`lytang/MiniCheck-RoBERTa-Large`, `lytang/MiniCheck-DeBERTa-v3-Large`):
   a sequence classifier reading `chunk + </s> + claim` as one text (the chunk cut, if need be, so that the claim
-  always fits); chunks of about 400 tokens of whole context
-  sentences; support = P(label 1).
+  always fits); chunks of about 400 tokens of whole context sentences; support = P(label 1).
 - `alignscore:CKPT` — AlignScore's RoBERTa checkpoint (`AlignScore-large.ckpt`, read with `weights_only=True`,
   or a folder holding `model.safetensors` with the same keys): RoBERTa's pooled output through the 3-way
   `tri_layer`; support = P(aligned), AlignScore's `nli_sp` mode; chunks of about 350 words; the tokenizer comes
