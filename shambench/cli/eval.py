@@ -6,11 +6,23 @@ from pathlib import Path
 
 import click
 
-from shambench.cli.options import data_selection, parse_params, scoring
+from shambench.cli.options import data_selection, given_options, parse_params, scoring
 from shambench.steps import SUITES
 
 # Endpoint options of API-backed detectors; passed to the detector factory only when given.
 ENDPOINT_OPTIONS = ("model", "base_url", "api_key_env", "max_concurrency", "timeout")
+# What a resumed run takes from its config.json; giving any of these with --resume is an error, not ignored.
+FIXED_ON_RESUME = (
+    "detector_spec",
+    "datasets",
+    "examples_file",
+    "split",
+    "data_dir",
+    "limit",
+    "context",
+    "run_dir",
+    "runs_root",
+)
 
 
 @click.command("eval")
@@ -86,6 +98,7 @@ def eval_command(detector_spec, params, resume_dir, run_dir, runs_root, no_progr
     from shambench.runner import (
         CONFIG,
         JOURNAL,
+        RESULTS,
         Journal,
         examples_of,
         load_config,
@@ -101,15 +114,29 @@ def eval_command(detector_spec, params, resume_dir, run_dir, runs_root, no_progr
     detector_params = parse_params(params)
     detector_params.update({k: opts[k] for k in ENDPOINT_OPTIONS if opts.get(k) is not None})
     selection_opts = {k: opts[k] for k in ("datasets", "examples_file", "split", "data_dir", "limit", "context")}
+    if opts["sopo_compat"] and opts["suite"] != "math-shepherd":
+        raise click.UsageError("--sopo-compat needs --suite math-shepherd")
     if opts["suite"]:
         if opts["datasets"] or opts["examples_file"]:
             raise click.UsageError("give --suite or --datasets/--examples, not both")
         selection_opts["datasets"] = SUITES[opts["suite"]]
     if resume_dir:
+        fixed = given_options(click.get_current_context(), *FIXED_ON_RESUME)
+        if fixed:
+            raise click.UsageError(
+                f"--resume takes the detector and the data from the run's config.json; drop {', '.join(fixed)}"
+            )
         run_path = Path(resume_dir)
         config = load_config(run_path)
         examples = examples_of(config)
         detector = create_detector(config.detector, **{**config.params, **detector_params})
+        changed = _changed_params(config.params, detector.params())
+        if changed:
+            detector.close()
+            raise click.UsageError(
+                f"--resume would change {', '.join(changed)}, which define the detector's output "
+                "(its predictions would no longer match config.json); start a new run instead"
+            )
     else:
         if not detector_spec:
             raise click.UsageError("--detector is required (or --resume RUN_DIR)")
@@ -135,6 +162,14 @@ def eval_command(detector_spec, params, resume_dir, run_dir, runs_root, no_progr
 
         if opts["sopo_compat"]:
             with_sopo_compat(results, examples, journal.read(), seed, console)
-            write_json(run_path / "results.json", results)
+            write_json(run_path / RESULTS, results)
         print_suite(results, opts["suite"], console, opts["sopo_compat"])
-    console.print(f"results: {run_path / 'results.json'}", soft_wrap=True)
+    console.print(f"results: {run_path / RESULTS}", soft_wrap=True)
+
+
+def _changed_params(recorded: dict, current: dict) -> list[str]:
+    """The parameter names whose values differ between a run's config and the detector rebuilt to resume it."""
+    from pydantic_core import to_jsonable_python
+
+    current = to_jsonable_python(current)
+    return sorted(k for k in recorded.keys() | current.keys() if recorded.get(k) != current.get(k))

@@ -73,3 +73,13 @@ def parse_params(pairs: tuple[str, ...]) -> dict:
             raise click.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--param")
         out[key.strip().replace("-", "_")] = yaml.safe_load(value) if value else ""
     return out
+
+
+def given_options(ctx: click.Context, *names: str) -> list[str]:
+    """The flags (e.g. `--limit`) of the parameters `names` that the user set, on the command line or from the
+    environment, rather than left at their default: for refusing options that would otherwise be ignored."""
+    return [
+        p.opts[0]
+        for p in ctx.command.params
+        if p.name in names and ctx.get_parameter_source(p.name) not in (None, click.core.ParameterSource.DEFAULT)
+    ]

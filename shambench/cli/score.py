@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from shambench.cli.options import data_selection, scoring
+from shambench.cli.options import data_selection, given_options, scoring
 
 
 @click.command("score")
@@ -40,6 +40,13 @@ def score(run_dir, datasets, examples_file, split, data_dir, limit, predictions,
     if run_dir:
         if predictions:
             raise click.UsageError("give either RUN_DIR or --predictions, not both")
+        selection = given_options(
+            click.get_current_context(), "datasets", "examples_file", "split", "data_dir", "limit"
+        )
+        if selection:
+            raise click.UsageError(
+                f"RUN_DIR is rescored on the examples of its config.json; drop {', '.join(selection)}"
+            )
         results = score_run(Path(run_dir), n_resamples=n_resamples, seed=seed)
         console.print(f"rescored {run_dir} -> {Path(run_dir) / 'results.json'}", soft_wrap=True)
     else:

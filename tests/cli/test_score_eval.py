@@ -140,6 +140,26 @@ def test_score_needs_predictions_or_a_run_dir():
     assert "give RUN_DIR, or --predictions with --examples or --datasets" in result.stderr
 
 
+def test_rescoring_a_run_dir_refuses_a_data_selection_it_would_ignore(files, tmp_path):
+    examples, _, _ = files
+    run = tmp_path / "run"
+    assert invoke("eval", "--detector", "all", "--examples", examples, "--run-dir", run, "--no-progress",
+                  "--bootstrap", "20").exit_code == 0  # fmt: skip
+    before = (run / "results.json").read_text()
+    result = invoke("score", run, "--limit", "1", "--examples", examples)
+    assert result.exit_code == 2
+    assert "RUN_DIR is rescored on the examples of its config.json; drop --examples, --limit" in result.stderr
+    assert (run / "results.json").read_text() == before
+
+
+def test_sopo_compat_needs_the_math_shepherd_suite(files, tmp_path):
+    examples, _, _ = files
+    result = invoke("eval", "--detector", "all", "--examples", examples, "--run-dir", tmp_path / "run", "--sopo-compat")
+    assert result.exit_code == 2
+    assert "--sopo-compat needs --suite math-shepherd" in result.stderr
+    assert not (tmp_path / "run").exists()
+
+
 def shambench(*args, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "shambench", *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=120

@@ -217,6 +217,43 @@ def test_resume_refuses_changed_examples(tmp_path, flaky):
     assert "no longer match the run's examples_hash" in result.output
 
 
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--limit", "3", "--detector", "test-flaky"], "from the run's config.json; drop --detector, --limit"),
+        (["--run-dir", "elsewhere"], "from the run's config.json; drop --run-dir"),
+    ],
+)
+def test_resume_refuses_options_it_would_ignore_or_that_change_the_output(tmp_path, flaky, extra, message):
+    examples = write_examples(tmp_path / "examples.jsonl")
+    run = tmp_path / "run"
+    invoke("eval", "--detector", "test-flaky", "--examples", str(examples), "--run-dir", str(run), "--no-progress")
+    journal = (run / JOURNAL).read_text()
+    flaky.calls.clear()
+    flaky.healed = True
+    result = invoke("eval", "--resume", str(run), "--no-progress", *extra)
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert flaky.calls == []  # nothing ran, nothing was written
+    assert (run / JOURNAL).read_text() == journal
+    assert not (run / "results.json").exists()
+
+
+def test_resume_refuses_parameters_that_change_the_output(tmp_path):
+    examples = write_examples(tmp_path / "examples.jsonl")
+    run = tmp_path / "run"
+    first = invoke("eval", "--detector", "random", "-p", "rate=0.2", "--examples", str(examples), "--run-dir",
+                   str(run), "--no-progress", "--bootstrap", "20")  # fmt: skip
+    assert first.exit_code == 0, first.output
+    files = {p.name: p.read_bytes() for p in run.iterdir()}
+    result = invoke("eval", "--resume", str(run), "--no-progress", "-p", "rate=0.5", "-p", "seed=3")
+    assert result.exit_code == 2, result.output
+    assert "--resume would change rate, seed, which define the detector's output" in result.output
+    assert {p.name: p.read_bytes() for p in run.iterdir()} == files
+    same = invoke("eval", "--resume", str(run), "--no-progress", "-p", "rate=0.2", "--bootstrap", "20")
+    assert same.exit_code == 0, same.output  # restating a recorded value is no change
+
+
 # --- a real process killed mid-run ------------------------------------------------------------------------------
 
 
