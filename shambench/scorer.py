@@ -34,6 +34,11 @@ LEVELS = ("token", "sentence")
 class ScoringError(DataError):
     """Predictions that cannot be scored against the examples (unknown id, range past the response, ...)."""
 
+    def __init__(self, message: str, prediction_id: str | None = None):
+        super().__init__(message)
+        # The offending prediction's id, so that a caller that read the predictions from a file can name the line.
+        self.prediction_id = prediction_id
+
 
 def conventions(n_resamples: int, seed: int) -> dict[str, str]:
     """The description of every convention, as stored in results JSON."""
@@ -220,14 +225,14 @@ class Scorer:
         for pred in predictions:
             i = self.index.get(pred.id)
             if i is None:
-                raise ScoringError(f"prediction for unknown example id {pred.id!r}")
+                raise ScoringError(f"prediction for unknown example id {pred.id!r}", pred.id)
             if i in by_index:
-                raise ScoringError(f"two predictions for example id {pred.id!r}")
+                raise ScoringError(f"two predictions for example id {pred.id!r}", pred.id)
             if pred.error is None:
                 try:
                     pred.check_against(self.examples[i])
                 except ValueError as err:
-                    raise ScoringError(str(err)) from None
+                    raise ScoringError(str(err), pred.id) from None
             by_index[i] = pred
         usable = {i: p for i, p in by_index.items() if p.error is None}
         s, e = self._global([p.spans for p in usable.values()], usable.keys())
@@ -240,7 +245,8 @@ class Scorer:
             if len(lab) != self.n_units[i]:
                 raise ScoringError(
                     f"prediction {self.examples[i].id!r}: {len(lab)} sentence_labels for "
-                    f"{self.n_units[i]} sentence units"
+                    f"{self.n_units[i]} sentence units",
+                    self.examples[i].id,
                 )
         return _PredictionArrays(s, e, present, failed, labels, self._scored(usable), usable)
 

@@ -57,7 +57,7 @@ def score(run_dir, datasets, examples_file, split, data_dir, limit, predictions,
         try:
             results = Scorer(examples, n_resamples=n_resamples, seed=seed).score(preds)
         except ScoringError as err:
-            raise ScoringError(f"{predictions}: {err}") from None
+            raise ScoringError(f"{_where(predictions, err.prediction_id)}: {err}") from None
         results.run = {"origin": "predictions", "predictions_file": str(Path(predictions).resolve())}
     print_results(results, console)
     if out:
@@ -70,3 +70,11 @@ def _warn(console):
         console.print(f"[yellow]warning:[/] dataset {name} not loaded: {message}")
 
     return warn
+
+
+def _where(path: str, prediction_id: str | None) -> str:
+    """`PATH:LINE` of the last line holding `prediction_id` (the second of two, when it is duplicated), else PATH."""
+    from shambench.io import iter_jsonl
+
+    lines = [lineno for lineno, obj in iter_jsonl(path) if prediction_id is not None and obj.get("id") == prediction_id]
+    return f"{path}:{lines[-1]}" if lines else str(path)

@@ -68,11 +68,19 @@ def bad_inputs(examples: Path, predictions: Path) -> dict[str, tuple[str, list[s
         ),
         "span past the end": (
             '{"id": "a", "spans": [[12, 40]]}\n',
-            [str(predictions), "example 'a': predicted span [12, 40) ends past the response (length 18)"],
+            [f"{predictions}:1:", "example 'a': predicted span [12, 40) ends past the response (length 18)"],
         ),
         "unknown id": (
             '{"id": "a"}\n{"id": "zzz", "spans": [[0, 1]]}\n',
-            [str(predictions), "unknown example id 'zzz'"],
+            [f"{predictions}:2:", "unknown example id 'zzz'"],
+        ),
+        "duplicate id": (
+            '{"id": "a"}\n{"id": "b"}\n\n{"id": "a", "spans": [[0, 1]]}\n',
+            [f"{predictions}:4:", "two predictions for example id 'a'"],
+        ),
+        "sentence labels of the wrong length": (
+            '{"id": "b"}\n{"id": "a", "sentence_labels": [0, 1]}\n',
+            [f"{predictions}:2:", "prediction 'a': 2 sentence_labels for 1 sentence units"],
         ),
         "reversed span": (
             '{"id": "a", "spans": [[5, 2]]}\n',
@@ -86,7 +94,17 @@ def assert_nothing_written(out: Path) -> None:
     assert sorted(p.name for p in out.parent.iterdir()) == ["results.json"]  # no temp files left
 
 
-@pytest.mark.parametrize("case", ["malformed line", "span past the end", "unknown id", "reversed span"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "malformed line",
+        "span past the end",
+        "unknown id",
+        "duplicate id",
+        "sentence labels of the wrong length",
+        "reversed span",
+    ],
+)
 def test_bad_predictions_give_one_clear_line_and_write_nothing(files, case):
     examples, predictions, out = files
     content, messages = bad_inputs(examples, predictions)[case]
