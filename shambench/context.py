@@ -191,3 +191,12 @@ def apply_context(
     finally:
         provider.close()
     return with_context(examples, provider)
+
+
+def stored_context(spec: str, examples: Sequence[Example]) -> tuple[list[Example], dict[str, dict[str, Any]]]:
+    """Like `apply_context`, from the evidence already stored only: the provider fetches nothing."""
+    provider = create_provider(spec)
+    try:
+        return with_context(examples, provider)
+    finally:
+        provider.close()

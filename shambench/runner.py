@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
+from pydantic_core import to_jsonable_python
 
 from shambench.benchmark import load_benchmark
 from shambench.detector import Detector, Monitor
@@ -107,9 +108,11 @@ def select_examples(
     limit: int | None,
     on_source_error: Callable[[str, str], None] | None = None,
     context: str | None = None,
+    fetch_context: bool = True,
 ) -> tuple[list[Example], dict[str, Any]]:
     """Examples from an EXAMPLES file or from adapters (with a provider's evidence as context when `context`
-    names one), and the selection fields of a `RunConfig`."""
+    names one), and the selection fields of a `RunConfig`. With `fetch_context` false, only the evidence already
+    stored is used: the provider is never called."""
     if examples_file:
         examples = read_models(examples_file, Example)
         selection: dict[str, Any] = {"examples_file": str(Path(examples_file).resolve())}
@@ -128,22 +131,38 @@ def select_examples(
     if not examples:
         raise DataError("no examples selected (check --datasets, --examples and --data-dir)")
     if context:
-        from shambench.context import apply_context
+        from shambench.context import apply_context, stored_context
 
-        examples, provenance = apply_context(context, examples)
+        examples, provenance = (apply_context if fetch_context else stored_context)(context, examples)
         selection |= {"context": context, "context_provenance": provenance}
     return examples, {**selection, "limit": limit}
 
 
-def examples_of(config: RunConfig) -> list[Example]:
-    """Re-create a run's examples from its config; DataError when they no longer hash the same."""
-    examples, _ = select_examples(
-        config.datasets, config.examples_file, config.split, config.data_dir, config.limit, context=config.context
+def examples_of(config: RunConfig, same_evidence: bool = False) -> list[Example]:
+    """Re-create a run's examples from its config, with the evidence already stored for its context provider
+    (rescoring, showing or comparing a run never calls a provider); DataError when they no longer hash the same.
+
+    `same_evidence` (for resuming, where the detector reads the evidence): DataError too when that evidence is
+    no longer what the run recorded in its `context_provenance` (e.g. a failed fetch has succeeded since).
+    """
+    examples, selection = select_examples(
+        config.datasets,
+        config.examples_file,
+        config.split,
+        config.data_dir,
+        config.limit,
+        context=config.context,
+        fetch_context=False,
     )
     if examples_hash(examples) != config.examples_hash:
         raise DataError(
             "the examples no longer match the run's examples_hash (the data or its selection changed); "
             "start a new run instead"
+        )
+    if same_evidence and to_jsonable_python(selection.get("context_provenance", {})) != config.context_provenance:
+        raise DataError(
+            f"the evidence stored for --context {config.context} is no longer what the run used (see its "
+            "context_provenance); start a new run instead"
         )
     return examples
 

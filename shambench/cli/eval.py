@@ -128,7 +128,7 @@ def eval_command(detector_spec, params, resume_dir, run_dir, runs_root, no_progr
             )
         run_path = Path(resume_dir)
         config = load_config(run_path)
-        examples = examples_of(config)
+        examples = examples_of(config, same_evidence=True)
         detector = create_detector(config.detector, **{**config.params, **detector_params})
         changed = _changed_params(config.params, detector.params())
         if changed:

@@ -9,6 +9,8 @@ from click.testing import CliRunner
 
 from shambench.cli import main
 from shambench.cli.context import add_context_command
+from shambench.context import ContextProvider, providers
+from shambench.registry import Entry
 from tests.runs import eval_run, write_jsonl
 
 EXAMPLES = [
@@ -78,6 +80,51 @@ def test_resume_reapplies_the_same_context(tmp_path):
     again = json.loads((tmp_path / "ctx" / "results.json").read_text())
     assert again["datasets"] == first["datasets"]
     assert again["run"]["context_provenance"] == first["run"]["context_provenance"]
+
+
+class Flaky(ContextProvider):
+    """Evidence "about ID"; fails for q2 until healed; counts its fetches."""
+
+    fetched: list[str] = []
+    healed = False
+
+    def fetch_one(self, example):
+        Flaky.fetched.append(example.id)
+        if example.id == "q2" and not Flaky.healed:
+            return self.record(example, error="page not found")
+        return self.record(example, f"about {example.id}")
+
+
+@pytest.fixture
+def flaky_provider(monkeypatch):
+    monkeypatch.setattr(Flaky, "fetched", [])
+    monkeypatch.setattr(Flaky, "healed", False)
+    providers.entries()  # load built-ins and plugins first, so the test entry is not overwritten
+    monkeypatch.setitem(providers._entries, "test-flaky", Entry("test-flaky", Flaky, "test", __name__))
+    return Flaky
+
+
+def test_rescoring_never_fetches_and_resume_refuses_evidence_that_changed(tmp_path, flaky_provider):
+    ex, _ = _files(tmp_path)
+    first = _eval(tmp_path, ex, "ctx", "--context", "test-flaky")
+    assert flaky_provider.fetched == ["q1", "q2"]
+    assert first["run"]["context_provenance"]["open_qa/toy"]["n_failed"] == 1
+    runner = CliRunner()
+    rescored = runner.invoke(main, ["score", str(tmp_path / "ctx"), "--bootstrap", "20"])
+    assert rescored.exit_code == 0, rescored.output
+    resumed = runner.invoke(main, ["eval", "--resume", str(tmp_path / "ctx"), "--no-progress", "--bootstrap", "20"])
+    assert resumed.exit_code == 0, resumed.output
+    assert flaky_provider.fetched == ["q1", "q2"]  # neither rescoring nor resuming called the provider
+
+    # Another command stores evidence for q2 at last: resuming would show the detector other evidence.
+    flaky_provider.healed = True
+    assert runner.invoke(add_context_command, ["--provider", "test-flaky", "--examples", str(ex)]).exit_code == 0
+    assert flaky_provider.fetched == ["q1", "q2", "q2"]
+    refused = runner.invoke(main, ["eval", "--resume", str(tmp_path / "ctx"), "--no-progress"])
+    assert refused.exit_code == 2
+    assert "the evidence stored for --context test-flaky is no longer what the run used" in refused.output
+    # Rescoring does not depend on the evidence, so it still works.
+    assert runner.invoke(main, ["score", str(tmp_path / "ctx"), "--bootstrap", "20"]).exit_code == 0
 
 
 def test_add_context_command_counts_and_skips_stored(tmp_path):
