@@ -113,6 +113,8 @@ def select_examples(
     """Examples from an EXAMPLES file or from adapters (with a provider's evidence as context when `context`
     names one), and the selection fields of a `RunConfig`. With `fetch_context` false, only the evidence already
     stored is used: the provider is never called."""
+    if examples_file and datasets:
+        raise DataError("give --datasets or --examples, not both")
     if examples_file:
         examples = read_models(examples_file, Example)
         selection: dict[str, Any] = {"examples_file": str(Path(examples_file).resolve())}

@@ -170,6 +170,20 @@ def test_rescoring_a_run_dir_refuses_a_data_selection_it_would_ignore(files, tmp
     assert (run / "results.json").read_text() == before
 
 
+def test_datasets_and_examples_together_are_refused(files, tmp_path):
+    examples, predictions, out = files
+    predictions.write_text('{"id": "a"}\n')
+    for args in (
+        ["score", "--examples", examples, "--datasets", "ragtruth", "--predictions", predictions, "--out", out],
+        ["eval", "--detector", "all", "--examples", examples, "-d", "ragtruth", "--run-dir", tmp_path / "run"],
+    ):
+        result = invoke(*args)
+        assert result.exit_code == 2, result.output
+        assert result.stderr.strip() == "error: give --datasets or --examples, not both"
+    assert_nothing_written(out)
+    assert not (tmp_path / "run").exists()
+
+
 def test_sopo_compat_needs_the_math_shepherd_suite(files, tmp_path):
     examples, _, _ = files
     result = invoke("eval", "--detector", "all", "--examples", examples, "--run-dir", tmp_path / "run", "--sopo-compat")
