@@ -55,6 +55,12 @@ class SoftSpan(BaseModel):
     prob: float = Field(ge=0.0, le=1.0)
     """Probability that the characters are hallucinated (annotator agreement)."""
 
+    @model_validator(mode="after")
+    def _non_empty(self) -> SoftSpan:
+        if self.end <= self.start:
+            raise ValueError(f"soft span [{self.start}, {self.end}) is empty or reversed (start must be < end)")
+        return self
+
 
 class Step(BaseModel):
     """One reasoning step of a step-level (math) response, as a character range with its gold verdict."""
@@ -79,6 +85,18 @@ def _check_inside(kind: str, example_id: str, ranges: list[Any], length: int) ->
             raise ValueError(
                 f"example {example_id!r}: {kind} [{r.start}, {r.end}) ends past the response (length {length})"
             )
+
+
+def _check_steps_ordered(example_id: str, steps: list[Step]) -> None:
+    # The scorer treats steps as sentence units, which must be in order and must not overlap.
+    prev_end = 0
+    for i, step in enumerate(steps):
+        if step.end < step.start or step.start < prev_end:
+            raise ValueError(
+                f"example {example_id!r}: step {i} [{step.start}, {step.end}) is reversed or overlaps the step "
+                f"before it (steps must be in order and disjoint)"
+            )
+        prev_end = step.end
 
 
 class Example(BaseModel):
@@ -118,6 +136,7 @@ class Example(BaseModel):
         _check_inside("span", self.id, self.hallu_spans, length)
         _check_inside("soft span", self.id, self.soft_spans or [], length)
         _check_inside("step", self.id, self.steps or [], length)
+        _check_steps_ordered(self.id, self.steps or [])
         return self
 
     @property

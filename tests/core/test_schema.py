@@ -98,3 +98,24 @@ def test_check_against_names_the_prediction_id():
     ):
         pred.check_against(example())
     Prediction(id="t/1", spans=[[0, 18]]).check_against(example())
+
+
+def _steps(*triples):
+    return [{"start": s, "end": e, "label": lab} for s, e, lab in triples]
+
+
+def test_steps_must_be_in_order_and_disjoint():
+    from shambench.schema import Example
+
+    ok = Example(id="m", dataset="d", task="math", response="a\nb\nc", steps=_steps((0, 1, 1), (2, 3, 1), (4, 5, 0)))
+    assert ok.first_error == 2
+    for bad in (_steps((2, 3, 1), (0, 1, 1)), _steps((0, 3, 1), (2, 5, 0)), _steps((3, 1, 1))):
+        with pytest.raises(ValueError, match="step .* overlaps the step before it"):
+            Example(id="m", dataset="d", task="math", response="a\nb\nc", steps=bad)
+
+
+def test_soft_spans_must_not_be_empty():
+    from shambench.schema import Example
+
+    with pytest.raises(ValueError, match="soft span \\[3, 3\\) is empty"):
+        Example(id="s", dataset="d", task="t", response="abcdef", soft_spans=[{"start": 3, "end": 3, "prob": 0.5}])
