@@ -32,7 +32,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from shambench.adapter import Adapter, LoadResult, RemoteFile, SourceError, adapter
+from shambench.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.adapters._released import example_at, json_array_rows, source_file
 
 FILE = "annotations.json"
@@ -189,8 +189,7 @@ class FavaAdapter(Adapter):
         return (self.root(data_dir) / FILE).is_file()
 
     def load(self, data_dir: Path, split: str = "test") -> LoadResult:
-        if split != "test":
-            raise SourceError(f"favabench has no split {split!r} (labelled splits: test)")
+        self.check_split(split)
         path = source_file(self.root(data_dir), FILE, self.name, EXPECTED)
         dropped: Counter[str] = Counter()
         seen: set[tuple[str, str]] = set()

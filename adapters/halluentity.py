@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from shambench.adapter import Adapter, LoadResult, RemoteFile, SourceError, adapter
+from shambench.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.adapters._released import example_at, jsonl_rows, source_file
 
 FILE = "HalluEntity.jsonl"
@@ -104,8 +104,7 @@ class HalluEntityAdapter(Adapter):
         return (self.root(data_dir) / FILE).is_file()
 
     def load(self, data_dir: Path, split: str = "test") -> LoadResult:
-        if split != "test":
-            raise SourceError(f"halluentity has no split {split!r} (labelled splits: test)")
+        self.check_split(split)
         path = source_file(self.root(data_dir), FILE, self.name, EXPECTED)
         dropped: Counter[str] = Counter()
         examples = []

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from shambench.adapter import Adapter, LoadResult, RemoteFile, SourceError, adapter
+from shambench.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.adapters._released import example_at, jsonl_rows, source_file
 
 COMMIT = "7fea78a0e5af887d196931721147ace5b4c4d9a8"
@@ -90,8 +90,7 @@ class MushroomAdapter(Adapter):
         return (self.root(data_dir) / FILES["test"]).is_file()
 
     def load(self, data_dir: Path, split: str = "test") -> LoadResult:
-        if split not in FILES:
-            raise SourceError(f"mushroom has no split {split!r} (labelled splits: {', '.join(FILES)})")
+        self.check_split(split)
         path = source_file(self.root(data_dir), FILES[split], self.name, EXPECTED)
         examples = [
             example_at(

@@ -21,7 +21,8 @@ class Span(BaseModel):
     label: str | None = None
     """Optional error type, e.g. RAGTruth's `Evident Conflict`; merged spans join distinct labels with `|`."""
     score: float | None = None
-    """Optional detector confidence in [0, 1] that the range is hallucinated."""
+    """Optional detector confidence that the range is hallucinated (higher = more likely; a probability where the
+    detector has one). Threshold-free metrics and Mu-SHROOM Cor use only its order, so logits work too."""
 
     @model_validator(mode="after")
     def _non_empty(self) -> Span:

@@ -132,3 +132,11 @@ def test_bad_files_name_the_file_and_the_record(tmp_path):
     path.unlink()
     with pytest.raises(SourceError, match=r"annotations\.json: file not found .*data download favabench"):
         adapters.create("favabench").load(tmp_path)
+
+
+def test_only_the_test_split_exists():
+    from shambench.adapter import adapters
+    from shambench.io import DataError
+
+    with pytest.raises(DataError, match=r"favabench has no 'dev' split \(it offers: test\)"):
+        adapters.create("favabench").load(FIXTURES, "dev")

@@ -9,6 +9,7 @@ import pytest
 
 from shambench.adapter import SourceError, adapters
 from shambench.adapters.mushroom import FILES
+from shambench.io import DataError
 from tests.conftest import require_shared
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -100,5 +101,5 @@ def test_missing_file_and_unknown_split(tmp_path):
         SourceError, match=r"mushroom\.en-tst\.v1\.extra\.jsonl: file not found .*data download mushroom"
     ):
         _load(tmp_path)
-    with pytest.raises(SourceError, match="no split 'train'"):
+    with pytest.raises(DataError, match=r"mushroom has no 'train' split \(it offers: test, validation\)"):
         _load(FIXTURES, "train")
