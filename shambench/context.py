@@ -181,11 +181,11 @@ def with_context(
 
 
 def apply_context(
-    spec: str, examples: Sequence[Example], monitor: Monitor | None = None
+    spec: str, examples: Sequence[Example], params: dict[str, Any] | None = None, monitor: Monitor | None = None
 ) -> tuple[list[Example], dict[str, dict[str, Any]]]:
-    """Fetch what the provider `spec` has not stored yet for open-domain examples, then the examples with its
-    evidence and the provenance (see `with_context`)."""
-    provider = create_provider(spec)
+    """Fetch what the provider `spec` (with `params`) has not stored yet for open-domain examples, then the
+    examples with its evidence and the provenance (see `with_context`)."""
+    provider = create_provider(spec, **(params or {}))
     try:
         add_context(provider, [ex for ex in examples if not ex.context], monitor)
     finally:
@@ -193,9 +193,11 @@ def apply_context(
     return with_context(examples, provider)
 
 
-def stored_context(spec: str, examples: Sequence[Example]) -> tuple[list[Example], dict[str, dict[str, Any]]]:
+def stored_context(
+    spec: str, examples: Sequence[Example], params: dict[str, Any] | None = None
+) -> tuple[list[Example], dict[str, dict[str, Any]]]:
     """Like `apply_context`, from the evidence already stored only: the provider fetches nothing."""
-    provider = create_provider(spec)
+    provider = create_provider(spec, **(params or {}))
     try:
         return with_context(examples, provider)
     finally:

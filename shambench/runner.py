@@ -57,6 +57,8 @@ class RunConfig(BaseModel):
     """At most this many examples per partition (the first ones), when set."""
     context: str | None = None
     """Context provider spec whose evidence replaced the examples' contexts (None: the source's own context)."""
+    context_params: dict[str, Any] = Field(default_factory=dict)
+    """Parameters given to the context provider (`--context-param`), part of which evidence it stores."""
     context_provenance: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Per partition, which evidence that was: provider, parameters, counts and a content hash."""
     examples_hash: str
@@ -109,6 +111,7 @@ def select_examples(
     on_source_error: Callable[[str, str], None] | None = None,
     context: str | None = None,
     fetch_context: bool = True,
+    context_params: dict[str, Any] | None = None,
 ) -> tuple[list[Example], dict[str, Any]]:
     """Examples from an EXAMPLES file or from adapters (with a provider's evidence as context when `context`
     names one), and the selection fields of a `RunConfig`. With `fetch_context` false, only the evidence already
@@ -135,8 +138,8 @@ def select_examples(
     if context:
         from shambench.context import apply_context, stored_context
 
-        examples, provenance = (apply_context if fetch_context else stored_context)(context, examples)
-        selection |= {"context": context, "context_provenance": provenance}
+        examples, provenance = (apply_context if fetch_context else stored_context)(context, examples, context_params)
+        selection |= {"context": context, "context_params": context_params or {}, "context_provenance": provenance}
     return examples, {**selection, "limit": limit}
 
 
@@ -155,6 +158,7 @@ def examples_of(config: RunConfig, same_evidence: bool = False) -> list[Example]
         config.limit,
         context=config.context,
         fetch_context=False,
+        context_params=config.context_params,
     )
     if examples_hash(examples) != config.examples_hash:
         raise DataError(

@@ -20,6 +20,7 @@ FIXED_ON_RESUME = (
     "data_dir",
     "limit",
     "context",
+    "context_params",
     "run_dir",
     "runs_root",
 )
@@ -44,6 +45,13 @@ FIXED_ON_RESUME = (
     metavar="PROVIDER",
     help="Evidence for open-domain examples from a context provider, e.g. file:EVIDENCE.jsonl or wikipedia "
     "(default: each source's own context, empty for open-domain sets).",
+)
+@click.option(
+    "--context-param",
+    "context_params",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Context provider parameter (repeatable), e.g. preset=qwen3-4b for --context llm.",
 )
 @click.option(
     "--suite",
@@ -114,6 +122,7 @@ def eval_command(detector_spec, params, resume_dir, run_dir, runs_root, no_progr
     detector_params = parse_params(params)
     detector_params.update({k: opts[k] for k in ENDPOINT_OPTIONS if opts.get(k) is not None})
     selection_opts = {k: opts[k] for k in ("datasets", "examples_file", "split", "data_dir", "limit", "context")}
+    selection_opts["context_params"] = parse_params(opts["context_params"])
     if opts["sopo_compat"] and opts["suite"] != "math-shepherd":
         raise click.UsageError("--sopo-compat needs --suite math-shepherd")
     if opts["suite"]:

@@ -51,3 +51,28 @@ def test_llm_provider_fetches_records_failures_and_reuses_the_cache(openai_serve
     openai_server.reset()
     assert add_context(provider, examples, root=tmp_path) == {"fetched": 0, "failed": 1, "cached": 1}
     assert all("secret code" in r.prompt for r in openai_server.log)
+
+
+def test_eval_with_llm_context_params_records_them_and_rescoring_asks_nothing(openai_server, tmp_path):
+    from click.testing import CliRunner
+
+    from shambench.cli import main
+    from tests.runs import eval_run, write_jsonl
+
+    openai_server.script = lambda req: json.dumps(EVIDENCE) if "Etna" in req.prompt else '{"incorrect_spans": []}'
+    ex = write_jsonl(
+        tmp_path / "ex.jsonl",
+        [{"id": "a", "dataset": "toy", "task": "open_qa", "question": "Where is Etna?", "response": "In Sicily."}],
+    )
+    params = ["--context-param", f"base_url={openai_server.base_url}", "--context-param", "max_words=50"]
+    results = eval_run(ex, "overlap", tmp_path / "run", "--context", "llm", *params)
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["context_params"] == {"base_url": openai_server.base_url, "max_words": 50}
+    part = results["run"]["context_provenance"]["open_qa/toy"]
+    assert part["n_with_context"] == 1 and part["params"]["max_words"] == 50
+    # "Sicily" is in the evidence, so overlap flags nothing
+    assert results["datasets"]["open_qa/toy"]["token"]["f1"] == 1.0
+    openai_server.reset()
+    res = CliRunner().invoke(main, ["score", str(tmp_path / "run"), "--bootstrap", "20"])
+    assert res.exit_code == 0, res.output
+    assert openai_server.log == []
