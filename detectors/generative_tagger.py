@@ -86,9 +86,7 @@ class GenerativeTagger(Detector):
     def params(self) -> dict[str, Any]:
         # The factory's own keywords, so that `--resume` rebuilds the same detector.
         return {
-            "model": self.endpoint.model,
-            "base_url": self.endpoint.base_url,
-            "api_key_env": self.endpoint.api_key_env,
+            **self.endpoint.identity(),
             "generation": self.generation,
             "min_similarity": self.min_similarity,
             "prompt_hash": self.prompt_hash,

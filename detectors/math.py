@@ -263,9 +263,7 @@ class CriticDetector(Detector):
 
     def params(self) -> dict[str, Any]:
         return {
-            "model": self.endpoint.model,
-            "base_url": self.endpoint.base_url,
-            "api_key_env": self.endpoint.api_key_env,
+            **self.endpoint.identity(),
             "mode": self.mode,
             "generation": self.generation,
         }

@@ -112,9 +112,7 @@ class PromptedDetector(Detector):
     def params(self) -> dict[str, Any]:
         # Everything that fixes the output, in the factory's own keywords, so `--resume` rebuilds this detector.
         return {
-            "model": self.endpoint.model,
-            "base_url": self.endpoint.base_url,
-            "api_key_env": self.endpoint.api_key_env,
+            **self.endpoint.identity(),
             "generation": self.generation,
             "structured": self.structured,
             "min_similarity": self.min_similarity,

@@ -318,12 +318,7 @@ class BespokeMiniCheck(SentenceVerifier):
         self.endpoint, self.use_cache = endpoint, use_cache
 
     def params(self) -> dict[str, Any]:
-        return {
-            **super().params(),
-            "model": self.endpoint.model,
-            "base_url": self.endpoint.base_url,
-            "api_key_env": self.endpoint.api_key_env,
-        }
+        return {**super().params(), **self.endpoint.identity()}
 
     @staticmethod
     def messages(doc: str, claim: str) -> list[dict[str, str]]:

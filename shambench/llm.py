@@ -95,6 +95,11 @@ class Endpoint(BaseModel):
     backoff_max: float = Field(default=60.0, ge=0)
     """Longest wait before a retry, including waits asked for by `Retry-After`."""
 
+    def identity(self) -> dict[str, Any]:
+        """Model, server and key variable: the part an API-backed detector records in its params, in the
+        keywords its factory takes, so that `--resume` rebuilds it against the same server."""
+        return {"model": self.model, "base_url": self.base_url, "api_key_env": self.api_key_env}
+
 
 class Usage(BaseModel):
     """What answering one item consumed in this run (a cache hit consumes no tokens and costs nothing)."""

@@ -254,3 +254,16 @@ def test_user_price_file_overrides(tmp_path, monkeypatch):
     finally:
         monkeypatch.delenv("SHAMBENCH_PRICING")
         load_prices.cache_clear()
+
+
+def test_endpoint_identity_is_what_detectors_record_and_never_the_key(monkeypatch):
+    from shambench.detector import create_detector
+    from shambench.llm import Endpoint
+
+    monkeypatch.setenv("SOME_KEY", "sk-secret")
+    ep = Endpoint(model="m", base_url="http://127.0.0.1:9/v1", api_key_env="SOME_KEY", max_concurrency=3)
+    assert ep.identity() == {"model": "m", "base_url": "http://127.0.0.1:9/v1", "api_key_env": "SOME_KEY"}
+    det = create_detector("openai", model="m", base_url="http://127.0.0.1:9/v1", api_key_env="SOME_KEY")
+    params = det.params()
+    assert {k: params[k] for k in ep.identity()} == ep.identity()
+    assert "sk-secret" not in repr(params)
