@@ -77,8 +77,8 @@ class Comparison(BaseModel):
     """Overall first, then per task, for each level."""
 
 
-def bootstrap_difference(f1_a: np.ndarray, f1_b: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Replicates of mean(f1_a) - mean(f1_b) under the resample weights (shape resamples × examples)."""
+def bootstrap_difference(f1_a: np.ndarray, f1_b: np.ndarray, weights) -> np.ndarray:
+    """Replicates of mean(f1_a) - mean(f1_b) under the resamples (a resamples × examples matrix or `Resamples`)."""
     reps = metrics.bootstrap_replicates(np.stack([f1_a, f1_b]), weights)
     return reps[0] - reps[1]
 

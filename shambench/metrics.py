@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import zlib
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
@@ -48,32 +49,78 @@ def cor(ref: np.ndarray, pred: np.ndarray) -> float:
     return float(spearmanr(ref, pred).correlation)
 
 
-def bootstrap_weights(n: int, name: str, n_resamples: int, seed: int) -> np.ndarray:
-    """How often each of `n` examples is drawn in each seeded resample, as float32 (shape resamples × n).
+# Resamples are drawn 64 at a time: this block size fixes how the generator's stream is read, so it must not
+# change (the intervals of every stored result depend on it).
+_BLOCK = 64
 
-    The generator is seeded with `(seed, crc32(name))`, so a group's interval does not change when other
-    groups are added. The draws do not depend on any prediction, so a `Scorer` keeps these weights and a
-    rescoring costs one matrix product instead of a fresh resampling (counts are small integers: exact in
-    float32, at 4 bytes per example and resample).
+
+def _drawn_counts(n: int, name: str, n_resamples: int, seed: int) -> Iterator[np.ndarray]:
+    """How often each of `n` examples is drawn in each seeded resample: blocks of up to 64 resamples × n, in the
+    smallest unsigned integer type that holds them (uint8 in practice).
+
+    The generator is seeded with `(seed, crc32(name))`, so a group's interval does not change when other groups
+    are added. Only one block of draws exists at a time: memory is 4 bytes per example and block row, whatever
+    the number of resamples.
     """
     rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
-    out = np.empty((n_resamples, n), np.float32)
-    # A few rows at a time keeps the int64 temporaries in cache (3x faster than one big draw; same stream).
-    for lo in range(0, n_resamples, 64):
-        rows = min(64, n_resamples - lo)
-        idx = rng.integers(0, n, size=(rows, n), dtype=np.int32) + (np.arange(rows) * n)[:, None]
-        out[lo : lo + rows] = np.bincount(idx.ravel(), minlength=rows * n).reshape(rows, n)
-    return out
+    for lo in range(0, n_resamples, _BLOCK):
+        rows = min(_BLOCK, n_resamples - lo)
+        idx = rng.integers(0, n, size=(rows, n), dtype=np.int32)
+        counts = [np.bincount(row, minlength=n) for row in idx]
+        top = max((int(c.max()) for c in counts if len(c)), default=0)
+        out = np.empty((rows, n), np.min_scalar_type(top))
+        for r, c in enumerate(counts):
+            out[r] = c
+        yield out
 
 
-def bootstrap_replicates(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Means of `values` (shape levels × examples) over the resamples of `bootstrap_weights`: levels × resamples.
+class Resamples:
+    """The seeded bootstrap resamples of a group of `n` examples, as blocks of per-example draw counts.
 
-    Every level of a group is resampled with the same draws.
+    The draws do not depend on any prediction, so with `keep` the blocks are kept after the first pass (one byte
+    per example and resample) and a rescoring costs only the products; without it every pass draws them again,
+    one block at a time, so memory stays linear in `n` whatever the number of resamples.
     """
+
+    def __init__(self, n: int, name: str, n_resamples: int, seed: int, keep: bool = True):
+        self.n, self.name, self.n_resamples, self.seed, self.keep = n, name, n_resamples, seed, keep
+        self._kept: list[np.ndarray] | None = None
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        if self._kept is not None:
+            return iter(self._kept)
+        blocks = _drawn_counts(self.n, self.name, self.n_resamples, self.seed)
+        if not self.keep:
+            return blocks
+        self._kept = list(blocks)
+        return iter(self._kept)
+
+
+def bootstrap_weights(n: int, name: str, n_resamples: int, seed: int) -> np.ndarray:
+    """How often each of `n` examples is drawn in each seeded resample, as one float32 matrix (resamples × n).
+
+    The dense form of `Resamples`, for small groups and tests; the scorer iterates `Resamples` instead.
+    """
+    blocks = list(_drawn_counts(n, name, n_resamples, seed))
+    return np.concatenate(blocks).astype(np.float32) if blocks else np.empty((0, n), np.float32)
+
+
+def bootstrap_replicates(values: np.ndarray, weights: np.ndarray | Iterable[np.ndarray]) -> np.ndarray:
+    """Means of `values` (shape levels × examples) over the resamples: levels × resamples.
+
+    `weights` is a resamples × examples matrix of draw counts (`bootstrap_weights`) or `Resamples`. Every level of
+    a group is resampled with the same draws.
+    """
+    if isinstance(weights, np.ndarray):
+        dense = weights
+        weights = [dense[lo : lo + _BLOCK] for lo in range(0, len(dense), _BLOCK)]
+    v = values.astype(np.float32)
     # einsum's own loop rather than BLAS: threaded BLAS stalls on a busy 2-core machine and gains nothing here.
-    sums = np.einsum("ln,rn->lr", values.astype(np.float32), weights)
-    return sums.astype(np.float64) / weights.shape[1]
+    # Each replicate is the float32 dot product of one resample row, so the blocks give the very same sums as
+    # one whole matrix would.
+    sums = [np.einsum("ln,rn->lr", v, block.astype(np.float32, copy=False)) for block in weights]
+    out = np.concatenate(sums, axis=1) if sums else np.empty((len(values), 0), np.float32)
+    return out.astype(np.float64) / values.shape[1]
 
 
 def percentile_ci(replicates: np.ndarray) -> tuple[float, float]:

@@ -29,6 +29,9 @@ from shambench.schema import Example, Prediction
 from shambench.text import SENTENCE_SPLITTER, TOKENIZER, segment_all
 
 LEVELS = ("token", "sentence")
+# Up to this many bytes of bootstrap draw counts are kept between scorings (about 128,000 examples at 1000
+# resamples); larger corpora draw them again on each scoring, so memory stays linear.
+KEPT_RESAMPLES_BYTES = 256 * 2**20
 
 
 class ScoringError(DataError):
@@ -183,13 +186,16 @@ class Scorer:
             "tasks": {name: by_id[tasks == name] for name in sorted(set(tasks.tolist()))},
         }
         self.step_tasks = {t for t, idx in self.groups["tasks"].items() if all(exs[i].steps for i in idx)}
-        self._weights: dict[str, np.ndarray] = {}
+        self._resamples: dict[str, metrics.Resamples] = {}
+        # Draw counts of every group take one byte per example, resample and grouping (datasets, tasks): kept for
+        # cheap rescoring up to a budget, drawn again block by block on each scoring beyond it.
+        self._keep_resamples = len(exs) * self.n_resamples * len(self.groups) <= KEPT_RESAMPLES_BYTES
 
-    def bootstrap_weights(self, name: str, n: int) -> np.ndarray:
-        """The resample weights of the group `name` of `n` examples (drawn on first use, then kept)."""
-        if name not in self._weights:
-            self._weights[name] = metrics.bootstrap_weights(n, name, self.n_resamples, self.seed)
-        return self._weights[name]
+    def bootstrap_weights(self, name: str, n: int) -> metrics.Resamples:
+        """The seeded resamples of the group `name` of `n` examples (see `metrics.Resamples`)."""
+        if name not in self._resamples:
+            self._resamples[name] = metrics.Resamples(n, name, self.n_resamples, self.seed, self._keep_resamples)
+        return self._resamples[name]
 
     def _owner_of(self, global_starts: np.ndarray) -> np.ndarray:
         """The example each global offset falls in (empty responses own nothing)."""

@@ -77,3 +77,32 @@ def test_bootstrap_replicates_equal_means_of_index_resamples():
 def test_percentile_ci():
     # 2.5th and 97.5th percentiles of 0..100 with linear interpolation: 2.5 and 97.5.
     assert metrics.percentile_ci(np.arange(101.0)) == (2.5, 97.5)
+
+
+def dense_weights_as_before(n: int, name: str, n_resamples: int, seed: int) -> np.ndarray:
+    """The resample weights as the scorer drew them before blocks: one float32 matrix, one bincount per 64 rows."""
+    rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
+    out = np.empty((n_resamples, n), np.float32)
+    for lo in range(0, n_resamples, 64):
+        rows = min(64, n_resamples - lo)
+        idx = rng.integers(0, n, size=(rows, n), dtype=np.int32) + (np.arange(rows) * n)[:, None]
+        out[lo : lo + rows] = np.bincount(idx.ravel(), minlength=rows * n).reshape(rows, n)
+    return out
+
+
+@pytest.mark.parametrize("n", [1, 37, 9001])
+def test_resamples_in_blocks_give_the_replicates_of_one_dense_matrix_exactly(n):
+    values = np.random.default_rng(n).random((2, n))
+    dense = dense_weights_as_before(n, "summ/toy", 150, seed=5)
+    before = np.einsum("ln,rn->lr", values.astype(np.float32), dense).astype(np.float64) / n
+    for keep in (True, False):
+        resamples = metrics.Resamples(n, "summ/toy", 150, seed=5, keep=keep)
+        blocks = list(resamples)
+        # 150 resamples: blocks of 64, 64 and 22 rows, counts in one byte each.
+        assert [b.shape for b in blocks] == [(64, n), (64, n), (22, n)]
+        assert all(b.dtype == np.uint8 for b in blocks)
+        assert np.array_equal(np.concatenate(blocks), dense)
+        assert np.array_equal(metrics.bootstrap_replicates(values, resamples), before)
+        # Kept blocks are the same objects on the next pass; unkept ones are drawn again.
+        assert (list(resamples)[0] is blocks[0]) == keep
+    assert np.array_equal(metrics.bootstrap_weights(n, "summ/toy", 150, seed=5), dense)
