@@ -3,19 +3,31 @@
 Tokeniser: spaCy's rule-based English tokeniser (`spacy.blank("en")`, no model download), whitespace tokens
 excluded. Sentence splitter: the rule of spaCy's `sentencizer` (a sentence opens at the first token after its
 default sentence-final punctuation that is neither punctuation nor such a character), applied to the token arrays;
-a sentence unit runs from its first to its last non-whitespace token. Both are computed once per distinct response text and kept in a process-wide cache, so
-rescoring the same responses never tokenises again.
+a sentence unit runs from its first to its last non-whitespace token.
+
+Both are computed once per distinct response text and convention (`convention`): kept in a process-wide cache, so
+rescoring the same responses never tokenises again, and on disk (`shambench.segcache`), so a new process does not
+either. Many texts not cached anywhere are tokenised on every core (`PARALLEL_MIN_CHARS`), with the same result as
+one process.
 """
 
 from __future__ import annotations
 
+import hashlib
+import multiprocessing
+import os
+import sqlite3
 import sys
 import threading
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import cache
+from importlib.metadata import version
 
 import numpy as np
+
+from shambench.segcache import SegmentationStore, decode, encode, text_key, warn_unusable
 
 TOKENIZER = "spacy.blank('en') rule-based tokenizer; whitespace tokens excluded"
 SENTENCE_SPLITTER = (
@@ -23,8 +35,25 @@ SENTENCE_SPLITTER = (
     "as units"
 )
 
+# Below this many uncached characters (about 1,000 responses) starting worker processes costs more than it saves.
+PARALLEL_MIN_CHARS = 600_000
+WORKERS_ENV = "SHAMBENCH_SEGMENT_WORKERS"
+# Smaller batches (a detector asking for one text's tokens) are cheaper to tokenise than to look up on disk.
+DISK_MIN_TEXTS = 64
+# Bumped whenever the stored form or the segmentation rule changes, so stale disk entries are never read.
+_FORMAT = 1
+
 _lock = threading.Lock()
-_cache: dict[str, Segmentation] = {}
+# Per language, text -> segmentation.
+_cache: dict[str, dict[str, Segmentation]] = {}
+
+
+@cache
+def convention(lang: str = "en") -> str:
+    """The key of a segmentation convention in the disk cache: spaCy's version, the language and a hash of the
+    tokenizer and splitter descriptions (any change to either makes a new convention)."""
+    rules = hashlib.sha256(f"{TOKENIZER}|{SENTENCE_SPLITTER}|{_FORMAT}".encode()).hexdigest()[:12]
+    return f"spacy-{version('spacy')}/{lang}/{rules}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +111,28 @@ def _sentence_opens(is_punct: np.ndarray, final: np.ndarray, doc_first: np.ndarr
     return opens
 
 
-def _segmentations_of(docs: list) -> list[Segmentation]:
+@dataclass(frozen=True, slots=True)
+class _Flat:
+    """The segmentations of many texts laid end to end: bounds plus how many tokens and units each text has."""
+
+    token_starts: np.ndarray
+    token_ends: np.ndarray
+    token_counts: np.ndarray
+    sentence_starts: np.ndarray
+    sentence_ends: np.ndarray
+    sentence_counts: np.ndarray
+
+    def split(self) -> list[Segmentation]:
+        """One `Segmentation` per text, each a view of the flat arrays (plain slicing: np.split costs more)."""
+        word_cut = _bounds(self.token_counts)
+        sent_cut = _bounds(self.sentence_counts)
+        ts, te, ss, se = self.token_starts, self.token_ends, self.sentence_starts, self.sentence_ends
+        return [
+            Segmentation(ts[wa:wb], te[wa:wb], ss[sa:sb], se[sa:sb]) for (wa, wb), (sa, sb) in zip(word_cut, sent_cut)
+        ]
+
+
+def _flat_segmentation(docs: list) -> _Flat:
     """Tokens and sentence units of many docs, computed on their tokens laid end to end.
 
     One `to_array` call per doc and a few whole-batch numpy operations: iterating Token objects (or running the
@@ -101,14 +151,14 @@ def _segmentations_of(docs: list) -> list[Segmentation]:
     first = np.flatnonzero(np.diff(np.cumsum(opens)[words], prepend=0))
     last = np.append(first[1:] - 1, len(words) - 1).astype(np.int64) if len(first) else first
     doc_of_word = np.repeat(np.arange(len(docs)), sizes)[words]
-    # Plain slicing per doc (np.split costs more per piece).
-    word_cut = _bounds(np.bincount(doc_of_word, minlength=len(docs)))
-    sent_cut = _bounds(np.bincount(doc_of_word[first], minlength=len(docs)))
-    sent_starts, sent_ends = starts[first], ends[last]
-    return [
-        Segmentation(starts[wa:wb], ends[wa:wb], sent_starts[sa:sb], sent_ends[sa:sb])
-        for (wa, wb), (sa, sb) in zip(word_cut, sent_cut)
-    ]
+    return _Flat(
+        starts,
+        ends,
+        np.bincount(doc_of_word, minlength=len(docs)),
+        starts[first],
+        ends[last],
+        np.bincount(doc_of_word[first], minlength=len(docs)),
+    )
 
 
 def _bounds(counts: np.ndarray) -> list[tuple[int, int]]:
@@ -117,24 +167,96 @@ def _bounds(counts: np.ndarray) -> list[tuple[int, int]]:
     return list(zip([0, *ends[:-1]], ends))
 
 
-def segment_all(texts: Iterable[str], batch_size: int = 256) -> list[Segmentation]:
-    """Segmentations of the texts, in order; texts seen before come from the cache."""
+def _tokenised_flat(texts: list[str], batch_size: int = 256) -> _Flat:
+    """The segmentations of the texts, made in this process (what a worker of `_tokenised` runs)."""
+    return _flat_segmentation(list(_tokenizer()[0].pipe(texts, batch_size=batch_size)))
+
+
+def _tokenised(texts: list[str], batch_size: int) -> list[Segmentation]:
+    """The segmentations of the texts, on every core when there are many (`PARALLEL_MIN_CHARS`)."""
+    workers = _workers(sum(map(len, texts)))
+    if workers < 2:
+        return _tokenised_flat(texts, batch_size).split()
+    # Chunks of similar character counts, a few per worker so that a slow one does not hold the others up.
+    cuts = np.searchsorted(np.cumsum([len(t) for t in texts]), np.linspace(0, sum(map(len, texts)), 4 * workers + 1))
+    bounds = sorted(set([0, *cuts[1:-1].tolist(), len(texts)]))
+    chunks = [texts[a:b] for a, b in zip(bounds, bounds[1:])]
+    _tokenizer()  # loaded once here, inherited by forked workers
+    with ProcessPoolExecutor(workers, mp_context=_pool_context()) as pool:
+        parts = list(pool.map(_tokenised_flat, chunks, [batch_size] * len(chunks)))
+    return [seg for part in parts for seg in part.split()]
+
+
+def _workers(n_chars: int) -> int:
+    """How many processes to tokenise `n_chars` characters with: every usable core above the threshold, unless
+    `$SHAMBENCH_SEGMENT_WORKERS` says otherwise or this process may not start children (a daemonic pool worker)."""
+    if n_chars < PARALLEL_MIN_CHARS or multiprocessing.current_process().daemon:
+        return 1
+    configured = os.environ.get(WORKERS_ENV, "").strip()
+    if configured:
+        return max(1, int(configured))
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _pool_context():
+    # Forking is cheapest (the workers inherit the loaded tokenizer) but unsafe while other threads run.
+    if "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context("spawn")
+
+
+def _from_disk(texts: list[str], lang: str) -> dict[str, Segmentation]:
+    """The segmentations of those texts that the disk cache holds (none when it cannot be read)."""
+    store = SegmentationStore()
+    keys = [text_key(t) for t in texts]
+    try:
+        found = store.get_many(convention(lang), keys)
+    except (sqlite3.Error, OSError) as err:
+        warn_unusable(err, store.path)
+        return {}
+    hits = [(t, found[k]) for t, k in zip(texts, keys) if k in found]
+    return {t: Segmentation(*arrays) for (t, _), arrays in zip(hits, decode([blob for _, blob in hits]))}
+
+
+def _to_disk(made: dict[str, Segmentation], lang: str) -> None:
+    store = SegmentationStore()
+    items = []
+    for t, seg in made.items():
+        blob = encode(seg.token_starts, seg.token_ends, seg.sentence_starts, seg.sentence_ends)
+        if blob is not None:
+            items.append((text_key(t), blob))
+    try:
+        store.put_many(convention(lang), items)
+    except (sqlite3.Error, OSError) as err:
+        warn_unusable(err, store.path)
+
+
+def segment_all(texts: Iterable[str], batch_size: int = 256, lang: str = "en") -> list[Segmentation]:
+    """Segmentations of the texts, in order; texts seen before come from the process cache, else from the disk
+    cache (for batches of `DISK_MIN_TEXTS` or more), else are tokenised and stored in both."""
     texts = list(texts)
     with _lock:
-        todo = list(dict.fromkeys(t for t in texts if t not in _cache))
+        known = _cache.setdefault(lang, {})
+        todo = list(dict.fromkeys(t for t in texts if t not in known))
     if todo:
-        docs = list(_tokenizer()[0].pipe(todo, batch_size=batch_size))
-        fresh = dict(zip(todo, _segmentations_of(docs)))
+        use_disk = len(todo) >= DISK_MIN_TEXTS
+        fresh = _from_disk(todo, lang) if use_disk else {}
+        missing = [t for t in todo if t not in fresh]
+        if missing:
+            made = dict(zip(missing, _tokenised(missing, batch_size)))
+            if use_disk:
+                _to_disk(made, lang)
+            fresh.update(made)
         with _lock:
-            _cache.update(fresh)
+            known.update(fresh)
     with _lock:
-        return [_cache[t] for t in texts]
+        return [known[t] for t in texts]
 
 
-def remember(texts: Sequence[str], segmentations: Sequence[Segmentation]) -> None:
+def remember(texts: Sequence[str], segmentations: Sequence[Segmentation], lang: str = "en") -> None:
     """Cache segmentations made by `segment_all` in another process (a sweep segments each dataset only once)."""
     with _lock:
-        _cache.update(zip(texts, segmentations))
+        _cache.setdefault(lang, {}).update(zip(texts, segmentations))
 
 
 def segment(text: str) -> Segmentation:
@@ -155,6 +277,6 @@ def tokens(text: str) -> list[tuple[int, int]]:
 
 
 def clear_cache() -> None:
-    """Forget every cached segmentation (benchmarks use it to measure cold runs)."""
+    """Forget every segmentation cached in this process (the disk cache stays; see `shambench cache clear`)."""
     with _lock:
         _cache.clear()

@@ -1,4 +1,4 @@
-"""`shambench cache stats|clear`: inspect or empty the model-response cache."""
+"""`shambench cache stats|clear`: inspect or empty the model-response cache and the segmentation cache."""
 
 from __future__ import annotations
 
@@ -7,21 +7,24 @@ import click
 
 @click.group("cache")
 def cache_group() -> None:
-    """Inspect or empty the response cache of API-backed detectors.
+    """Inspect or empty the response cache of API-backed detectors and the segmentation cache.
 
     Answers of prompted detectors are cached by model, generation parameters and prompt, so re-running an
-    evaluation (or resuming one) asks the server only for what it has not answered yet. The cache is one
-    SQLite file under $SHAMBENCH_CACHE_DIR (default: the user cache directory).
+    evaluation (or resuming one) asks the server only for what it has not answered yet. The tokens and sentence
+    units of every response text scored are cached by text and segmentation convention (tokenizer, spaCy version,
+    language), so a later score, eval, compare, leaderboard build or sweep worker does not tokenise it again.
+    Each cache is one SQLite file under $SHAMBENCH_CACHE_DIR (default: the user cache directory).
     """
 
 
 @cache_group.command("stats")
 def stats() -> None:
-    """Where the cache is, how big, and how many answers it holds per model."""
+    """Where the caches are, how big, how many answers they hold per model and segmentations per convention."""
     from rich.table import Table
 
     from shambench.cache import ResponseCache
     from shambench.report import make_console
+    from shambench.segcache import SegmentationStore
 
     cache = ResponseCache()
     try:
@@ -37,21 +40,44 @@ def stats() -> None:
     console = make_console()
     console.print(table)
     console.print(f"size on disk: {s.size_bytes / 1e6:.2f} MB")
+    seg = SegmentationStore().stats()
+    table = Table(title=f"segmentation cache: {seg.path}", title_justify="left")
+    table.add_column("convention")
+    table.add_column("texts", justify="right")
+    for convention, n in seg.by_convention.items():
+        table.add_row(convention, str(n))
+    table.add_row("total", str(seg.entries), style="bold")
+    console.print(table)
+    console.print(f"size on disk: {seg.size_bytes / 1e6:.2f} MB")
 
 
 @cache_group.command("clear")
-@click.option("--model", help="Delete only this model's answers.")
+@click.option("--model", help="Delete only this model's answers (the segmentations stay).")
+@click.option(
+    "--segmentation", "only_segmentation", is_flag=True, help="Delete only the segmentations (the answers stay)."
+)
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
-def clear(model: str | None, yes: bool) -> None:
-    """Delete the cached answers (all, or one model's); the next run asks the server again."""
+def clear(model: str | None, only_segmentation: bool, yes: bool) -> None:
+    """Delete the cached answers (all, or one model's) and the cached segmentations; the next run asks the
+    server again and tokenises again."""
     from shambench.cache import ResponseCache
+    from shambench.segcache import SegmentationStore
 
-    what = f"the cached answers of {model}" if model else "every cached answer"
+    if model and only_segmentation:
+        raise click.UsageError("give --model or --segmentation, not both")
+    answers = not only_segmentation
+    segmentations = not model
+    what = [f"the cached answers of {model}" if model else "every cached answer"] if answers else []
+    what += ["every cached segmentation"] if segmentations else []
     if not yes:
-        click.confirm(f"Delete {what}?", abort=True)
-    cache = ResponseCache()
-    try:
-        n = cache.clear(model)
-    finally:
-        cache.close()
-    click.echo(f"deleted {n} cached answers from {cache.path}")
+        click.confirm(f"Delete {' and '.join(what)}?", abort=True)
+    if answers:
+        cache = ResponseCache()
+        try:
+            n = cache.clear(model)
+        finally:
+            cache.close()
+        click.echo(f"deleted {n} cached answers from {cache.path}")
+    if segmentations:
+        store = SegmentationStore()
+        click.echo(f"deleted {store.clear()} cached segmentations from {store.path}")

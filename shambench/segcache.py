@@ -1,0 +1,165 @@
+"""Segmentations kept on disk, so that a new process (a rescoring, a `compare`, a sweep worker) never tokenises a
+response text that any earlier process has tokenised under the same convention.
+
+One SQLite file, `cache_dir()/segmentation.sqlite`, in write-ahead-log mode: readers never block, concurrent
+writers from many processes queue on SQLite's own lock (`busy_timeout`), and a row is written with
+`INSERT OR IGNORE`, so two processes segmenting the same text store it once. A row is keyed by the segmentation
+convention (tokenizer, spaCy version, language; see `shambench.text.convention`) and the BLAKE2b hash of the
+text; its value is the int32 array `[n_tokens, n_units, token starts, token ends, unit starts, unit ends]`.
+The cache is an optimisation only: when it cannot be read or written, segmentation goes on without it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+from pydantic import BaseModel
+
+from shambench.paths import cache_dir
+
+FILENAME = "segmentation.sqlite"
+# SQLite's default limit on bound parameters is 32766 in recent versions, 999 in old ones.
+_QUERY_KEYS = 900
+# Rows per write transaction: short transactions let concurrent writers take turns.
+_WRITE_ROWS = 5000
+_INT32_MAX = np.iinfo(np.int32).max
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS segmentations (
+    convention TEXT NOT NULL,
+    key BLOB NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (convention, key)
+) WITHOUT ROWID
+"""
+
+
+def store_path() -> Path:
+    """Where the segmentation cache lives (under `$SHAMBENCH_CACHE_DIR` when set)."""
+    return cache_dir() / FILENAME
+
+
+def text_key(text: str) -> bytes:
+    """The 16-byte BLAKE2b hash of a text (lone surrogates, which JSON allows, are hashed as they are)."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def encode(token_starts, token_ends, unit_starts, unit_ends) -> bytes | None:
+    """The stored form of one segmentation; None when an offset does not fit in int32 (such texts are not kept)."""
+    parts = [np.array([len(token_starts), len(unit_starts)]), token_starts, token_ends, unit_starts, unit_ends]
+    flat = np.concatenate(parts)
+    if len(flat) and flat.max() > _INT32_MAX:
+        return None
+    return flat.astype(np.int32).tobytes()
+
+
+def decode(blobs: Sequence[bytes]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """`(token_starts, token_ends, unit_starts, unit_ends)` int64 arrays of each stored segmentation.
+
+    All blobs are converted in one numpy call; each result is a view of that one array.
+    """
+    if not blobs:
+        return []
+    sizes = np.fromiter(map(len, blobs), np.int64, len(blobs)) // 4
+    flat = np.frombuffer(b"".join(blobs), np.int32).astype(np.int64)
+    firsts = (np.cumsum(sizes) - sizes).tolist()
+    out = []
+    for first, n_tok, n_unit in zip(firsts, flat[firsts].tolist(), flat[np.add(firsts, 1)].tolist()):
+        a = first + 2
+        b, c, d = a + n_tok, a + 2 * n_tok, a + 2 * n_tok + n_unit
+        out.append((flat[a:b], flat[b:c], flat[c:d], flat[d : d + n_unit]))
+    return out
+
+
+class SegmentationCacheStats(BaseModel):
+    """What `shambench cache stats` reports about the segmentation cache."""
+
+    path: str
+    """The cache file."""
+    entries: int
+    """Stored segmentations (one per distinct text and convention)."""
+    size_bytes: int
+    """Size on disk, including the write-ahead log."""
+    by_convention: dict[str, int]
+    """Stored segmentations per segmentation convention."""
+
+
+class SegmentationStore:
+    """The on-disk segmentation cache; every method opens its own short-lived connection (safe across fork)."""
+
+    def __init__(self, path: str | Path | None = None):
+        self.path = Path(path) if path else store_path()
+
+    @contextmanager
+    def _connection(self) -> Iterator[sqlite3.Connection]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute(_SCHEMA)
+            yield db
+        finally:
+            db.close()
+
+    def get_many(self, convention: str, keys: Sequence[bytes]) -> dict[bytes, bytes]:
+        """The stored values of those `keys` that are present."""
+        found: dict[bytes, bytes] = {}
+        with self._connection() as db:
+            for lo in range(0, len(keys), _QUERY_KEYS):
+                chunk = keys[lo : lo + _QUERY_KEYS]
+                marks = ",".join("?" * len(chunk))
+                query = f"SELECT key, data FROM segmentations WHERE convention = ? AND key IN ({marks})"
+                found.update(db.execute(query, [convention, *chunk]))
+        return found
+
+    def put_many(self, convention: str, items: Sequence[tuple[bytes, bytes]]) -> None:
+        """Store `(key, value)` pairs; a key already stored (by this or another process) is left as it is."""
+        with self._connection() as db:
+            for lo in range(0, len(items), _WRITE_ROWS):
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    db.executemany(
+                        "INSERT OR IGNORE INTO segmentations (convention, key, data) VALUES (?, ?, ?)",
+                        [(convention, k, v) for k, v in items[lo : lo + _WRITE_ROWS]],
+                    )
+                    db.execute("COMMIT")
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+
+    def stats(self) -> SegmentationCacheStats:
+        """Entries per convention and the size on disk (an absent cache is empty)."""
+        by_convention: dict[str, int] = {}
+        if self.path.exists():
+            with self._connection() as db:
+                rows = db.execute("SELECT convention, COUNT(*) FROM segmentations GROUP BY convention ORDER BY 1")
+                by_convention = dict(rows.fetchall())
+        size = sum(p.stat().st_size for p in self._files())
+        return SegmentationCacheStats(
+            path=str(self.path), entries=sum(by_convention.values()), size_bytes=size, by_convention=by_convention
+        )
+
+    def clear(self) -> int:
+        """Delete every stored segmentation and give the space back; returns how many there were."""
+        if not self.path.exists():
+            return 0
+        with self._connection() as db:
+            n = db.execute("DELETE FROM segmentations").rowcount
+            db.execute("VACUUM")
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return n
+
+    def _files(self) -> list[Path]:
+        return [p for p in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")) if p.exists()]
+
+
+def warn_unusable(err: Exception, path: Path) -> None:
+    """Say once per reason that the disk cache is skipped; segmentation itself goes on."""
+    warnings.warn(f"segmentation cache {path} not used: {err}", RuntimeWarning, stacklevel=3)

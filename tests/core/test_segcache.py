@@ -1,0 +1,189 @@
+"""The on-disk segmentation cache and tokenising on several cores: the same units as tokenising in one process."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import sqlite3
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from shambench import text
+from shambench.cli import main
+from shambench.segcache import SegmentationStore, decode, encode, store_path
+from tests.conftest import require_shared
+
+
+def units(segs) -> list[tuple[list[int], ...]]:
+    """Plain lists of every bound, for exact comparison."""
+    return [
+        (s.token_starts.tolist(), s.token_ends.tolist(), s.sentence_starts.tolist(), s.sentence_ends.tolist())
+        for s in segs
+    ]
+
+
+def fresh_segmentation(texts: list[str]) -> list:
+    """Segmentations tokenised now, in this process, with neither cache."""
+    return text._tokenised_flat(list(texts)).split()
+
+
+def must_not_tokenise(*_args, **_kwargs):
+    raise AssertionError("tokenised although the disk cache holds the text")
+
+
+@pytest.fixture
+def disk_for_every_batch(monkeypatch):
+    """The disk cache in use for batches of any size, and a clean process cache before and after."""
+    monkeypatch.setattr(text, "DISK_MIN_TEXTS", 1)
+    text.clear_cache()
+    yield
+    text.clear_cache()
+
+
+def test_stored_form_round_trips():
+    seg = fresh_segmentation(["Two words. And three more!"])[0]
+    blob = encode(seg.token_starts, seg.token_ends, seg.sentence_starts, seg.sentence_ends)
+    # [n_tokens, n_units, 7 token starts, 7 token ends, 2 unit starts, 2 unit ends] in int32.
+    assert len(blob) == 4 * (2 + 7 + 7 + 2 + 2)
+    (back,) = decode([blob])
+    assert [a.tolist() for a in back] == list(units([seg])[0])
+    assert all(a.dtype == np.int64 for a in back)
+    assert encode(np.array([2**31]), np.array([2**31 + 1]), np.array([0]), np.array([1])) is None
+
+
+def test_a_new_process_reads_segmentations_from_disk(disk_for_every_batch, monkeypatch):
+    texts = ["First text. It has two sentences.", "Second one", "", "First text. It has two sentences."]
+    made = units(text.segment_all(texts))
+    assert made == units(fresh_segmentation(texts))
+    stats = SegmentationStore().stats()
+    # Three distinct texts, under the English convention of this spaCy version.
+    assert stats.entries == 3 and stats.by_convention == {text.convention("en"): 3}
+    assert stats.path == str(store_path()) and stats.size_bytes > 0
+    text.clear_cache()  # what a new process starts with
+    monkeypatch.setattr(text, "_tokenised", must_not_tokenise)
+    assert units(text.segment_all(texts)) == made
+
+
+def test_the_convention_keys_language_and_spacy_version(disk_for_every_batch, monkeypatch):
+    text.segment_all(["Bonjour. Ça va?"], lang="fr")
+    text.clear_cache()
+    assert SegmentationStore().stats().by_convention == {text.convention("fr"): 1}
+    assert text.convention("fr").startswith("spacy-") and "/fr/" in text.convention("fr")
+    # The same text under another language is not taken from the French entry.
+    calls = []
+    real = text._tokenised
+    monkeypatch.setattr(text, "_tokenised", lambda ts, bs: calls.append(ts) or real(ts, bs))
+    text.segment_all(["Bonjour. Ça va?"], lang="en")
+    assert calls == [["Bonjour. Ça va?"]]
+
+
+pieces = st.sampled_from(["the", "Dr.", "U.S.", "3.5", "don't", "café", "!", "?", ".", ",", "...", '"', "。", "—"])
+separators = st.sampled_from([" ", " ", "  ", "\n", "\n\n", "\t", ""])
+texts_strategy = st.lists(
+    st.lists(st.tuples(pieces, separators), max_size=20).map(lambda parts: "".join(p + s for p, s in parts)),
+    min_size=1,
+    max_size=8,
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(texts_strategy)
+def test_cached_and_uncached_segmentations_are_identical(disk_for_every_batch, texts):
+    expected = units(fresh_segmentation(texts))
+    text.clear_cache()
+    assert units(text.segment_all(texts)) == expected  # tokenised, or read from an earlier example's rows
+    text.clear_cache()
+    assert units(text.segment_all(texts)) == expected  # read from disk
+
+
+def mushroom_texts() -> list[str]:
+    path = require_shared("mushroom", "mushroom.en-tst.v1.extra.jsonl")
+    return [json.loads(line)["model_output_text"] for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_real_responses_read_back_from_disk_exactly(monkeypatch):
+    texts = mushroom_texts()
+    assert len(texts) >= text.DISK_MIN_TEXTS
+    text.clear_cache()
+    expected = units(fresh_segmentation(texts))
+    assert units(text.segment_all(texts)) == expected
+    text.clear_cache()
+    monkeypatch.setattr(text, "_tokenised", must_not_tokenise)
+    assert units(text.segment_all(texts)) == expected
+    text.clear_cache()
+
+
+def test_parallel_tokenising_equals_one_process(monkeypatch):
+    texts = mushroom_texts()
+    pools = []
+
+    class CountedPool(text.ProcessPoolExecutor):
+        def __init__(self, workers, **kwargs):
+            pools.append(workers)
+            super().__init__(workers, **kwargs)
+
+    monkeypatch.setattr(text, "ProcessPoolExecutor", CountedPool)
+    monkeypatch.setattr(text, "PARALLEL_MIN_CHARS", 1)
+    monkeypatch.setenv(text.WORKERS_ENV, "2")
+    parallel = text._tokenised(texts, 32)
+    assert pools == [2]
+    assert units(parallel) == units(fresh_segmentation(texts))
+    # Under the threshold, or with one worker configured, no pool is started.
+    monkeypatch.setenv(text.WORKERS_ENV, "1")
+    text._tokenised(texts[:3], 32)
+    assert pools == [2]
+
+
+def concurrent_writer(barrier, texts: list[str], order: int) -> None:
+    """One of several processes that segment the same texts, each in its own order, at the same moment."""
+    mine = [texts[i] for i in np.random.default_rng(order).permutation(len(texts))]
+    text.clear_cache()
+    barrier.wait()
+    text.segment_all(mine)
+
+
+def test_concurrent_writers_store_each_text_once_and_intact(monkeypatch):
+    texts = [f"Text number {i}. It repeats {i % 7} times; then ends!" for i in range(400)]
+    ctx = multiprocessing.get_context("fork")
+    barrier = ctx.Barrier(4)
+    procs = [ctx.Process(target=concurrent_writer, args=(barrier, texts, k)) for k in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0, 0, 0, 0]
+    with sqlite3.connect(store_path()) as db:
+        assert db.execute("SELECT COUNT(*), COUNT(DISTINCT key) FROM segmentations").fetchone() == (400, 400)
+    text.clear_cache()
+    monkeypatch.setattr(text, "_tokenised", must_not_tokenise)
+    assert units(text.segment_all(texts)) == units(fresh_segmentation(texts))
+    text.clear_cache()
+
+
+def test_an_unusable_cache_warns_and_segmentation_goes_on(disk_for_every_batch, tmp_path, monkeypatch):
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("x")
+    monkeypatch.setenv("SHAMBENCH_CACHE_DIR", str(blocker))
+    with pytest.warns(RuntimeWarning, match="segmentation cache .* not used"):
+        segs = text.segment_all(["Still segmented. Twice."])
+    assert units(segs) == units(fresh_segmentation(["Still segmented. Twice."]))
+
+
+def test_cache_cli_reports_and_clears_segmentations(disk_for_every_batch):
+    text.segment_all(["One text.", "Another text."])
+    runner = CliRunner()
+    out = runner.invoke(main, ["cache", "stats"], terminal_width=200)
+    assert out.exit_code == 0, out.output
+    assert "segmentation cache" in out.output and text.convention("en") in out.output
+    only = runner.invoke(main, ["cache", "clear", "--segmentation", "--yes"])
+    assert only.exit_code == 0, only.output
+    assert "deleted 2 cached segmentations" in only.output and "answers" not in only.output
+    assert SegmentationStore().stats().entries == 0
+    both = runner.invoke(main, ["cache", "clear", "--yes"])
+    assert "deleted 0 cached answers" in both.output and "deleted 0 cached segmentations" in both.output
+    clash = runner.invoke(main, ["cache", "clear", "--segmentation", "--model", "m", "--yes"])
+    assert clash.exit_code == 2
