@@ -70,11 +70,14 @@ def conventions(n_resamples: int, seed: int) -> dict[str, str]:
 def _covered(starts: np.ndarray, ends: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
     """Mask of the sorted, disjoint items `[starts, ends)` that overlap any range `[s, e)` by a character."""
     n = len(starts)
-    lo = np.searchsorted(ends, s, side="right")
-    hi = np.searchsorted(starts, e, side="left")
+    # The ranges in the items' own dtype: searchsorted would otherwise copy the (large) item arrays to int64.
+    lo = np.searchsorted(ends, s.astype(ends.dtype), side="right")
+    hi = np.searchsorted(starts, e.astype(starts.dtype), side="left")
     keep = lo < hi
-    diff = np.bincount(lo[keep], minlength=n + 1) - np.bincount(hi[keep], minlength=n + 1)
-    return np.cumsum(diff[:n]) > 0
+    diff = np.zeros(n + 1, np.int32)
+    np.add.at(diff, lo[keep], 1)
+    np.add.at(diff, hi[keep], -1)
+    return np.cumsum(diff[:n], out=diff[:n]) > 0
 
 
 def _char_counts(s: np.ndarray, e: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
@@ -93,8 +96,8 @@ def _char_counts(s: np.ndarray, e: np.ndarray, owner: np.ndarray, n: int) -> np.
 def _max_scores(starts: np.ndarray, ends: np.ndarray, s: np.ndarray, e: np.ndarray, v: np.ndarray) -> np.ndarray:
     """Per item, the max score `v` over the ranges that overlap it (0 where none does)."""
     out = np.zeros(len(starts))
-    lo = np.searchsorted(ends, s, side="right")
-    hi = np.searchsorted(starts, e, side="left")
+    lo = np.searchsorted(ends, s.astype(ends.dtype), side="right")
+    hi = np.searchsorted(starts, e.astype(starts.dtype), side="left")
     counts = np.maximum(hi - lo, 0)
     if counts.sum():
         first = np.repeat(lo, counts)
@@ -118,15 +121,24 @@ class _Units:
 
 
 def _counts(owner: np.ndarray, pred: np.ndarray, gold: np.ndarray, n: int):
-    tp = np.bincount(owner, weights=pred & gold, minlength=n)
-    return tp, np.bincount(owner, weights=pred, minlength=n), np.bincount(owner, weights=gold, minlength=n)
+    # Counting the owners of the positive items only: a weighted bincount would make float64 copies of the masks.
+    return tuple(np.bincount(owner[mask], minlength=n) for mask in (pred & gold, pred, gold))
 
 
-def _units(starts: list[np.ndarray], ends: list[np.ndarray], offsets: np.ndarray, gs, ge) -> _Units:
-    sizes = np.array([len(a) for a in starts], dtype=np.int64)
-    owner = np.repeat(np.arange(len(starts)), sizes)
-    glob_s = np.concatenate(starts + [np.empty(0, np.int64)]) + offsets[owner]
-    glob_e = np.concatenate(ends + [np.empty(0, np.int64)]) + offsets[owner]
+def _axis_dtype(total_chars: int) -> type:
+    """int32 global offsets while the whole corpus fits (halving the item arrays), else int64."""
+    return np.int32 if total_chars < np.iinfo(np.int32).max else np.int64
+
+
+def _units(starts: list[np.ndarray], ends: list[np.ndarray], offsets: np.ndarray, dtype: type, gs, ge) -> _Units:
+    sizes = np.fromiter(map(len, starts), np.int64, len(starts))
+    owner = np.repeat(np.arange(len(starts), dtype=np.int32), sizes)
+    shift = offsets.astype(dtype)[owner]
+    glob_s = np.concatenate(starts + [np.empty(0, dtype)], dtype=dtype, casting="same_kind")
+    glob_s += shift
+    glob_e = np.concatenate(ends + [np.empty(0, dtype)], dtype=dtype, casting="same_kind")
+    glob_e += shift
+    del shift
     return _Units(glob_s, glob_e, owner, _covered(glob_s, glob_e, gs, ge))
 
 
@@ -162,17 +174,18 @@ class Scorer:
         exs = self.examples
         lengths = np.array([len(ex.response) for ex in exs], dtype=np.int64)
         self.offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+        axis = _axis_dtype(int(lengths.sum()))
         gs, ge = self._global([ex.hallu_spans for ex in exs])
         self.gold_chars = (gs, ge, self._owner_of(gs))
         segs = segment_all(ex.response for ex in exs)
-        self.tokens = _units([s.token_starts for s in segs], [s.token_ends for s in segs], self.offsets, gs, ge)
+        self.tokens = _units([s.token_starts for s in segs], [s.token_ends for s in segs], self.offsets, axis, gs, ge)
         unit_bounds = [self._unit_bounds(ex, seg) for ex, seg in zip(exs, segs)]
         self.n_units = np.array([len(b[0]) for b in unit_bounds], dtype=np.int64)
         self.unit_first = np.cumsum(self.n_units) - self.n_units
-        self.units = _units([b[0] for b in unit_bounds], [b[1] for b in unit_bounds], self.offsets, gs, ge)
+        self.units = _units([b[0] for b in unit_bounds], [b[1] for b in unit_bounds], self.offsets, axis, gs, ge)
         self.gold_counts = {
-            "token": np.bincount(self.tokens.owner, weights=self.tokens.gold, minlength=len(exs)),
-            "sentence": np.bincount(self.units.owner, weights=self.units.gold, minlength=len(exs)),
+            "token": np.bincount(self.tokens.owner[self.tokens.gold], minlength=len(exs)),
+            "sentence": np.bincount(self.units.owner[self.units.gold], minlength=len(exs)),
             "char": _char_counts(*self.gold_chars, len(exs)),
         }
         self.soft = np.array([ex.soft_spans is not None for ex in exs])
