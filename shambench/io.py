@@ -47,14 +47,16 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
             yield lineno, obj
 
 
-def read_models(path: str | Path, model: type[M]) -> list[M]:
-    """Every line of a JSONL file validated as `model`; DataError names the file, line and field."""
+def read_models(path: str | Path, model: type[M], each: Callable[[M], M] | None = None) -> list[M]:
+    """Every line of a JSONL file validated as `model` (and passed through `each`, line by line, so that only
+    what `each` keeps stays in memory); DataError names the file, line and field."""
     out = []
     for lineno, obj in iter_jsonl(path):
         try:
-            out.append(model.model_validate(obj))
+            rec = model.model_validate(obj)
         except ValidationError as err:
             raise DataError(f"{path}:{lineno}: {_describe(err)}") from None
+        out.append(each(rec) if each else rec)
     return out
 
 

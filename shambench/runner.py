@@ -29,7 +29,7 @@ from shambench.io import DataError, Journal, read_models, write_json
 from shambench.provenance import git_commit, now_iso, package_versions, shambench_version
 from shambench.results import Results, RunInfo
 from shambench.schema import Example, Prediction
-from shambench.scorer import Scorer
+from shambench.scorer import Scorer, scoring_view
 
 CONFIG = "config.json"
 JOURNAL = "predictions.jsonl"
@@ -112,21 +112,23 @@ def select_examples(
     context: str | None = None,
     fetch_context: bool = True,
     context_params: dict[str, Any] | None = None,
+    scoring_only: bool = False,
 ) -> tuple[list[Example], dict[str, Any]]:
     """Examples from an EXAMPLES file or from adapters (with a provider's evidence as context when `context`
     names one), and the selection fields of a `RunConfig`. With `fetch_context` false, only the evidence already
-    stored is used: the provider is never called."""
+    stored is used: the provider is never called. With `scoring_only`, each example keeps only what the scorer
+    reads (`scorer.scoring_view`; an EXAMPLES file is streamed so its contexts are never all in memory)."""
     if examples_file and datasets:
         raise DataError("give --datasets or --examples, not both")
     if examples_file:
-        examples = read_models(examples_file, Example)
+        examples = read_models(examples_file, Example, scoring_view if scoring_only else None)
         selection: dict[str, Any] = {"examples_file": str(Path(examples_file).resolve())}
     else:
         bench = load_benchmark(datasets, split, data_dir)
         for name, message in bench.errors.items():
             if on_source_error:
                 on_source_error(name, message)
-        examples = bench.examples
+        examples = [scoring_view(ex) for ex in bench.examples] if scoring_only else bench.examples
         selection = {
             "datasets": sorted(bench.loads),
             "split": split,

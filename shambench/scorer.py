@@ -455,6 +455,16 @@ def _soft_vector(length: int, ranges) -> np.ndarray:
     return vec
 
 
+def scoring_view(example: Example) -> Example:
+    """The example with only what scoring reads (no question, context or source extras)."""
+    return example.model_copy(update={"question": "", "context": "", "meta": {}})
+
+
+def scoring_prediction(prediction: Prediction) -> Prediction:
+    """The prediction with only what scoring reads (no raw model output or detector extras)."""
+    return prediction.model_copy(update={"raw": None, "meta": {}})
+
+
 def score(
     examples: Sequence[Example], predictions: Iterable[Prediction], n_resamples: int = 1000, seed: int = 0
 ) -> Results:

@@ -34,7 +34,7 @@ def score(run_dir, datasets, examples_file, split, data_dir, limit, predictions,
     from shambench.report import make_console, print_results
     from shambench.runner import score_run, select_examples
     from shambench.schema import Prediction
-    from shambench.scorer import Scorer, ScoringError
+    from shambench.scorer import Scorer, ScoringError, scoring_prediction
 
     console = make_console()
     if run_dir:
@@ -52,8 +52,10 @@ def score(run_dir, datasets, examples_file, split, data_dir, limit, predictions,
     else:
         if not predictions:
             raise click.UsageError("give RUN_DIR, or --predictions with --examples or --datasets")
-        examples, _ = select_examples(datasets, examples_file, split, data_dir, limit, _warn(console))
-        preds = read_models(predictions, Prediction)
+        examples, _ = select_examples(
+            datasets, examples_file, split, data_dir, limit, _warn(console), scoring_only=True
+        )
+        preds = read_models(predictions, Prediction, scoring_prediction)
         try:
             results = Scorer(examples, n_resamples=n_resamples, seed=seed).score(preds)
         except ScoringError as err:

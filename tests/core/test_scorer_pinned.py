@@ -80,3 +80,33 @@ def test_scores_and_intervals_equal_the_pinned_ones_on_real_data(monkeypatch):
     # Past the memory budget the draws are made again block by block on every scoring: the same intervals.
     monkeypatch.setattr(scorer, "KEPT_RESAMPLES_BYTES", 0)
     assert close(summary(pinned_case()), pinned) == []
+
+
+def test_scoring_views_hold_no_context_and_score_the_same(tmp_path):
+    from shambench.io import model_line
+    from shambench.runner import select_examples
+
+    full = [
+        Example(
+            id=f"e{i}",
+            dataset="d",
+            task="t",
+            question="Q?" * 50,
+            context="A long source document. " * 100,
+            response=f"Answer {i} is here. It has two sentences.",
+            hallu_spans=[[7, 8 + i % 3]],
+            meta={"model": "m"},
+        )
+        for i in range(6)
+    ]
+    path = tmp_path / "examples.jsonl"
+    path.write_text("".join(model_line(ex) for ex in full), encoding="utf-8")
+    slim, _ = select_examples(None, path, "test", None, None, scoring_only=True)
+    assert [(ex.question, ex.context, ex.meta) for ex in slim] == [("", "", {})] * 6
+    assert [(ex.id, ex.response, ex.hallu_spans) for ex in slim] == [
+        (ex.id, ex.response, ex.hallu_spans) for ex in full
+    ]
+    predictions = [Prediction(id="e1", spans=[[0, 6]], raw="x" * 1000, meta={"usage": 1})]
+    kept = [scorer.scoring_prediction(p) for p in predictions]
+    assert kept[0].raw is None and kept[0].meta == {} and kept[0].spans == predictions[0].spans
+    assert summary(scorer.Scorer(slim).score(kept)) == summary(scorer.Scorer(full).score(predictions))
