@@ -7,6 +7,8 @@ import zlib
 
 import numpy as np
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from shambench import metrics
 
@@ -106,3 +108,13 @@ def test_resamples_in_blocks_give_the_replicates_of_one_dense_matrix_exactly(n):
         # Kept blocks are the same objects on the next pass; unkept ones are drawn again.
         assert (list(resamples)[0] is blocks[0]) == keep
     assert np.array_equal(metrics.bootstrap_weights(n, "summ/toy", 150, seed=5), dense)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0.0, 0.25, 0.5, 1.0, 0.3333]), st.floats(0, 1)), min_size=2, max_size=40))
+def test_spearman_equals_scipys(pairs):
+    from scipy.stats import spearmanr
+
+    a, b = (np.array(v) for v in zip(*pairs))
+    assume(len(set(a)) > 1 and len(set(b)) > 1)  # constant vectors never reach it: `cor` rules on them first
+    assert metrics._spearman(a, b) == spearmanr(a, b).correlation
