@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -47,16 +47,19 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
             yield lineno, obj
 
 
-def read_models(path: str | Path, model: type[M], each: Callable[[M], M] | None = None) -> list[M]:
-    """Every line of a JSONL file validated as `model` (and passed through `each`, line by line, so that only
-    what `each` keeps stays in memory); DataError names the file, line and field."""
+def read_models(path: str | Path, model: type[M], drop: Sequence[str] = ()) -> list[M]:
+    """Every line of a JSONL file validated as `model`; DataError names the file, line and field.
+
+    The fields in `drop` are removed from each line before it is validated (they take their defaults), so a
+    caller that needs few fields never holds the others: the file is read line by line."""
     out = []
     for lineno, obj in iter_jsonl(path):
+        for name in drop:
+            obj.pop(name, None)
         try:
-            rec = model.model_validate(obj)
+            out.append(model.model_validate(obj))
         except ValidationError as err:
             raise DataError(f"{path}:{lineno}: {_describe(err)}") from None
-        out.append(each(rec) if each else rec)
     return out
 
 

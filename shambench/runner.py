@@ -29,7 +29,7 @@ from shambench.io import DataError, Journal, read_models, write_json
 from shambench.provenance import git_commit, now_iso, package_versions, shambench_version
 from shambench.results import Results, RunInfo
 from shambench.schema import Example, Prediction
-from shambench.scorer import Scorer, scoring_view
+from shambench.scorer import UNSCORED_EXAMPLE_FIELDS, Scorer, scoring_view
 
 CONFIG = "config.json"
 JOURNAL = "predictions.jsonl"
@@ -121,7 +121,7 @@ def select_examples(
     if examples_file and datasets:
         raise DataError("give --datasets or --examples, not both")
     if examples_file:
-        examples = read_models(examples_file, Example, scoring_view if scoring_only else None)
+        examples = read_models(examples_file, Example, UNSCORED_EXAMPLE_FIELDS if scoring_only else ())
         selection: dict[str, Any] = {"examples_file": str(Path(examples_file).resolve())}
     else:
         bench = load_benchmark(datasets, split, data_dir)

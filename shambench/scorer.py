@@ -455,14 +455,14 @@ def _soft_vector(length: int, ranges) -> np.ndarray:
     return vec
 
 
+# Fields the scorer never reads: left out of the examples and predictions that are only scored.
+UNSCORED_EXAMPLE_FIELDS = ("question", "context", "meta")
+UNSCORED_PREDICTION_FIELDS = ("raw", "meta")
+
+
 def scoring_view(example: Example) -> Example:
-    """The example with only what scoring reads (no question, context or source extras)."""
+    """The example with only what scoring reads (`UNSCORED_EXAMPLE_FIELDS` back to their defaults)."""
     return example.model_copy(update={"question": "", "context": "", "meta": {}})
-
-
-def scoring_prediction(prediction: Prediction) -> Prediction:
-    """The prediction with only what scoring reads (no raw model output or detector extras)."""
-    return prediction.model_copy(update={"raw": None, "meta": {}})
 
 
 def score(

@@ -34,7 +34,7 @@ def score(run_dir, datasets, examples_file, split, data_dir, limit, predictions,
     from shambench.report import make_console, print_results
     from shambench.runner import score_run, select_examples
     from shambench.schema import Prediction
-    from shambench.scorer import Scorer, ScoringError, scoring_prediction
+    from shambench.scorer import UNSCORED_PREDICTION_FIELDS, Scorer, ScoringError
 
     console = make_console()
     if run_dir:
@@ -55,7 +55,7 @@ def score(run_dir, datasets, examples_file, split, data_dir, limit, predictions,
         examples, _ = select_examples(
             datasets, examples_file, split, data_dir, limit, _warn(console), scoring_only=True
         )
-        preds = read_models(predictions, Prediction, scoring_prediction)
+        preds = read_models(predictions, Prediction, UNSCORED_PREDICTION_FIELDS)
         try:
             results = Scorer(examples, n_resamples=n_resamples, seed=seed).score(preds)
         except ScoringError as err:

@@ -83,7 +83,7 @@ def test_scores_and_intervals_equal_the_pinned_ones_on_real_data(monkeypatch):
 
 
 def test_scoring_views_hold_no_context_and_score_the_same(tmp_path):
-    from shambench.io import model_line
+    from shambench.io import model_line, read_models
     from shambench.runner import select_examples
 
     full = [
@@ -106,7 +106,10 @@ def test_scoring_views_hold_no_context_and_score_the_same(tmp_path):
     assert [(ex.id, ex.response, ex.hallu_spans) for ex in slim] == [
         (ex.id, ex.response, ex.hallu_spans) for ex in full
     ]
+    assert [scorer.scoring_view(ex) for ex in full] == slim
     predictions = [Prediction(id="e1", spans=[[0, 6]], raw="x" * 1000, meta={"usage": 1})]
-    kept = [scorer.scoring_prediction(p) for p in predictions]
-    assert kept[0].raw is None and kept[0].meta == {} and kept[0].spans == predictions[0].spans
-    assert summary(scorer.Scorer(slim).score(kept)) == summary(scorer.Scorer(full).score(predictions))
+    pred_path = tmp_path / "predictions.jsonl"
+    pred_path.write_text(model_line(predictions[0]), encoding="utf-8")
+    (kept,) = read_models(pred_path, Prediction, scorer.UNSCORED_PREDICTION_FIELDS)
+    assert kept.raw is None and kept.meta == {} and kept.spans == predictions[0].spans
+    assert summary(scorer.Scorer(slim).score([kept])) == summary(scorer.Scorer(full).score(predictions))
