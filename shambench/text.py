@@ -38,6 +38,9 @@ SENTENCE_SPLITTER = (
 # Below this many uncached characters (about 1,000 responses) starting worker processes costs more than it saves.
 PARALLEL_MIN_CHARS = 600_000
 WORKERS_ENV = "SHAMBENCH_SEGMENT_WORKERS"
+# The process cache stops growing here (about 250 MB); beyond it, segmentations live as long as their caller holds
+# them, and the disk cache serves the next request.
+PROCESS_CACHE_TEXTS = 100_000
 # Smaller batches (a detector asking for one text's tokens) are cheaper to tokenise than to look up on disk.
 DISK_MIN_TEXTS = 64
 # Bumped whenever the stored form or the segmentation rule changes, so stale disk entries are never read.
@@ -238,6 +241,7 @@ def segment_all(texts: Iterable[str], batch_size: int = 256, lang: str = "en") -
     with _lock:
         known = _cache.setdefault(lang, {})
         todo = list(dict.fromkeys(t for t in texts if t not in known))
+    fresh: dict[str, Segmentation] = {}
     if todo:
         use_disk = len(todo) >= DISK_MIN_TEXTS
         fresh = _from_disk(todo, lang) if use_disk else {}
@@ -247,10 +251,10 @@ def segment_all(texts: Iterable[str], batch_size: int = 256, lang: str = "en") -
             if use_disk:
                 _to_disk(made, lang)
             fresh.update(made)
-        with _lock:
-            known.update(fresh)
     with _lock:
-        return [known[t] for t in texts]
+        if len(known) + len(fresh) <= PROCESS_CACHE_TEXTS:
+            known.update(fresh)
+        return [fresh[t] if t in fresh else known[t] for t in texts]
 
 
 def remember(texts: Sequence[str], segmentations: Sequence[Segmentation], lang: str = "en") -> None:

@@ -187,3 +187,13 @@ def test_cache_cli_reports_and_clears_segmentations(disk_for_every_batch):
     assert "deleted 0 cached answers" in both.output and "deleted 0 cached segmentations" in both.output
     clash = runner.invoke(main, ["cache", "clear", "--segmentation", "--model", "m", "--yes"])
     assert clash.exit_code == 2
+
+
+def test_the_process_cache_stops_growing_at_its_limit(disk_for_every_batch, monkeypatch):
+    monkeypatch.setattr(text, "PROCESS_CACHE_TEXTS", 2)
+    first = text.segment_all(["One.", "Two."])
+    assert text.segment("One.") is first[0]  # kept in the process
+    more = text.segment_all(["Three.", "Four.", "One."])
+    assert units(more) == units(fresh_segmentation(["Three.", "Four.", "One."]))
+    assert more[2] is first[0]
+    assert set(text._cache["en"]) == {"One.", "Two."}  # the new ones were returned, not kept
