@@ -192,8 +192,10 @@ def _tokenised(texts: list[str], batch_size: int) -> list[Segmentation]:
 
 def _workers(n_chars: int) -> int:
     """How many processes to tokenise `n_chars` characters with: every usable core above the threshold, unless
-    `$SHAMBENCH_SEGMENT_WORKERS` says otherwise or this process may not start children (a daemonic pool worker)."""
-    if n_chars < PARALLEL_MIN_CHARS or multiprocessing.current_process().daemon:
+    `$SHAMBENCH_SEGMENT_WORKERS` says otherwise. Only the main thread of a top-level process starts workers: a
+    worker process or thread (a sweep's, say) is already one of several running side by side."""
+    nested = multiprocessing.parent_process() is not None or threading.current_thread() is not threading.main_thread()
+    if n_chars < PARALLEL_MIN_CHARS or nested:
         return 1
     configured = os.environ.get(WORKERS_ENV, "").strip()
     if configured:

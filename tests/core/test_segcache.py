@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import sqlite3
+import threading
 
 import numpy as np
 import pytest
@@ -132,10 +133,15 @@ def test_parallel_tokenising_equals_one_process(monkeypatch):
     parallel = text._tokenised(texts, 32)
     assert pools == [2]
     assert units(parallel) == units(fresh_segmentation(texts))
-    # Under the threshold, or with one worker configured, no pool is started.
+    # With one worker configured, or from a thread other than the main one (a sweep's), no pool is started.
     monkeypatch.setenv(text.WORKERS_ENV, "1")
     text._tokenised(texts[:3], 32)
-    assert pools == [2]
+    monkeypatch.setenv(text.WORKERS_ENV, "2")
+    from_thread = []
+    worker = threading.Thread(target=lambda: from_thread.append(text._tokenised(texts[:3], 32)))
+    worker.start()
+    worker.join()
+    assert pools == [2] and units(from_thread[0]) == units(fresh_segmentation(texts[:3]))
 
 
 def concurrent_writer(barrier, texts: list[str], order: int) -> None:
