@@ -26,7 +26,8 @@ from shambench.results import (
     ThresholdFree,
 )
 from shambench.schema import Example, Prediction
-from shambench.text import SENTENCE_SPLITTER, TOKENIZER, segment_all
+from shambench.shared_task import shared_task_group
+from shambench.text import SENTENCE_SPLITTER, TOKENIZER, convention, language_of, segment_mixed
 
 LEVELS = ("token", "sentence")
 
@@ -161,7 +162,12 @@ class Scorer:
         self.offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
         gs, ge = self._global([ex.hallu_spans for ex in exs])
         self.gold_chars = (gs, ge, self._owner_of(gs))
-        segs = segment_all(ex.response for ex in exs)
+        langs = [language_of(ex.meta) for ex in exs]
+        segs = segment_mixed([ex.response for ex in exs], langs)
+        by_partition: dict[str, dict[str, None]] = {}
+        for ex, lang in zip(exs, langs):
+            by_partition.setdefault(ex.partition, {})[lang] = None
+        self.segmentation = {p: "; ".join(map(convention, ls)) for p, ls in sorted(by_partition.items())}
         self.tokens = _units([s.token_starts for s in segs], [s.token_ends for s in segs], self.offsets, gs, ge)
         unit_bounds = [self._unit_bounds(ex, seg) for ex, seg in zip(exs, segs)]
         self.n_units = np.array([len(b[0]) for b in unit_bounds], dtype=np.int64)
@@ -309,7 +315,8 @@ class Scorer:
             datasets=datasets,
             tasks={name: gs for name, (gs, _) in task_scores.items()},
             overall=self._overall({t: v for t, v in task_scores.items() if t not in self.step_tasks}),
-            groups=self._math_group(pa),
+            segmentation=self.segmentation,
+            groups={**self._math_group(pa), **shared_task_group(datasets)},
         )
 
     def _math_group(self, pa: _PredictionArrays) -> dict:

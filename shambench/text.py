@@ -1,10 +1,13 @@
 """Tokens and sentence units of a response, as the scorer counts them.
 
-Tokeniser: spaCy's rule-based English tokeniser (`spacy.blank("en")`, no model download), whitespace tokens
-excluded. Sentence splitter: the rule of spaCy's `sentencizer` (a sentence opens at the first token after its
-default sentence-final punctuation that is neither punctuation nor such a character), applied to the token arrays;
-a sentence unit runs from its first to its last non-whitespace token. Both are computed once per distinct response text and kept in a process-wide cache, so
-rescoring the same responses never tokenises again.
+Tokeniser: spaCy's rule-based tokeniser of the text's language (`spacy.blank(lang)`, no model download; English
+unless a language is given), whitespace tokens excluded. Chinese uses spaCy's default character segmenter (every
+Han character a token; no word segmenter is a dependency). Sentence splitter: the rule of spaCy's `sentencizer`
+(a sentence opens at the first token after a sentence-final character that is neither punctuation nor such a
+character), applied to the token arrays; its default final characters cover the scripts of every supported
+language (`.!?`, Arabic/Persian `؟ ۔`, Devanagari `। ॥`, CJK `。！？`, ...). A sentence unit runs from its first to its
+last non-whitespace token. Both are computed once per distinct (language, text) and kept in a process-wide cache,
+so rescoring the same responses never tokenises again.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from functools import cache
 
 import numpy as np
 
+DEFAULT_LANG = "en"
 TOKENIZER = "spacy.blank('en') rule-based tokenizer; whitespace tokens excluded"
 SENTENCE_SPLITTER = (
     "spacy sentencizer rule (default punct_chars) on spacy.blank('en') tokens; examples with steps use the steps "
@@ -24,7 +28,7 @@ SENTENCE_SPLITTER = (
 )
 
 _lock = threading.Lock()
-_cache: dict[str, Segmentation] = {}
+_cache: dict[tuple[str, str], Segmentation] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,10 +41,24 @@ class Segmentation:
     sentence_ends: np.ndarray
 
 
+def convention(lang: str = DEFAULT_LANG) -> str:
+    """The token and sentence convention used for texts in `lang`, as recorded per partition in results JSON."""
+    words = " (character segmenter: one token per Han character)" if lang == "zh" else ""
+    return (
+        f"tokens: spacy.blank({lang!r}) rule-based tokenizer{words}, whitespace tokens excluded; sentences: "
+        f"spacy sentencizer rule (default punct_chars) on those tokens"
+    )
+
+
+def language_of(meta: dict) -> str:
+    """The language code segmentation uses for an example: its `meta["lang"]` in lower case, else English."""
+    return str(meta.get("lang") or DEFAULT_LANG).lower()
+
+
 @cache
-def _tokenizer():
-    """spaCy's blank English tokenizer, and the id of a lexeme flag marking the sentencizer's final characters."""
-    nlp = _import_spacy_without_torch().blank("en")
+def _tokenizer(lang: str = DEFAULT_LANG):
+    """spaCy's blank tokenizer for `lang`, and the id of a lexeme flag marking the sentencizer's final characters."""
+    nlp = _import_spacy_without_torch().blank(lang)
     from spacy.pipeline import Sentencizer
 
     # A lexeme flag is computed once per distinct word and read back by `Doc.to_array` with the other columns.
@@ -82,7 +100,7 @@ def _sentence_opens(is_punct: np.ndarray, final: np.ndarray, doc_first: np.ndarr
     return opens
 
 
-def _segmentations_of(docs: list) -> list[Segmentation]:
+def _segmentations_of(docs: list, lang: str = DEFAULT_LANG) -> list[Segmentation]:
     """Tokens and sentence units of many docs, computed on their tokens laid end to end.
 
     One `to_array` call per doc and a few whole-batch numpy operations: iterating Token objects (or running the
@@ -90,7 +108,7 @@ def _segmentations_of(docs: list) -> list[Segmentation]:
     """
     from spacy.attrs import IDX, IS_PUNCT, IS_SPACE, LENGTH
 
-    flag = _tokenizer()[1]
+    flag = _tokenizer(lang)[1]
     arrays = [d.to_array([IDX, LENGTH, IS_SPACE, IS_PUNCT, flag]).view(np.int64).reshape(-1, 5) for d in docs]
     sizes = np.array([len(a) for a in arrays], dtype=np.int64)
     arr = np.concatenate(arrays + [np.empty((0, 5), np.int64)])
@@ -117,40 +135,50 @@ def _bounds(counts: np.ndarray) -> list[tuple[int, int]]:
     return list(zip([0, *ends[:-1]], ends))
 
 
-def segment_all(texts: Iterable[str], batch_size: int = 256) -> list[Segmentation]:
-    """Segmentations of the texts, in order; texts seen before come from the cache."""
+def segment_all(texts: Iterable[str], batch_size: int = 256, lang: str = DEFAULT_LANG) -> list[Segmentation]:
+    """Segmentations of the texts (all in language `lang`), in order; texts seen before come from the cache."""
     texts = list(texts)
     with _lock:
-        todo = list(dict.fromkeys(t for t in texts if t not in _cache))
+        todo = list(dict.fromkeys(t for t in texts if (lang, t) not in _cache))
     if todo:
-        docs = list(_tokenizer()[0].pipe(todo, batch_size=batch_size))
-        fresh = dict(zip(todo, _segmentations_of(docs)))
+        docs = list(_tokenizer(lang)[0].pipe(todo, batch_size=batch_size))
+        fresh = {(lang, t): seg for t, seg in zip(todo, _segmentations_of(docs, lang))}
         with _lock:
             _cache.update(fresh)
     with _lock:
-        return [_cache[t] for t in texts]
+        return [_cache[lang, t] for t in texts]
 
 
-def remember(texts: Sequence[str], segmentations: Sequence[Segmentation]) -> None:
+def segment_mixed(texts: Sequence[str], langs: Sequence[str]) -> list[Segmentation]:
+    """Segmentations of texts that each have their own language, in order (one `segment_all` per language)."""
+    out: list[Segmentation | None] = [None] * len(texts)
+    for lang in dict.fromkeys(langs):
+        where = [i for i, x in enumerate(langs) if x == lang]
+        for i, seg in zip(where, segment_all([texts[i] for i in where], lang=lang)):
+            out[i] = seg
+    return out  # type: ignore[return-value]
+
+
+def remember(texts: Sequence[str], segmentations: Sequence[Segmentation], lang: str = DEFAULT_LANG) -> None:
     """Cache segmentations made by `segment_all` in another process (a sweep segments each dataset only once)."""
     with _lock:
-        _cache.update(zip(texts, segmentations))
+        _cache.update(((lang, t), seg) for t, seg in zip(texts, segmentations))
 
 
-def segment(text: str) -> Segmentation:
-    """The segmentation of one text."""
-    return segment_all([text])[0]
+def segment(text: str, lang: str = DEFAULT_LANG) -> Segmentation:
+    """The segmentation of one text in language `lang`."""
+    return segment_all([text], lang=lang)[0]
 
 
-def sentences(text: str) -> list[tuple[int, int]]:
+def sentences(text: str, lang: str = DEFAULT_LANG) -> list[tuple[int, int]]:
     """Sentence units of a text as `(start, end)` pairs: what `Prediction.sentence_labels` must label."""
-    seg = segment(text)
+    seg = segment(text, lang)
     return list(zip(seg.sentence_starts.tolist(), seg.sentence_ends.tolist()))
 
 
-def tokens(text: str) -> list[tuple[int, int]]:
+def tokens(text: str, lang: str = DEFAULT_LANG) -> list[tuple[int, int]]:
     """Non-whitespace tokens of a text as `(start, end)` pairs."""
-    seg = segment(text)
+    seg = segment(text, lang)
     return list(zip(seg.token_starts.tolist(), seg.token_ends.tolist()))
 
 
