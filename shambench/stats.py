@@ -32,7 +32,8 @@ PAPER_COUNTS = {
 PAPER_TOTAL = 6461
 
 CONVENTIONS = {
-    "tokenizer": TOKENIZER,
+    "tokenizer": f"{TOKENIZER}; an example with meta.lang is tokenised with spacy.blank(lang) instead (Chinese: one "
+    "token per Han character), as the scorer does",
     "hallucinated_token": "a token overlapped by a gold span by at least one character",
     "mean_response_tokens": "mean over examples of the number of tokens in the response",
     "mean_hallucinated_tokens": "mean over examples of the number of hallucinated tokens",
