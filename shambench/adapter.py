@@ -57,6 +57,8 @@ class Adapter:
     """Benchmark suite the source belongs to; `--datasets` left empty selects the `shambench` suite only."""
     splits: tuple[str, ...] = ("test",)
     """Labelled splits `load` accepts, in the source's own names (`test` first); others feed the dev set."""
+    dev_from_test: bool = True
+    """Whether the dev set may fall back to test examples for partitions short of non-test ones."""
     license: str = ""
     """The source's licence, as its authors state it."""
     homepage: str = ""

@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 
 from shambench.metrics import per_example_prf
 from shambench.schema import Example, Prediction, Span
-from shambench.text import segment_all
+from shambench.text import language_of, segment_mixed
 
 RATE_BINS = tuple(round(x, 1) for x in np.linspace(0.0, 1.0, 11))
 
@@ -205,7 +205,7 @@ def analyse(
     examples: Sequence[Example], predictions: dict[str, Prediction], run_dir: str = "", detector: str = ""
 ) -> RunAnalysis:
     """The analysis of predictions against examples (a missing or failed prediction counts as no span)."""
-    segs = segment_all(ex.response for ex in examples)
+    segs = segment_mixed([ex.response for ex in examples], [language_of(ex.meta) for ex in examples])
     facts: dict[str, list[_ExampleFacts]] = {}
     by_task: dict[str, list[_ExampleFacts]] = {}
     for ex, seg in zip(examples, segs):

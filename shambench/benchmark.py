@@ -8,7 +8,8 @@ each of the two groups candidates are ranked by `sha256("shambench-dev-v1:" + id
 partition are taken. The rank depends on nothing but the id, so the set is the same on every machine and in any
 file order. Dev examples keep their ids, carry `split="dev"` and record where they came from in
 `meta["source_split"]`; those drawn from test are also in the test split, which the dev set's users (prompt
-optimisers) must accept, as SHAM-Bench did.
+optimisers) must accept, as SHAM-Bench did. A source with `Adapter.dev_from_test = False` (Mu-SHROOM in 14
+languages) never falls back to test.
 """
 
 from __future__ import annotations
@@ -137,7 +138,7 @@ def load_dev(adapter: Adapter, root: Path) -> LoadResult:
             log.warning("%s: dev set drawn from test only, split %r not readable: %s", adapter.name, extra, err)
     dropped = Counter(test.dropped) + Counter(other.dropped)
     return LoadResult(
-        examples=dev_selection(other.examples, test.examples),
+        examples=dev_selection(other.examples, test.examples if adapter.dev_from_test else []),
         dropped=dict(dropped),
         files=list(dict.fromkeys(other.files + test.files)),
     )

@@ -86,5 +86,11 @@ def make_console(stderr: bool = False) -> Console:
 
 
 def print_results(results: Results, console: Console | None = None, title: str = "SHAM-Bench scores") -> None:
-    """Print the results table."""
-    (console or make_console()).print(results_table(results, title))
+    """Print the results table, and the Mu-SHROOM shared-task view when the run scored its language partitions."""
+    from shambench.shared_task import shared_task_table
+
+    console = console or make_console()
+    console.print(results_table(results, title))
+    view = shared_task_table(results)
+    if view is not None:
+        console.print(view)

@@ -179,6 +179,8 @@ class Results(_Documented):
     """Per task."""
     overall: Overall | None
     """Mean over tasks; None when only step-level tasks were scored."""
+    segmentation: dict[str, str] = Field(default_factory=dict)
+    """Per partition (`task/dataset`), the token and sentence convention of its language (`shambench.text`)."""
     groups: dict[str, Any] = Field(default_factory=dict)
     """Result groups kept apart from the overall (e.g. `math` step-level verification metrics)."""
     run: RunInfo = Field(default_factory=RunInfo)

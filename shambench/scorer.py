@@ -26,7 +26,8 @@ from shambench.results import (
     ThresholdFree,
 )
 from shambench.schema import Example, Prediction
-from shambench.text import SENTENCE_SPLITTER, TOKENIZER, segment_all
+from shambench.shared_task import shared_task_group
+from shambench.text import SENTENCE_SPLITTER, TOKENIZER, convention, language_of, segment_mixed
 
 LEVELS = ("token", "sentence")
 # Up to this many bytes of bootstrap draw counts are kept between scorings (about 128,000 examples at 1000
@@ -177,7 +178,12 @@ class Scorer:
         axis = _axis_dtype(int(lengths.sum()))
         gs, ge = self._global([ex.hallu_spans for ex in exs])
         self.gold_chars = (gs, ge, self._owner_of(gs))
-        segs = segment_all(ex.response for ex in exs)
+        langs = [language_of(ex.meta) for ex in exs]
+        segs = segment_mixed([ex.response for ex in exs], langs)
+        by_partition: dict[str, dict[str, None]] = {}
+        for ex, lang in zip(exs, langs):
+            by_partition.setdefault(ex.partition, {})[lang] = None
+        self.segmentation = {p: "; ".join(map(convention, ls)) for p, ls in sorted(by_partition.items())}
         self.tokens = _units([s.token_starts for s in segs], [s.token_ends for s in segs], self.offsets, axis, gs, ge)
         unit_bounds = [self._unit_bounds(ex, seg) for ex, seg in zip(exs, segs)]
         self.n_units = np.array([len(b[0]) for b in unit_bounds], dtype=np.int64)
@@ -328,7 +334,8 @@ class Scorer:
             datasets=datasets,
             tasks={name: gs for name, (gs, _) in task_scores.items()},
             overall=self._overall({t: v for t, v in task_scores.items() if t not in self.step_tasks}),
-            groups=self._math_group(pa),
+            segmentation=self.segmentation,
+            groups={**self._math_group(pa), **shared_task_group(datasets)},
         )
 
     def _math_group(self, pa: _PredictionArrays) -> dict:
@@ -455,14 +462,17 @@ def _soft_vector(length: int, ranges) -> np.ndarray:
     return vec
 
 
-# Fields the scorer never reads: left out of the examples and predictions that are only scored.
-UNSCORED_EXAMPLE_FIELDS = ("question", "context", "meta")
+# Fields the scorer never reads: left out of the examples and predictions that are only scored. An example's meta
+# stays: its `lang` chooses the segmentation (`scoring_view` keeps only that key).
+UNSCORED_EXAMPLE_FIELDS = ("question", "context")
 UNSCORED_PREDICTION_FIELDS = ("raw", "meta")
 
 
 def scoring_view(example: Example) -> Example:
-    """The example with only what scoring reads (`UNSCORED_EXAMPLE_FIELDS` back to their defaults)."""
-    return example.model_copy(update={"question": "", "context": "", "meta": {}})
+    """The example with only what scoring reads (`UNSCORED_EXAMPLE_FIELDS` back to their defaults, and of its
+    meta only the language that chooses its segmentation)."""
+    meta = {"lang": example.meta["lang"]} if "lang" in example.meta else {}
+    return example.model_copy(update={"question": "", "context": "", "meta": meta})
 
 
 def score(

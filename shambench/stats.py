@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from shambench.benchmark import Benchmark
 from shambench.schema import Example
-from shambench.text import TOKENIZER, Segmentation, segment_all
+from shambench.text import TOKENIZER, Segmentation, language_of, segment_mixed
 
 # SHAM-Bench Table 1 (test split): how many examples the paper kept per partition.
 PAPER_COUNTS = {
@@ -32,7 +32,8 @@ PAPER_COUNTS = {
 PAPER_TOTAL = 6461
 
 CONVENTIONS = {
-    "tokenizer": TOKENIZER,
+    "tokenizer": f"{TOKENIZER}; an example with meta.lang is tokenised with spacy.blank(lang) instead (Chinese: one "
+    "token per Han character), as the scorer does",
     "hallucinated_token": "a token overlapped by a gold span by at least one character",
     "mean_response_tokens": "mean over examples of the number of tokens in the response",
     "mean_hallucinated_tokens": "mean over examples of the number of hallucinated tokens",
@@ -93,7 +94,7 @@ def hallucinated_tokens(seg: Segmentation, example: Example) -> int:
 
 def group_stats(task: str, dataset: str, examples: Sequence[Example], paper_count: int | None) -> GroupStats:
     """The Table-1 figures of a group of examples."""
-    segs = segment_all(ex.response for ex in examples)
+    segs = segment_mixed([ex.response for ex in examples], [language_of(ex.meta) for ex in examples])
     n_tokens = np.array([len(s.token_starts) for s in segs], dtype=float)
     n_hallu = np.array([hallucinated_tokens(s, ex) for s, ex in zip(segs, examples)], dtype=float)
     rate = np.divide(n_hallu, n_tokens, out=np.zeros_like(n_hallu), where=n_tokens > 0)

@@ -50,7 +50,7 @@ from shambench.runner import (
     select_examples,
 )
 from shambench.schema import Example
-from shambench.text import Segmentation, remember, segment_all
+from shambench.text import Segmentation, language_of, remember, segment_mixed
 
 SUMMARY = "sweep.json"
 
@@ -313,8 +313,10 @@ def shared_examples(key: str, blob: bytes) -> list[Example]:
         if key in _data:
             _data.move_to_end(key)
             return _data[key]
-    examples, texts, segmentations = pickle.loads(blob)
-    remember(texts, segmentations)
+    examples, keys, segmentations = pickle.loads(blob)
+    for lang in {lang for lang, _ in keys}:
+        mine = [(t, seg) for (k, t), seg in zip(keys, segmentations) if k == lang]
+        remember([t for t, _ in mine], [seg for _, seg in mine], lang)
     with _data_lock:
         _data[key] = examples
         while len(_data) > _KEPT_DATA:
@@ -637,15 +639,16 @@ class SharedData:
 def pack_examples(examples: list[Example], backend: Backend, retries: int) -> bytes:
     """The examples with the segmentation of every response, split over the workers so each text is segmented once
     in the whole sweep (otherwise every worker would segment every dataset again for its own cache)."""
-    texts = list(dict.fromkeys(ex.response for ex in examples))
-    size = max(1, -(-len(texts) // backend.slots()))
-    chunks = [texts[i : i + size] for i in range(0, len(texts), size)]
+    keys = list(dict.fromkeys((language_of(ex.meta), ex.response) for ex in examples))
+    size = max(1, -(-len(keys) // backend.slots()))
+    chunks = [keys[i : i + size] for i in range(0, len(keys), size)]
+    tasks = [(segment_mixed, ([t for _, t in chunk], [lang for lang, _ in chunk])) for chunk in chunks]
     parts: list[list[Segmentation]] = [[] for _ in chunks]
-    for i, segmentations, failure in run_tasks(backend, [(segment_all, (chunk,)) for chunk in chunks], retries):
+    for i, segmentations, failure in run_tasks(backend, tasks, retries):
         if failure:
             raise CellError(f"segmenting the responses failed after {failure.attempts} attempts: {failure.error}")
         parts[i] = segmentations
-    return pickle.dumps((examples, texts, [seg for part in parts for seg in part]), protocol=pickle.HIGHEST_PROTOCOL)
+    return pickle.dumps((examples, keys, [seg for part in parts for seg in part]), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 class DataCache:

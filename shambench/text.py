@@ -1,11 +1,14 @@
 """Tokens and sentence units of a response, as the scorer counts them.
 
-Tokeniser: spaCy's rule-based English tokeniser (`spacy.blank("en")`, no model download), whitespace tokens
-excluded. Sentence splitter: the rule of spaCy's `sentencizer` (a sentence opens at the first token after its
-default sentence-final punctuation that is neither punctuation nor such a character), applied to the token arrays;
-a sentence unit runs from its first to its last non-whitespace token.
+Tokeniser: spaCy's rule-based tokeniser of the text's language (`spacy.blank(lang)`, no model download; English
+unless a language is given), whitespace tokens excluded. Chinese uses spaCy's default character segmenter (every
+Han character a token; no word segmenter is a dependency). Sentence splitter: the rule of spaCy's `sentencizer`
+(a sentence opens at the first token after a sentence-final character that is neither punctuation nor such a
+character), applied to the token arrays; its default final characters cover the scripts of every supported
+language (`.!?`, Arabic/Persian `؟ ۔`, Devanagari `। ॥`, CJK `。！？`, ...). A sentence unit runs from its first to its
+last non-whitespace token.
 
-Both are computed once per distinct response text and convention (`convention`): kept in a process-wide cache, so
+Both are computed once per distinct (language, text) and convention (`cache_convention`): kept in a process-wide cache, so
 rescoring the same responses never tokenises again, and on disk (`shambench.segcache`), so a new process does not
 either. Many texts not cached anywhere are tokenised on every core (`PARALLEL_MIN_CHARS`), with the same result as
 one process.
@@ -29,6 +32,7 @@ import numpy as np
 
 from shambench.segcache import SegmentationStore, decode, encode, text_key, warn_unusable
 
+DEFAULT_LANG = "en"
 TOKENIZER = "spacy.blank('en') rule-based tokenizer; whitespace tokens excluded"
 SENTENCE_SPLITTER = (
     "spacy sentencizer rule (default punct_chars) on spacy.blank('en') tokens; examples with steps use the steps "
@@ -52,10 +56,10 @@ _cache: dict[str, dict[str, Segmentation]] = {}
 
 
 @cache
-def convention(lang: str = "en") -> str:
+def cache_convention(lang: str = DEFAULT_LANG) -> str:
     """The key of a segmentation convention in the disk cache: spaCy's version, the language and a hash of the
     tokenizer and splitter descriptions (any change to either makes a new convention)."""
-    rules = hashlib.sha256(f"{TOKENIZER}|{SENTENCE_SPLITTER}|{_FORMAT}".encode()).hexdigest()[:12]
+    rules = hashlib.sha256(f"{convention(lang)}|{SENTENCE_SPLITTER}|{_FORMAT}".encode()).hexdigest()[:12]
     return f"spacy-{version('spacy')}/{lang}/{rules}"
 
 
@@ -69,10 +73,24 @@ class Segmentation:
     sentence_ends: np.ndarray
 
 
+def convention(lang: str = DEFAULT_LANG) -> str:
+    """The token and sentence convention used for texts in `lang`, as recorded per partition in results JSON."""
+    words = " (character segmenter: one token per Han character)" if lang == "zh" else ""
+    return (
+        f"tokens: spacy.blank({lang!r}) rule-based tokenizer{words}, whitespace tokens excluded; sentences: "
+        f"spacy sentencizer rule (default punct_chars) on those tokens"
+    )
+
+
+def language_of(meta: dict) -> str:
+    """The language code segmentation uses for an example: its `meta["lang"]` in lower case, else English."""
+    return str(meta.get("lang") or DEFAULT_LANG).lower()
+
+
 @cache
-def _tokenizer():
-    """spaCy's blank English tokenizer, and the id of a lexeme flag marking the sentencizer's final characters."""
-    nlp = _import_spacy_without_torch().blank("en")
+def _tokenizer(lang: str = DEFAULT_LANG):
+    """spaCy's blank tokenizer for `lang`, and the id of a lexeme flag marking the sentencizer's final characters."""
+    nlp = _import_spacy_without_torch().blank(lang)
     from spacy.pipeline import Sentencizer
 
     # A lexeme flag is computed once per distinct word and read back by `Doc.to_array` with the other columns.
@@ -135,7 +153,7 @@ class _Flat:
         ]
 
 
-def _flat_segmentation(docs: list) -> _Flat:
+def _flat_segmentation(docs: list, lang: str = DEFAULT_LANG) -> _Flat:
     """Tokens and sentence units of many docs, computed on their tokens laid end to end.
 
     One `to_array` call per doc and a few whole-batch numpy operations: iterating Token objects (or running the
@@ -143,7 +161,7 @@ def _flat_segmentation(docs: list) -> _Flat:
     """
     from spacy.attrs import IDX, IS_PUNCT, IS_SPACE, LENGTH
 
-    flag = _tokenizer()[1]
+    flag = _tokenizer(lang)[1]
     arrays = [d.to_array([IDX, LENGTH, IS_SPACE, IS_PUNCT, flag]).view(np.int64).reshape(-1, 5) for d in docs]
     sizes = np.array([len(a) for a in arrays], dtype=np.int64)
     arr = np.concatenate(arrays + [np.empty((0, 5), np.int64)])
@@ -170,23 +188,23 @@ def _bounds(counts: np.ndarray) -> list[tuple[int, int]]:
     return list(zip([0, *ends[:-1]], ends))
 
 
-def _tokenised_flat(texts: list[str], batch_size: int = 256) -> _Flat:
+def _tokenised_flat(texts: list[str], batch_size: int = 256, lang: str = DEFAULT_LANG) -> _Flat:
     """The segmentations of the texts, made in this process (what a worker of `_tokenised` runs)."""
-    return _flat_segmentation(list(_tokenizer()[0].pipe(texts, batch_size=batch_size)))
+    return _flat_segmentation(list(_tokenizer(lang)[0].pipe(texts, batch_size=batch_size)), lang)
 
 
-def _tokenised(texts: list[str], batch_size: int) -> list[Segmentation]:
+def _tokenised(texts: list[str], batch_size: int, lang: str = DEFAULT_LANG) -> list[Segmentation]:
     """The segmentations of the texts, on every core when there are many (`PARALLEL_MIN_CHARS`)."""
     workers = _workers(sum(map(len, texts)))
     if workers < 2:
-        return _tokenised_flat(texts, batch_size).split()
+        return _tokenised_flat(texts, batch_size, lang).split()
     # Chunks of similar character counts, a few per worker so that a slow one does not hold the others up.
     cuts = np.searchsorted(np.cumsum([len(t) for t in texts]), np.linspace(0, sum(map(len, texts)), 4 * workers + 1))
     bounds = sorted(set([0, *cuts[1:-1].tolist(), len(texts)]))
     chunks = [texts[a:b] for a, b in zip(bounds, bounds[1:])]
-    _tokenizer()  # loaded once here, inherited by forked workers
+    _tokenizer(lang)  # loaded once here, inherited by forked workers
     with ProcessPoolExecutor(workers, mp_context=_pool_context()) as pool:
-        parts = list(pool.map(_tokenised_flat, chunks, [batch_size] * len(chunks)))
+        parts = list(pool.map(_tokenised_flat, chunks, [batch_size] * len(chunks), [lang] * len(chunks)))
     return [seg for part in parts for seg in part.split()]
 
 
@@ -215,7 +233,7 @@ def _from_disk(texts: list[str], lang: str) -> dict[str, Segmentation]:
     store = SegmentationStore()
     keys = [text_key(t) for t in texts]
     try:
-        found = store.get_many(convention(lang), keys)
+        found = store.get_many(cache_convention(lang), keys)
     except (sqlite3.Error, OSError) as err:
         warn_unusable(err, store.path)
         return {}
@@ -231,12 +249,12 @@ def _to_disk(made: dict[str, Segmentation], lang: str) -> None:
         if blob is not None:
             items.append((text_key(t), blob))
     try:
-        store.put_many(convention(lang), items)
+        store.put_many(cache_convention(lang), items)
     except (sqlite3.Error, OSError) as err:
         warn_unusable(err, store.path)
 
 
-def segment_all(texts: Iterable[str], batch_size: int = 256, lang: str = "en") -> list[Segmentation]:
+def segment_all(texts: Iterable[str], batch_size: int = 256, lang: str = DEFAULT_LANG) -> list[Segmentation]:
     """Segmentations of the texts, in order; texts seen before come from the process cache, else from the disk
     cache (for batches of `DISK_MIN_TEXTS` or more), else are tokenised and stored in both."""
     texts = list(texts)
@@ -249,7 +267,7 @@ def segment_all(texts: Iterable[str], batch_size: int = 256, lang: str = "en") -
         fresh = _from_disk(todo, lang) if use_disk else {}
         missing = [t for t in todo if t not in fresh]
         if missing:
-            made = dict(zip(missing, _tokenised(missing, batch_size)))
+            made = dict(zip(missing, _tokenised(missing, batch_size, lang)))
             if use_disk:
                 _to_disk(made, lang)
             fresh.update(made)
@@ -259,26 +277,36 @@ def segment_all(texts: Iterable[str], batch_size: int = 256, lang: str = "en") -
         return [fresh[t] if t in fresh else known[t] for t in texts]
 
 
-def remember(texts: Sequence[str], segmentations: Sequence[Segmentation], lang: str = "en") -> None:
+def segment_mixed(texts: Sequence[str], langs: Sequence[str]) -> list[Segmentation]:
+    """Segmentations of texts that each have their own language, in order (one `segment_all` per language)."""
+    out: list[Segmentation | None] = [None] * len(texts)
+    for lang in dict.fromkeys(langs):
+        where = [i for i, x in enumerate(langs) if x == lang]
+        for i, seg in zip(where, segment_all([texts[i] for i in where], lang=lang)):
+            out[i] = seg
+    return out  # type: ignore[return-value]
+
+
+def remember(texts: Sequence[str], segmentations: Sequence[Segmentation], lang: str = DEFAULT_LANG) -> None:
     """Cache segmentations made by `segment_all` in another process (a sweep segments each dataset only once)."""
     with _lock:
         _cache.setdefault(lang, {}).update(zip(texts, segmentations))
 
 
-def segment(text: str) -> Segmentation:
-    """The segmentation of one text."""
-    return segment_all([text])[0]
+def segment(text: str, lang: str = DEFAULT_LANG) -> Segmentation:
+    """The segmentation of one text in language `lang`."""
+    return segment_all([text], lang=lang)[0]
 
 
-def sentences(text: str) -> list[tuple[int, int]]:
+def sentences(text: str, lang: str = DEFAULT_LANG) -> list[tuple[int, int]]:
     """Sentence units of a text as `(start, end)` pairs: what `Prediction.sentence_labels` must label."""
-    seg = segment(text)
+    seg = segment(text, lang)
     return list(zip(seg.sentence_starts.tolist(), seg.sentence_ends.tolist()))
 
 
-def tokens(text: str) -> list[tuple[int, int]]:
+def tokens(text: str, lang: str = DEFAULT_LANG) -> list[tuple[int, int]]:
     """Non-whitespace tokens of a text as `(start, end)` pairs."""
-    seg = segment(text)
+    seg = segment(text, lang)
     return list(zip(seg.token_starts.tolist(), seg.token_ends.tolist()))
 
 

@@ -7,7 +7,10 @@ from pathlib import Path
 import click
 
 from shambench.cli.options import data_selection, given_options, parse_params, scoring
-from shambench.steps import SUITES
+from shambench.steps import SUITES as STEP_SUITES
+
+# `--suite mushroom` runs the 14 Mu-SHROOM languages; `print_results` adds the shared task's per-language view.
+SUITES = {**STEP_SUITES, "mushroom": "mushroom-multilingual"}
 
 # Endpoint options of API-backed detectors; passed to the detector factory only when given.
 ENDPOINT_OPTIONS = ("model", "base_url", "api_key_env", "max_concurrency", "timeout")
@@ -56,8 +59,9 @@ FIXED_ON_RESUME = (
 @click.option(
     "--suite",
     type=click.Choice(list(SUITES)),
-    help="A step-level math suite instead of --datasets: selects its datasets and prints its per-subset table "
-    "(ProcessBench F1, Hard2Verify balanced accuracy/F1, Math-Shepherd character F1).",
+    help="A suite instead of --datasets: selects its datasets and prints its per-subset table (ProcessBench F1, "
+    "Hard2Verify balanced accuracy/F1, Math-Shepherd character F1; mushroom: the 14 Mu-SHROOM languages with the "
+    "official IoU/Cor beside token and sentence F1, overall = mean over languages).",
 )
 @click.option(
     "--sopo-compat",
@@ -166,7 +170,7 @@ def eval_command(detector_spec, params, resume_dir, run_dir, runs_root, no_progr
         detector.close()
     results = score_run(run_path, examples, n_resamples=n_resamples, seed=seed)
     print_results(results, console, title=f"{detector.name} on {len(examples)} examples")
-    if opts["suite"]:
+    if opts["suite"] in STEP_SUITES:
         from shambench.steps import print_suite, with_sopo_compat
 
         if opts["sopo_compat"]:

@@ -62,7 +62,7 @@ def test_a_new_process_reads_segmentations_from_disk(disk_for_every_batch, monke
     assert made == units(fresh_segmentation(texts))
     stats = SegmentationStore().stats()
     # Three distinct texts, under the English convention of this spaCy version.
-    assert stats.entries == 3 and stats.by_convention == {text.convention("en"): 3}
+    assert stats.entries == 3 and stats.by_convention == {text.cache_convention("en"): 3}
     assert stats.path == str(store_path()) and stats.size_bytes > 0
     text.clear_cache()  # what a new process starts with
     monkeypatch.setattr(text, "_tokenised", must_not_tokenise)
@@ -72,8 +72,8 @@ def test_a_new_process_reads_segmentations_from_disk(disk_for_every_batch, monke
 def test_the_convention_keys_language_and_spacy_version(disk_for_every_batch, monkeypatch):
     text.segment_all(["Bonjour. Ça va?"], lang="fr")
     text.clear_cache()
-    assert SegmentationStore().stats().by_convention == {text.convention("fr"): 1}
-    assert text.convention("fr").startswith("spacy-") and "/fr/" in text.convention("fr")
+    assert SegmentationStore().stats().by_convention == {text.cache_convention("fr"): 1}
+    assert text.cache_convention("fr").startswith("spacy-") and "/fr/" in text.cache_convention("fr")
     # The same text under another language is not taken from the French entry.
     calls = []
     real = text._tokenised
@@ -184,7 +184,7 @@ def test_cache_cli_reports_and_clears_segmentations(disk_for_every_batch):
     runner = CliRunner()
     out = runner.invoke(main, ["cache", "stats"], terminal_width=200)
     assert out.exit_code == 0, out.output
-    assert "segmentation cache" in out.output and text.convention("en") in out.output
+    assert "segmentation cache" in out.output and text.cache_convention("en") in out.output
     only = runner.invoke(main, ["cache", "clear", "--segmentation", "--yes"])
     assert only.exit_code == 0, only.output
     assert "deleted 2 cached segmentations" in only.output and "answers" not in only.output

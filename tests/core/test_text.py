@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shambench import text
-from shambench.text import segment, segment_all, sentences, tokens
+from shambench.text import segment, segment_all, segment_mixed, sentences, tokens
 from tests.conftest import require_shared
 
 
@@ -106,3 +106,44 @@ def test_real_responses_segment_as_spacys_own_sentencizer():
     assert len(texts) == 154
     for t in texts:
         assert (tokens(t), sentences(t)) == naive_segmentation(t)
+
+
+def _mushroom_text(lang: str, item_id: str) -> str:
+    path = require_shared("mushroom", "multilingual", f"mushroom.{lang}-tst.v1.jsonl")
+    rows = (json.loads(line) for line in path.read_text(encoding="utf-8").splitlines())
+    return next(r["model_output_text"] for r in rows if r["id"] == item_id)
+
+
+def test_chinese_is_segmented_per_character_and_split_at_the_ideographic_full_stop():
+    t = _mushroom_text("zh", "tst-zh-1")
+    # A leading newline, then 63 non-space characters, each its own token; the first sentence ends with "。" at 30.
+    assert len(tokens(t, "zh")) == 63 == sum(not c.isspace() for c in t)
+    assert sentences(t, "zh") == [(1, 31), (31, 64)]
+    # The English tokeniser sees two "words" in the same text (no spaces to split on): why the language matters.
+    assert len(tokens(t)) == 2
+
+
+def test_arabic_comma_is_a_token_and_the_full_stop_ends_a_sentence():
+    t = _mushroom_text("ar", "tst-ar-3")
+    words = [t[a:b] for a, b in tokens(t, "ar")]
+    assert len(words) == 28 and words[6] == "،" and words[13] == "."
+    assert sentences(t, "ar") == [(0, 72), (73, 134)]
+
+
+def test_hindi_danda_is_a_token_and_ends_the_last_sentence():
+    t = _mushroom_text("hi", "tst-hi-1")
+    assert tokens(t, "hi")[-2:] == [(161, 164), (164, 165)] and t[164] == "।"
+    # "?" ends the question the model echoed (at 53); the answer runs to the danda.
+    assert sentences(t, "hi") == [(0, 54), (55, 165)]
+
+
+def test_the_cache_keys_on_the_language():
+    t = "你好。世界"
+    assert len(tokens(t, "zh")) == 5 and len(tokens(t)) == 1
+    # The English entry did not shadow the Chinese one, nor the other way round.
+    assert len(tokens(t, "zh")) == 5
+    assert segment_mixed([t, t], ["zh", "en"]) == [segment(t, "zh"), segment(t)]
+
+
+def test_language_of_reads_meta_lang_in_lower_case_and_defaults_to_english():
+    assert [text.language_of(m) for m in ({"lang": "ZH"}, {"lang": ""}, {})] == ["zh", "en", "en"]
