@@ -18,6 +18,15 @@ class DataError(ValueError):
     """Input that cannot be read: the message names the file, the line and what was expected."""
 
 
+def _describe(err: ValidationError) -> str:
+    """A pydantic error as `field.path: message; ...`."""
+    parts = []
+    for e in err.errors():
+        loc = ".".join(str(x) for x in e["loc"]) or "record"
+        parts.append(f"{loc}: {e['msg']}")
+    return "; ".join(parts)
+
+
 MAX_DEPTH = 32
 """Deepest nesting of arrays and objects accepted in one JSON record (a span list inside `meta` is depth 4)."""
 
@@ -34,7 +43,7 @@ def parse_json_line(line: bytes | str) -> Any:
         except UnicodeDecodeError as err:
             raise ValueError(f"not UTF-8 text (byte {line[err.start]:#04x} at column {err.start + 1})") from None
     try:
-        return json.loads(line, parse_constant=_reject_constant)
+        return json.loads(line.rstrip("\r\n"), parse_constant=_reject_constant)
     except json.JSONDecodeError as err:
         raise ValueError(f"not valid JSON ({err.msg} at column {err.colno})") from None
     except RecursionError:

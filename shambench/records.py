@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from shambench.io import MAX_DEPTH, DataError, iter_lines, parse_json_line
+from shambench.io import MAX_DEPTH, DataError, _describe, iter_lines, parse_json_line
 from shambench.schema import Example, Prediction
 
 
@@ -121,15 +121,6 @@ def _json_type(value: Any) -> str:
     return names.get(type(value), "a number")
 
 
-def describe(err: ValidationError) -> str:
-    """A pydantic error as `field.path: message; ...`."""
-    parts = []
-    for e in err.errors():
-        loc = ".".join(str(x) for x in e["loc"]) or "record"
-        parts.append(f"{loc}: {e['msg']}")
-    return "; ".join(parts)
-
-
 def parse_record(obj: Any, model: type[BaseModel]) -> Any:
     """A checked record of `model` from a plain JSON value; ValueError says what was expected."""
     problem = record_problem(obj, model)
@@ -138,7 +129,7 @@ def parse_record(obj: Any, model: type[BaseModel]) -> Any:
     try:
         return model.model_validate(obj)
     except ValidationError as err:
-        raise ValueError(describe(err)) from None
+        raise ValueError(_describe(err)) from None
 
 
 def parse_line(line: bytes | str, model: type[BaseModel]) -> Any:
