@@ -7,7 +7,6 @@ import json
 
 import click
 import yaml
-from rich.markup import escape
 
 DATA_DIR_HELP = "Folder holding the corpora (default: $SHAMBENCH_DATA_DIR, else the user cache directory)."
 
@@ -98,7 +97,7 @@ def emit_json(obj, out: str | None, as_json: bool, console) -> None:
         click.echo(text)
     if out and out != "-":
         write_json(out, obj)
-        console.print(f"JSON written to {escape(out)}", soft_wrap=True)
+        console.print(f"JSON written to {out}", soft_wrap=True)
 
 
 def parse_params(pairs: tuple[str, ...]) -> dict:

@@ -6,8 +6,6 @@ from pathlib import Path
 
 import click
 
-from rich.markup import escape
-
 from shambench.cli.options import data_selection, emit_json, given_options, json_outputs, json_to_stdout, scoring
 
 
@@ -83,7 +81,7 @@ def score(
             )
         results, per_example = rescore_run(Path(run_dir), n_resamples=n_resamples, seed=seed)
         where = f"{Path(run_dir) / 'results.json'}, {Path(run_dir) / PER_EXAMPLE}"
-        console.print(f"rescored {escape(run_dir)} -> {escape(where)}", soft_wrap=True)
+        console.print(f"rescored {run_dir} -> {where}", soft_wrap=True)
     else:
         if not predictions:
             raise click.UsageError("give RUN_DIR, or --predictions with --examples or --datasets")
@@ -100,12 +98,14 @@ def score(
     print_results(results, console)
     if per_example_out:
         write_jsonl(per_example_out, per_example)
-        console.print(f"per-example scores written to {escape(per_example_out)}", soft_wrap=True)
+        console.print(f"per-example scores written to {per_example_out}", soft_wrap=True)
     emit_json(results, out, as_json, console)
 
 
 def _warn(console):
-    def warn(name: str, message: str) -> None:
-        console.print(f"[yellow]warning:[/] dataset {escape(name)} not loaded: {escape(message)}", soft_wrap=True)
+    from shambench.report import warn
 
-    return warn
+    def warn_source(name: str, message: str) -> None:
+        warn(console, f"dataset {name} not loaded: {message}")
+
+    return warn_source
