@@ -37,7 +37,7 @@ def results_table(results: Results, title: str = "SHAM-Bench scores") -> Table:
     table = Table(
         title=title, title_justify="left", caption=_caption(results), caption_justify="left", box=box.SIMPLE_HEAD
     )
-    table.add_column("partition / task", overflow="fold")
+    table.add_column("partition / task", overflow="fold", min_width=12)
     for col in ("n", "span F1", "95% CI", "P", "R", "sent F1", "95% CI", "missing"):
         table.add_column(col, justify="right", no_wrap=True)
     for name, g in results.datasets.items():
