@@ -246,7 +246,12 @@ def all_detector() -> Detector:
 
 @detector("random")
 def random_detector(rate: float = 0.1, seed: int = 0) -> Detector:
-    """Flags each token with probability `rate` (seeded)."""
+    """Flags each token with probability `rate` (seeded).
+
+    Args:
+        rate: probability that a token is flagged, between 0 and 1.
+        seed: seed of the random draws (the same seed flags the same tokens).
+    """
     return RandomDetector(float(rate), int(seed))
 
 

@@ -304,7 +304,12 @@ def first_step_wrong() -> Detector:
 
 @detector("random-step", family="baseline")
 def random_step(seed: int = 0, span_threshold: float = 0.5) -> Detector:
-    """Step-level baseline: a seeded uniform random correctness score per step (thresholded like a PRM)."""
+    """Step-level baseline: a seeded uniform random correctness score per step (thresholded like a PRM).
+
+    Args:
+        seed: seed of the random scores.
+        span_threshold: a step scored below this is an error (the first such step is the first error).
+    """
     return RandomStep(int(seed), float(span_threshold))
 
 

@@ -194,7 +194,22 @@ def make_prompted(
     prompt_hash: str | None = None,
     **overrides: Any,
 ) -> PromptedDetector:
-    """A prompted detector from a preset, with command-line overrides."""
+    """A prompted detector from a preset, with command-line overrides.
+
+    Args:
+        model: model name sent to the endpoint (default: the preset's).
+        base_url: OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (default: the preset's).
+        api_key_env: environment variable holding the API key.
+        max_concurrency: requests in flight at once.
+        timeout: per-request timeout in seconds.
+        max_retries: retries of a failed request (429, 5xx, timeouts).
+        backoff_base: first wait between retries in seconds (doubled each time).
+        structured: ask for JSON-schema structured output (default: the preset's).
+        min_similarity: fuzzy-match threshold (0-1) for placing a quoted span in the response.
+        cache: reuse cached answers to identical requests.
+        generation: generation settings sent with each request (temperature, max_tokens, ...).
+        prompt_hash: the prompt hash a resumed run was made with (checked, not chosen).
+    """
     from shambench.llm import Endpoint
     from shambench.locate import MIN_SIMILARITY
 

@@ -19,12 +19,13 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from shambench.io import DataError, write_json, write_jsonl
+from shambench.io import DataError, iter_lines, parse_json_line, write_json, write_jsonl
 from shambench.leaderboard.build import display_path, load_leaderboard, run_entry, with_entry, write_site
 from shambench.leaderboard.schema import Leaderboard
 from shambench.runner import (
     CONFIG,
     JOURNAL,
+    PER_EXAMPLE,
     RESULTS,
     RunConfig,
     load_config,
@@ -33,6 +34,7 @@ from shambench.runner import (
     run_info,
     select_examples,
 )
+from shambench.records import parse_record
 from shambench.schema import Prediction
 from shambench.scorer import Scorer
 
@@ -92,17 +94,20 @@ def read_meta(path: str | Path | None) -> tuple[SubmissionMeta, list[str]]:
         return SubmissionMeta(), [f"{path}: {p}" for p in _field_errors(err)]
 
 
+MAX_LISTED_IDS = 20
+"""How many missing ids a rejection lists by name (the count is always given)."""
+
+
 def _line_problems(
-    lineno: int, line: str, scorer: Scorer, first_line: dict[str, int]
+    lineno: int, line: bytes, scorer: Scorer, first_line: dict[str, int]
 ) -> tuple[Prediction | None, list[str]]:
-    """The prediction on one line, or None, and what is wrong with the line."""
+    """The prediction on one line, or None, and what is wrong with the line (the checks of
+    `shambench.records`, then the ones that need the examples)."""
     try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as err:
-        return None, [f"line {lineno}: not valid JSON ({err.msg} at column {err.colno})"]
-    if not isinstance(obj, dict):
-        return None, [f"line {lineno}: expected a JSON object, got {type(obj).__name__}"]
-    pid = obj.get("id")
+        obj = parse_json_line(line)
+    except ValueError as err:
+        return None, [f"line {lineno}: {err}"]
+    pid = obj.get("id") if isinstance(obj, dict) else None
     # The id is claimed before the rest is checked, so that a malformed line counts as given, not as missing.
     if isinstance(pid, str):
         if pid not in scorer.index:
@@ -111,10 +116,7 @@ def _line_problems(
             return None, [f"line {lineno}: id {pid!r} was already given on line {first_line[pid]}"]
         first_line[pid] = lineno
     try:
-        pred = Prediction.model_validate(obj)
-    except ValidationError as err:
-        return None, [f"line {lineno}: {p}" for p in _field_errors(err)]
-    try:
+        pred = parse_record(obj, Prediction)
         pred.check_against(scorer.examples[scorer.index[pred.id]])
     except ValueError as err:
         return None, [f"line {lineno}: {err}"]
@@ -126,28 +128,28 @@ def _line_problems(
     return pred, []
 
 
+def missing_problem(missing: Sequence[str], total: int) -> str:
+    """The problem of ids without a prediction: their count, and at most `MAX_LISTED_IDS` of them by name."""
+    shown = ", ".join(map(repr, missing[:MAX_LISTED_IDS]))
+    more = f", and {len(missing) - MAX_LISTED_IDS} more" if len(missing) > MAX_LISTED_IDS else ""
+    return f"no prediction for {len(missing)} of the {total} test ids: {shown}{more}"
+
+
 def check_predictions(path: str | Path, scorer: Scorer) -> tuple[list[Prediction], list[str]]:
     """The valid predictions of a submission file and every problem with it (one entry per problem)."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        return [], [f"cannot read the predictions file ({err.strerror})"]
-    except UnicodeDecodeError as err:
-        return [], [f"not UTF-8 text (byte {err.start})"]
     predictions, problems, first_line = [], [], {}
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
+    try:
+        lines = list(iter_lines(path))
+    except DataError as err:
+        return [], [str(err)]
+    for lineno, line in lines:
         pred, line_problems = _line_problems(lineno, line, scorer, first_line)
         problems.extend(line_problems)
         if pred is not None:
             predictions.append(pred)
     missing = [ex.id for ex in scorer.examples if ex.id not in first_line]
     if missing:
-        problems.append(
-            f"no prediction for {len(missing)} of the {len(scorer.examples)} test ids: " + ", ".join(map(repr, missing))
-        )
+        problems.append(missing_problem(missing, len(scorer.examples)))
     return predictions, problems
 
 
@@ -166,13 +168,14 @@ def name_problems(name: str, runs_dir: Path, board: Leaderboard | None) -> list[
     return problems
 
 
-def _write_run(run_dir: Path, config: RunConfig, predictions: Sequence[Prediction], results) -> None:
+def _write_run(run_dir: Path, config: RunConfig, predictions: Sequence[Prediction], results, per_example) -> None:
     """Create the run directory whole: written in a temporary sibling, then renamed into place."""
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=run_dir.parent, prefix=f".{run_dir.name}."))
     try:
         write_json(tmp / CONFIG, config)
         write_jsonl(tmp / JOURNAL, predictions)
+        write_jsonl(tmp / PER_EXAMPLE, per_example)
         write_json(tmp / RESULTS, results)
         os.rename(tmp, run_dir)
     except BaseException:
@@ -203,10 +206,10 @@ def submit(
     params = {**meta.params, **({"prompt_hash": meta.prompt_hash} if meta.prompt_hash else {})}
     config = new_config(name, meta.family, params, examples, origin="submission", meta=meta.about(), **chosen)
     run_dir = new_run_dir(runs_dir, name)
-    results = scorer.score(predictions)
+    results, per_example = scorer.score_with_examples(predictions)
     results.run = run_info(config, run_dir, examples, predictions)
     results.run.finished_at = results.created_at
-    _write_run(run_dir, config, predictions, results)
+    _write_run(run_dir, config, predictions, results, per_example)
     if board is not None:
         write_site(with_entry(board, run_entry(results, display_path(run_dir))), site_dir)
     return run_dir

@@ -3,6 +3,9 @@
 Conventions (also stated in every `Comparison`):
 - Only ids present in both runs are compared, and their examples must be identical (response and gold spans);
   each run's predictions are scored on that shared set with the SHAM-Bench per-example F1.
+- By default only the shared ids that both runs predicted successfully are compared (a missing or failed
+  prediction says nothing about the detector's output); `missing_as_empty` keeps them, scored as predicting
+  nothing, as the results do.
 - A task's F1 is the mean per-example F1 over its shared examples; overall is the unweighted mean over the
   non-step tasks, as in the results.
 - Resampling is paired and stratified: each task's shared examples are resampled with replacement (seeded by
@@ -54,6 +57,26 @@ class Difference(BaseModel):
     """Two-sided bootstrap p-value of no difference."""
 
 
+class RunCounts(BaseModel):
+    """How many of a run's examples have a successful prediction, a failed one, or none."""
+
+    predicted: int
+    """Examples with a successful prediction."""
+    failed: int
+    """Examples whose prediction carries a detector error."""
+    missing: int
+    """Examples without any prediction."""
+
+
+def run_counts(examples: Sequence[Example], predictions: Sequence[Prediction]) -> RunCounts:
+    """The counts of a run's examples by the state of their prediction."""
+    by_id = {p.id: p for p in predictions}
+    states = [by_id.get(ex.id) for ex in examples]
+    failed = sum(p is not None and p.error is not None for p in states)
+    missing = sum(p is None for p in states)
+    return RunCounts(predicted=len(states) - failed - missing, failed=failed, missing=missing)
+
+
 class Comparison(BaseModel):
     """The paired comparison of two runs."""
 
@@ -67,6 +90,14 @@ class Comparison(BaseModel):
     """Ids only run A has (left out)."""
     only_b: int
     """Ids only run B has (left out)."""
+    counts_a: RunCounts | None = None
+    """Run A's examples by the state of their prediction."""
+    counts_b: RunCounts | None = None
+    """Run B's examples by the state of their prediction."""
+    missing_as_empty: bool = False
+    """Whether shared ids without a successful prediction in a run were compared, scored as empty."""
+    unpredicted: int = 0
+    """Shared ids left out because a run has no successful prediction for them (0 with `missing_as_empty`)."""
     n_resamples: int
     """Bootstrap resamples."""
     seed: int
@@ -165,8 +196,11 @@ def compare_predictions(
     )
 
 
-def compare_runs(run_a: str | Path, run_b: str | Path, n_resamples: int = 1000, seed: int = 0) -> Comparison:
-    """The paired comparison of two run directories (their examples are re-created from their configs)."""
+def compare_runs(
+    run_a: str | Path, run_b: str | Path, n_resamples: int = 1000, seed: int = 0, missing_as_empty: bool = False
+) -> Comparison:
+    """The paired comparison of two run directories (their examples are re-created from their configs): over the
+    shared ids both predicted successfully, or every shared id with `missing_as_empty`."""
     from shambench.io import Journal
     from shambench.runner import JOURNAL, examples_of, load_config
 
@@ -177,4 +211,21 @@ def compare_runs(run_a: str | Path, run_b: str | Path, n_resamples: int = 1000, 
     (name_a, ex_a, pred_a), (name_b, ex_b, pred_b) = loaded
     shared, only_a, only_b = shared_examples(ex_a, ex_b)
     names = (name_a, name_b) if name_a != name_b else (str(run_a), str(run_b))
-    return compare_predictions(shared, pred_a, pred_b, names, n_resamples, seed, (only_a, only_b))
+    kept = shared
+    if not missing_as_empty:
+        ok = {p.id for p in pred_a if p.error is None} & {p.id for p in pred_b if p.error is None}
+        kept = [ex for ex in shared if ex.id in ok]
+        if not kept:
+            raise DataError(
+                "no shared example was predicted successfully by both runs (--missing-as-empty compares them "
+                "anyway, scoring missing and failed predictions as empty)"
+            )
+    result = compare_predictions(kept, pred_a, pred_b, names, n_resamples, seed, (only_a, only_b))
+    return result.model_copy(
+        update={
+            "counts_a": run_counts(ex_a, pred_a),
+            "counts_b": run_counts(ex_b, pred_b),
+            "missing_as_empty": missing_as_empty,
+            "unpredicted": len(shared) - len(kept),
+        }
+    )

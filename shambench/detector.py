@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from shambench.registry import Registry
+from shambench.registry import ParameterError, Registry, checked_params
 from shambench.schema import Example, Prediction, Span
 
 detectors: Registry[Detector] = Registry("detector", "shambench.detectors", "shambench.detectors")
@@ -68,6 +68,13 @@ def create_detector(spec: str, **params: Any) -> Detector:
     """A detector from `NAME` or `NAME:ARG` (the argument, e.g. a program file, goes first to the factory)."""
     name, _, arg = spec.partition(":")
     entry = detectors.get(name)
-    det = entry.factory(arg, **params) if arg else entry.factory(**params)
+    params = checked_params("detector", name, entry.factory, params)
+    try:
+        det = entry.factory(arg, **params) if arg else entry.factory(**params)
+    except TypeError as err:
+        # A factory that hands `**params` on finds an unknown one only here.
+        if "unexpected keyword argument" not in str(err):
+            raise
+        raise ParameterError(f"detector {name!r}: {err} (see `shambench list detectors {name}`)") from None
     det.name = spec
     return det

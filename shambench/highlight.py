@@ -36,6 +36,18 @@ def segments(text: str, gold: Sequence[Span], pred: Sequence[Span]) -> list[tupl
     return out
 
 
+# How `shambench show` marks spans when its output is not a terminal (no colours).
+PLAIN_MARKS = {"both": ("[[{{", "}}]]"), "gold": ("[[", "]]"), "pred": ("{{", "}}")}
+
+
+def plain_marked(text: str, gold: Sequence[Span], pred: Sequence[Span]) -> str:
+    """The text with `[[gold, missed]]`, `{{predicted, not gold}}` and `[[{{both}}]]` marked in plain characters."""
+    return "".join(
+        part if kind is None else f"{PLAIN_MARKS[kind][0]}{part}{PLAIN_MARKS[kind][1]}"
+        for part, kind in segments(text, gold, pred)
+    )
+
+
 def usable_spans(pred: Prediction | None) -> list[Span]:
     """A prediction's spans, or none when it is missing or failed."""
     return pred.spans if pred is not None and pred.error is None else []

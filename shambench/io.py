@@ -8,20 +8,18 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from shambench.schema import Prediction
-
-M = TypeVar("M", bound=BaseModel)
-
 
 class DataError(ValueError):
     """Input that cannot be read: the message names the file, the line and what was expected."""
 
 
 def _describe(err: ValidationError) -> str:
+    """A pydantic error as `field.path: message; ...`."""
     parts = []
     for e in err.errors():
         loc = ".".join(str(x) for x in e["loc"]) or "record"
@@ -29,38 +27,57 @@ def _describe(err: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """`(line number, object)` for each non-blank line; DataError on a missing file or a line that is not JSON."""
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: file not found")
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise DataError(f"{path}:{lineno}: not valid JSON ({err.msg} at column {err.colno})") from None
-            if not isinstance(obj, dict):
-                raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
-            yield lineno, obj
+MAX_DEPTH = 32
+"""Deepest nesting of arrays and objects accepted in one JSON record (a span list inside `meta` is depth 4)."""
 
 
-def read_models(path: str | Path, model: type[M], drop: Sequence[str] = ()) -> list[M]:
-    """Every line of a JSONL file validated as `model`; DataError names the file, line and field.
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number (expected a finite number)")
 
-    The fields in `drop` are removed from each line before it is validated (they take their defaults), so a
-    caller that needs few fields never holds the others: the file is read line by line."""
-    out = []
-    for lineno, obj in iter_jsonl(path):
-        for name in drop:
-            obj.pop(name, None)
+
+def parse_json_line(line: bytes | str) -> Any:
+    """One JSON value from a line, strictly: UTF-8, no NaN/Infinity, no pathological nesting."""
+    if isinstance(line, bytes):
         try:
-            out.append(model.model_validate(obj))
-        except ValidationError as err:
-            raise DataError(f"{path}:{lineno}: {_describe(err)}") from None
-    return out
+            line = line.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise ValueError(f"not UTF-8 text (byte {line[err.start]:#04x} at column {err.start + 1})") from None
+    try:
+        return json.loads(line.rstrip("\r\n"), parse_constant=_reject_constant)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"not valid JSON ({err.msg} at column {err.colno})") from None
+    except RecursionError:
+        raise ValueError(f"nested deeper than {MAX_DEPTH} levels") from None
+
+
+def iter_lines(path: str | Path) -> Iterator[tuple[int, bytes]]:
+    """`(line number, raw bytes)` of each non-blank line; DataError when the file cannot be read."""
+    path = Path(path)
+    if not path.exists():
+        raise DataError(f"{path}: file not found")
+    if path.is_dir():
+        raise DataError(f"{path}: is a folder, expected a JSONL file")
+    try:
+        with path.open("rb") as fh:
+            # Only "\n" ends a line: JSON leaves U+2028 unescaped, and bytes keep non-UTF-8 lines reportable.
+            for lineno, line in enumerate(fh, start=1):
+                if line.strip():
+                    yield lineno, line
+    except OSError as err:
+        raise DataError(f"{path}: cannot read ({err.strerror})") from None
+
+
+def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """`(line number, object)` for each non-blank line; DataError `FILE:LINE: what was expected` on a missing file,
+    a line that is not UTF-8 or not strict JSON, or a value that is not an object."""
+    for lineno, line in iter_lines(path):
+        try:
+            obj = parse_json_line(line)
+        except ValueError as err:
+            raise DataError(f"{path}:{lineno}: {err}") from None
+        if not isinstance(obj, dict):
+            raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
+        yield lineno, obj
 
 
 def model_line(obj: BaseModel) -> str:
@@ -75,8 +92,18 @@ def _umask() -> int:
 
 
 def write_atomic(path: str | Path, text: str) -> None:
-    """Write a whole file so that readers see either the old content or the new, never a part."""
+    """Write a whole file so that readers see either the old content or the new, never a part.
+
+    Only a regular file is replaced by a rename: a FIFO, a terminal or a device (`/dev/stdout`) is written in
+    place, since renaming onto it would swap the special file for a regular one.
+    """
     path = Path(path)
+    if path.exists() and not path.is_file():
+        if path.is_dir():
+            raise DataError(f"{path}: is a folder, expected a file to write")
+        with path.open("w", encoding="utf-8") as fh:
+            fh.write(text)
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

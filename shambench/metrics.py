@@ -39,10 +39,14 @@ def iou(intersection: np.ndarray, union: np.ndarray) -> np.ndarray:
 
 
 def cor(ref: np.ndarray, pred: np.ndarray) -> float:
-    """Mu-SHROOM Cor of two per-character probability vectors (official rule for constant vectors)."""
+    """Mu-SHROOM Cor of two per-character probability vectors (official rule for constant vectors).
+
+    An empty response gives two empty vectors; the official scorer would return Spearman's NaN there. They are
+    treated as constant (the rule's intent): both have zero distinct values, so the score is 1.0, never NaN.
+    """
     ref_levels = len(set(np.round(ref, 8).tolist()))
     pred_levels = len(set(np.round(pred, 8).tolist()))
-    if ref_levels == 1 or pred_levels == 1:
+    if ref_levels <= 1 or pred_levels <= 1:
         return 1.0 if ref_levels == pred_levels else 0.0
     return _spearman(ref, pred)
 

@@ -42,7 +42,8 @@ from shambench.detectors.miprov2 import (
     prompt_of,
     span_program,
 )
-from shambench.io import DataError, read_models, write_json
+from shambench.io import DataError, write_json
+from shambench.records import read_examples
 from shambench.provenance import now_iso, shambench_version
 from shambench.schema import Example, Prediction, Span
 from shambench.scorer import Scorer
@@ -102,7 +103,7 @@ def _share(spec: str) -> float | None:
 def examples_from(spec: str, what: str, datasets: list[str] | None, data_dir: str | None) -> list[Example]:
     """The examples of a file or of a split of the adapters; DataError when there are none."""
     if _is_file_spec(spec):
-        examples = read_models(spec, Example)
+        examples = read_examples(spec)
         if not examples:
             raise DataError(f"{spec}: the {what} file holds no examples")
         return examples

@@ -9,13 +9,21 @@ scanned when a name is not built in. Built-ins win name clashes.
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
+import inspect
 import pkgutil
+import re
 import threading
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, Generic, TypeVar
+
+from pydantic import TypeAdapter, ValidationError
+
+from shambench.io import DataError
 
 T = TypeVar("T")
 
@@ -125,3 +133,112 @@ class Registry(Generic[T]):
     def create(self, name: str, **params: Any) -> T:
         """Call the factory of `name` with the given parameters."""
         return self.get(name).factory(**params)
+
+
+class ParameterError(DataError):
+    """A plugin parameter that the factory does not take, or a value of the wrong type (a user error, never
+    worth retrying)."""
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One parameter of a plugin factory, as `shambench list detectors NAME` shows it."""
+
+    name: str
+    type: str
+    default: str
+    help: str
+
+
+def _docstring_help(doc: str | None) -> dict[str, str]:
+    """`name -> text` from an `Args:` (or `Parameters:`) section of a docstring: lines `name: text` or
+    `name (type): text`, continued on more-indented lines."""
+    helps: dict[str, str] = {}
+    in_args, current = False, None
+    for raw in (doc or "").splitlines():
+        line = raw.strip()
+        if line.rstrip(":").lower() in ("args", "arguments", "parameters", "params"):
+            in_args, current = True, None
+            continue
+        if not in_args:
+            continue
+        if not line:
+            current = None
+            continue
+        match = re.match(r"^\*{0,2}(\w+)(?:\s*\([^)]*\))?\s*:\s*(.*)$", line)
+        if match:
+            current = match.group(1)
+            helps[current] = match.group(2)
+        elif current:
+            helps[current] += " " + line
+        else:
+            in_args = False
+    return helps
+
+
+def _type_hints(factory: Callable) -> dict[str, Any]:
+    target = factory.func if isinstance(factory, functools.partial) else factory
+    try:
+        return typing.get_type_hints(target)
+    except Exception:  # an annotation that cannot be resolved only costs the type check
+        return {}
+
+
+def factory_parameters(factory: Callable) -> tuple[list[Parameter], bool]:
+    """The keyword parameters of a factory (name, type, default, help from its docstring), and whether it also
+    takes more (`**params`) that it hands on."""
+    target = factory.func if isinstance(factory, functools.partial) else factory
+    helps = _docstring_help(target.__doc__)
+    hints = _type_hints(factory)
+    out, more = [], False
+    for p in inspect.signature(factory).parameters.values():
+        if p.kind is p.VAR_KEYWORD:
+            more = True
+            continue
+        if p.kind is p.VAR_POSITIONAL:
+            continue
+        hint = hints.get(p.name, p.annotation)
+        type_name = "" if hint is inspect.Parameter.empty else _type_name(hint)
+        default = "required" if p.default is inspect.Parameter.empty else repr(p.default)
+        out.append(Parameter(p.name, type_name, default, helps.get(p.name, "")))
+    return out, more
+
+
+def _type_name(hint: Any) -> str:
+    if isinstance(hint, str):
+        return hint
+    if isinstance(hint, type):
+        return hint.__name__
+    return str(hint).replace("typing.", "")
+
+
+def _described(params: list[Parameter]) -> str:
+    return ", ".join(f"{p.name} ({p.type or 'any'}, default {p.default})" for p in params) or "none"
+
+
+def checked_params(kind: str, name: str, factory: Callable, params: dict[str, Any]) -> dict[str, Any]:
+    """`params` converted to the factory's annotated types; ParameterError names a parameter the factory does
+    not take (with the valid ones) or a value that is not of its type."""
+    declared, more = factory_parameters(factory)
+    by_name = {p.name: p for p in declared}
+    hints = _type_hints(factory)
+    out = dict(params)
+    for key, value in params.items():
+        if key not in by_name:
+            if more:
+                continue
+            hint = difflib.get_close_matches(key, list(by_name), n=1, cutoff=0.5)
+            suggestion = f"; did you mean {hint[0]!r}?" if hint else ""
+            raise ParameterError(
+                f"{kind} {name!r} has no parameter {key!r}{suggestion} (its parameters: {_described(declared)}; "
+                f"see `shambench list {kind}s {name}`)"
+            )
+        if key in hints:
+            try:
+                out[key] = TypeAdapter(hints[key]).validate_python(value)
+            except ValidationError:
+                raise ParameterError(
+                    f"{kind} {name!r}: parameter {key}={value!r} is not a {by_name[key].type} "
+                    f"(its parameters: {_described(declared)})"
+                ) from None
+    return out

@@ -10,9 +10,12 @@ SCHEMA_VERSION = "1.0"
 
 
 class _Documented(BaseModel):
-    """Base of the results models: the docstring under each field becomes its description in the JSON Schema."""
+    """Base of the results models: the docstring under each field becomes its description in the JSON Schema.
 
-    model_config = ConfigDict(use_attribute_docstrings=True)
+    NaN and infinity are refused: every number in results.json is a finite number, and a field that may be
+    absent says so with `| None` (null) in its type."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True, allow_inf_nan=False)
 
 
 class PRF(_Documented):
@@ -26,6 +29,27 @@ class PRF(_Documented):
     """F1 under the same convention."""
     ci: tuple[float, float] | None = None
     """Seeded percentile-bootstrap 95% interval of F1 over examples; None for pooled figures."""
+
+
+class ExampleScores(_Documented):
+    """One example's own scores: a line of a run's `per_example.jsonl` (`shambench score --per-example`)."""
+
+    id: str
+    """The example id."""
+    dataset: str
+    """Its dataset."""
+    task: str
+    """Its task (the partition is `task/dataset`)."""
+    status: str
+    """`predicted`, `failed` (the detector recorded an error) or `missing` (no prediction): both scored as empty."""
+    token: PRF
+    """Token-level precision, recall and F1 of this example (no interval)."""
+    sentence: PRF
+    """Sentence-unit precision, recall and F1 of this example."""
+    iou: float | None = None
+    """Mu-SHROOM IoU of this example; None without gold soft labels."""
+    cor: float | None = None
+    """Mu-SHROOM Cor of this example; None without gold soft labels."""
 
 
 class MushroomScores(_Documented):

@@ -4,6 +4,7 @@ Layout of a run directory:
     config.json        what was run: detector, parameters, data selection and its hash, versions
     predictions.jsonl  one `Prediction` per line, appended and flushed as each arrives (last line per id wins)
     results.json       the scored `Results`, written atomically at the end (and by `shambench score RUN_DIR`)
+    per_example.jsonl  one `ExampleScores` per example (written with results.json): what a score is made of
 
 Every line is flushed as soon as its prediction exists, so a run killed at any moment (even SIGKILL) loses only
 the predictions not yet returned; `--resume` re-runs exactly the ids without a successful line.
@@ -25,15 +26,17 @@ from pydantic_core import to_jsonable_python
 
 from shambench.benchmark import load_benchmark
 from shambench.detector import Detector, Monitor
-from shambench.io import DataError, Journal, read_models, write_json
+from shambench.io import DataError, Journal, write_json, write_jsonl
+from shambench.records import check_detector_prediction, read_examples
 from shambench.provenance import git_commit, now_iso, package_versions, shambench_version
-from shambench.results import Results, RunInfo
+from shambench.results import ExampleScores, Results, RunInfo
 from shambench.schema import Example, Prediction
 from shambench.scorer import UNSCORED_EXAMPLE_FIELDS, Scorer, scoring_view
 
 CONFIG = "config.json"
 JOURNAL = "predictions.jsonl"
 RESULTS = "results.json"
+PER_EXAMPLE = "per_example.jsonl"
 
 
 class RunConfig(BaseModel):
@@ -121,7 +124,7 @@ def select_examples(
     if examples_file and datasets:
         raise DataError("give --datasets or --examples, not both")
     if examples_file:
-        examples = read_models(examples_file, Example, UNSCORED_EXAMPLE_FIELDS if scoring_only else ())
+        examples = read_examples(examples_file, UNSCORED_EXAMPLE_FIELDS if scoring_only else ())
         selection: dict[str, Any] = {"examples_file": str(Path(examples_file).resolve())}
     else:
         bench = load_benchmark(datasets, split, data_dir)
@@ -221,14 +224,15 @@ def run_predictions(
     monitor: Monitor | None = None,
     on_prediction: Callable[[Prediction], None] | None = None,
 ) -> int:
-    """Run the detector over the examples, journaling each prediction; returns how many were written."""
-    wanted = {ex.id for ex in examples}
+    """Run the detector over the examples, journaling each prediction; returns how many were written.
+
+    Each prediction is checked as a PRED file line would be (and against its example's response) before it is
+    journaled: DataError names the detector and the example."""
+    wanted = {ex.id: ex for ex in examples}
     n = 0
     with journal.appender() as append:
         for pred in detector.predict(examples, monitor or Monitor()):
-            if pred.id not in wanted:
-                raise DataError(f"detector {detector.name!r} returned a prediction for unknown id {pred.id!r}")
-            append(pred)
+            append(check_detector_prediction(pred, wanted.get(getattr(pred, "id", None)), detector.name))
             n += 1
             if on_prediction:
                 on_prediction(pred)
@@ -239,13 +243,26 @@ def score_run(
     run_dir: Path, examples: Sequence[Example] | None = None, n_resamples: int = 1000, seed: int = 0
 ) -> Results:
     """Score a run directory's journal (never calls the detector) and write its `results.json`."""
+    return rescore_run(run_dir, examples, n_resamples, seed)[0]
+
+
+def rescore_run(
+    run_dir: Path, examples: Sequence[Example] | None = None, n_resamples: int = 1000, seed: int = 0
+) -> tuple[Results, list[ExampleScores]]:
+    """`score_run`, also returning the per-example scores it wrote to `per_example.jsonl`."""
     config = load_config(run_dir)
     if examples is None:
         examples = examples_of(config)
     predictions = Journal(run_dir / JOURNAL).read()
-    results = score_predictions(config, run_dir, examples, list(predictions.values()), n_resamples, seed)
+    results, per_example = score_predictions(config, run_dir, examples, list(predictions.values()), n_resamples, seed)
+    write_scores(run_dir, results, per_example)
+    return results, per_example
+
+
+def write_scores(run_dir: Path, results: Results, per_example: Sequence[ExampleScores]) -> None:
+    """Write a run's `per_example.jsonl`, then its `results.json` (each atomically)."""
+    write_jsonl(run_dir / PER_EXAMPLE, per_example)
     write_json(run_dir / RESULTS, results)
-    return results
 
 
 def score_predictions(
@@ -255,12 +272,13 @@ def score_predictions(
     predictions: Sequence[Prediction],
     n_resamples: int = 1000,
     seed: int = 0,
-) -> Results:
-    """The `Results` of a run's predictions; reads and writes no file, so a sweep can score on a remote worker."""
-    results = Scorer(examples, n_resamples=n_resamples, seed=seed).score(predictions)
+) -> tuple[Results, list[ExampleScores]]:
+    """The `Results` of a run's predictions and its per-example scores; reads and writes no file, so a sweep can
+    score on a remote worker."""
+    results, per_example = Scorer(examples, n_resamples=n_resamples, seed=seed).score_with_examples(predictions)
     results.run = run_info(config, run_dir, examples, predictions)
     results.run.finished_at = results.created_at
-    return results
+    return results, per_example
 
 
 def run_info(

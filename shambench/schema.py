@@ -20,7 +20,7 @@ class Span(BaseModel):
     """Offset one past the last character."""
     label: str | None = None
     """Optional error type, e.g. RAGTruth's `Evident Conflict`; merged spans join distinct labels with `|`."""
-    score: float | None = None
+    score: float | None = Field(default=None, allow_inf_nan=False)
     """Optional detector confidence that the range is hallucinated (higher = more likely; a probability where the
     detector has one). Threshold-free metrics and Mu-SHROOM Cor use only its order, so logits work too."""
 
@@ -164,6 +164,9 @@ class Prediction(BaseModel):
     """Direct 0/1 labels per sentence unit (see `shambench.text`), for sentence verifiers; overrides projection."""
     scores: list[Span] | None = None
     """Unthresholded scored ranges for threshold-free metrics; a token's score is the max over ranges it overlaps."""
+    soft_spans: list[SoftSpan] | None = None
+    """Predicted per-range hallucination probabilities (Mu-SHROOM soft labels), used by Cor in the order given: a
+    later range overwrites an earlier one where they overlap, as in the official scorer. Default: `scores`."""
     step_scores: list[float] | None = None
     """Per-step probability of being correct (process reward models), for step-level sets."""
     step_verdicts: list[int] | None = None
@@ -182,6 +185,13 @@ class Prediction(BaseModel):
     @classmethod
     def _spans(cls, value: Any) -> list[Span]:
         return _coerced_spans(value)
+
+    @model_validator(mode="after")
+    def _hard_from_soft(self) -> Prediction:
+        # Mu-SHROOM: soft labels alone give hard labels where prob > 0.5, adjacent ranges merged.
+        if self.soft_spans and "spans" not in self.model_fields_set:
+            self.spans = merge_spans([Span(start=s.start, end=s.end) for s in self.soft_spans if s.prob > 0.5])
+        return self
 
     @field_validator("scores", mode="before")
     @classmethod
@@ -214,3 +224,4 @@ class Prediction(BaseModel):
         length = len(example.response)
         _check_inside("predicted span", self.id, self.spans, length)
         _check_inside("scored range", self.id, self.scores or [], length)
+        _check_inside("soft span", self.id, self.soft_spans or [], length)

@@ -8,8 +8,9 @@ Segmentation is prepared once per `Scorer`; `Scorer.score` can be called again w
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -23,6 +24,7 @@ from shambench.results import (
     Overall,
     OverallLevel,
     Results,
+    ExampleScores,
     ThresholdFree,
 )
 from shambench.schema import Example, Prediction
@@ -62,7 +64,12 @@ def conventions(n_resamples: int, seed: int) -> dict[str, str]:
         "token_pooled": "micro precision/recall/F1 over all tokens of the group",
         "char_pooled": "micro precision/recall/F1 over all characters of the group",
         "mushroom": "Mu-SHROOM official IoU and Cor per item, mean over items with soft labels; predicted soft "
-        "labels are the prediction's scored ranges, else its spans with their score (1.0 when unset)",
+        "labels are the prediction's soft_spans, else its scored ranges, else its spans with their score (1.0 "
+        "when unset), written into a per-character vector in the order the prediction lists them (a later range "
+        "overwrites an earlier one, as in the official scorer); a constant or empty vector scores 1.0 when both "
+        "vectors have the same number of distinct values, else 0.0",
+        "per_example": "means are exactly rounded (math.fsum / n), so the mean of the per-example values in "
+        "per_example.jsonl, in any order, equals the reported figure",
         "threshold_free": "AUPRC (average precision) and AUROC over all tokens of the group; a token's score "
         "is the max over the scored ranges it overlaps (predicted spans when no scores are given), else 0",
     }
@@ -313,6 +320,12 @@ class Scorer:
 
     def score(self, predictions: Iterable[Prediction] | Mapping[str, Prediction]) -> Results:
         """Results of the predictions; examples without one are scored as empty and counted."""
+        return self.score_with_examples(predictions)[0]
+
+    def score_with_examples(
+        self, predictions: Iterable[Prediction] | Mapping[str, Prediction]
+    ) -> tuple[Results, list[ExampleScores]]:
+        """The results and, in example order, each example's own scores (what `per_example.jsonl` holds)."""
         if isinstance(predictions, Mapping):
             predictions = predictions.values()
         pa, counts, prf = self._counted(predictions)
@@ -323,7 +336,7 @@ class Scorer:
         ctx = _GroupContext(self, pa, counts, prf, token_scores)
         datasets = {name: ctx.group(name, idx)[0] for name, idx in self.groups["datasets"].items()}
         task_scores = {name: ctx.group(name, idx) for name, idx in self.groups["tasks"].items()}
-        return Results(
+        results = Results(
             shambench_version=shambench_version(),
             git_commit=git_commit(),
             created_at=now_iso(),
@@ -337,6 +350,7 @@ class Scorer:
             segmentation=self.segmentation,
             groups={**self._math_group(pa), **shared_task_group(datasets)},
         )
+        return results, ctx.per_example()
 
     def _math_group(self, pa: _PredictionArrays) -> dict:
         """Step-level (math) metrics in their own group, apart from the overall (see `shambench.steps`)."""
@@ -388,6 +402,31 @@ class _GroupContext:
     counts: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]
     prf: dict[str, np.ndarray]
     token_scores: np.ndarray | None
+    soft_scores: dict[int, tuple[float, float]] = field(default_factory=dict)
+
+    def per_example(self) -> list[ExampleScores]:
+        """Every example's P/R/F1 per level (and IoU/Cor with soft labels), from the arrays the groups average."""
+        sc, pa = self.scorer, self.pa
+        values = {lvl: self.prf[lvl].T.tolist() for lvl in LEVELS}
+        rows = []
+        for i, ex in enumerate(sc.examples):
+            iou, cor = self._iou_cor(i) if sc.soft[i] else (None, None)
+            status = "predicted" if pa.present[i] else "failed" if pa.failed[i] else "missing"
+            levels = {lvl: dict(zip(("precision", "recall", "f1"), values[lvl][i])) for lvl in LEVELS}
+            rows.append(
+                ExampleScores(id=ex.id, dataset=ex.dataset, task=ex.task, status=status, iou=iou, cor=cor, **levels)
+            )
+        return rows
+
+    def _iou_cor(self, i: int) -> tuple[float, float]:
+        """Mu-SHROOM IoU and Cor of example `i` (computed once per scoring pass)."""
+        if i not in self.soft_scores:
+            sc = self.scorer
+            tp, pred, gold = (float(c[i]) for c in self.counts["char"])
+            iou = float(metrics.iou(np.array([tp]), np.array([pred + gold - tp]))[0])
+            ex = sc.examples[i]
+            self.soft_scores[i] = (iou, metrics.cor(_soft_vector(len(ex.response), ex.soft_spans), self._pred_soft(i)))
+        return self.soft_scores[i]
 
     def group(self, name: str, idx: np.ndarray) -> tuple[GroupScores, np.ndarray]:
         """A group's scores and its bootstrap replicates of (token F1, sentence F1)."""
@@ -396,9 +435,9 @@ class _GroupContext:
         reps = metrics.bootstrap_replicates(f1, sc.bootstrap_weights(name, len(idx)))
         per_example = {
             lvl: PRF(
-                precision=float(self.prf[lvl][0][idx].mean()),
-                recall=float(self.prf[lvl][1][idx].mean()),
-                f1=float(self.prf[lvl][2][idx].mean()),
+                precision=_mean(self.prf[lvl][0][idx]),
+                recall=_mean(self.prf[lvl][1][idx]),
+                f1=_mean(self.prf[lvl][2][idx]),
                 ci=metrics.percentile_ci(reps[li]),
             )
             for li, lvl in enumerate(LEVELS)
@@ -423,19 +462,16 @@ class _GroupContext:
         soft = idx[sc.soft[idx]]
         if not len(soft):
             return None
-        tp, pred, gold = (c[soft] for c in self.counts["char"])
-        ious = metrics.iou(tp, pred + gold - tp)
-        cors = [
-            metrics.cor(_soft_vector(len(sc.examples[i].response), sc.examples[i].soft_spans), self._pred_soft(i))
-            for i in soft
-        ]
-        return MushroomScores(iou=float(np.mean(ious)), cor=float(np.mean(cors)), n=len(soft))
+        ious, cors = zip(*(self._iou_cor(int(i)) for i in soft))
+        return MushroomScores(iou=_mean(ious), cor=_mean(cors), n=len(soft))
 
     def _pred_soft(self, i: int) -> np.ndarray:
         pred = self.pa.by_index.get(i)
         length = len(self.scorer.examples[i].response)
         if pred is None:
             return np.zeros(length)
+        if pred.soft_spans is not None:
+            return _soft_vector(length, pred.soft_spans)
         ranges = pred.scores if pred.scores is not None else pred.spans
         return _soft_vector(length, [(r.start, r.end, 1.0 if r.score is None else r.score) for r in ranges])
 
@@ -454,7 +490,14 @@ class _GroupContext:
         )
 
 
+def _mean(values) -> float:
+    """The exactly rounded mean (see the `per_example` convention): independent of the order of the values."""
+    values = np.asarray(values, dtype=np.float64).tolist()
+    return math.fsum(values) / len(values)
+
+
 def _soft_vector(length: int, ranges) -> np.ndarray:
+    """Per-character probabilities, the ranges written in the order given (a later one overwrites)."""
     vec = np.zeros(length)
     for r in ranges:
         start, end, prob = (r.start, r.end, r.prob) if hasattr(r, "prob") else r

@@ -509,7 +509,7 @@ def print_suite(results: Any, suite: str, console: Any, sopo_compat: bool = Fals
     """Print a suite's table from `results.groups["math"]` (a note when the suite has no scored examples)."""
     group = results.groups.get("math")
     if not group or suite not in group["suites"]:
-        console.print(f"[yellow]no step-level examples of suite {suite} were scored[/]")
+        console.print(f"no step-level examples of suite {suite} were scored", style="yellow")
         return
     console.print(suite_table(MathGroup.model_validate(group), suite, sopo_compat))
 
@@ -518,7 +518,9 @@ def with_sopo_compat(
     results: Any, examples: Sequence[Example], predictions: Mapping[str, Prediction], seed: int, console: Any
 ) -> None:
     """Recompute `results.groups["math"]` with the SOPO compatibility figures, printing the warning."""
-    console.print(f"[yellow]warning:[/] {SOPO_WARNING}")
+    from shambench.report import warn
+
+    warn(console, SOPO_WARNING)
     usable = {pid: p for pid, p in predictions.items() if p.error is None}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -36,7 +36,8 @@ from shambench.benchmark import default_datasets, split_names
 from shambench.detector import Detector, Monitor, create_detector, detectors
 from shambench.io import DataError, Journal, model_line, write_json
 from shambench.provenance import now_iso
-from shambench.results import Results
+from shambench.records import check_detector_prediction
+from shambench.results import ExampleScores, Results
 from shambench.runner import (
     CONFIG,
     JOURNAL,
@@ -48,6 +49,7 @@ from shambench.runner import (
     pending,
     score_predictions,
     select_examples,
+    write_scores,
 )
 from shambench.schema import Example
 from shambench.text import Segmentation, language_of, remember, segment_mixed
@@ -329,7 +331,11 @@ def predict_shard(spec: str, params: dict[str, Any], key: str, blob: bytes, indi
     examples = shared_examples(key, blob)
     det = kept_detector(spec, params)
     tally = Tally()
-    predictions = list(det.predict([examples[i] for i in indices], tally))
+    asked = {examples[i].id: examples[i] for i in indices}
+    predictions = [
+        check_detector_prediction(p, asked.get(getattr(p, "id", None)), spec)
+        for p in det.predict(list(asked.values()), tally)
+    ]
     return ShardOutput(
         family=det.family,
         params=det.params(),
@@ -342,8 +348,8 @@ def predict_shard(spec: str, params: dict[str, Any], key: str, blob: bytes, indi
 
 def score_shared(
     config: RunConfig, run_dir: Path, key: str, blob: bytes, journal: str, n_resamples: int, seed: int
-) -> Results:
-    """Worker task: the results of a cell, from the text of its journal and the shared examples."""
+) -> tuple[Results, list[ExampleScores]]:
+    """Worker task: the results and per-example scores of a cell, from its journal's text and the shared examples."""
     predictions = list(Journal(run_dir / JOURNAL).parse(journal).values())
     return score_predictions(config, run_dir, shared_examples(key, blob), predictions, n_resamples, seed)
 
@@ -493,7 +499,8 @@ def run_tasks(
             try:
                 result = fut.result()
             except Exception as err:  # a task's own error, or the backend's news of a lost worker
-                if attempts[i] <= retries:
+                # Bad input or parameters fail the same way every time: sending them again only wastes time.
+                if attempts[i] <= retries and not isinstance(err, DataError):
                     attempts[i] += 1
                     fn, args = calls[i]
                     futures[backend.submit(fn, *args)] = i
@@ -729,8 +736,8 @@ def run_cell(
             if todo:
                 report.predicted = journal_outputs(remote, todo, journal, write_config, monitor, on_predictions)
             config = config or load_config(cell.run_dir)
-            results = score_remotely(cell, config, shared, journal, backend, spec)
-            write_json(cell.run_dir / RESULTS, results)
+            results, per_example = score_remotely(cell, config, shared, journal, backend, spec)
+            write_scores(cell.run_dir, results, per_example)
     except (CellError, DataError) as err:
         report.status, report.error = "failed", str(err)
         return report
@@ -744,8 +751,8 @@ def run_cell(
 
 def score_remotely(
     cell: Cell, config: RunConfig, data: SharedData, journal: Journal, backend: Backend, spec: SweepSpec
-) -> Results:
-    """The cell's results, computed on a worker from the journal the driver holds."""
+) -> tuple[Results, list[ExampleScores]]:
+    """The cell's results and per-example scores, computed on a worker from the journal the driver holds."""
     text = journal.text()
     blob = data.handle(backend, spec.retries)
     call = (score_shared, (config, cell.run_dir, data.hash, blob, text, spec.bootstrap, spec.seed))

@@ -99,7 +99,7 @@ class TrainSummary(BaseModel):
 def training_examples(config: TrainConfig) -> list[Example]:
     """The examples to train on: every non-test labelled split of the adapters, plus the EXAMPLES file."""
     from shambench.adapter import adapters, resolve_data_dir
-    from shambench.io import read_models
+    from shambench.records import read_examples
 
     examples: list[Example] = []
     root = resolve_data_dir(config.data_dir)
@@ -113,7 +113,7 @@ def training_examples(config: TrainConfig) -> list[Example]:
         for split in splits:
             examples.extend(adapter.load(root, split).examples)
     if config.examples_file:
-        examples.extend(read_models(config.examples_file, Example))
+        examples.extend(read_examples(config.examples_file))
     if not examples:
         raise DataError("no training examples (give --train DATASETS or --examples FILE)")
     if config.limit:

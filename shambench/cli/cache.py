@@ -31,13 +31,15 @@ def stats() -> None:
         s = cache.stats()
     finally:
         cache.close()
-    table = Table(title=f"response cache: {s.path}", title_justify="left")
-    table.add_column("model")
+    table = Table(title="response cache", title_justify="left")
+    table.add_column("model", overflow="fold")
     table.add_column("answers", justify="right")
     for model, n in s.by_model.items():
         table.add_row(model, str(n))
     table.add_row("total", str(s.entries), style="bold")
     console = make_console()
+    # The path on a line of its own, never wrapped (a table title would cut it mid-word), so it can be copied.
+    console.print(f"cache: {s.path}", soft_wrap=True)
     console.print(table)
     console.print(f"size on disk: {s.size_bytes / 1e6:.2f} MB")
     seg = SegmentationStore().stats()

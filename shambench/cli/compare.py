@@ -4,43 +4,55 @@ from __future__ import annotations
 
 import click
 
-from shambench.cli.options import scoring
+from shambench.cli.options import emit_json, json_outputs, json_to_stdout, scoring
 
 
 @click.command("compare")
 @click.argument("run_a", type=click.Path(file_okay=False, exists=True))
 @click.argument("run_b", type=click.Path(file_okay=False, exists=True))
-@click.option("--out", type=click.Path(dir_okay=False), help="Also write the comparison as JSON here (atomically).")
+@click.option(
+    "--missing-as-empty",
+    is_flag=True,
+    help="Also compare shared ids a run has no successful prediction for, scored as predicting nothing.",
+)
+@json_outputs
 @scoring
-def compare(run_a, run_b, out, n_resamples, seed) -> None:
+def compare(run_a, run_b, missing_as_empty, out, as_json, n_resamples, seed) -> None:
     """Compare two runs: F1 of A minus F1 of B, overall and per task, with a 95% interval and a p-value.
 
     \b
     shambench compare runs/20261129T120000_overlap runs/20261129T121500_random
+    shambench compare RUN_A RUN_B --json > comparison.json
 
-    Only example ids both runs scored are compared (their examples must be identical). Each task's examples are
-    resampled with replacement, with the same draws for both runs (a paired, stratified bootstrap); the overall
-    difference is the mean over tasks, as in the results. The p-value is two-sided, from the bootstrap
-    distribution shifted to no difference. Needs the runs' data (their configs say where it is).
+    Only example ids both runs have are compared (their examples must be identical), and of those only the ones
+    both runs predicted successfully: a missing or failed prediction is left out, with a warning saying how many
+    (--missing-as-empty scores them as predicting nothing instead, as results.json does). How many ids each run
+    predicted, failed and missed is printed. Each task's examples are resampled with replacement, with the same
+    draws for both runs (a paired, stratified bootstrap); the overall difference is the mean over tasks, as in
+    the results. The p-value is two-sided, from the bootstrap distribution shifted to no difference. Needs the
+    runs' data (their configs say where it is).
     """
     from rich import box
     from rich.table import Table
 
     from shambench.compare import compare_runs
-    from shambench.io import write_json
-    from shambench.report import make_console
+    from shambench.report import make_console, warn
 
-    result = compare_runs(run_a, run_b, n_resamples=n_resamples, seed=seed)
+    console = make_console(stderr=json_to_stdout(out, as_json))
+    result = compare_runs(run_a, run_b, n_resamples=n_resamples, seed=seed, missing_as_empty=missing_as_empty)
+    compared = "every shared id (missing/failed scored as empty)" if missing_as_empty else "ids both predicted"
     table = Table(
         title=f"A = {result.run_a}   B = {result.run_b}",
         title_justify="left",
-        caption=f"{result.n_shared} shared examples (left out: {result.only_a} only in A, {result.only_b} only in B)"
+        caption=f"{result.n_shared} examples compared: {compared} (left out: {result.only_a} only in A, "
+        f"{result.only_b} only in B, {result.unpredicted} without a successful prediction in A or B)"
         f"\n{result.convention}; {result.n_resamples} resamples, seed {result.seed}",
         caption_justify="left",
         box=box.SIMPLE_HEAD,
     )
     for col in ("level", "group", "n", "F1 A", "F1 B", "A - B", "95% CI", "p"):
-        table.add_column(col, justify="left" if col in ("level", "group") else "right", no_wrap=True)
+        left = col in ("level", "group")
+        table.add_column(col, justify="left" if left else "right", overflow="fold" if left else "ellipsis")
     for d in result.differences:
         table.add_row(
             d.level,
@@ -53,8 +65,15 @@ def compare(run_a, run_b, out, n_resamples, seed) -> None:
             f"{d.p_value:.4f}",
             style="bold" if d.group == "overall" else None,
         )
-    console = make_console()
+    for label, name, c in (("A", result.run_a, result.counts_a), ("B", result.run_b, result.counts_b)):
+        console.print(
+            f"run {label} ({name}): {c.predicted} predicted, {c.failed} failed, {c.missing} missing", soft_wrap=True
+        )
+    if result.unpredicted:
+        warn(
+            console,
+            f"{result.unpredicted} shared example(s) left out: a run has no successful prediction for them "
+            "(--missing-as-empty compares them, scored as empty)",
+        )
     console.print(table)
-    if out:
-        write_json(out, result)
-        console.print(f"comparison written to {out}")
+    emit_json(result, out, as_json, console)

@@ -25,7 +25,7 @@ def add_context_command(spec, params, datasets, examples_file, split, data_dir, 
     from shambench.cli.progress import ProgressMonitor
     from shambench.cli.score import _warn
     from shambench.context import ContextStore, add_context, create_provider
-    from shambench.report import make_console
+    from shambench.report import make_console, styled
     from shambench.runner import select_examples
 
     console = make_console()
@@ -43,5 +43,5 @@ def add_context_command(spec, params, datasets, examples_file, split, data_dir, 
     )
     failed = [r for r in ContextStore(provider).read().values() if r.error][:5]
     for rec in failed:
-        console.print(f"[yellow]{rec.id}[/]: {rec.error}")
+        console.print(styled((rec.id, "yellow"), f": {rec.error}"))
     console.print(f"store: {ContextStore(provider).path}", soft_wrap=True)

@@ -29,14 +29,13 @@ def data_group() -> None:
 
 def _load(datasets: str | None, split: str, data_dir: str | None, console):
     """The benchmark, after warning about every source that did not load; DataError when nothing did."""
-    from rich.markup import escape
-
     from shambench.benchmark import load_benchmark
+    from shambench.report import warn
 
     bench = load_benchmark(datasets, split, data_dir)
     for name, message in bench.errors.items():
         # soft_wrap: a long path must stay on one line, to be copied.
-        console.print(f"[yellow]warning:[/] dataset {name} not loaded: {escape(message)}", soft_wrap=True)
+        warn(console, f"dataset {name} not loaded: {message}")
     if not bench.examples:
         raise DataError(
             f"no examples for split {split!r} in {bench.data_dir} (check --datasets and --data-dir, "
@@ -96,7 +95,7 @@ def _transfer_progress(console, no_progress: bool):
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
     return Progress(
-        TextColumn("[bold]{task.description}"),
+        TextColumn("{task.description}", style="bold", markup=False),
         BarColumn(),
         DownloadColumn(),
         TransferSpeedColumn(),

@@ -6,7 +6,15 @@ from pathlib import Path
 
 import click
 
-from shambench.cli.options import data_selection, given_options, parse_params, scoring
+from shambench.cli.options import (
+    data_selection,
+    emit_json,
+    given_options,
+    json_outputs,
+    json_to_stdout,
+    parse_params,
+    scoring,
+)
 from shambench.steps import SUITES as STEP_SUITES
 
 # `--suite mushroom` runs the 14 Mu-SHROOM languages; `print_results` adds the shared task's per-language view.
@@ -88,8 +96,11 @@ FIXED_ON_RESUME = (
     help="Finish an interrupted run: only missing or failed examples are run.",
 )
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
+@json_outputs
 @scoring
-def eval_command(detector_spec, params, resume_dir, run_dir, runs_root, no_progress, n_resamples, seed, **opts) -> None:
+def eval_command(
+    detector_spec, params, resume_dir, run_dir, runs_root, no_progress, out, as_json, n_resamples, seed, **opts
+) -> None:
     """Run a detector over examples, write a run directory and print the scores.
 
     \b
@@ -100,7 +111,9 @@ def eval_command(detector_spec, params, resume_dir, run_dir, runs_root, no_progr
     shambench eval --suite processbench --detector first-step-wrong
 
     The run directory holds config.json, predictions.jsonl (appended as predictions arrive, so an interrupted
-    run loses only what was in flight) and results.json. `shambench score RUN_DIR` rescores it.
+    run loses only what was in flight), results.json and per_example.jsonl (each example's own scores).
+    `shambench score RUN_DIR` rescores it. With --json (or --out -) the results JSON goes to stdout and
+    everything else to stderr.
     """
     from shambench.cli.progress import ProgressMonitor
     from shambench.cli.score import _warn
@@ -122,7 +135,7 @@ def eval_command(detector_spec, params, resume_dir, run_dir, runs_root, no_progr
         select_examples,
     )
 
-    console = make_console()
+    console = make_console(stderr=json_to_stdout(out, as_json))
     detector_params = parse_params(params)
     detector_params.update({k: opts[k] for k in ENDPOINT_OPTIONS if opts.get(k) is not None})
     selection_opts = {k: opts[k] for k in ("datasets", "examples_file", "split", "data_dir", "limit", "context")}
@@ -162,7 +175,9 @@ def eval_command(detector_spec, params, resume_dir, run_dir, runs_root, no_progr
         write_json(run_path / CONFIG, config)
     journal = Journal(run_path / JOURNAL)
     todo = pending(examples, journal)
-    console.print(f"run directory: {run_path}  ({len(todo)} of {len(examples)} examples to run)", soft_wrap=True)
+    console.print(
+        f"run directory: {run_path}  ({len(todo)} of {len(examples)} examples to run)", soft_wrap=True
+    )
     try:
         with ProgressMonitor(len(todo), detector.name, console, enabled=not no_progress) as monitor:
             run_predictions(detector, todo, journal, monitor, monitor.done)
@@ -178,6 +193,7 @@ def eval_command(detector_spec, params, resume_dir, run_dir, runs_root, no_progr
             write_json(run_path / RESULTS, results)
         print_suite(results, opts["suite"], console, opts["sopo_compat"])
     console.print(f"results: {run_path / RESULTS}", soft_wrap=True)
+    emit_json(results, out, as_json, console)
 
 
 def _changed_params(recorded: dict, current: dict) -> list[str]:

@@ -118,7 +118,19 @@ def submit(predictions, name, meta_file, runs_dir, site_dir, n_resamples, seed, 
         n_resamples=n_resamples,
         seed=seed,
     )
+    from shambench.results import Results
+    from shambench.runner import RESULTS
+
+    results = Results.model_validate_json((run_dir / RESULTS).read_text(encoding="utf-8"))
     click.echo(f"accepted: {name} -> {run_dir}" + (f" (added to {site_dir})" if site_dir else ""))
+    if results.overall:
+        o = results.overall
+        click.echo(
+            f"overall span F1 {o.token.f1:.3f} (95% CI {o.token.ci[0]:.3f}-{o.token.ci[1]:.3f}), "
+            f"sentence F1 {o.sentence.f1:.3f}, over {len(o.tasks)} tasks and {results.n_examples} examples"
+        )
+    for partition, g in results.datasets.items():
+        click.echo(f"  {partition}: span F1 {g.token.f1:.3f}, sentence F1 {g.sentence.f1:.3f} (n={g.n})")
 
 
 @leaderboard_group.command("schema")

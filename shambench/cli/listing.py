@@ -17,19 +17,47 @@ def list_group() -> None:
 def _table(title: str, rows: list[tuple[str, ...]], columns: tuple[str, ...]) -> None:
     table = Table(title=title, title_justify="left")
     for col in columns:
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for row in rows:
         table.add_row(*row)
     make_console().print(table)
 
 
 @list_group.command("detectors")
-def list_detectors() -> None:
-    """Detectors by name, with their origin (no model is loaded)."""
+@click.argument("name", required=False)
+def list_detectors(name: str | None) -> None:
+    """Detectors by name, with their origin (no model is loaded); with NAME, that detector's parameters.
+
+    \b
+    shambench list detectors
+    shambench list detectors random      its -p KEY=VALUE parameters: type, default, what each does
+    """
     from shambench.detector import detectors
 
-    rows = [(e.name, e.description, e.origin) for e in detectors.entries()]
-    _table("detectors", rows, ("name", "description", "module"))
+    if name is None:
+        rows = [(e.name, e.description, e.origin) for e in detectors.entries()]
+        _table("detectors", rows, ("name", "description", "module"))
+        return
+    from shambench.registry import factory_parameters
+
+    entry = detectors.get(name)
+    params, more = factory_parameters(entry.factory)
+    console = make_console()
+    console.print(f"{entry.name}: {entry.description}", soft_wrap=True)
+    console.print(f"module: {entry.origin}", soft_wrap=True)
+    if entry.info.get("family"):
+        console.print(f"family: {entry.info['family']}", soft_wrap=True)
+    if params:
+        table = Table(title=f"parameters (shambench eval --detector {name} -p KEY=VALUE)", title_justify="left")
+        for col in ("parameter", "type", "default", "description"):
+            table.add_column(col, overflow="fold")
+        for p in params:
+            table.add_row(p.name, p.type, p.default, p.help)
+        console.print(table)
+    else:
+        console.print("parameters: none")
+    if more:
+        console.print("it also accepts further keyword parameters, handed on to the model or endpoint it wraps")
 
 
 @list_group.command("datasets")

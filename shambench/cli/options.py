@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 
 import click
 import yaml
@@ -62,6 +63,41 @@ def scoring(func):
         return func(*args, **kwargs)
 
     return wrapper
+
+
+def json_outputs(func):
+    """--out FILE|- and --json: the JSON to a file, or to stdout with the human output moved to stderr."""
+
+    @click.option(
+        "--out",
+        type=click.Path(dir_okay=False, allow_dash=True),
+        help="Write the JSON here (a regular file is replaced atomically; `-` is stdout, the table going to stderr).",
+    )
+    @click.option("--json", "as_json", is_flag=True, help="Print the JSON to stdout (the human output goes to stderr).")
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        return func(*args, **kwargs)
+
+    return wrapper
+
+
+def json_to_stdout(out: str | None, as_json: bool) -> bool:
+    """Whether the JSON goes to stdout (`--json` or `--out -`), so that everything else must go to stderr."""
+    return as_json or out == "-"
+
+
+def emit_json(obj, out: str | None, as_json: bool, console) -> None:
+    """Print `obj` as JSON to stdout and/or write it to `out` (see `json_outputs`)."""
+    from pydantic import BaseModel
+
+    from shambench.io import write_json
+
+    if json_to_stdout(out, as_json):
+        text = obj.model_dump_json(indent=2) if isinstance(obj, BaseModel) else json.dumps(obj, indent=2)
+        click.echo(text)
+    if out and out != "-":
+        write_json(out, obj)
+        console.print(f"JSON written to {out}", soft_wrap=True)
 
 
 def parse_params(pairs: tuple[str, ...]) -> dict:

@@ -18,12 +18,13 @@ from shambench.detector import Monitor
 def counting_progress(console: Console | None, enabled: bool = True) -> Progress:
     """The house progress display: description, bar, done/total, elapsed, remaining, and a `stats` text field."""
     return Progress(
-        TextColumn("[bold]{task.description}"),
+        # markup=False: a detector or run name is printed as it is, whatever brackets it holds.
+        TextColumn("{task.description}", style="bold", markup=False),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         TimeRemainingColumn(),
-        TextColumn("{task.fields[stats]}"),
+        TextColumn("{task.fields[stats]}", markup=False),
         console=console,
         disable=not enabled,
     )

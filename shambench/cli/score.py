@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from shambench.cli.options import data_selection, given_options, scoring
+from shambench.cli.options import data_selection, emit_json, given_options, json_outputs, json_to_stdout, scoring
 
 
 @click.command("score")
@@ -17,26 +17,58 @@ from shambench.cli.options import data_selection, given_options, scoring
     type=click.Path(dir_okay=False),
     help='PRED JSONL: one {"id", "spans": [[start, end], ...]} per line (optional sentence_labels, scores).',
 )
-@click.option("--out", type=click.Path(dir_okay=False), help="Write the results JSON here (atomically).")
+@json_outputs
+@click.option(
+    "--per-example",
+    "per_example_out",
+    type=click.Path(dir_okay=False),
+    help="Write each example's scores here as JSON lines (id, task, dataset, token/sentence P/R/F1, IoU/Cor).",
+)
 @scoring
-def score(run_dir, datasets, examples_file, split, data_dir, limit, predictions, out, n_resamples, seed) -> None:
+def score(
+    run_dir,
+    datasets,
+    examples_file,
+    split,
+    data_dir,
+    limit,
+    predictions,
+    out,
+    as_json,
+    per_example_out,
+    n_resamples,
+    seed,
+) -> None:
     """Score predictions, or rescore RUN_DIR from its journal (never calls the detector).
 
     \b
     shambench score --examples EXAMPLES.jsonl --predictions PRED.jsonl --out results.json
-    shambench score --datasets ragtruth,mushroom --predictions PRED.jsonl
-    shambench score runs/20261129T120000_overlap
+    shambench score --datasets ragtruth,mushroom --predictions PRED.jsonl --per-example scores.jsonl
+    shambench score runs/20261129T120000_overlap --json
 
-    Examples without a prediction are scored as predicting nothing and counted as missing; a prediction for an
-    unknown id, a span past the end of its response or a malformed line is an error naming the file and line.
+    \b
+    A PRED line is one JSON object with these keys (nothing else):
+      id               the example id (required)
+      spans            predicted ranges [[start, end], ...] (integer character offsets, end exclusive)
+      scores           scored ranges [[start, end], ...] or [{"start", "end", "score"}] for AUPRC/AUROC
+      sentence_labels  one 0/1 per sentence unit, instead of projecting spans
+      soft_spans       [{"start", "end", "prob"}]: Mu-SHROOM soft labels, used by Cor in the order given
+      error            why the detector gave no prediction (scored as empty, counted as failed)
+      meta             anything else, kept and not scored
+    (also step_scores, step_verdicts, first_error and raw for step-level detectors).
+
+    Examples without a prediction are scored as predicting nothing and counted as missing. A malformed line, an
+    unknown key, a non-integer offset, a NaN score, an unknown or repeated id or a span past the end of its
+    response is one error naming the file and line (exit status 2; nothing is written).
+    RUN_DIR rescoring also rewrites RUN_DIR/per_example.jsonl.
     """
-    from shambench.io import read_models, write_json
+    from shambench.io import write_jsonl
+    from shambench.records import read_predictions
     from shambench.report import make_console, print_results
-    from shambench.runner import score_run, select_examples
-    from shambench.schema import Prediction
+    from shambench.runner import PER_EXAMPLE, rescore_run, select_examples
     from shambench.scorer import UNSCORED_PREDICTION_FIELDS, Scorer, ScoringError
 
-    console = make_console()
+    console = make_console(stderr=json_to_stdout(out, as_json))
     if run_dir:
         if predictions:
             raise click.UsageError("give either RUN_DIR or --predictions, not both")
@@ -47,36 +79,35 @@ def score(run_dir, datasets, examples_file, split, data_dir, limit, predictions,
             raise click.UsageError(
                 f"RUN_DIR is rescored on the examples of its config.json; drop {', '.join(selection)}"
             )
-        results = score_run(Path(run_dir), n_resamples=n_resamples, seed=seed)
-        console.print(f"rescored {run_dir} -> {Path(run_dir) / 'results.json'}", soft_wrap=True)
+        results, per_example = rescore_run(Path(run_dir), n_resamples=n_resamples, seed=seed)
+        where = f"{Path(run_dir) / 'results.json'}, {Path(run_dir) / PER_EXAMPLE}"
+        console.print(f"rescored {run_dir} -> {where}", soft_wrap=True)
     else:
         if not predictions:
             raise click.UsageError("give RUN_DIR, or --predictions with --examples or --datasets")
         examples, _ = select_examples(
             datasets, examples_file, split, data_dir, limit, _warn(console), scoring_only=True
         )
-        preds = read_models(predictions, Prediction, UNSCORED_PREDICTION_FIELDS)
+        lines = read_predictions(predictions, UNSCORED_PREDICTION_FIELDS)
         try:
-            results = Scorer(examples, n_resamples=n_resamples, seed=seed).score(preds)
+            results, per_example = Scorer(examples, n_resamples=n_resamples, seed=seed).score_with_examples(
+                [p for _, p in lines]
+            )
         except ScoringError as err:
-            raise ScoringError(f"{_where(predictions, err.prediction_id)}: {err}") from None
+            line = next((n for n, p in lines if p.id == err.prediction_id), None)
+            raise ScoringError(f"{predictions}{f':{line}' if line else ''}: {err}") from None
         results.run = {"origin": "predictions", "predictions_file": str(Path(predictions).resolve())}
     print_results(results, console)
-    if out:
-        write_json(out, results)
-        console.print(f"results written to {out}", soft_wrap=True)
+    if per_example_out:
+        write_jsonl(per_example_out, per_example)
+        console.print(f"per-example scores written to {per_example_out}", soft_wrap=True)
+    emit_json(results, out, as_json, console)
 
 
 def _warn(console):
-    def warn(name: str, message: str) -> None:
-        console.print(f"[yellow]warning:[/] dataset {name} not loaded: {message}")
+    from shambench.report import warn
 
-    return warn
+    def warn_source(name: str, message: str) -> None:
+        warn(console, f"dataset {name} not loaded: {message}")
 
-
-def _where(path: str, prediction_id: str | None) -> str:
-    """`PATH:LINE` of the last line holding `prediction_id` (the second of two, when it is duplicated), else PATH."""
-    from shambench.io import iter_jsonl
-
-    lines = [lineno for lineno, obj in iter_jsonl(path) if prediction_id is not None and obj.get("id") == prediction_id]
-    return f"{path}:{lines[-1]}" if lines else str(path)
+    return warn_source

@@ -60,23 +60,31 @@ def show(run_dir, example_id, html_out, context_chars) -> None:
 def _print_example(ex, pred, context_chars: int) -> None:
     from rich.panel import Panel
 
-    from shambench.highlight import LEGEND, usable_spans
-    from shambench.report import make_console
+    from shambench.highlight import LEGEND, PLAIN_MARKS, plain_marked, usable_spans
+    from shambench.report import make_console, styled
 
     console = make_console()
-    console.print(f"[bold]{ex.id}[/]  {ex.partition}  split={ex.split}")
-    if ex.question:
-        console.print(Panel(ex.question, title="question", title_align="left"))
-    if ex.context:
-        ctx = ex.context if len(ex.context) <= context_chars else ex.context[:context_chars] + " [...]"
-        console.print(Panel(ctx, title="context", title_align="left"))
-    response = highlighted(ex.response, ex.hallu_spans, usable_spans(pred))
-    console.print(Panel(response, title="response", title_align="left"))
-    console.print("legend: " + " ".join(f"[{STYLES[k]}] {v} [/]" for k, v in LEGEND.items()))
+    ctx = ex.context if len(ex.context) <= context_chars else ex.context[:context_chars] + " [...]"
+    spans = usable_spans(pred)
+    console.print(styled((ex.id, "bold"), f"  {ex.partition}  split={ex.split}"), soft_wrap=True)
+    if console.is_terminal:
+        for title, text in (("question", ex.question), ("context", ctx)):
+            if text:
+                console.print(Panel(text, title=title, title_align="left"))
+        console.print(Panel(highlighted(ex.response, ex.hallu_spans, spans), title="response", title_align="left"))
+        legend = [part for k, v in LEGEND.items() for part in ((f" {v} ", STYLES[k]), " ")]
+        console.print(styled("legend: ", *legend))
+    else:
+        # No colours in a file or a pipe: the spans are marked with brackets instead.
+        for title, text in (("question", ex.question), ("context", ctx)):
+            if text:
+                console.print(f"{title}:\n{text}\n", soft_wrap=True)
+        legend = "  ".join(f"{open_}{LEGEND[k]}{close}" for k, (open_, close) in PLAIN_MARKS.items())
+        console.print(f"response ({legend}):\n{plain_marked(ex.response, ex.hallu_spans, spans)}\n", soft_wrap=True)
     if pred is None:
-        console.print("[yellow]no prediction recorded for this example[/]")
+        console.print("no prediction recorded for this example", style="yellow")
     elif pred.error:
-        console.print(f"[red]prediction failed:[/] {pred.error}")
+        console.print(styled(("prediction failed:", "red"), f" {pred.error}"), soft_wrap=True)
     for key in ("unplaced", "parsed"):
         if pred is not None and pred.meta.get(key):
-            console.print(f"{key}: {pred.meta[key]}")
+            console.print(f"{key}: {pred.meta[key]}", soft_wrap=True)

@@ -60,7 +60,7 @@ def sweep(spec_file, backend, workers, scheduler, runs, data_dir, retries, plan_
     send back. A task that fails (or whose worker dies) is sent again up to --retries times; cells that still
     fail are listed, recorded in RUNS/sweep.json, and the command exits with status 1.
     """
-    from shambench.report import make_console
+    from shambench.report import make_console, styled
     from shambench.sweep import make_backend, plan_sweep, run_sweep
 
     console = make_console()
@@ -76,7 +76,7 @@ def sweep(spec_file, backend, workers, scheduler, runs, data_dir, retries, plan_
     if report.leaderboard:
         console.print(f"leaderboard: {report.leaderboard}")
     if report.leaderboard_error:
-        console.print(f"[yellow]leaderboard not built[/yellow]: {report.leaderboard_error}")
+        console.print(styled(("leaderboard not built", "yellow"), f": {report.leaderboard_error}"))
     if report.failed:
         raise click.ClickException(
             f"{len(report.failed)} of {len(report.cells)} cells failed; run the same command again to retry them"
@@ -140,9 +140,11 @@ class SweepProgress(Monitor):
 
     def cell(self, report) -> None:
         """One cell finished."""
+        from shambench.report import styled
+
         self.progress.advance(self.cells)
         if report.status == "failed":
-            self.progress.console.print(f"[red]failed[/red] {report.cell}: {report.error}")
+            self.progress.console.print(styled(("failed", "red"), f" {report.cell}: {report.error}"))
 
     def __enter__(self):
         self.progress.start()

@@ -63,7 +63,9 @@ def test_show_highlights_one_example(tmp_path):
     runner = _runs(tmp_path)
     res = runner.invoke(main, ["show", str(tmp_path / "overlap"), "--id", "a"])
     assert res.exit_code == 0, res.output
-    assert "The capital is Lyon." in res.output and "Capital of France?" in res.output
+    # not a terminal: the spans are marked in plain text (overflow flags exactly the gold "Lyon")
+    assert "The capital is [[{{Lyon}}]]." in res.output and "Capital of France?" in res.output
+    assert "[[gold, missed]]  {{predicted, not gold}}" in res.output
     bad = runner.invoke(main, ["show", str(tmp_path / "overlap"), "--id", "nope"])
     assert bad.exit_code == 2 and "no example with id 'nope'" in bad.output
 

@@ -76,7 +76,7 @@ def bad_inputs(examples: Path, predictions: Path) -> dict[str, tuple[str, list[s
         ),
         "duplicate id": (
             '{"id": "a"}\n{"id": "b"}\n\n{"id": "a", "spans": [[0, 1]]}\n',
-            [f"{predictions}:4:", "two predictions for example id 'a'"],
+            [f"{predictions}:4:", "id 'a' repeats line 1"],
         ),
         "sentence labels of the wrong length": (
             '{"id": "b"}\n{"id": "a", "sentence_labels": [0, 1]}\n',
@@ -85,6 +85,54 @@ def bad_inputs(examples: Path, predictions: Path) -> dict[str, tuple[str, list[s
         "reversed span": (
             '{"id": "a", "spans": [[5, 2]]}\n',
             [f"{predictions}:1:", "span [5, 2) is empty or reversed"],
+        ),
+        "misspelt key": (
+            '{"id": "a", "span": [[12, 17]]}\n',
+            [f"{predictions}:1:", "unknown key 'span' (allowed: id, spans,"],
+        ),
+        "string offset": (
+            '{"id": "a", "spans": [["12", 17]]}\n',
+            [f"{predictions}:1:", 'spans.0: start must be an integer character offset, got "12"'],
+        ),
+        "float offset": (
+            '{"id": "a", "spans": [[12, 17.0]]}\n',
+            [f"{predictions}:1:", "spans.0: end must be an integer character offset, got 17.0"],
+        ),
+        "boolean offset": (
+            '{"id": "a", "spans": [{"start": true, "end": 5}]}\n',
+            [f"{predictions}:1:", "spans.0: start must be an integer character offset, got true"],
+        ),
+        "NaN score": (
+            '{"id": "a", "scores": [{"start": 0, "end": 5, "score": NaN}]}\n',
+            [f"{predictions}:1:", "NaN is not a JSON number"],
+        ),
+        "infinite score": (
+            '{"id": "a", "scores": [[0, 5]], "meta": {"x": 1e999}}\n',
+            [f"{predictions}:1:", "meta.x: expected a finite number"],
+        ),
+        "not an object": (
+            '{"id": "b"}\n[1, 2]\n',
+            [f"{predictions}:2:", "expected a JSON object, got an array"],
+        ),
+        "deep nesting": (
+            '{"id": "a", "meta": ' + "[" * 40 + "]" * 40 + "}\n",
+            [f"{predictions}:1:", "nested deeper than 32 levels"],
+        ),
+        "very deep nesting": (
+            '{"id": "a", "meta": ' + "[" * 100000 + "]" * 100000 + "}\n",
+            [f"{predictions}:1:", "nested deeper than 32 levels"],
+        ),
+        "boolean sentence label": (
+            '{"id": "a", "sentence_labels": [true]}\n',
+            [f"{predictions}:1:", "sentence_labels: expected integers, got true"],
+        ),
+        "missing id": (
+            '{"spans": []}\n',
+            [f"{predictions}:1:", "missing key 'id'"],
+        ),
+        "unknown key in a range": (
+            '{"id": "a", "spans": [{"start": 0, "end": 5, "txt": "x"}]}\n',
+            [f"{predictions}:1:", "spans.0: unknown key 'txt'"],
         ),
     }
 
@@ -103,6 +151,18 @@ def assert_nothing_written(out: Path) -> None:
         "duplicate id",
         "sentence labels of the wrong length",
         "reversed span",
+        "misspelt key",
+        "string offset",
+        "float offset",
+        "boolean offset",
+        "NaN score",
+        "infinite score",
+        "not an object",
+        "deep nesting",
+        "very deep nesting",
+        "boolean sentence label",
+        "missing id",
+        "unknown key in a range",
     ],
 )
 def test_bad_predictions_give_one_clear_line_and_write_nothing(files, case):
@@ -116,6 +176,15 @@ def test_bad_predictions_give_one_clear_line_and_write_nothing(files, case):
     for message in messages:
         assert message in lines[0]
     assert result.stdout == ""
+    assert_nothing_written(out)
+
+
+def test_non_utf8_predictions_name_the_line(files):
+    examples, predictions, out = files
+    predictions.write_bytes(b'{"id": "b"}\n{"id": "a", "meta": {"n": "caf\xe9"}}\n')
+    result = invoke("score", "--examples", examples, "--predictions", predictions, "--out", out)
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"error: {predictions}:2: not UTF-8 text (byte 0xe9 at column 31)"
     assert_nothing_written(out)
 
 

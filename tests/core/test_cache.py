@@ -83,6 +83,9 @@ def test_cli_stats_and_clear():
     out = runner.invoke(main, ["cache", "stats"], terminal_width=200)
     assert out.exit_code == 0, out.output
     assert "gpt-5-mini" in out.output and "total" in out.output
+    # the path whole on one line, even in a narrow terminal
+    narrow = runner.invoke(main, ["cache", "stats"], env={"COLUMNS": "30"})
+    assert f"cache: {ResponseCache().path}\n" in narrow.output
     refused = runner.invoke(main, ["cache", "clear"], input="n\n")
     assert refused.exit_code == 1
     assert ResponseCache().stats().entries == 2

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -102,3 +104,36 @@ def test_compare_run_directories_and_cli(tmp_path):
     assert result.exit_code == 0, result.output
     assert "A = exact   B = all" in result.output and "+0.826" in result.output
     assert '"group": "overall"' in out.read_text()
+
+
+def _drop_and_fail(run_dir, drop: str | None = None, fail: str | None = None) -> None:
+    """Rewrite a run's journal without `drop`'s line and with `fail`'s prediction failed."""
+    journal = run_dir / "predictions.jsonl"
+    lines = [Prediction.model_validate_json(line) for line in journal.read_text().splitlines()]
+    kept = [p if p.id != fail else Prediction(id=p.id, error="boom") for p in lines if p.id != drop]
+    journal.write_text("".join(p.model_dump_json() + "\n" for p in kept))
+
+
+def test_compare_leaves_out_unpredicted_ids_and_counts_them(tmp_path):
+    examples = write_examples(tmp_path / "examples.jsonl")
+    run_a = make_run(tmp_path / "a", examples, "exact")
+    run_b = make_run(tmp_path / "b", examples, "all")
+    _drop_and_fail(run_a, drop="s1")
+    _drop_and_fail(run_b, fail="q2")
+    c = compare_runs(run_a, run_b, n_resamples=B)
+    # Only q1 is predicted by both: context_qa alone, exact 1 against all's 2/8 = 0.25.
+    assert (c.n_shared, c.unpredicted) == (1, 2)
+    assert _by(c, "span", "overall").diff == pytest.approx(0.75)
+    assert c.counts_a.model_dump() == {"predicted": 2, "failed": 0, "missing": 1}
+    assert c.counts_b.model_dump() == {"predicted": 2, "failed": 1, "missing": 0}
+    # --missing-as-empty: A = (mean(1, 1) + 0) / 2 = 0.5; B = (mean(0.25, 1) + 2/9) / 2 (failed q2: nothing vs nothing).
+    c = compare_runs(run_a, run_b, n_resamples=B, missing_as_empty=True)
+    assert (c.n_shared, c.unpredicted, c.missing_as_empty) == (3, 0, True)
+    assert _by(c, "span", "overall").diff == pytest.approx(0.5 - (0.625 + 2 / 9) / 2)
+    res = CliRunner().invoke(main, ["compare", str(run_a), str(run_b), "--bootstrap", "50", "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["unpredicted"] == 2 and data["counts_a"]["missing"] == 1
+    assert "run A (exact): 2 predicted, 0 failed, 1 missing" in res.stderr
+    assert "run B (all): 2 predicted, 1 failed, 0 missing" in res.stderr
+    assert "warning: 2 shared example(s) left out" in res.stderr

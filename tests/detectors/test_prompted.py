@@ -364,7 +364,9 @@ def test_missing_key_is_one_clear_error(tmp_path, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     path = write_examples(tmp_path / "ex.jsonl", invented(1))
-    result = CliRunner().invoke(main, ["eval", "--detector", "gpt5mini", "--examples", str(path), *FAST])
+    # --runs under tmp_path: the run directory is created before the key is missed, and never in the checkout
+    args = ["eval", "--detector", "gpt5mini", "--examples", str(path), "--runs", str(tmp_path / "runs"), *FAST]
+    result = CliRunner().invoke(main, args)
     assert result.exit_code == 2
     assert "error: no API key: set OPENAI_API_KEY" in result.output
 

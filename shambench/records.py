@@ -1,0 +1,188 @@
+"""Strict reading of prediction and example records: one validator for files, submissions and detector output.
+
+Pydantic alone is lenient where a benchmark must not be: it turns `"3"`, `3.0` or `true` into the offset 3, ignores
+a misspelt key (so `"span": [...]` silently predicts nothing) and lets NaN scores through. These checks run on the
+plain JSON value first, so every record entering a score was written as documented.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from shambench.io import MAX_DEPTH, DataError, _describe, iter_lines, parse_json_line
+from shambench.schema import Example, Prediction
+
+
+# Fields holding character ranges: `[start, end]`, `[start, end, label]` or an object with `start` and `end`.
+RANGE_FIELDS = {
+    Prediction: ("spans", "scores", "soft_spans"),
+    Example: ("hallu_spans", "soft_spans", "steps"),
+}
+# Fields holding lists of integer labels, where a boolean or a float is a mistake.
+INT_LIST_FIELDS = {Prediction: ("sentence_labels", "step_verdicts"), Example: ()}
+RANGE_KEYS = {"start", "end", "label", "score", "prob"}
+
+
+def allowed_keys(model: type[BaseModel]) -> list[str]:
+    """The keys a record of `model` may have, in the documented order."""
+    return list(model.model_fields)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of a JSON value (a scalar is 0), without recursion."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if depth > MAX_DEPTH:
+            break
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list | tuple) else ()
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def _non_finite(value: Any, where: str = "") -> str | None:
+    """The path of the first NaN or infinite number in a JSON value, else None."""
+    stack = [(value, where)]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, float) and not math.isfinite(node):
+            return path or "value"
+        if isinstance(node, dict):
+            stack.extend((v, f"{path}.{k}" if path else str(k)) for k, v in node.items())
+        elif isinstance(node, list | tuple):
+            stack.extend((v, f"{path}.{i}" if path else str(i)) for i, v in enumerate(node))
+    return None
+
+
+def _range_problem(field: str, i: int, item: Any) -> str | None:
+    where = f"{field}.{i}"
+    if isinstance(item, list):
+        if len(item) not in (2, 3):
+            return f"{where}: expected [start, end] or [start, end, label], got {len(item)} values"
+        bounds = item[:2]
+    elif isinstance(item, dict):
+        unknown = sorted(set(item) - RANGE_KEYS)
+        if unknown:
+            return f"{where}: unknown key {unknown[0]!r} (a range has start, end and optionally label, score, prob)"
+        bounds = [item.get("start"), item.get("end")]
+    else:
+        return f"{where}: expected [start, end] or an object with start and end, got {type(item).__name__}"
+    for name, value in zip(("start", "end"), bounds):
+        if not _is_int(value):
+            return f"{where}: {name} must be an integer character offset, got {json.dumps(value)}"
+    return None
+
+
+def record_problem(obj: Any, model: type[BaseModel]) -> str | None:
+    """What is wrong with a plain JSON value as a record of `model` (Prediction or Example), or None."""
+    if not isinstance(obj, dict):
+        return f"expected a JSON object, got {_json_type(obj)}"
+    if _depth(obj) > MAX_DEPTH:
+        return f"nested deeper than {MAX_DEPTH} levels"
+    unknown = sorted(k for k in obj if k not in model.model_fields)
+    if unknown:
+        return f"unknown key {unknown[0]!r} (allowed: {', '.join(allowed_keys(model))})"
+    if not isinstance(obj.get("id"), str):
+        return "expected a string id" if "id" in obj else "missing key 'id'"
+    bad = _non_finite(obj)
+    if bad:
+        return f"{bad}: expected a finite number, got NaN or infinity"
+    for field in RANGE_FIELDS.get(model, ()):
+        value = obj.get(field)
+        if value is None:
+            continue
+        if not isinstance(value, list):
+            return f"{field}: expected a list of ranges, got {_json_type(value)}"
+        for i, item in enumerate(value):
+            problem = _range_problem(field, i, item)
+            if problem:
+                return problem
+    for field in INT_LIST_FIELDS.get(model, ()):
+        value = obj.get(field)
+        if isinstance(value, list):
+            wrong = [v for v in value if not _is_int(v)]
+            if wrong:
+                return f"{field}: expected integers, got {json.dumps(wrong[0])}"
+    return None
+
+
+def _json_type(value: Any) -> str:
+    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+    return names.get(type(value), "a number")
+
+
+def parse_record(obj: Any, model: type[BaseModel], drop: Sequence[str] = ()) -> Any:
+    """A checked record of `model` from a plain JSON value; ValueError says what was expected.
+
+    The fields in `drop` are checked, then left out of the record (they take their defaults), so a caller that
+    needs few fields never holds the others."""
+    problem = record_problem(obj, model)
+    if problem:
+        raise ValueError(problem)
+    for name in drop:
+        obj.pop(name, None)
+    try:
+        return model.model_validate(obj)
+    except ValidationError as err:
+        raise ValueError(_describe(err)) from None
+
+
+def parse_line(line: bytes | str, model: type[BaseModel], drop: Sequence[str] = ()) -> Any:
+    """A checked record of `model` from one JSONL line; ValueError says what was expected."""
+    return parse_record(parse_json_line(line), model, drop)
+
+
+def read_records(path: str | Path, model: type[BaseModel], drop: Sequence[str] = ()) -> list[tuple[int, Any]]:
+    """Every record of a JSONL file with its line number, read line by line (`drop`: see `parse_record`);
+    DataError `FILE:LINE: what was expected` at the first bad line, and at a repeated id (naming the line that
+    first gave it)."""
+    out, first = [], {}
+    for lineno, line in iter_lines(path):
+        try:
+            rec = parse_line(line, model, drop)
+        except ValueError as err:
+            raise DataError(f"{path}:{lineno}: {err}") from None
+        if rec.id in first:
+            raise DataError(f"{path}:{lineno}: id {rec.id!r} repeats line {first[rec.id]} (ids must be unique)")
+        first[rec.id] = lineno
+        out.append((lineno, rec))
+    return out
+
+
+def read_predictions(path: str | Path, drop: Sequence[str] = ()) -> list[tuple[int, Prediction]]:
+    """The predictions of a PRED file with their line numbers (see `read_records`)."""
+    return read_records(path, Prediction, drop)
+
+
+def read_examples(path: str | Path, drop: Sequence[str] = ()) -> list[Example]:
+    """The examples of an EXAMPLES file (see `read_records`): duplicate ids fail before anything runs."""
+    return [ex for _, ex in read_records(path, Example, drop)]
+
+
+def check_detector_prediction(pred: Any, example: Example | None, detector: str) -> Prediction:
+    """A prediction a detector returned, checked by the same rules as a file line before it is journaled;
+    DataError names the detector and the example id."""
+    pid = getattr(pred, "id", None)
+    where = f"detector {detector!r}, example {pid!r}"
+    if not isinstance(pred, Prediction):
+        raise DataError(f"detector {detector!r} returned {type(pred).__name__}, expected a Prediction")
+    if example is None:
+        raise DataError(f"{where}: a prediction for an id that was not asked for")
+    try:
+        checked = parse_record(pred.model_dump(exclude_none=True), Prediction)
+        if checked.error is None:
+            checked.check_against(example)
+    except ValueError as err:
+        raise DataError(f"{where}: {err}") from None
+    return pred

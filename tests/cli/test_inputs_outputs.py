@@ -1,0 +1,149 @@
+"""Inputs and outputs that never crash or mislead: literal text, JSON on stdout, per-example scores, parameters."""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+import pytest
+from click.testing import CliRunner
+
+from shambench.cli import main
+from shambench.leaderboard.submit import MAX_LISTED_IDS, missing_problem
+from tests.runs import eval_run, write_jsonl
+
+# Ids, tasks and texts that rich would read as markup or emoji if they were not printed literally.
+NASTY = [
+    {
+        "id": "[/x] closing tag",
+        "dataset": "d[bold]",
+        "task": "qa[/]",
+        "question": "What is [red]this[/red]?",
+        "context": "Context with [link=http://x]a link[/link].",
+        "response": "The answer is [/] :smile: Lyon.",
+        "hallu_spans": [[26, 30]],
+    },
+    {
+        "id": "an-id-that-is-long-" + "x" * 150,
+        "dataset": "d[bold]",
+        "task": "qa[/]",
+        "response": "Nothing wrong here.",
+    },
+]
+
+
+def invoke(*args, **kwargs):
+    return CliRunner().invoke(main, [str(a) for a in args], prog_name="shambench", **kwargs)
+
+
+@pytest.fixture
+def nasty_run(tmp_path):
+    examples = write_jsonl(tmp_path / "ex.jsonl", NASTY)
+    eval_run(examples, "overlap", tmp_path / "run")
+    return examples, tmp_path / "run"
+
+
+def test_markup_in_ids_tasks_and_texts_is_printed_literally(nasty_run, tmp_path):
+    examples, run = nasty_run
+    predictions = tmp_path / "pred.jsonl"
+    predictions.write_text(json.dumps({"id": NASTY[0]["id"], "spans": [[26, 30]]}) + "\n")
+    res = invoke("score", "--examples", examples, "--predictions", predictions, "--bootstrap", 10)
+    assert res.exit_code == 0, res.output
+    assert "qa[/]/d[bold]" in res.stdout and "qa[/]" in res.stdout
+    shown = invoke("show", run, "--id", NASTY[0]["id"])
+    assert shown.exit_code == 0, shown.output
+    assert "[/x] closing tag" in shown.stdout and "What is [red]this[/red]?" in shown.stdout
+    assert "[link=http://x]a link[/link]" in shown.stdout
+    # overlap flags the words absent from question and context: "answer", "smile" and the gold "Lyon"
+    assert "The {{answer}} is [/] :{{smile}}: [[{{Lyon}}]]." in shown.stdout and "😄" not in shown.stdout
+    compared = invoke("compare", run, run, "--bootstrap", 10)
+    assert compared.exit_code == 0, compared.output
+    assert "qa[/]" in compared.stdout
+    analysed = invoke("analyze", run, "--out", tmp_path / "an", "--no-figures")
+    assert analysed.exit_code == 0, analysed.output
+    assert "qa[/]/d[bold]" in analysed.stdout
+    missing = invoke("show", run, "--id", "[/nope]")
+    assert missing.exit_code == 2 and "no example with id '[/nope]'" in missing.stderr
+
+
+def test_tables_keep_full_ids_when_piped(nasty_run):
+    _, run = nasty_run
+    # No COLUMNS and not a terminal: the width follows the content, nothing is cut with an ellipsis.
+    res = CliRunner().invoke(main, ["score", str(run), "--bootstrap", "10"], env={"COLUMNS": None})
+    assert res.exit_code == 0, res.output
+    assert "…" not in res.stdout
+    long_id = NASTY[1]["id"]
+    shown = CliRunner().invoke(main, ["show", str(run), "--id", long_id], env={"COLUMNS": None})
+    assert long_id in shown.stdout
+    # show marks the spans in plain text: overlap flags "Lyon" (absent from question and context) = gold
+    shown = CliRunner().invoke(main, ["show", str(run), "--id", NASTY[0]["id"]], env={"COLUMNS": None})
+    assert ":{{smile}}: [[{{Lyon}}]]." in shown.stdout
+
+
+def test_out_dash_and_json_put_only_json_on_stdout(nasty_run, tmp_path, monkeypatch):
+    examples, run = nasty_run
+    monkeypatch.chdir(tmp_path)
+    for args in (
+        ["score", run, "--out", "-", "--bootstrap", 10],
+        ["score", run, "--json", "--bootstrap", 10],
+        ["eval", "--detector", "all", "--examples", examples, "--run-dir", tmp_path / "e", "--json", "--no-progress"],
+    ):
+        res = invoke(*args)
+        assert res.exit_code == 0, res.output
+        data = json.loads(res.stdout)
+        assert data["n_examples"] == 2 and data["schema_version"]
+        assert "qa[/]/d[bold]" in res.stderr  # the human table went to stderr
+    assert not (tmp_path / "-").exists()
+    both = invoke("score", run, "--json", "--out", tmp_path / "r.json", "--bootstrap", 10)
+    assert json.loads(both.stdout) == json.loads((tmp_path / "r.json").read_text())
+
+
+def test_per_example_file_and_run_directory(nasty_run, tmp_path):
+    examples, run = nasty_run
+    lines = [json.loads(line) for line in (run / "per_example.jsonl").read_text().splitlines()]
+    assert [row["id"] for row in lines] == [ex["id"] for ex in NASTY]
+    # overlap: example 0 finds the gold "Lyon" among false alarms (recall 1, precision < 1); example 1 has no
+    # context, so its words are flagged against no gold: P = R = F1 = 0
+    assert lines[0]["token"]["recall"] == 1.0 and lines[0]["token"]["precision"] < 1.0
+    assert lines[1]["token"] == {"precision": 0.0, "recall": 0.0, "f1": 0.0}
+    assert lines[0]["status"] == "predicted" and set(lines[0]) >= {"task", "dataset", "sentence"}
+    predictions = tmp_path / "pred.jsonl"
+    predictions.write_text(json.dumps({"id": NASTY[0]["id"], "spans": [[0, 30]]}) + "\n")
+    out = tmp_path / "per.jsonl"
+    res = invoke(
+        "score", "--examples", examples, "--predictions", predictions, "--per-example", out, "--json", "--bootstrap", 10
+    )
+    assert res.exit_code == 0, res.output
+    results = json.loads(res.stdout)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["status"] for r in rows] == ["predicted", "missing"]
+    group = results["datasets"]["qa[/]/d[bold]"]
+    assert statistics.fmean(r["token"]["f1"] for r in rows) == group["token"]["f1"]
+    assert statistics.fmean(r["sentence"]["recall"] for r in rows) == group["sentence"]["recall"]
+
+
+def test_list_detector_parameters_and_bad_params():
+    res = invoke("list", "detectors", "random")
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert any("rate" in line and "float" in line and "0.1" in line and "probability" in line for line in lines)
+    assert any("seed" in line and "int" in line for line in lines)
+    for param, message in (
+        ("rat=0.2", "detector 'random' has no parameter 'rat'; did you mean 'rate'?"),
+        ("rate=abc", "detector 'random': parameter rate='abc' is not a float"),
+    ):
+        bad = invoke("eval", "--detector", "random", "-p", param, "--examples", "nowhere.jsonl")
+        assert bad.exit_code == 2
+        assert bad.stderr.strip().splitlines() == [bad.stderr.strip()]
+        assert message in bad.stderr and "rate (float, default 0.1), seed (int, default 0)" in bad.stderr
+    unknown = invoke("list", "detectors", "randm")
+    assert unknown.exit_code == 2 and "did you mean 'random'" in unknown.stderr
+
+
+def test_rejection_lists_at_most_twenty_missing_ids_and_the_count():
+    ids = [f"id{i}" for i in range(45)]
+    message = missing_problem(ids, 50)
+    assert message.startswith("no prediction for 45 of the 50 test ids: 'id0', 'id1'")
+    assert f"'id{MAX_LISTED_IDS - 1}', and {45 - MAX_LISTED_IDS} more" in message
+    assert f"'id{MAX_LISTED_IDS}'" not in message
+    assert missing_problem(["a"], 3) == "no prediction for 1 of the 3 test ids: 'a'"
