@@ -52,7 +52,7 @@ def score(run_dir, datasets, examples_file, split, data_dir, limit, predictions,
     else:
         if not predictions:
             raise click.UsageError("give RUN_DIR, or --predictions with --examples or --datasets")
-        examples, _ = select_examples(datasets, examples_file, split, data_dir, limit, _warn(console))
+        examples, _ = select_examples(datasets, examples_file, split, data_dir, limit)
         preds = read_models(predictions, Prediction)
         try:
             results = Scorer(examples, n_resamples=n_resamples, seed=seed).score(preds)
@@ -63,13 +63,6 @@ def score(run_dir, datasets, examples_file, split, data_dir, limit, predictions,
     if out:
         write_json(out, results)
         console.print(f"results written to {out}", soft_wrap=True)
-
-
-def _warn(console):
-    def warn(name: str, message: str) -> None:
-        console.print(f"[yellow]warning:[/] dataset {name} not loaded: {message}")
-
-    return warn
 
 
 def _where(path: str, prediction_id: str | None) -> str:
