@@ -318,7 +318,10 @@ def make_miprov2(
     base: str | None = None,
     **options: Any,
 ) -> MIPROv2Detector:
-    """An optimised DSPy span program from a `shambench optimize` file (`miprov2:PROGRAM.json`)."""
+    """An optimised DSPy span program from a `shambench optimize` file (`miprov2:PROGRAM.json`).
+
+    The file never routes the API key: its `api_key_env` is not used (the variable comes from the command line or
+    the base preset), and a `base_url` other than the preset's must be given again with --base-url."""
     saved = load_program(program)
     if prompt_hash is not None and prompt_hash != saved.prompt.hash:
         raise DataError(
@@ -327,12 +330,17 @@ def make_miprov2(
         )
     if base is not None and base != saved.base:
         raise DataError(f"the run used base preset {base!r} but {program} was optimised from {saved.base!r}")
+    if base_url is None and saved.base_url and saved.base_url != presets()[saved.base].base_url:
+        raise DataError(
+            f"{program} was optimised against {saved.base_url}; the API key is sent only where the command line "
+            f"says, so pass --base-url {saved.base_url} to evaluate against that server (or another --base-url)"
+        )
     return program_detector(
         saved.prompt,
         saved.base,
         model=model or saved.model,
-        base_url=base_url or saved.base_url,
-        api_key_env=api_key_env or saved.api_key_env,
+        base_url=base_url,
+        api_key_env=api_key_env,
         generation=saved.generation if generation is None else generation,
         **options,
     )

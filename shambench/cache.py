@@ -1,10 +1,10 @@
 """A persistent response cache for model calls: one SQLite file, write-ahead log, one writer connection.
 
-Keys are content hashes of what determines a model's answer (model, endpoint kind, generation parameters and the
-rendered prompt, i.e. the prompt template filled with the example), never of how it was fetched (concurrency,
-timeouts, retries). The server URL is not part of the key either: the same model name behind another URL
-reuses the answers (clear the cache, or name models apart, when two servers serve different weights under one
-name). Values are JSON records. Only answers a caller accepted are stored, so a failed or
+Keys are content hashes of what determines a model's answer: the server (its normalised base URL, without
+credentials), the model name, the request kind, the generation parameters and the rendered prompt (the prompt
+template filled with the example); never of how it was fetched (concurrency, timeouts, retries). The same model
+name on two servers therefore never shares answers, and entries written by versions whose keys lacked the server
+are never hit again. Values are JSON records. Only answers a caller accepted are stored, so a failed or
 unparseable response is asked again next time.
 
 The file lives at `cache_dir()/responses.sqlite`; `shambench cache stats|clear` inspects and empties it.

@@ -5,12 +5,19 @@ What it guarantees:
 - bounded concurrency: at most `Endpoint.max_concurrency` requests in flight, served by that many workers;
 - retries with exponential backoff and jitter on 429, 5xx, timeouts, dropped connections and malformed bodies,
   honouring `Retry-After` / `retry-after-ms`; every HTTP attempt is made and counted here, exactly;
-- a per-request timeout;
+- a per-request timeout, and a bound on the size of a reply (`Endpoint.max_response_bytes`);
+- every HTTP-200 body validated (`parse_reply`): anything that is not a well-formed completion (not JSON, nested
+  too deeply, no choices, non-string content, usage or logprobs of the wrong shape) is a `MalformedReply`, retried
+  and, when it persists, the item's failure reason; it never stops the run;
+- a stop after `Endpoint.auth_failures_to_stop` consecutive 401/403 replies (`AuthenticationStopped`), rather than
+  one doomed request per item;
 - accounting: input, output and reasoning tokens, cost from the price table (`shambench/pricing.yaml`, overridden
   by `$SHAMBENCH_PRICING` or `<user config dir>/shambench/pricing.yaml`), requests, retries and cache hits;
-- a response cache (`shambench.cache`) keyed by model, endpoint kind, generation parameters and rendered prompt;
+- a response cache (`shambench.cache`) keyed by the server (`endpoint_url`), model, endpoint kind, generation
+  parameters and rendered prompt, so two servers never share answers;
 - no secrets kept: the API key is read from the environment when the client starts and never stored in
-  parameters, cache records, usage records or error messages.
+  parameters, cache records, usage records or error messages (redacted before any truncation); a base URL
+  carrying credentials (`user:pass@host`) is refused (`EndpointError`).
 
 The requests go out through aiohttp rather than the openai SDK: the SDK's request transformation and its httpx
 transport cost several milliseconds of CPU per request, which on a 2-core machine caps a run far below what a
@@ -36,6 +43,7 @@ import contextlib
 import email.utils
 import functools
 import json
+import math
 import os
 import queue
 import random
@@ -52,7 +60,7 @@ from typing import Any, TypeVar
 
 import yaml
 from platformdirs import user_config_dir
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from shambench.cache import ResponseCache, cache_key
 from shambench.detector import Monitor
@@ -70,9 +78,72 @@ PLACEHOLDER_KEY = "EMPTY"
 KIND_PATHS = {"chat": "chat/completions", "completions": "completions", "responses": "responses"}
 # HTTP statuses worth another attempt: timeout, conflict, rate limit, and server errors.
 RETRYABLE_STATUS = frozenset({408, 409, 429})
+# Authentication failures: not retried, and a run stops after `Endpoint.auth_failures_to_stop` in a row.
+AUTH_STATUS = frozenset({401, 403})
+# Replies larger than this many bytes are refused (`Endpoint.max_response_bytes`, default from this variable).
+MAX_RESPONSE_BYTES_ENV = "SHAMBENCH_MAX_RESPONSE_BYTES"
+DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+# A token count above this in one reply is a server's garbage, not a bill.
+MAX_REPLY_TOKENS = 100_000_000
 # How often finished results and counters are handed from the event-loop thread to the caller.
 FLUSH_SECONDS = 0.05
 _FINISHED = object()
+
+
+class EndpointError(Exception):
+    """A base URL shambench refuses: not http(s), or carrying credentials. Not a ValueError, so that pydantic
+    passes it through unchanged and the command line shows it as one line."""
+
+
+class AuthenticationStopped(Exception):
+    """Raised out of `LLMClient.map` after too many consecutive 401/403 replies: the key or server is wrong, and
+    every further request would fail the same way."""
+
+
+class MalformedReply(ValueError):
+    """An HTTP-200 body that is not a well-formed completion; the message is a one-line reason."""
+
+
+def check_base_url(url: str | None, origin: str = "--base-url") -> str | None:
+    """`url` unchanged; EndpointError when it is not an http(s) URL or carries a user name or password (which
+    would be written to run configs, results and logs). The message never repeats the URL."""
+    if url is None:
+        return None
+    parts = urllib.parse.urlsplit(url.strip())
+    if "@" in parts.netloc:
+        raise EndpointError(
+            f"{origin} must not contain credentials (user:password@host): they would be written to the run's "
+            "records. Put the key in an environment variable and name it with --api-key-env"
+        )
+    try:
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:
+        port_ok = False
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname or not port_ok:
+        raise EndpointError(f"{origin}: expected an http(s) URL such as http://127.0.0.1:8000/v1, got {url!r}")
+    return url
+
+
+def endpoint_url(url: str) -> str:
+    """A server's identity in cache keys: scheme, lower-cased host, port unless the scheme's default, and path
+    without a trailing slash; never credentials, query or fragment."""
+    parts = urllib.parse.urlsplit(url.strip())
+    scheme = parts.scheme.lower()
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    port = parts.port
+    netloc = host if port is None or port == {"http": 80, "https": 443}.get(scheme) else f"{host}:{port}"
+    return urllib.parse.urlunsplit((scheme, netloc, parts.path.rstrip("/"), "", ""))
+
+
+def default_max_response_bytes() -> int:
+    """`$SHAMBENCH_MAX_RESPONSE_BYTES`, else 4 MiB."""
+    value = os.environ.get(MAX_RESPONSE_BYTES_ENV)
+    if not value:
+        return DEFAULT_MAX_RESPONSE_BYTES
+    if not value.isdigit() or int(value) < 1024:
+        raise DataError(f"${MAX_RESPONSE_BYTES_ENV}: expected a number of bytes of at least 1024, got {value!r}")
+    return int(value)
 
 
 class Endpoint(BaseModel):
@@ -94,6 +165,15 @@ class Endpoint(BaseModel):
     """Backoff before retry n is between half and all of `backoff_base * 2**(n-1)` seconds (equal jitter)."""
     backoff_max: float = Field(default=60.0, ge=0)
     """Longest wait before a retry, including waits asked for by `Retry-After`."""
+    max_response_bytes: int = Field(default_factory=default_max_response_bytes, ge=1024)
+    """Largest reply body accepted; a larger one is a malformed reply ($SHAMBENCH_MAX_RESPONSE_BYTES, 4 MiB)."""
+    auth_failures_to_stop: int = Field(default=5, ge=1)
+    """Consecutive 401/403 replies after which the whole run stops (`AuthenticationStopped`)."""
+
+    @field_validator("base_url")
+    @classmethod
+    def _no_credentials(cls, url: str | None) -> str | None:
+        return check_base_url(url)
 
     def identity(self) -> dict[str, Any]:
         """Model, server and key variable: the part an API-backed detector records in its params, in the
@@ -237,56 +317,147 @@ def redact(text: str, secret: str | None) -> str:
     return re.sub(r"\bsk-[A-Za-z0-9*_\-]{3,}", "sk-***", text)
 
 
+class Reply(BaseModel):
+    """The validated content of one HTTP-200 completion body."""
+
+    text: str
+    """The message content (chat), completion text, or joined `output_text` parts (responses)."""
+    reasoning: str | None = None
+    """Reasoning text returned beside the content, when any."""
+    finish_reason: str | None = None
+    """Why generation stopped, when the server said."""
+    top_logprobs: dict[str, float] | None = None
+    """The first generated token's alternatives, when the body carries log-probabilities."""
+    usage: Usage
+    """Tokens and cost of this reply."""
+
+
+def parse_reply(kind: str, body: str, model: str) -> Reply:
+    """The completion in an HTTP-200 body of request kind `kind`; MalformedReply (a one-line reason) for
+    anything else. Only the transport-level shape is checked here: what the text means is the caller's."""
+    try:
+        response = json.loads(body)
+    except RecursionError:
+        raise MalformedReply("malformed reply: JSON nested too deeply") from None
+    except ValueError as err:
+        raise MalformedReply(f"malformed reply: not JSON ({err})") from None
+    if not isinstance(response, dict):
+        raise MalformedReply(f"malformed reply: expected a JSON object, got {_json_type(response)}")
+    error = response.get("error")
+    if error and "choices" not in response and "output" not in response:
+        message = error.get("message") if isinstance(error, dict) else error
+        raise MalformedReply(f"malformed reply: an error in an HTTP-200 body ({message})")
+    text, reasoning, finish = message_parts(kind, response)
+    return Reply(
+        text=text,
+        reasoning=reasoning,
+        finish_reason=finish,
+        top_logprobs=first_token_logprobs(kind, response),
+        usage=usage_of(model, response),
+    )
+
+
+def _json_type(value: Any) -> str:
+    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+    return names.get(type(value), "a number")
+
+
+def _expect(value: Any, types: type | tuple[type, ...], where: str) -> Any:
+    """`value` when it is one of `types`; MalformedReply naming the field otherwise."""
+    if not isinstance(value, types) or (isinstance(value, bool) and bool not in _as_tuple(types)):
+        raise MalformedReply(f"malformed reply: {where} is {_json_type(value)}")
+    return value
+
+
+def _as_tuple(types: type | tuple[type, ...]) -> tuple[type, ...]:
+    return types if isinstance(types, tuple) else (types,)
+
+
+def _token_count(value: Any, where: str) -> int:
+    """A token count from a usage record: a whole number in [0, MAX_REPLY_TOKENS]."""
+    if value is None:
+        return 0
+    _expect(value, (int, float), where)
+    if value != value or not 0 <= value <= MAX_REPLY_TOKENS or value != int(value):
+        raise MalformedReply(f"malformed reply: {where} = {value!r} is not a plausible token count")
+    return int(value)
+
+
 def usage_of(model: str, response: dict[str, Any]) -> Usage:
-    """The token usage of a response body, in Chat Completions or Responses API names (zeros when absent)."""
-    u = response.get("usage") or {}
-    inp = int(u.get("prompt_tokens") or u.get("input_tokens") or 0)
-    out = int(u.get("completion_tokens") or u.get("output_tokens") or 0)
+    """The token usage of a response body, in Chat Completions or Responses API names (zeros when absent);
+    MalformedReply when it is not a record of plausible whole numbers."""
+    u = _expect(response.get("usage") or {}, dict, "usage")
+    inp = _token_count(u.get("prompt_tokens", u.get("input_tokens")), "usage.prompt_tokens")
+    out = _token_count(u.get("completion_tokens", u.get("output_tokens")), "usage.completion_tokens")
     details = u.get("completion_tokens_details") or u.get("output_tokens_details") or {}
-    reasoning = int(details.get("reasoning_tokens") or 0)
+    details = _expect(details, dict, "usage.completion_tokens_details")
+    reasoning = _token_count(details.get("reasoning_tokens"), "usage.reasoning_tokens")
     return Usage(input_tokens=inp, output_tokens=out, reasoning_tokens=reasoning, cost=cost_of(model, inp, out))
 
 
 def _responses_parts(response: dict[str, Any]) -> tuple[str, str | None, str | None]:
     """(text, reasoning summary, status) of a Responses API body: its `output_text` parts, joined."""
-    output = response.get("output")
-    if not isinstance(output, list):
-        raise ValueError("the response has no output")
+    output = _expect(response.get("output"), list, "output")
     texts, summaries = [], []
     for item in output:
+        _expect(item, dict, "an output item")
         if item.get("type") == "message":
-            texts += [c.get("text", "") for c in item.get("content") or [] if c.get("type") == "output_text"]
+            for part in _expect(item.get("content") or [], list, "a message's content"):
+                if _expect(part, dict, "a content part").get("type") == "output_text":
+                    texts.append(_expect(part.get("text", ""), str, "output_text.text"))
         elif item.get("type") == "reasoning":
-            summaries += [c.get("text", "") for c in item.get("summary") or []]
-    return "".join(texts), "\n".join(summaries) or None, response.get("status")
+            for part in _expect(item.get("summary") or [], list, "a reasoning summary"):
+                summaries.append(_expect(_expect(part, dict, "a summary part").get("text", ""), str, "summary text"))
+    status = _expect(response.get("status"), (str, type(None)), "status")
+    return "".join(texts), "\n".join(summaries) or None, status
 
 
 def message_parts(kind: str, response: dict[str, Any]) -> tuple[str, str | None, str | None]:
-    """(text, reasoning, finish_reason) of the first choice; ValueError when the body has none."""
+    """(text, reasoning, finish_reason) of the first choice; MalformedReply when the body has none, or when its
+    content or finish reason is not a string."""
     if kind == "responses":
         return _responses_parts(response)
-    choices = response.get("choices")
-    if not choices or not isinstance(choices[0], dict):
-        raise ValueError("the response has no choices")
-    choice = choices[0]
+    choices = _expect(response.get("choices"), list, "choices")
+    if not choices:
+        raise MalformedReply("malformed reply: choices is empty")
+    choice = _expect(choices[0], dict, "choices[0]")
+    finish = _expect(choice.get("finish_reason"), (str, type(None)), "finish_reason")
     if kind == "completions":
-        return choice.get("text") or "", None, choice.get("finish_reason")
-    message = choice.get("message") or {}
+        return _expect(choice.get("text") or "", str, "choices[0].text"), None, finish
+    message = _expect(choice.get("message"), dict, "choices[0].message")
+    text = _expect(message.get("content") or "", str, "message content")
     reasoning = message.get("reasoning_content") or message.get("reasoning")
-    text = message.get("content") or ""
-    return text, reasoning if isinstance(reasoning, str) else None, choice.get("finish_reason")
+    return text, reasoning if isinstance(reasoning, str) else None, finish
+
+
+def _logprob(value: Any, where: str) -> float:
+    """A finite log-probability."""
+    _expect(value, (int, float), where)
+    if not math.isfinite(value):
+        raise MalformedReply(f"malformed reply: {where} = {value!r} is not a finite number")
+    return float(value)
 
 
 def first_token_logprobs(kind: str, response: dict[str, Any]) -> dict[str, float] | None:
-    """Token -> log-probability of the first generated token's alternatives, from either endpoint's body."""
-    logprobs = (response.get("choices") or [{}])[0].get("logprobs") or {}
-    if kind == "completions":
-        top = (logprobs.get("top_logprobs") or [None])[0]
-        return {str(k): float(v) for k, v in top.items()} if isinstance(top, dict) else None
-    first = (logprobs.get("content") or [None])[0]
-    if not isinstance(first, dict):
+    """Token -> log-probability of the first generated token's alternatives, from either endpoint's body; None
+    when the body has none, MalformedReply when they have the wrong shape."""
+    if kind == "responses":
         return None
-    return {str(t["token"]): float(t["logprob"]) for t in first.get("top_logprobs") or [] if "token" in t}
+    choice = response["choices"][0]
+    logprobs = _expect(choice.get("logprobs") or {}, dict, "logprobs")
+    if kind == "completions":
+        top = _expect(logprobs.get("top_logprobs") or [None], list, "logprobs.top_logprobs")
+        first = _expect(top[0] if top else None, (dict, type(None)), "logprobs.top_logprobs[0]")
+        return {str(k): _logprob(v, "a top log-probability") for k, v in first.items()} if first else None
+    content = _expect(logprobs.get("content") or [None], list, "logprobs.content")
+    first = _expect(content[0] if content else None, (dict, type(None)), "logprobs.content[0]")
+    if not first:
+        return None
+    out = {}
+    for alt in _expect(first.get("top_logprobs") or [], list, "top_logprobs"):
+        token = _expect(_expect(alt, dict, "a top_logprobs entry").get("token"), str, "top_logprobs token")
+        out[token] = _logprob(alt.get("logprob"), "top_logprobs logprob")
+    return out
 
 
 def wire_body(model: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -297,13 +468,14 @@ def wire_body(model: str, body: dict[str, Any]) -> dict[str, Any]:
 
 
 def error_message(status: int, text: str) -> str:
-    """`HTTP status: message`, the message taken from an OpenAI-style error body when there is one."""
+    """`HTTP status: message`, the message taken from an OpenAI-style error body when there is one (in full:
+    secrets are redacted before it is shortened)."""
     try:
         err = json.loads(text).get("error")
         message = err.get("message") if isinstance(err, dict) else err
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         message = None
-    return f"HTTP {status}: {_short(str(message or text or 'no body'))}"
+    return f"HTTP {status}: {message or text or 'no body'}"
 
 
 class LLMClient:
@@ -323,6 +495,7 @@ class LLMClient:
         self._session: Any = None
         self._key: str | None = None
         self._proxy: str | None = None
+        self._auth_failures = 0
 
     def api_key(self) -> str:
         """The key from the environment; a placeholder for a custom server; DataError for OpenAI without one."""
@@ -337,8 +510,12 @@ class LLMClient:
         )
 
     def base_url(self) -> str:
-        """The endpoint's base URL: as given, else `$OPENAI_BASE_URL`, else OpenAI's."""
-        return (self.endpoint.base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_URL).rstrip("/")
+        """The endpoint's base URL: as given, else `$OPENAI_BASE_URL`, else OpenAI's (EndpointError when the
+        variable holds credentials or no http(s) URL)."""
+        if self.endpoint.base_url:
+            return self.endpoint.base_url.rstrip("/")
+        from_env = check_base_url(os.environ.get("OPENAI_BASE_URL") or None, "$OPENAI_BASE_URL")
+        return (from_env or OPENAI_URL).rstrip("/")
 
     def _http(self) -> Any:
         """The aiohttp session of the running event loop (created on first use there), at most
@@ -370,8 +547,10 @@ class LLMClient:
         self._session = None
 
     def request_key(self, kind: str, body: dict[str, Any]) -> str:
-        """The cache key of a request: model, endpoint kind, generation parameters and prompt (no transport)."""
-        return cache_key({"model": self.endpoint.model, "kind": kind, "body": body})
+        """The cache key of a request: the server (`endpoint_url`), model, request kind, generation parameters
+        and prompt; nothing of how it is fetched (concurrency, timeouts, retries)."""
+        server = endpoint_url(self.base_url())
+        return cache_key({"endpoint": server, "model": self.endpoint.model, "kind": kind, "body": body})
 
     async def chat(
         self,
@@ -410,32 +589,12 @@ class LLMClient:
                 self.on_count("cache_hits", 1)
                 done = Completion(**stored, usage=Usage(cache_hit=1), key=key)
                 return self._accepted(done, accept)
-        response, usage = await self._send(kind, body)
-        try:
-            text, reasoning, finish = message_parts(kind, response)
-        except (AttributeError, ValueError) as err:
-            raise LLMError(f"unexpected response: {err}", usage) from None
+        reply = await self._send(kind, body)
         for name in ("input_tokens", "output_tokens", "reasoning_tokens", "cost"):
-            self.on_count(name, getattr(usage, name))
-        done = self._accepted(
-            Completion(
-                text=text,
-                reasoning=reasoning,
-                finish_reason=finish,
-                top_logprobs=first_token_logprobs(kind, response),
-                usage=usage,
-                key=key,
-            ),
-            accept,
-        )
+            self.on_count(name, getattr(reply.usage, name))
+        done = self._accepted(Completion(**reply.model_dump(), key=key), accept)
         if self.cache is not None:
-            record = {
-                "text": text,
-                "reasoning": reasoning,
-                "finish_reason": finish,
-                "top_logprobs": done.top_logprobs,
-            }
-            self.cache.put(key, self.endpoint.model, record)
+            self.cache.put(key, self.endpoint.model, reply.model_dump(exclude={"usage"}))
         return done
 
     @staticmethod
@@ -446,10 +605,13 @@ class LLMClient:
             done.parsed = accept(done)
         except ValueError as err:
             raise LLMError(f"unusable output: {err}", done.usage, done.text) from None
+        except RecursionError:
+            raise LLMError("unusable output: JSON nested too deeply", done.usage, done.text) from None
         return done
 
-    async def _send(self, kind: str, body: dict[str, Any]) -> tuple[dict[str, Any], Usage]:
-        """The decoded response to one request, after retries; LLMError when every attempt failed."""
+    async def _send(self, kind: str, body: dict[str, Any]) -> Reply:
+        """The validated reply to one request, after retries; LLMError when every attempt failed,
+        AuthenticationStopped after too many consecutive 401/403 replies."""
         import aiohttp
 
         session = self._http()
@@ -459,28 +621,46 @@ class LLMClient:
         while True:
             attempts += 1
             self.on_count("requests", 1)
-            wait = None
+            wait, status = None, None
             try:
                 async with session.post(url, json=payload, proxy=self._proxy) as reply:
-                    text = await reply.text()
+                    raw = await read_body(reply, self.endpoint.max_response_bytes)
                     status, headers = reply.status, reply.headers
                 if status == 200:
-                    response = json.loads(text)
-                    usage = usage_of(self.endpoint.model, response)
-                    return response, usage.model_copy(update={"requests": attempts, "retries": attempts - 1})
+                    parsed = parse_reply(kind, raw.decode("utf-8"), self.endpoint.model)
+                    self._auth_failures = 0
+                    usage = parsed.usage.model_copy(update={"requests": attempts, "retries": attempts - 1})
+                    return parsed.model_copy(update={"usage": usage})
                 retryable = status in RETRYABLE_STATUS or status >= 500
-                reason, wait = error_message(status, text), retry_after(headers)
+                reason, wait = error_message(status, raw.decode("utf-8", "replace")), retry_after(headers)
+            except MalformedReply as err:
+                retryable, reason = True, str(err)
+            except UnicodeDecodeError:
+                retryable, reason = True, "malformed reply: not UTF-8 text"
             except (aiohttp.ClientError, TimeoutError, ValueError) as err:
-                # A timeout, a dropped connection, or a 200 whose body is not JSON: all worth another attempt.
+                # A timeout or a dropped connection: worth another attempt.
                 kind_of = "timeout" if isinstance(err, TimeoutError) else type(err).__name__
-                retryable, reason = True, f"{kind_of}: {_short(str(err))}".rstrip(": ")
+                retryable, reason = True, f"{kind_of}: {err}".rstrip(": ")
+            # Redact before shortening: a cut could leave part of a key behind.
+            reason = _short(redact(reason, self._key))
+            if status in AUTH_STATUS:
+                self._stop_on_auth_failures(reason)
             failed = Usage(requests=attempts, retries=attempts - 1)
             if not retryable or attempts > self.endpoint.max_retries:
                 tries = f" after {attempts} attempts" if attempts > 1 else ""
-                raise LLMError(redact(reason, self._key) + tries, failed) from None
+                raise LLMError(reason + tries, failed) from None
             self.on_count("retries", 1)
             delay = backoff(attempts, self.endpoint.backoff_base, self.endpoint.backoff_max, self._rng)
             await asyncio.sleep(min(max(delay, wait or 0.0), self.endpoint.backoff_max))
+
+    def _stop_on_auth_failures(self, reason: str) -> None:
+        """Count one more 401/403 in a row; AuthenticationStopped when that makes `auth_failures_to_stop`."""
+        self._auth_failures += 1
+        if self._auth_failures >= self.endpoint.auth_failures_to_stop:
+            raise AuthenticationStopped(
+                f"stopped after {self._auth_failures} consecutive authentication errors ({reason}): check the key "
+                f"in ${self.endpoint.api_key_env} (or --api-key-env) and the base URL {endpoint_url(self.base_url())}"
+            )
 
     def map(self, items: Sequence[T], work: Callable[[T], Awaitable[R]], monitor: Monitor | None = None) -> Iterator[R]:
         """`work(item)` for every item, run by `max_concurrency` workers on an event loop in a worker thread;
@@ -575,6 +755,21 @@ class _LoopThread:
             with contextlib.suppress(RuntimeError):
                 self._loop.call_soon_threadsafe(self._task.cancel)
         self._thread.join()
+
+
+async def read_body(reply: Any, limit: int) -> bytes:
+    """The body of an aiohttp reply; MalformedReply as soon as it is known to exceed `limit` bytes (from its
+    Content-Length, or while reading), so a huge reply is never held in memory whole."""
+    too_big = MalformedReply(f"malformed reply: larger than the {limit}-byte limit (${MAX_RESPONSE_BYTES_ENV})")
+    if reply.content_length is not None and reply.content_length > limit:
+        raise too_big
+    chunks, size = [], 0
+    async for chunk in reply.content.iter_chunked(64 * 1024):
+        size += len(chunk)
+        if size > limit:
+            raise too_big
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _short(text: str, limit: int = 300) -> str:

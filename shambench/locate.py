@@ -10,6 +10,11 @@ placed string, so a repeated phrase maps to its next occurrence) and then anywhe
    (rapidfuzz ratio, 0-1), accepted when it reaches `min_similarity` and recorded with the placement.
 
 Strings that no pass places are returned unplaced (start None), so callers count and log them.
+
+The fuzzy pass has a CPU budget: its cost grows with the needle's length times the length of every window it
+compares (a 3,000-character near miss took minutes). When the comparisons it would make exceed
+`MAX_FUZZY_CELLS` character pairs, it gives up and the string is unplaced, with `gave_up` set. The budget is
+counted in work, not seconds, so the same inputs place the same way on every machine.
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ from collections.abc import Sequence
 from pydantic import BaseModel
 
 MIN_SIMILARITY = 0.8
+# Character pairs (needle length x window length, summed over the windows compared) the fuzzy pass may spend on one
+# string: at most a few seconds of rapidfuzz on these machines (a 700-character near miss still places).
+MAX_FUZZY_CELLS = 20_000_000_000
 _WORD = re.compile(r"\w+")
 # Quotes and whitespace a model may wrap around a quoted substring.
 _WRAPPING = " \t\r\n\"'`“”‘’"
@@ -38,6 +46,8 @@ class Placement(BaseModel):
     """`exact`, `normalized` or `fuzzy`; None when unplaced."""
     similarity: float = 0.0
     """1.0 for exact and normalized matches, the rapidfuzz similarity (0-1) of a fuzzy match, 0 when unplaced."""
+    gave_up: bool = False
+    """True when the fuzzy pass was abandoned because it would exceed `MAX_FUZZY_CELLS` (the string is unplaced)."""
 
     @property
     def placed(self) -> bool:
@@ -88,14 +98,22 @@ def _word_bounds(text: str) -> tuple[list[int], list[int]]:
     return starts, ends
 
 
-def _best_window(text: str, needle: str, start: int, end: int) -> tuple[int, int, float]:
-    """Among whole-word windows near `[start, end)`, the one most similar to `needle` (rapidfuzz ratio, 0-1)."""
+class _OverBudget(Exception):
+    """The fuzzy pass would compare more than `MAX_FUZZY_CELLS` character pairs."""
+
+
+def _best_window(text: str, needle: str, start: int, end: int, budget: int) -> tuple[tuple[int, int, float], int]:
+    """Among whole-word windows near `[start, end)`, the one most similar to `needle` (rapidfuzz ratio, 0-1),
+    and the character pairs that cost; _OverBudget when that would be more than `budget`."""
     from rapidfuzz import fuzz
 
     slack = max(2, len(needle) // 2)
     starts, ends = _word_bounds(text)
     near_starts = [s for s in starts if start - slack <= s <= start + slack] or [start]
     near_ends = [e for e in ends if end - slack <= e <= end + slack] or [end]
+    cells = len(needle) * (end - start + sum(e - s for s in near_starts for e in near_ends if e > s))
+    if cells > budget:
+        raise _OverBudget
     best = (start, end, fuzz.ratio(needle, text[start:end]) / 100)
     for s in near_starts:
         for e in near_ends:
@@ -103,22 +121,28 @@ def _best_window(text: str, needle: str, start: int, end: int) -> tuple[int, int
                 score = fuzz.ratio(needle, text[s:e]) / 100
                 if score > best[2]:
                     best = (s, e, score)
-    return best
+    return best, cells
 
 
 def _fuzzy(norm: _Normalized, needle: str, cursor: int) -> tuple[int, int, float] | None:
-    """The whole-word window of the normalized response most like `needle`, after the cursor first, or None."""
+    """The whole-word window of the normalized response most like `needle`, after the cursor first, or None;
+    _OverBudget when the search would exceed `MAX_FUZZY_CELLS`."""
     from rapidfuzz import fuzz
 
     best = None
+    budget = MAX_FUZZY_CELLS
     for offset in dict.fromkeys((norm.position(cursor), 0)):
         window = norm.text[offset:]
         if len(window) < len(needle):
             continue
+        budget -= len(needle) * len(window)
+        if budget < 0:
+            raise _OverBudget
         found = fuzz.partial_ratio_alignment(needle, window)
         if found is None or found.score <= 0:
             continue
-        candidate = _best_window(norm.text, needle, offset + found.dest_start, offset + found.dest_end)
+        candidate, cells = _best_window(norm.text, needle, offset + found.dest_start, offset + found.dest_end, budget)
+        budget -= cells
         if best is None or candidate[2] > best[2]:
             best = candidate
     return best
@@ -140,7 +164,10 @@ def place(response: str, text: str, cursor: int = 0, min_similarity: float = MIN
     if at >= 0:
         start, end = norm.span(at, at + len(norm_needle))
         return Placement(text=text, start=start, end=end, method="normalized", similarity=1.0)
-    found = _fuzzy(norm, norm_needle, cursor)
+    try:
+        found = _fuzzy(norm, norm_needle, cursor)
+    except _OverBudget:
+        return Placement(text=text, gave_up=True)
     if found is None or found[2] < min_similarity:
         return Placement(text=text, similarity=found[2] if found else 0.0)
     start, end = norm.span(found[0], found[1])

@@ -83,6 +83,8 @@ class GroupScores(_Documented):
     """Examples with at least one gold hallucinated span."""
     missing_predictions: int = 0
     """Examples without a prediction (or whose prediction failed), scored as predicting nothing."""
+    failed_predictions: int = 0
+    """Of those, how many carry a detector error (the rest have no prediction at all)."""
     token: PRF
     """Per-example token P/R/F1, averaged over examples (the SHAM-Bench headline)."""
     sentence: PRF
@@ -153,6 +155,8 @@ class RunInfo(_Documented):
     """Context provider whose evidence the examples were scored with (None: each source's own context)."""
     context_provenance: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Per partition: provider, parameters, how many examples got evidence, and a hash of that evidence."""
+    dropped_rows: dict[str, dict[str, int]] = Field(default_factory=dict)
+    """Per dataset, the source rows its adapter dropped (reason -> count), which no score includes."""
     examples_hash: str | None = None
     """SHA-256 over the examples' ids, responses and gold spans (see `shambench.runner.examples_hash`)."""
     dataset_revisions: dict[str, str] = Field(default_factory=dict)

@@ -5,6 +5,7 @@ Layout of a run directory:
     predictions.jsonl  one `Prediction` per line, appended and flushed as each arrives (last line per id wins)
     results.json       the scored `Results`, written atomically at the end (and by `shambench score RUN_DIR`)
     per_example.jsonl  one `ExampleScores` per example (written with results.json): what a score is made of
+    .lock              held (flock) by the one process running the detector into it (`run_lock`)
 
 Every line is flushed as soon as its prediction exists, so a run killed at any moment (even SIGKILL) loses only
 the predictions not yet returned; `--resume` re-runs exactly the ids without a successful line.
@@ -14,9 +15,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -37,6 +40,7 @@ CONFIG = "config.json"
 JOURNAL = "predictions.jsonl"
 RESULTS = "results.json"
 PER_EXAMPLE = "per_example.jsonl"
+LOCK = ".lock"
 
 
 class RunConfig(BaseModel):
@@ -64,6 +68,8 @@ class RunConfig(BaseModel):
     """Parameters given to the context provider (`--context-param`), part of which evidence it stores."""
     context_provenance: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Per partition, which evidence that was: provider, parameters, counts and a content hash."""
+    dropped_rows: dict[str, dict[str, int]] = Field(default_factory=dict)
+    """Per dataset, the source rows its adapter dropped (reason -> count) before any --limit."""
     examples_hash: str
     """SHA-256 over the ids, responses and gold spans; resume and rescoring refuse a different hash."""
     n_examples: int
@@ -111,7 +117,6 @@ def select_examples(
     split: str,
     data_dir: str | Path | None,
     limit: int | None,
-    on_source_error: Callable[[str, str], None] | None = None,
     context: str | None = None,
     fetch_context: bool = True,
     context_params: dict[str, Any] | None = None,
@@ -120,7 +125,8 @@ def select_examples(
     """Examples from an EXAMPLES file or from adapters (with a provider's evidence as context when `context`
     names one), and the selection fields of a `RunConfig`. With `fetch_context` false, only the evidence already
     stored is used: the provider is never called. With `scoring_only`, each example keeps only what the scorer
-    reads (`scorer.scoring_view`; an EXAMPLES file is streamed so its contexts are never all in memory)."""
+    reads (`scorer.scoring_view`; an EXAMPLES file is streamed so its contexts are never all in memory). A dataset
+    that fails to load is a DataError, never a partition silently left out."""
     if examples_file and datasets:
         raise DataError("give --datasets or --examples, not both")
     if examples_file:
@@ -128,14 +134,16 @@ def select_examples(
         selection: dict[str, Any] = {"examples_file": str(Path(examples_file).resolve())}
     else:
         bench = load_benchmark(datasets, split, data_dir)
-        for name, message in bench.errors.items():
-            if on_source_error:
-                on_source_error(name, message)
+        if bench.errors:
+            raise DataError(
+                "; ".join(f"dataset {name} not loaded: {message}" for name, message in bench.errors.items())
+            )
         examples = [scoring_view(ex) for ex in bench.examples] if scoring_only else bench.examples
         selection = {
             "datasets": sorted(bench.loads),
             "split": split,
             "data_dir": str(bench.data_dir.resolve()),
+            "dropped_rows": {name: load.dropped for name, load in bench.loads.items() if load.dropped},
         }
     examples = limit_per_partition(examples, limit)
     if not examples:
@@ -209,6 +217,39 @@ def new_config(name: str, family: str, params: dict[str, Any], examples: Sequenc
         packages=package_versions(),
         **fields,
     )
+
+
+@contextmanager
+def run_lock(run_dir: Path) -> Iterator[None]:
+    """Hold the run directory's lock while the body runs: one process at a time may call a detector into a run
+    directory. DataError at once, naming the holder's pid, when another process holds it."""
+    import fcntl
+
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with (run_dir / LOCK).open("a+", encoding="utf-8") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip()
+            raise DataError(
+                f"{run_dir} is in use by another shambench process{f' (pid {holder})' if holder else ''}; "
+                "wait for it to finish (or stop it) before resuming"
+            ) from None
+        fh.truncate(0)
+        fh.write(f"{os.getpid()}\n")
+        fh.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def failures(examples: Sequence[Example], journal: Journal) -> list[tuple[str, str]]:
+    """`(id, reason)` of the examples whose journaled prediction failed, in the examples' order."""
+    predictions = journal.read()
+    return [(ex.id, predictions[ex.id].error) for ex in examples if ex.id in predictions and predictions[ex.id].error]
 
 
 def pending(examples: Sequence[Example], journal: Journal) -> list[Example]:
@@ -297,6 +338,7 @@ def run_info(
         limit=config.limit,
         context=config.context,
         context_provenance=config.context_provenance,
+        dropped_rows=config.dropped_rows,
         examples_hash=config.examples_hash,
         dataset_revisions=dataset_revisions(config.datasets or []),
         dataset_counts=dict(Counter(ex.dataset for ex in examples)),

@@ -450,6 +450,7 @@ class _GroupContext:
             n=len(idx),
             n_with_gold=int((sc.gold_counts["token"][idx] > 0).sum()),
             missing_predictions=int((~self.pa.present[idx]).sum()),
+            failed_predictions=int(self.pa.failed[idx].sum()),
             **per_example,
             **pooled,
             mushroom=self._mushroom(idx),

@@ -678,7 +678,6 @@ class DataCache:
 
     def _load(self, item: DataItem) -> SharedData | DataError:
         spec = self.plan.spec
-        problems: list[str] = []
         try:
             examples, selection = select_examples(
                 [item.dataset] if item.dataset else None,
@@ -686,10 +685,9 @@ class DataCache:
                 spec.split,
                 self.plan.data_dir,
                 spec.limit,
-                on_source_error=lambda name, message: problems.append(message),
             )
         except DataError as err:
-            return DataError("; ".join(problems) or str(err))
+            return err
         return SharedData(examples, selection)
 
 

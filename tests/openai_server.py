@@ -1,8 +1,11 @@
 """A real OpenAI-compatible HTTP server on 127.0.0.1 for tests and benchmarks (no model, no internet).
 
 It answers `POST /v1/chat/completions`, `POST /v1/completions` and `POST /v1/responses` with text from a scripted function, reports
-usage, and can inject latency and faults: 429 with `Retry-After`, 500, a response slower than the client's
-timeout, a 200 whose body is not JSON, and requests held open until released (to kill a client mid-flight).
+usage, and can inject latency and faults: 429 with `Retry-After`, 500, 401/403, a response slower than the client's
+timeout, requests held open until released (to kill a client mid-flight), and HTTP-200 bodies that are not a
+well-formed completion (`MALFORMED_200`: not JSON, `null`, `[]`, a bare string, `choices: null`, non-string
+content, usage of the wrong type or with huge numbers, logprobs of the wrong shape, JSON nested thousands of levels
+deep in the body or in the model's output, and a body over any sane size limit).
 Every request is logged (path, model, prompt hash, attempt number for that prompt, fault, status, headers).
 
 In a test:
@@ -55,12 +58,52 @@ class Request:
         return self.body.get("model")
 
 
+DEEP = 5000
+"""Nesting depth of the `deep-body` and `deep-output` replies (far beyond Python's recursion limit)."""
+HUGE_BYTES = 6 * 1024 * 1024
+"""Size of the `huge` reply's content."""
+
+
+def _with_choice(payload: dict[str, Any], **changes: Any) -> str:
+    choice = {**payload["choices"][0], **changes}
+    return json.dumps({**payload, "choices": [choice]})
+
+
+def _with_message(payload: dict[str, Any], **changes: Any) -> str:
+    return _with_choice(payload, message={**payload["choices"][0]["message"], **changes})
+
+
+# HTTP-200 bodies that are not a well-formed chat completion, by fault kind: each gets the well-formed payload.
+MALFORMED_200: dict[str, Callable[[dict[str, Any]], str]] = {
+    "malformed": lambda p: '{"id": "x", "choices": [',
+    "null": lambda p: "null",
+    "array": lambda p: "[]",
+    "string": lambda p: '"the answer"',
+    "choices-null": lambda p: json.dumps({**p, "choices": None}),
+    "choices-empty": lambda p: json.dumps({**p, "choices": []}),
+    "content-number": lambda p: _with_message(p, content=42),
+    "content-list": lambda p: _with_message(p, content=[{"type": "text", "text": "hi"}]),
+    "usage-string": lambda p: json.dumps({**p, "usage": "lots"}),
+    "usage-huge": lambda p: json.dumps({**p, "usage": {**p["usage"], "prompt_tokens": 10**30}}),
+    "usage-negative": lambda p: json.dumps({**p, "usage": {**p["usage"], "completion_tokens": -5}}),
+    "logprobs-shape": lambda p: _with_choice(p, logprobs={"content": "not a list"}),
+    "logprobs-nan": lambda p: _with_choice(
+        p, logprobs={"content": [{"token": "a", "logprob": 0, "top_logprobs": [{"token": "a", "logprob": "x"}]}]}
+    ),
+    "deep-body": lambda p: '{"choices": [{"message": {"content": ' + "[" * DEEP + "]" * DEEP + "}}]}",
+    "deep-output": lambda p: _with_message(p, content='{"incorrect_spans": ' + "[" * DEEP + "]" * DEEP + "}"),
+    "huge": lambda p: _with_message(p, content="x" * HUGE_BYTES),
+}
+
+
 @dataclass
 class Fault:
-    """What to do instead of answering: `429`, `500`, `timeout`, `malformed` or `hang`."""
+    """What to do instead of answering: `429`, `500`, `401`, `403`, `timeout`, `hang`, or a `MALFORMED_200` kind."""
 
     kind: str
     retry_after: str | None = None
+    message: str | None = None
+    """The error message of a status fault (default: one per status)."""
 
 
 def prompt_of(body: dict[str, Any]) -> str:
@@ -82,6 +125,17 @@ def fail_rate(rate: float, seed: int = 0, kinds: tuple[str, ...] = ("500", "429"
             return None
         kind = kinds[digest[4] % len(kinds)]
         return Fault(kind, retry_after if kind == "429" else None)
+
+    return plan
+
+
+def poison(rate: float, kind: str, seed: int = 0):
+    """A fault plan giving a `kind` fault to a fixed share `rate` of prompts, on every attempt (decided by a hash
+    of seed and prompt), so those examples fail however often they are retried, and the others never do."""
+
+    def plan(req: Request) -> Fault | None:
+        digest = hashlib.sha256(f"{seed}|{req.key}".encode()).digest()
+        return Fault(kind) if int.from_bytes(digest[:4], "big") / 2**32 < rate else None
 
     return plan
 
@@ -180,11 +234,14 @@ class OpenAIServer:
         req.fault = fault.kind if fault else None
         if self.latency:
             await asyncio.sleep(self.latency)
-        if fault is not None:
+        if fault is not None and fault.kind not in MALFORMED_200:
             return await self._fault(req, fault)
         text = self.script(req)
         req.status = 200
-        return web.json_response(self._payload(kind, body, req, text))
+        payload = self._payload(kind, body, req, text)
+        if fault is not None:
+            return web.Response(text=MALFORMED_200[fault.kind](payload), content_type="application/json")
+        return web.json_response(payload)
 
     async def _fault(self, req: Request, fault: Fault) -> web.StreamResponse:
         if fault.kind == "hang":
@@ -195,13 +252,11 @@ class OpenAIServer:
             await asyncio.sleep(TIMEOUT_DELAY)
             req.status = 504
             return web.json_response({"error": {"message": "too slow"}}, status=504)
-        if fault.kind == "malformed":
-            req.status = 200
-            return web.Response(text='{"id": "x", "choices": [', content_type="application/json")
         status = int(fault.kind)
         req.status = status
         headers = {"Retry-After": fault.retry_after} if fault.retry_after is not None else None
-        message = "rate limited" if status == 429 else "internal error"
+        messages = {429: "rate limited", 401: "Incorrect API key provided", 403: "forbidden"}
+        message = fault.message or messages.get(status, "internal error")
         return web.json_response({"error": {"message": message, "type": "test"}}, status=status, headers=headers)
 
     def _payload(self, kind: str, body: dict[str, Any], req: Request, text: str) -> dict[str, Any]:

@@ -6,6 +6,7 @@ import importlib
 
 import click
 
+from shambench.exits import USAGE
 from shambench.io import DataError
 from shambench.registry import UnknownPluginError
 
@@ -46,16 +47,18 @@ class LazyGroup(click.Group):
         return super().get_command(ctx, name)
 
     def invoke(self, ctx: click.Context):
+        from shambench.llm import AuthenticationStopped, EndpointError
+
         try:
             return super().invoke(ctx)
-        except USER_ERRORS as err:
+        except (*USER_ERRORS, EndpointError, AuthenticationStopped) as err:
             raise UserError(str(err)) from None
 
 
 class UserError(click.ClickException):
     """A one-line error for bad input; exit status 2."""
 
-    exit_code = 2
+    exit_code = USAGE
 
     def show(self, file=None) -> None:
         click.secho(f"error: {self.format_message()}", fg="red", err=True)

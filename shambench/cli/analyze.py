@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from shambench.cli.options import parse_params
+from shambench.cli.options import base_url_option, parse_params
 
 
 def _load_run(run_dir: Path):
@@ -39,7 +39,7 @@ def _load_run(run_dir: Path):
 )
 @click.option("--judge", "judge_preset", default="gpt5mini", show_default=True, help="Prompted preset of the judge.")
 @click.option("--model", help="Judge model (overrides the preset).")
-@click.option("--base-url", help="Judge endpoint, OpenAI-compatible (overrides the preset).")
+@base_url_option
 @click.option("--api-key-env", metavar="VAR", help="Environment variable holding the judge's API key.")
 @click.option("--max-concurrency", type=click.IntRange(min=1), help="Judge requests in flight at once.")
 @click.option("--param", "-p", "params", multiple=True, metavar="KEY=VALUE", help="Judge parameter (repeatable).")

@@ -23,14 +23,13 @@ def add_context_command(spec, params, datasets, examples_file, split, data_dir, 
     with `shambench eval --context SPEC` (with the same provider parameters).
     """
     from shambench.cli.progress import ProgressMonitor
-    from shambench.cli.score import _warn
     from shambench.context import ContextStore, add_context, create_provider
     from shambench.report import make_console, styled
     from shambench.runner import select_examples
 
     console = make_console()
     provider = create_provider(spec, **parse_params(params))
-    examples, _ = select_examples(datasets, examples_file, split, data_dir, limit, _warn(console))
+    examples, _ = select_examples(datasets, examples_file, split, data_dir, limit)
     open_domain = [ex for ex in examples if not ex.context]
     try:
         with ProgressMonitor(len(open_domain), f"context: {spec}", console) as monitor:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from shambench.cli.options import (
+    base_url_option,
     data_selection,
     emit_json,
     given_options,
@@ -15,13 +17,20 @@ from shambench.cli.options import (
     parse_params,
     scoring,
 )
+from shambench.exits import allow_failures_option
 from shambench.steps import SUITES as STEP_SUITES
 
 # `--suite mushroom` runs the 14 Mu-SHROOM languages; `print_results` adds the shared task's per-language view.
 SUITES = {**STEP_SUITES, "mushroom": "mushroom-multilingual"}
 
+if TYPE_CHECKING:
+    from shambench.detector import Detector
+
 # Endpoint options of API-backed detectors; passed to the detector factory only when given.
 ENDPOINT_OPTIONS = ("model", "base_url", "api_key_env", "max_concurrency", "timeout")
+# Recorded parameters that route the API key: on --resume they come from the command line (or the preset), never
+# from config.json, so that a doctored file cannot send the key to another server or read another variable.
+CREDENTIAL_ROUTING = ("base_url", "api_key_env")
 # What a resumed run takes from its config.json; giving any of these with --resume is an error, not ignored.
 FIXED_ON_RESUME = (
     "detector_spec",
@@ -46,7 +55,7 @@ FIXED_ON_RESUME = (
 )
 @click.option("--param", "-p", "params", multiple=True, metavar="KEY=VALUE", help="Detector parameter (repeatable).")
 @click.option("--model", help="Model name, for API-backed detectors.")
-@click.option("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1.")
+@base_url_option
 @click.option("--api-key-env", metavar="VAR", help="Environment variable holding the API key (default OPENAI_API_KEY).")
 @click.option("--max-concurrency", type=click.IntRange(min=1), help="Requests in flight at once.")
 @click.option("--timeout", type=click.FloatRange(min=0.1), help="Per-request timeout in seconds.")
@@ -67,9 +76,8 @@ FIXED_ON_RESUME = (
 @click.option(
     "--suite",
     type=click.Choice(list(SUITES)),
-    help="A suite instead of --datasets: selects its datasets and prints its per-subset table (ProcessBench F1, "
-    "Hard2Verify balanced accuracy/F1, Math-Shepherd character F1; mushroom: the 14 Mu-SHROOM languages with the "
-    "official IoU/Cor beside token and sentence F1, overall = mean over languages).",
+    help="A step-level math suite instead of --datasets: selects its datasets and prints its per-subset table "
+    "(ProcessBench F1, Hard2Verify balanced accuracy/F1, Math-Shepherd character F1).",
 )
 @click.option(
     "--sopo-compat",
@@ -96,10 +104,22 @@ FIXED_ON_RESUME = (
     help="Finish an interrupted run: only missing or failed examples are run.",
 )
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
+@allow_failures_option
 @json_outputs
 @scoring
 def eval_command(
-    detector_spec, params, resume_dir, run_dir, runs_root, no_progress, out, as_json, n_resamples, seed, **opts
+    detector_spec,
+    params,
+    resume_dir,
+    run_dir,
+    runs_root,
+    no_progress,
+    allow_failures,
+    out,
+    as_json,
+    n_resamples,
+    seed,
+    **opts,
 ) -> None:
     """Run a detector over examples, write a run directory and print the scores.
 
@@ -114,11 +134,19 @@ def eval_command(
     run loses only what was in flight), results.json and per_example.jsonl (each example's own scores).
     `shambench score RUN_DIR` rescores it. With --json (or --out -) the results JSON goes to stdout and
     everything else to stderr.
+
+    Exit status: 0 when every prediction succeeded; 3 when the run finished and wrote its results but some
+    predictions failed (a summary and the --resume command are printed; --allow-failures makes this 0); 2 for
+    usage or input errors (including a dataset that fails to load, a run directory in use, and repeated
+    authentication errors); 130 when interrupted. On --resume the API key goes only to the --base-url given now
+    (or the preset's): a run made against another server needs that --base-url again.
     """
+    from shambench.cli import UserError
     from shambench.cli.progress import ProgressMonitor
-    from shambench.cli.score import _warn
     from shambench.detector import create_detector
+    from shambench.exits import INTERRUPTED, command_line, finish, print_failures
     from shambench.io import write_json
+    from shambench.llm import AuthenticationStopped
     from shambench.report import make_console, print_results
     from shambench.runner import (
         CONFIG,
@@ -126,10 +154,12 @@ def eval_command(
         RESULTS,
         Journal,
         examples_of,
+        failures,
         load_config,
         make_config,
         new_run_dir,
         pending,
+        run_lock,
         run_predictions,
         score_run,
         select_examples,
@@ -153,37 +183,43 @@ def eval_command(
                 f"--resume takes the detector and the data from the run's config.json; drop {', '.join(fixed)}"
             )
         run_path = Path(resume_dir)
-        config = load_config(run_path)
-        examples = examples_of(config, same_evidence=True)
-        detector = create_detector(config.detector, **{**config.params, **detector_params})
-        changed = _changed_params(config.params, detector.params())
-        if changed:
-            detector.close()
-            raise click.UsageError(
-                f"--resume would change {', '.join(changed)}, which define the detector's output "
-                "(its predictions would no longer match config.json); start a new run instead"
-            )
     else:
         if not detector_spec:
             raise click.UsageError("--detector is required (or --resume RUN_DIR)")
-        detector = create_detector(detector_spec, **detector_params)
-        examples, selection = select_examples(**selection_opts, on_source_error=_warn(console))
         run_path = Path(run_dir) if run_dir else new_run_dir(runs_root, detector_spec)
-        if (run_path / CONFIG).exists():
-            raise click.UsageError(f"{run_path} already holds a run; use --resume {run_path} or another --run-dir")
-        config = make_config(detector, examples, selection)
-        write_json(run_path / CONFIG, config)
-    journal = Journal(run_path / JOURNAL)
-    todo = pending(examples, journal)
-    console.print(
-        f"run directory: {run_path}  ({len(todo)} of {len(examples)} examples to run)", soft_wrap=True
-    )
-    try:
-        with ProgressMonitor(len(todo), detector.name, console, enabled=not no_progress) as monitor:
-            run_predictions(detector, todo, journal, monitor, monitor.done)
-    finally:
-        detector.close()
-    results = score_run(run_path, examples, n_resamples=n_resamples, seed=seed)
+        _check_new_run_dir(run_path)
+        detector = create_detector(detector_spec, **detector_params)
+        try:
+            examples, selection = select_examples(**selection_opts)
+        except BaseException:
+            detector.close()
+            raise
+    # The lock is taken before config.json is read or written, so no other process can adopt or change the run.
+    with run_lock(run_path):
+        if resume_dir:
+            config = load_config(run_path)
+            examples = examples_of(config, same_evidence=True)
+            detector = resumed_detector(config, detector_params)
+        else:
+            _check_new_run_dir(run_path)
+            config = make_config(detector, examples, selection)
+            write_json(run_path / CONFIG, config)
+        journal = Journal(run_path / JOURNAL)
+        todo = pending(examples, journal)
+        console.print(f"run directory: {run_path}  ({len(todo)} of {len(examples)} examples to run)", soft_wrap=True)
+        _print_dropped(config.dropped_rows, console)
+        resume = ["shambench", "eval", "--resume", str(run_path), *_resume_options(opts)]
+        try:
+            with ProgressMonitor(len(todo), detector.name, console, enabled=not no_progress) as monitor:
+                run_predictions(detector, todo, journal, monitor, monitor.done)
+        except KeyboardInterrupt:
+            console.print(f"interrupted; finish the run with: {command_line(resume)}", markup=False, soft_wrap=True)
+            raise click.exceptions.Exit(INTERRUPTED) from None
+        except AuthenticationStopped as err:
+            raise UserError(f"{err}; nothing more was sent. Once fixed, resume with: {command_line(resume)}") from None
+        finally:
+            detector.close()
+        results = score_run(run_path, examples, n_resamples=n_resamples, seed=seed)
     print_results(results, console, title=f"{detector.name} on {len(examples)} examples")
     if opts["suite"] in STEP_SUITES:
         from shambench.steps import print_suite, with_sopo_compat
@@ -194,6 +230,62 @@ def eval_command(
         print_suite(results, opts["suite"], console, opts["sopo_compat"])
     console.print(f"results: {run_path / RESULTS}", soft_wrap=True)
     emit_json(results, out, as_json, console)
+    failed = failures(examples, journal)
+    print_failures(console, failed, retry=resume)
+    finish(len(failed), allow_failures)
+
+
+def _check_new_run_dir(run_path: Path) -> None:
+    """UsageError when `run_path` already holds a run, or a journal whose run config is missing."""
+    from shambench.runner import CONFIG, JOURNAL
+
+    if (run_path / CONFIG).exists():
+        raise click.UsageError(f"{run_path} already holds a run; use --resume {run_path} or another --run-dir")
+    if (run_path / JOURNAL).exists():
+        raise click.UsageError(
+            f"{run_path} holds {JOURNAL} but no {CONFIG}: where its predictions came from is unknown; "
+            "use another --run-dir (or delete the folder)"
+        )
+
+
+def resumed_detector(config, given: dict) -> Detector:
+    """The detector of a run being resumed: its recorded parameters, except those that route the API key, which
+    come from the command line or the preset; UsageError when anything recorded would change."""
+    from shambench.detector import create_detector
+
+    recorded = {k: v for k, v in config.params.items() if k not in CREDENTIAL_ROUTING}
+    detector = create_detector(config.detector, **{**recorded, **given})
+    changed = _changed_params(config.params, detector.params())
+    if changed:
+        detector.close()
+        routing = [k for k in changed if k in CREDENTIAL_ROUTING]
+        if routing:
+            flags = " ".join(f"--{k.replace('_', '-')} {config.params.get(k)}" for k in routing)
+            raise click.UsageError(
+                f"the run was made with {flags}; the API key is sent only where the command line says, so pass "
+                f"{'it' if len(routing) == 1 else 'them'} again to resume against that server (or start a new run)"
+            )
+        raise click.UsageError(
+            f"--resume would change {', '.join(changed)}, which define the detector's output "
+            "(its predictions would no longer match config.json); start a new run instead"
+        )
+    return detector
+
+
+def _resume_options(opts: dict) -> list[str]:
+    """The endpoint options given now, which a --resume must repeat (it never takes them from config.json)."""
+    out = []
+    for key in ("base_url", "api_key_env"):
+        if opts.get(key):
+            out += [f"--{key.replace('_', '-')}", str(opts[key])]
+    return out
+
+
+def _print_dropped(dropped: dict[str, dict[str, int]], console) -> None:
+    """One line per dataset whose adapter dropped source rows (they are in no score)."""
+    for name, reasons in sorted(dropped.items()):
+        detail = ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items()))
+        console.print(f"{name}: {sum(reasons.values())} source rows dropped by the adapter ({detail})", soft_wrap=True)
 
 
 def _changed_params(recorded: dict, current: dict) -> list[str]:

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from shambench.cli.options import data_dir_option, parse_params
+from shambench.cli.options import base_url_option, data_dir_option, parse_params
 
 # Endpoint options of `shambench eval`, applied to the base preset when given.
 ENDPOINT_OPTIONS = ("model", "base_url", "api_key_env", "max_concurrency", "timeout")
@@ -70,7 +70,7 @@ ENDPOINT_OPTIONS = ("model", "base_url", "api_key_env", "max_concurrency", "time
 )
 @click.option("--param", "-p", "params", multiple=True, metavar="KEY=VALUE", help="Generation parameter (repeatable).")
 @click.option("--model", help="Model name, overriding the preset's.")
-@click.option("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1.")
+@base_url_option
 @click.option("--api-key-env", metavar="VAR", help="Environment variable holding the API key (default OPENAI_API_KEY).")
 @click.option("--max-concurrency", type=click.IntRange(min=1), help="Requests in flight at once.")
 @click.option("--timeout", type=click.FloatRange(min=0.1), help="Per-request timeout in seconds.")

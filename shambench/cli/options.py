@@ -11,6 +11,26 @@ import yaml
 DATA_DIR_HELP = "Folder holding the corpora (default: $SHAMBENCH_DATA_DIR, else the user cache directory)."
 
 
+def _checked_base_url(ctx, param, value):
+    """A --base-url without credentials (the check `shambench.llm.check_base_url` makes), as a usage error."""
+    from shambench.llm import EndpointError, check_base_url
+
+    try:
+        return check_base_url(value)
+    except EndpointError as err:
+        raise click.BadParameter(str(err).removeprefix("--base-url ").removeprefix("--base-url: ")) from None
+
+
+def base_url_option(func):
+    """--base-url: an OpenAI-compatible server; refused when it carries credentials (user:password@)."""
+    return click.option(
+        "--base-url",
+        callback=_checked_base_url,
+        help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (no user:password@: name the key's variable "
+        "with --api-key-env).",
+    )(func)
+
+
 def data_dir_option(func):
     """--data-dir: where the corpora are."""
     return click.option("--data-dir", type=click.Path(file_okay=False), help=DATA_DIR_HELP)(func)

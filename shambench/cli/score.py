@@ -85,9 +85,7 @@ def score(
     else:
         if not predictions:
             raise click.UsageError("give RUN_DIR, or --predictions with --examples or --datasets")
-        examples, _ = select_examples(
-            datasets, examples_file, split, data_dir, limit, _warn(console), scoring_only=True
-        )
+        examples, _ = select_examples(datasets, examples_file, split, data_dir, limit, scoring_only=True)
         lines = read_predictions(predictions, UNSCORED_PREDICTION_FIELDS)
         try:
             results, per_example = Scorer(examples, n_resamples=n_resamples, seed=seed).score_with_examples(
@@ -102,12 +100,3 @@ def score(
         write_jsonl(per_example_out, per_example)
         console.print(f"per-example scores written to {per_example_out}", soft_wrap=True)
     emit_json(results, out, as_json, console)
-
-
-def _warn(console):
-    from shambench.report import warn
-
-    def warn_source(name: str, message: str) -> None:
-        warn(console, f"dataset {name} not loaded: {message}")
-
-    return warn_source

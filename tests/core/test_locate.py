@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
@@ -101,3 +103,28 @@ def test_every_placement_lies_inside_the_response(response, needle):
     if p.placed:
         assert 0 <= p.start < p.end <= len(response)
         assert 0.8 <= p.similarity <= 1.0
+
+
+def _near_miss(n_chars: int) -> tuple[str, str]:
+    """A 3,000-word response and an `n_chars` slice of it with every 20th character changed."""
+    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]
+    response = " ".join(words[(i * 7 + i // 3) % len(words)] for i in range(3000))
+    piece = response[2000 : 2000 + n_chars]
+    return response, "".join("q" if i % 20 == 10 else ch for i, ch in enumerate(piece))
+
+
+def test_a_long_near_miss_gives_up_within_the_budget_instead_of_taking_minutes():
+    response, miss = _near_miss(3000)
+    started = time.monotonic()
+    p = place(response, miss)
+    # Without the budget this search compares ~60,000 windows of ~3,000 characters: minutes of CPU.
+    assert time.monotonic() - started < 10
+    assert (p.placed, p.gave_up, p.method) == (False, True, None)
+
+
+def test_a_short_near_miss_is_still_placed_fuzzily():
+    response, miss = _near_miss(200)
+    p = place(response, miss)
+    assert p.method == "fuzzy" and not p.gave_up and p.similarity >= 0.9
+    # The response repeats itself, so the window may be any copy of the piece: it must be about as long.
+    assert abs((p.end - p.start) - 200) <= 10

@@ -23,8 +23,9 @@ def _run(tmp_path, server, spec: str, examples: list[Example], *extra: str):
         main, ["eval", "--detector", spec, "--base-url", server.base_url, "--examples", str(path), "--run-dir",
                str(run), "--no-progress", "--bootstrap", "10", *extra],
     )  # fmt: skip
-    assert result.exit_code == 0, result.output
     preds = {p["id"]: p for p in map(json.loads, (run / "predictions.jsonl").read_text().splitlines())}
+    # Exit status 3 exactly when a prediction failed.
+    assert result.exit_code == (3 if any(p.get("error") for p in preds.values()) else 0), result.output
     return preds, run
 
 
@@ -80,7 +81,8 @@ def test_ragtruth_tagger_places_listed_spans_and_resumes_failures(openai_server,
     # Resume asks again only for the failed example, with the detector rebuilt from the run's config.
     asked = len(openai_server.log)
     openai_server.script = lambda req: '{"hallucination list": ["a bar"]}'
-    result = CliRunner().invoke(main, ["eval", "--resume", str(run), "--no-progress", "--bootstrap", "10"])
+    resume = ["eval", "--resume", str(run), "--base-url", openai_server.base_url, "--no-progress", "--bootstrap", "10"]
+    result = CliRunner().invoke(main, resume)
     assert result.exit_code == 0, result.output
     assert len(openai_server.log) == asked + 1
     lines = [json.loads(line) for line in (run / "predictions.jsonl").read_text().splitlines()]

@@ -71,9 +71,10 @@ def town_replies(examples: list[Example]) -> dict[str, str]:
     }
 
 
-def run_eval(*args: str) -> str:
+def run_eval(*args: str, status: int = 0) -> str:
+    """`shambench eval ARGS`'s output, after checking its exit status (3: finished with failed predictions)."""
     result = CliRunner().invoke(main, ["eval", *args], terminal_width=200)
-    assert result.exit_code == 0, result.output + repr(result.exception)
+    assert result.exit_code == status, result.output + repr(result.exception)
     return result.output
 
 
@@ -277,7 +278,7 @@ def test_twenty_percent_failures_are_accounted_exactly(openai_server, tmp_path):
     openai_server.faults = lambda req: Fault("500") if answer_of(req) == examples[0].response else random_faults(req)
     run = tmp_path / "run"
     args = ["--detector", "openai", "--model", "m", "--examples", str(path), "--base-url", openai_server.base_url]
-    run_eval(*args, "--run-dir", str(run), "-p", "max_retries=1", *FAST)
+    out = run_eval(*args, "--run-dir", str(run), "-p", "max_retries=1", *FAST, status=3)
     res, journal = results_of(run), journal_of(run)
     failed = [row for row in journal.values() if row.get("error")]
     usage = res["run"]["usage"]
@@ -290,11 +291,15 @@ def test_twenty_percent_failures_are_accounted_exactly(openai_server, tmp_path):
     # Every fault was either retried or ended an example: faults = retries + final failures.
     assert faults == usage["retries"] + len(failed)
     assert usage["retries"] > 1 and journal["toy/0"]["error"] == "HTTP 500: internal error after 2 attempts"
+    # The failure summary: how many, by reason, the first reasons, and the command that retries them.
+    assert f"{len(failed)} predictions failed:" in out
+    assert "toy/0: HTTP 500: internal error after 2 attempts" in out
+    assert f"shambench eval --resume {run} --base-url {openai_server.base_url}" in out
 
-    # Resuming re-asks only the failed examples.
+    # Resuming (against the same server, named again) re-asks only the failed examples.
     openai_server.reset()
     openai_server.faults = None
-    run_eval("--resume", str(run), *FAST)
+    run_eval("--resume", str(run), "--base-url", openai_server.base_url, *FAST)
     assert len(openai_server.log) == len(failed)
     final = results_of(run)
     assert final["failed_predictions"] == 0
@@ -338,7 +343,7 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(openai_server, tmp_pat
     openai_server.release()
     openai_server.faults = None
 
-    run_eval("--resume", str(killed), *FAST)
+    run_eval("--resume", str(killed), "--base-url", openai_server.base_url, *FAST)
     straight, resumed = results_of(tmp_path / "straight"), results_of(killed)
     for key in ("datasets", "tasks", "overall", "missing_predictions", "failed_predictions"):
         assert resumed[key] == straight[key]

@@ -1,0 +1,252 @@
+"""Run integrity through `shambench eval`: malformed replies, exit statuses, the failure summary, the cache across
+servers, one writer per run directory, and where credentials may go."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from shambench.cli import main
+from shambench.detector import Detector, detectors
+from shambench.registry import Entry
+from shambench.runner import run_lock
+from tests.openai_server import Fault, OpenAIServer, poison
+
+FAST = ["--no-progress", "--bootstrap", "10", "-p", "backoff_base=0.001", "-p", "max_retries=1"]
+SECRET = "sk-test-" + "S3cr3tK3y" * 4
+OTHER_SECRET = "sk-other-" + "0therK3y" * 4
+
+
+def examples_file(path: Path, n: int, datasets: tuple[str, ...] = ("toy",)) -> Path:
+    """`n` examples per dataset, each response with one gold span."""
+    rows = []
+    for name in datasets:
+        for i in range(n):
+            response = f"The {name} river Ilsa{i} flows through Varn{i}."
+            start = response.index("Varn")
+            rows.append(
+                {"id": f"{name}/{i}", "dataset": name, "task": "open_qa", "question": f"Where does Ilsa{i} flow?",
+                 "response": response, "hallu_spans": [[start, start + len(f"Varn{i}")]]}
+            )  # fmt: skip
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def invoke(*args: str, env: dict | None = None):
+    return CliRunner().invoke(main, ["eval", *map(str, args)], env=env, terminal_width=200)
+
+
+def openai_eval(server, examples: Path, run: Path, *extra: str, env: dict | None = None):
+    args = ["--detector", "openai", "--model", "m", "--base-url", server.base_url, "--examples", examples]
+    return invoke(*args, "--run-dir", run, *FAST, *extra, env=env)
+
+
+def journal_lines(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "predictions.jsonl").read_text().splitlines()]
+
+
+def results_of(run: Path) -> dict:
+    return json.loads((run / "results.json").read_text())
+
+
+# --- every reply accounted for; exit status 3; resume completes ---------------------------------------------
+
+
+def test_a_server_poisoning_one_reply_in_ten_gives_exit_3_and_resume_completes(openai_server, tmp_path):
+    examples = examples_file(tmp_path / "ex.jsonl", 15, ("toy", "other"))
+    openai_server.faults = poison(0.1, "content-number", seed=0)
+    run = tmp_path / "run"
+    res = openai_eval(openai_server, examples, run)
+    lines = journal_lines(run)
+    failed = sorted(row["id"] for row in lines if row.get("error"))
+    # Every example has exactly one journal line, spans or an error.
+    assert sorted(row["id"] for row in lines) == sorted(f"{d}/{i}" for d in ("toy", "other") for i in range(15))
+    # Seed 0 poisons a few of the 30 prompts (on every attempt); exactly those examples failed.
+    poisoned = {r.key for r in openai_server.log if r.fault}
+    assert 1 <= len(failed) == len(poisoned) <= 10, failed
+    assert res.exit_code == 3, res.output
+    assert "Traceback" not in res.output
+    assert f"{len(failed)} predictions failed:" in res.output
+    assert f"{len(failed):>6}  malformed reply" in res.output
+    assert "malformed reply: message content is a number after 2 attempts" in res.output
+    assert f"retry them with: shambench eval --resume {run} --base-url {openai_server.base_url}" in res.output
+    results = results_of(run)
+    assert results["failed_predictions"] == results["missing_predictions"] == len(failed)
+    per_partition = {k: v["failed_predictions"] for k, v in results["datasets"].items()}
+    assert per_partition == {f"open_qa/{d}": sum(f.startswith(d + "/") for f in failed) for d in ("toy", "other")}
+
+    openai_server.reset()
+    openai_server.faults = None
+    again = invoke("--resume", run, "--base-url", openai_server.base_url, "--no-progress", "--bootstrap", "10")
+    assert again.exit_code == 0, again.output
+    assert openai_server.count() == len(failed)
+    assert results_of(run)["failed_predictions"] == 0
+
+
+def test_allow_failures_turns_exit_3_into_0(openai_server, tmp_path):
+    examples = examples_file(tmp_path / "ex.jsonl", 3)
+    openai_server.faults = lambda req: Fault("null")
+    res = openai_eval(openai_server, examples, tmp_path / "run", "--allow-failures")
+    assert res.exit_code == 0, res.output
+    assert "3 predictions failed:" in res.output and results_of(tmp_path / "run")["failed_predictions"] == 3
+
+
+def test_repeated_authentication_errors_stop_the_run_with_exit_2(openai_server, tmp_path):
+    examples = examples_file(tmp_path / "ex.jsonl", 30)
+    openai_server.faults = lambda req: Fault("401")
+    res = openai_eval(openai_server, examples, tmp_path / "run", "--max-concurrency", "1")
+    assert res.exit_code == 2, res.output
+    assert "stopped after 5 consecutive authentication errors (HTTP 401: Incorrect API key provided)" in res.stderr
+    assert f"resume with: shambench eval --resume {tmp_path / 'run'}" in res.stderr
+    assert openai_server.count() == 5
+
+
+def test_ctrl_c_prints_how_to_resume(tmp_path, monkeypatch):
+    class Interrupted(Detector):
+        def predict(self, examples, monitor=None):
+            yield from ()
+            raise KeyboardInterrupt
+
+    monkeypatch.setitem(detectors._entries, "test-interrupted", Entry("test-interrupted", Interrupted, "t", __name__))
+    examples = examples_file(tmp_path / "ex.jsonl", 2)
+    res = invoke("--detector", "test-interrupted", "--examples", examples, "--run-dir", tmp_path / "run", *FAST[:3])
+    assert res.exit_code == 130
+    assert f"interrupted; finish the run with: shambench eval --resume {tmp_path / 'run'}" in res.output
+
+
+def test_a_requested_dataset_that_fails_to_load_is_exit_2(tmp_path):
+    res = invoke("--detector", "overlap", "--datasets", "ragtruth", "--data-dir", tmp_path, "--run-dir", tmp_path / "r")
+    assert res.exit_code == 2
+    assert res.stderr.startswith("error: dataset ragtruth not loaded:")
+    assert not (tmp_path / "r").exists()
+
+
+# --- the cache never crosses endpoints ---------------------------------------------------------------------
+
+
+def test_a_second_server_with_the_same_model_name_receives_every_request(openai_server, tmp_path):
+    examples = examples_file(tmp_path / "ex.jsonl", 6)
+    assert openai_eval(openai_server, examples, tmp_path / "a").exit_code == 0
+    with OpenAIServer() as other:
+        res = openai_eval(other, examples, tmp_path / "b")
+        assert res.exit_code == 0, res.output
+        assert other.count() == 6
+    # The first server's answers are cached for it, and only for it.
+    assert openai_eval(openai_server, examples, tmp_path / "c").exit_code == 0
+    assert openai_server.count() == 6
+
+
+# --- one writer per run directory --------------------------------------------------------------------------
+
+
+def test_a_resume_while_another_process_holds_the_run_is_refused_at_once(openai_server, tmp_path):
+    examples = examples_file(tmp_path / "ex.jsonl", 4)
+    run = tmp_path / "run"
+    openai_server.faults = lambda req: Fault("500")
+    assert openai_eval(openai_server, examples, run).exit_code == 3
+    openai_server.reset()
+    openai_server.faults = None
+    with run_lock(run):
+        res = invoke("--resume", run, "--base-url", openai_server.base_url, "--no-progress")
+    assert res.exit_code == 2
+    assert f"error: {run} is in use by another shambench process (pid {os.getpid()})" in res.stderr
+    assert openai_server.count() == 0
+
+
+def test_two_concurrent_resumes_one_is_refused(openai_server, tmp_path):
+    examples = examples_file(tmp_path / "ex.jsonl", 3)
+    run = tmp_path / "run"
+    openai_server.faults = lambda req: Fault("500")
+    assert openai_eval(openai_server, examples, run).exit_code == 3
+    openai_server.reset()
+    # The first resume (another process) is held by the server mid-request.
+    openai_server.faults = lambda req: Fault("hang")
+    cmd = [sys.executable, "-m", "shambench", "eval", "--resume", str(run), "--base-url", openai_server.base_url]
+    proc = subprocess.Popen([*cmd, "--no-progress"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not openai_server.held():
+            assert time.monotonic() < deadline and proc.poll() is None, "the first resume never sent a request"
+            time.sleep(0.05)
+        sent = openai_server.count()
+        res = invoke("--resume", run, "--base-url", openai_server.base_url, "--no-progress")
+        assert res.exit_code == 2 and "is in use by another shambench process" in res.stderr
+        assert openai_server.count() == sent
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        openai_server.release()
+
+
+def test_a_journal_without_a_config_is_not_adopted(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "predictions.jsonl").write_text('{"id": "toy/0", "spans": []}\n')
+    res = invoke("--detector", "overlap", "--examples", examples_file(tmp_path / "e.jsonl", 2), "--run-dir", run)
+    assert res.exit_code == 2 and "holds predictions.jsonl but no config.json" in res.stderr
+    assert sorted(p.name for p in run.iterdir()) == ["predictions.jsonl"]
+
+
+# --- credentials go only where the user sends them ------------------------------------------------------------
+
+
+def test_a_doctored_config_never_sends_the_key_elsewhere(openai_server, tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    monkeypatch.setenv("OTHER_KEY", OTHER_SECRET)
+    examples = examples_file(tmp_path / "ex.jsonl", 3)
+    run = tmp_path / "run"
+    openai_server.faults = lambda req: Fault("500")
+    assert openai_eval(openai_server, examples, run).exit_code == 3
+    with OpenAIServer() as attacker:
+        config = json.loads((run / "config.json").read_text())
+        config["params"].update(base_url=attacker.base_url, api_key_env="OTHER_KEY")
+        (run / "config.json").write_text(json.dumps(config))
+        plain = invoke("--resume", run, "--no-progress")
+        named = invoke("--resume", run, "--base-url", openai_server.base_url, "--no-progress")
+        assert attacker.count() == 0
+    assert plain.exit_code == 2 and "the run was made with --api-key-env OTHER_KEY --base-url" in plain.stderr
+    assert named.exit_code == 2
+    # Only the original server ever saw a key, and only the one named on the command line.
+    assert {r.authorization for r in openai_server.log} == {f"Bearer {SECRET}"}
+
+
+def test_a_program_file_neither_picks_the_key_variable_nor_the_server(openai_server, tmp_path, monkeypatch):
+    from shambench.detectors.miprov2 import ProgramFile, Prompt, Scores, Usage, dspy_version
+
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    monkeypatch.setenv("OTHER_KEY", OTHER_SECRET)
+    examples = examples_file(tmp_path / "ex.jsonl", 2)
+    with OpenAIServer() as attacker:
+        program = ProgramFile(
+            dspy_version=dspy_version(), shambench_version="0", created_at="2026-01-01T00:00:00+00:00", base="openai",
+            model="m", base_url=attacker.base_url, api_key_env="OTHER_KEY", instructions=Prompt(instructions="x").instructions,
+            auto="light", seed=0, max_demos=0, trainset="dev", trainset_ids=[], heldout="test", heldout_ids=[],
+            train=Scores(n=0, base=0, optimized=0), heldout_scores=Scores(n=0, base=0, optimized=0), usage=Usage(),
+        )  # fmt: skip
+        path = tmp_path / "program.json"
+        path.write_text(program.model_dump_json())
+        refused = invoke("--detector", f"miprov2:{path}", "--examples", examples, "--run-dir", tmp_path / "r1")
+        assert refused.exit_code == 2 and f"pass --base-url {attacker.base_url}" in refused.stderr
+        ok = invoke("--detector", f"miprov2:{path}", "--base-url", openai_server.base_url, "--examples", examples,
+                    "--run-dir", tmp_path / "r2", *FAST)  # fmt: skip
+        assert ok.exit_code == 0, ok.output
+        assert attacker.count() == 0
+    assert {r.authorization for r in openai_server.log} == {f"Bearer {SECRET}"}
+
+
+def test_credentials_in_the_base_url_are_refused_and_reach_no_file(openai_server, tmp_path):
+    url = openai_server.base_url.replace("http://", "http://alice:hunter2@")
+    examples = examples_file(tmp_path / "ex.jsonl", 2)
+    res = invoke("--detector", "openai", "--model", "m", "--base-url", url, "--examples", examples,
+                 "--run-dir", tmp_path / "run")  # fmt: skip
+    assert res.exit_code == 2
+    assert "must not contain credentials" in res.stderr and "hunter2" not in res.stderr + res.output
+    assert not (tmp_path / "run").exists() and openai_server.count() == 0
+    assert not any("hunter2" in p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file())
