@@ -8,7 +8,6 @@ temporary folder and renamed into place) that `shambench leaderboard build`, `sh
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
