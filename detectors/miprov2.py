@@ -290,7 +290,7 @@ def program_detector(
     base_url: str | None = None,
     api_key_env: str | None = None,
     generation: dict[str, Any] | None = None,
-    structured: bool | None = None,
+    structured: bool | str | None = None,
     **options: Any,
 ) -> MIPROv2Detector:
     """A detector showing `prompt`, on the endpoint of preset `base` with the given overrides (see `make_prompted`)."""

@@ -5,7 +5,16 @@ What it guarantees:
 - bounded concurrency: at most `Endpoint.max_concurrency` requests in flight, served by that many workers;
 - retries with exponential backoff and jitter on 429, 5xx, timeouts, dropped connections and malformed bodies,
   honouring `Retry-After` / `retry-after-ms`; every HTTP attempt is made and counted here, exactly;
-- a per-request timeout;
+- a per-request timeout, counted from when the request is sent (not while it waits for a free connection);
+- structured-output negotiation: a `response_format` asking for a JSON schema is sent in the first mode of
+  `STRUCTURED_MODES` the server accepts (json_schema, then json_object with the schema alongside as
+  llama-cpp-python takes it, then json_object, then the prompt alone). The first request runs alone until one
+  succeeds; a rejection that names the format moves to the next mode, once, for every later request, and the mode
+  is remembered for the endpoint in the response cache (it is part of the request body, hence of the cache key);
+- the served model: the model name each reply reports is kept (`Completion.served_model`); when it differs from
+  the requested one it is said once and becomes part of the cache key, so two models behind one alias never
+  share answers;
+- a server that states its slot count (llama-server's `/props`) gets no more concurrent requests than that;
 - accounting: input, output and reasoning tokens, cost from the price table (`shambench/pricing.yaml`, overridden
   by `$SHAMBENCH_PRICING` or `<user config dir>/shambench/pricing.yaml`), requests, retries and cache hits;
 - a response cache (`shambench.cache`) keyed by model, endpoint kind, generation parameters and rendered prompt;
@@ -70,6 +79,16 @@ PLACEHOLDER_KEY = "EMPTY"
 KIND_PATHS = {"chat": "chat/completions", "completions": "completions", "responses": "responses"}
 # HTTP statuses worth another attempt: timeout, conflict, rate limit, and server errors.
 RETRYABLE_STATUS = frozenset({408, 409, 429})
+# Structured-output modes, most to least constrained; `auto` starts at the first and falls back on rejection.
+STRUCTURED_MODES = ("json_schema", "json_object+schema", "json_object", "prompt")
+STRUCTURED_SETTINGS = ("auto", *STRUCTURED_MODES)
+# Statuses with which servers reject a request body they cannot take (llama-cpp-python answers 500).
+REJECTION_STATUS = frozenset({400, 422, 500})
+# A server error body that is a request-validation message (pydantic's, FastAPI's): the same request fails again.
+_VALIDATION = re.compile(
+    r"validation error|literal_error|input should be|field required|extra_forbidden|value_error|unprocessable",
+    re.IGNORECASE,
+)
 # How often finished results and counters are handed from the event-loop thread to the caller.
 FLUSH_SECONDS = 0.05
 _FINISHED = object()
@@ -132,6 +151,10 @@ class Completion(BaseModel):
     top_logprobs: dict[str, float] | None = None
     """The first generated token's most likely alternatives (token -> log-probability), when the request asked
     for log-probabilities (`logprobs`/`top_logprobs`); None otherwise."""
+    served_model: str | None = None
+    """The model name the reply reported (None when it reported none, or for answers cached before it was kept)."""
+    structured: str | None = None
+    """The structured-output mode the request was sent in (None when it asked for no output format)."""
     usage: Usage
     """What it consumed."""
     key: str
@@ -141,13 +164,20 @@ class Completion(BaseModel):
 
 
 class LLMError(Exception):
-    """A request that failed for good: the reason, what the attempts consumed, and any text received."""
+    """A request that failed for good: the reason, what the attempts consumed, any text received, and the HTTP
+    status when the server refused it."""
 
-    def __init__(self, reason: str, usage: Usage, text: str | None = None):
+    def __init__(self, reason: str, usage: Usage, text: str | None = None, status: int | None = None):
         super().__init__(reason)
         self.reason = reason
         self.usage = usage
         self.text = text
+        self.status = status
+
+    def names_format(self) -> bool:
+        """Whether this is a server rejecting the requested output format (not the prompt or the model)."""
+        reason = self.reason.lower()
+        return self.status in REJECTION_STATUS and any(k in reason for k in ("response_format", "json_schema"))
 
 
 class Price(BaseModel):
@@ -296,6 +326,37 @@ def wire_body(model: str, body: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def is_validation_error(text: str) -> bool:
+    """Whether an error body is a request-validation message: a deterministic rejection, whatever its status."""
+    return bool(_VALIDATION.search(text))
+
+
+def with_structured_mode(body: dict[str, Any], mode: str) -> dict[str, Any]:
+    """The body with its `response_format` expressed in `mode` (see `STRUCTURED_MODES`); unchanged without one."""
+    fmt = body.get("response_format")
+    if not isinstance(fmt, dict) or mode == "json_schema":
+        return body
+    rest = {k: v for k, v in body.items() if k != "response_format"}
+    if mode == "prompt":
+        return rest
+    schema = (fmt.get("json_schema") or {}).get("schema") if fmt.get("type") == "json_schema" else fmt.get("schema")
+    if mode == "json_object+schema" and schema is not None:
+        return {**rest, "response_format": {"type": "json_object", "schema": schema}}
+    return {**rest, "response_format": {"type": "json_object"}}
+
+
+def next_mode(mode: str) -> str | None:
+    """The structured-output mode to fall back to after `mode` was rejected; None after the last."""
+    i = STRUCTURED_MODES.index(mode)
+    return STRUCTURED_MODES[i + 1] if i + 1 < len(STRUCTURED_MODES) else None
+
+
+def same_model(requested: str, served: str | None) -> bool:
+    """Whether a reply's model is the requested one: the same name, or a dated snapshot of it (OpenAI answers
+    `gpt-5-mini-2025-08-07` for `gpt-5-mini`)."""
+    return served is None or served == requested or served.startswith(requested + "-")
+
+
 def error_message(status: int, text: str) -> str:
     """`HTTP status: message`, the message taken from an OpenAI-style error body when there is one."""
     try:
@@ -315,14 +376,40 @@ class LLMClient:
         cache: ResponseCache | None = None,
         on_count: Callable[[str, float], None] | None = None,
         seed: int | None = None,
+        structured: str = "auto",
+        on_note: Callable[[str], None] | None = None,
     ):
+        if structured not in STRUCTURED_SETTINGS:
+            raise DataError(f"structured={structured!r}: expected one of {', '.join(STRUCTURED_SETTINGS)}")
         self.endpoint = endpoint
         self.cache = cache
         self.on_count = on_count or (lambda key, n: None)
+        self.on_note = on_note or (lambda message: None)
+        self.structured = structured
         self._rng = random.Random(seed)
         self._session: Any = None
         self._key: str | None = None
         self._proxy: str | None = None
+        self._mode = structured if structured != "auto" else self._remembered_mode()
+        self.served_model: str | None = None
+        """The model name the server reported in this client's first live reply."""
+        self._settled = False
+        self._settle_lock: asyncio.Lock | None = None
+        self._slots_noted = False
+
+    @property
+    def mode(self) -> str:
+        """The structured-output mode requests are sent in now."""
+        return self._mode
+
+    def _mode_key(self) -> str:
+        return cache_key({"structured_mode_of": self.base_url(), "model": self.endpoint.model})
+
+    def _remembered_mode(self) -> str:
+        """The mode negotiated with this endpoint before (kept in the response cache), else the first."""
+        stored = self.cache.get(self._mode_key()) if self.cache is not None else None
+        mode = (stored or {}).get("text")
+        return mode if mode in STRUCTURED_MODES else STRUCTURED_MODES[0]
 
     def api_key(self) -> str:
         """The key from the environment; a placeholder for a custom server; DataError for OpenAI without one."""
@@ -348,9 +435,13 @@ class LLMClient:
 
             self._key = self.api_key()
             self._proxy = self.proxy()
+            # The timeout runs from when the request is written: `sock_read` bounds the wait for the reply, and no
+            # total/connect limit counts the time spent waiting for a free connection of the pool.
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=self.endpoint.max_concurrency),
-                timeout=aiohttp.ClientTimeout(total=self.endpoint.timeout),
+                timeout=aiohttp.ClientTimeout(
+                    total=None, connect=None, sock_connect=min(30.0, self.endpoint.timeout), sock_read=self.endpoint.timeout
+                ),
                 headers={"Authorization": f"Bearer {self._key}"},
             )
         return self._session
@@ -369,9 +460,13 @@ class LLMClient:
             await self._session.close()
         self._session = None
 
-    def request_key(self, kind: str, body: dict[str, Any]) -> str:
-        """The cache key of a request: model, endpoint kind, generation parameters and prompt (no transport)."""
-        return cache_key({"model": self.endpoint.model, "kind": kind, "body": body})
+    def request_key(self, kind: str, body: dict[str, Any], served: str | None = None) -> str:
+        """The cache key of a request: model, endpoint kind, generation parameters (the structured-output mode
+        included) and prompt (no transport); and the served model when the server answers as another model."""
+        parts: dict[str, Any] = {"model": self.endpoint.model, "kind": kind, "body": body}
+        if not same_model(self.endpoint.model, served):
+            parts["served_model"] = served
+        return cache_key(parts)
 
     async def chat(
         self,
@@ -401,28 +496,70 @@ class LLMClient:
 
         `accept(completion)` returns the parsed answer (stored in `Completion.parsed`) or raises ValueError when
         the text is unusable; only accepted answers are cached. Raises LLMError when the request fails for good
-        or is not accepted (with the text received).
+        or is not accepted (with the text received). Until one request has succeeded, requests go out one at a
+        time: the first one settles the structured-output mode and the served model for all the others.
         """
-        key = self.request_key(kind, body)
-        if self.cache is not None:
-            stored = self.cache.get(key)
-            if stored is not None:
-                self.on_count("cache_hits", 1)
-                done = Completion(**stored, usage=Usage(cache_hit=1), key=key)
-                return self._accepted(done, accept)
-        response, usage = await self._send(kind, body)
+        while True:
+            sent = with_structured_mode(body, self._mode)
+            hit = self._cached(kind, sent, accept, self._mode if "response_format" in body else None)
+            if hit is not None:
+                return hit
+            if self._settled:
+                return await self._live(kind, body, accept)
+            if self._settle_lock is None:
+                self._settle_lock = asyncio.Lock()
+            async with self._settle_lock:
+                if not self._settled:
+                    return await self._live(kind, body, accept)
+
+    def _cached(
+        self, kind: str, sent: dict[str, Any], accept: Callable[[Completion], Any] | None, mode: str | None
+    ) -> Completion | None:
+        if self.cache is None:
+            return None
+        key = self.request_key(kind, sent, self.served_model)
+        stored = self.cache.get(key)
+        if stored is None:
+            return None
+        self.on_count("cache_hits", 1)
+        done = Completion(**stored, structured=mode, usage=Usage(cache_hit=1), key=key)
+        return self._accepted(done, accept)
+
+    async def _live(self, kind: str, body: dict[str, Any], accept: Callable[[Completion], Any] | None) -> Completion:
+        """The server's answer, in the current structured-output mode, falling back to the next mode (for this
+        and every later request) when the server rejects the format."""
+        while True:
+            mode = self._mode
+            sent = with_structured_mode(body, mode)
+            try:
+                response, usage = await self._send(kind, sent)
+                break
+            except LLMError as err:
+                if "response_format" not in body or not err.names_format() or self.structured != "auto":
+                    if "response_format" in sent and err.names_format():
+                        err.reason += f" (the server rejects structured mode {mode}: rerun with -p structured=MODE, " \
+                            f"one of {', '.join(m for m in STRUCTURED_MODES if m != mode)}, or leave it on auto)"
+                    raise
+                self.on_count("format_rejections", 1)
+                self._fall_back(mode, err.reason)
+        self._settled = True
+        served = response.get("model") if isinstance(response.get("model"), str) else None
+        self._learn_served(served)
         try:
             text, reasoning, finish = message_parts(kind, response)
         except (AttributeError, ValueError) as err:
             raise LLMError(f"unexpected response: {err}", usage) from None
         for name in ("input_tokens", "output_tokens", "reasoning_tokens", "cost"):
             self.on_count(name, getattr(usage, name))
+        key = self.request_key(kind, sent, served)
         done = self._accepted(
             Completion(
                 text=text,
                 reasoning=reasoning,
                 finish_reason=finish,
                 top_logprobs=first_token_logprobs(kind, response),
+                served_model=served,
+                structured=mode if "response_format" in body else None,
                 usage=usage,
                 key=key,
             ),
@@ -434,9 +571,70 @@ class LLMClient:
                 "reasoning": reasoning,
                 "finish_reason": finish,
                 "top_logprobs": done.top_logprobs,
+                "served_model": served,
             }
             self.cache.put(key, self.endpoint.model, record)
         return done
+
+    def _fall_back(self, mode: str, reason: str) -> None:
+        """Move to the structured-output mode after `mode` (once, however many requests saw the rejection)."""
+        if self._mode != mode:
+            return
+        following = next_mode(mode)
+        if following is None:
+            return
+        self._mode = following
+        if self.cache is not None:
+            self.cache.put(self._mode_key(), self.endpoint.model, {"text": following})
+        self.on_note(
+            f"{self.base_url()} rejects structured output as {mode} ({reason}); using {following} from now on "
+            f"(force one with -p structured=MODE)"
+        )
+
+    def _learn_served(self, served: str | None) -> None:
+        """Keep the model the server reports; say once when it is not the requested one."""
+        if served is None or self.served_model == served:
+            return
+        self.served_model = served
+        if not same_model(self.endpoint.model, served):
+            self.on_note(
+                f"{self.base_url()} answers as model {served!r}, not the requested {self.endpoint.model!r}: "
+                "its answers are recorded and cached under the served model"
+            )
+
+    async def _workers_for_server(self) -> int:
+        """How many requests to keep in flight: `max_concurrency`, lowered to the server's slot count when it
+        tells it (llama-server's `/props`), since requests beyond it only wait in the server's queue."""
+        wanted = self.endpoint.max_concurrency
+        if not self.endpoint.base_url or wanted == 1:
+            return wanted
+        slots = await self._server_slots()
+        if slots is None or slots >= wanted:
+            return wanted
+        if not self._slots_noted:
+            self._slots_noted = True
+            self.on_note(
+                f"{self.base_url()} serves {slots} request(s) at a time: sending {slots} at once, not {wanted} "
+                "(set --max-concurrency to the server's slots)"
+            )
+        return slots
+
+    async def _server_slots(self) -> int | None:
+        """The number of parallel slots a llama.cpp server reports at `/props` (None when it does not say)."""
+        import aiohttp
+
+        root = self.base_url().removesuffix("/v1")
+        try:
+            async with self._http().get(
+                f"{root}/props", proxy=self._proxy, timeout=aiohttp.ClientTimeout(total=5)
+            ) as reply:
+                if reply.status != 200:
+                    return None
+                props = json.loads(await reply.text())
+        except (aiohttp.ClientError, TimeoutError, ValueError):
+            return None
+        slots = props.get("total_slots") if isinstance(props, dict) else None
+        return slots if isinstance(slots, int) and slots >= 1 else None
 
     @staticmethod
     def _accepted(done: Completion, accept: Callable[[Completion], Any] | None) -> Completion:
@@ -459,7 +657,7 @@ class LLMClient:
         while True:
             attempts += 1
             self.on_count("requests", 1)
-            wait = None
+            wait, status = None, None
             try:
                 async with session.post(url, json=payload, proxy=self._proxy) as reply:
                     text = await reply.text()
@@ -468,7 +666,7 @@ class LLMClient:
                     response = json.loads(text)
                     usage = usage_of(self.endpoint.model, response)
                     return response, usage.model_copy(update={"requests": attempts, "retries": attempts - 1})
-                retryable = status in RETRYABLE_STATUS or status >= 500
+                retryable = (status in RETRYABLE_STATUS or status >= 500) and not is_validation_error(text)
                 reason, wait = error_message(status, text), retry_after(headers)
             except (aiohttp.ClientError, TimeoutError, ValueError) as err:
                 # A timeout, a dropped connection, or a 200 whose body is not JSON: all worth another attempt.
@@ -477,23 +675,29 @@ class LLMClient:
             failed = Usage(requests=attempts, retries=attempts - 1)
             if not retryable or attempts > self.endpoint.max_retries:
                 tries = f" after {attempts} attempts" if attempts > 1 else ""
-                raise LLMError(redact(reason, self._key) + tries, failed) from None
+                raise LLMError(redact(reason, self._key) + tries, failed, status=status) from None
             self.on_count("retries", 1)
             delay = backoff(attempts, self.endpoint.backoff_base, self.endpoint.backoff_max, self._rng)
             await asyncio.sleep(min(max(delay, wait or 0.0), self.endpoint.backoff_max))
 
     def map(self, items: Sequence[T], work: Callable[[T], Awaitable[R]], monitor: Monitor | None = None) -> Iterator[R]:
         """`work(item)` for every item, run by `max_concurrency` workers on an event loop in a worker thread;
-        results are yielded here as they complete. Counters reach `monitor` from the calling thread."""
+        results are yielded here as they complete. Counters and notes reach `monitor` from the calling thread."""
         events: queue.SimpleQueue = queue.SimpleQueue()
-        forward = self.on_count
+        forward, forward_note = self.on_count, self.on_note
         tally: dict[str, float] = {}
+        notes: list[str] = []
         self.on_count = lambda key, n: tally.__setitem__(key, tally.get(key, 0) + n)
-        runner = _LoopThread(self._work_all(items, work, events, tally))
+        self.on_note = notes.append
+        runner = _LoopThread(self._work_all(items, work, events, tally, notes))
         runner.start()
         try:
             while True:
-                results, counts, end = events.get()
+                results, counts, said, end = events.get()
+                for message in said:
+                    forward_note(message)
+                    # A monitor written before notes existed may lack `note`: it still gets the counters.
+                    getattr(monitor, "note", lambda m: None)(message)
                 for key, n in counts.items():
                     forward(key, n)
                     if monitor is not None:
@@ -505,7 +709,7 @@ class LLMClient:
                     return
         finally:
             runner.stop()
-            self.on_count = forward
+            self.on_count, self.on_note = forward, forward_note
 
     async def _work_all(
         self,
@@ -513,6 +717,7 @@ class LLMClient:
         work: Callable[[T], Awaitable[R]],
         events: queue.SimpleQueue,
         tally: dict[str, float],
+        notes: list[str],
     ) -> None:
         pending = iter(items)
         done: list[R] = []
@@ -520,9 +725,10 @@ class LLMClient:
         def flush(end: object = None) -> None:
             # Results and counters cross to the calling thread in batches: one hand-over per result would make
             # the two threads fight for the GIL thousands of times a second and slow the event loop down.
-            events.put((done.copy(), dict(tally), end))
+            events.put((done.copy(), dict(tally), notes.copy(), end))
             done.clear()
             tally.clear()
+            notes.clear()
 
         async def worker() -> None:
             # Workers share one iterator, so at most max_concurrency items are ever started and unfinished.
@@ -532,14 +738,15 @@ class LLMClient:
         async def ticker() -> None:
             while True:
                 await asyncio.sleep(FLUSH_SECONDS)
-                if done or tally:
+                if done or tally or notes:
                     flush()
 
         outcome: object = _FINISHED
         tick = asyncio.create_task(ticker())
         try:
+            workers = await self._workers_for_server() if items else 0
             async with asyncio.TaskGroup() as group:
-                for _ in range(min(self.endpoint.max_concurrency, len(items))):
+                for _ in range(min(workers, len(items))):
                     group.create_task(worker())
         except* Exception as errors:
             outcome = errors.exceptions[0]
@@ -588,11 +795,13 @@ def map_endpoint(
     work: Callable[[LLMClient, T], Awaitable[R]],
     monitor: Monitor | None = None,
     use_cache: bool = True,
+    structured: str = "auto",
 ) -> Iterator[R]:
-    """`work(client, item)` for every item, through a client of `endpoint` sharing the response cache; results
-    are yielded as they complete. A missing API key fails before any request is made."""
+    """`work(client, item)` for every item, through a client of `endpoint` sharing the response cache and
+    sending `response_format` in the `structured` mode (see `LLMClient`); results are yielded as they complete.
+    A missing API key fails before any request is made."""
     cache = ResponseCache() if use_cache else None
-    client = LLMClient(endpoint, cache=cache)
+    client = LLMClient(endpoint, cache=cache, structured=structured)
     client.api_key()
     try:
         yield from client.map(items, functools.partial(work, client), monitor)
