@@ -440,7 +440,10 @@ class LLMClient:
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=self.endpoint.max_concurrency),
                 timeout=aiohttp.ClientTimeout(
-                    total=None, connect=None, sock_connect=min(30.0, self.endpoint.timeout), sock_read=self.endpoint.timeout
+                    total=None,
+                    connect=None,
+                    sock_connect=min(30.0, self.endpoint.timeout),
+                    sock_read=self.endpoint.timeout,
                 ),
                 headers={"Authorization": f"Bearer {self._key}"},
             )
@@ -537,8 +540,10 @@ class LLMClient:
             except LLMError as err:
                 if "response_format" not in body or not err.names_format() or self.structured != "auto":
                     if "response_format" in sent and err.names_format():
-                        err.reason += f" (the server rejects structured mode {mode}: rerun with -p structured=MODE, " \
+                        err.reason += (
+                            f" (the server rejects structured mode {mode}: rerun with -p structured=MODE, "
                             f"one of {', '.join(m for m in STRUCTURED_MODES if m != mode)}, or leave it on auto)"
+                        )
                     raise
                 self.on_count("format_rejections", 1)
                 self._fall_back(mode, err.reason)

@@ -84,8 +84,16 @@ FIXED_ON_RESUME = (
     help="Finish an interrupted run: only missing or failed examples are run.",
 )
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
+@click.option(
+    "--keep-going",
+    is_flag=True,
+    help="Do not stop when predictions fail systematically (by default a run stops when its first 8, or 20 in a "
+    "row, fail for the same reason).",
+)
 @scoring
-def eval_command(detector_spec, params, resume_dir, run_dir, runs_root, no_progress, n_resamples, seed, **opts) -> None:
+def eval_command(
+    detector_spec, params, resume_dir, run_dir, runs_root, no_progress, keep_going, n_resamples, seed, **opts
+) -> None:
     """Run a detector over examples, write a run directory and print the scores.
 
     \b
@@ -98,6 +106,8 @@ def eval_command(detector_spec, params, resume_dir, run_dir, runs_root, no_progr
     The run directory holds config.json, predictions.jsonl (appended as predictions arrive, so an interrupted
     run loses only what was in flight) and results.json. `shambench score RUN_DIR` rescores it.
     """
+    from rich.markup import escape
+
     from shambench.cli.progress import ProgressMonitor
     from shambench.cli.score import _warn
     from shambench.detector import create_detector
@@ -108,6 +118,7 @@ def eval_command(detector_spec, params, resume_dir, run_dir, runs_root, no_progr
         JOURNAL,
         RESULTS,
         Journal,
+        SystematicFailure,
         examples_of,
         load_config,
         make_config,
@@ -116,6 +127,7 @@ def eval_command(detector_spec, params, resume_dir, run_dir, runs_root, no_progr
         run_predictions,
         score_run,
         select_examples,
+        served_model,
     )
 
     console = make_console()
@@ -161,9 +173,17 @@ def eval_command(detector_spec, params, resume_dir, run_dir, runs_root, no_progr
     console.print(f"run directory: {run_path}  ({len(todo)} of {len(examples)} examples to run)", soft_wrap=True)
     try:
         with ProgressMonitor(len(todo), detector.name, console, enabled=not no_progress) as monitor:
-            run_predictions(detector, todo, journal, monitor, monitor.done)
+            run_predictions(detector, todo, journal, monitor, monitor.done, fail_fast=not keep_going)
+    except SystematicFailure as err:
+        console.print(f"[bold red]{escape(str(err))}[/]", soft_wrap=True)
+        console.print(f"after the fix, continue with: shambench eval --resume {run_path}", soft_wrap=True)
+        raise SystemExit(1) from None
     finally:
         detector.close()
+    served = served_model(list(journal.read().values()))
+    if served != config.served_model:
+        config.served_model = served
+        write_json(run_path / CONFIG, config)
     results = score_run(run_path, examples, n_resamples=n_resamples, seed=seed)
     print_results(results, console, title=f"{detector.name} on {len(examples)} examples")
     if opts["suite"]:

@@ -138,10 +138,10 @@ def test_parse_round_trips_any_list_of_strings(spans, fenced, prose):
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("Everything looks fine to me.", "no {\"incorrect_spans\""),
+        ("Everything looks fine to me.", 'no {"incorrect_spans"'),
         ('{"incorrect_spans": [1, 2]}', "not a string"),
         ("<think>let me see, the capital", "cut off"),
-        ('{"incorrect_spans": ["unterminated', "no {\"incorrect_spans\""),
+        ('{"incorrect_spans": ["unterminated', 'no {"incorrect_spans"'),
     ],
 )
 def test_parse_failures_say_why(text, message):
