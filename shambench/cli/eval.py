@@ -110,6 +110,7 @@ def eval_command(
 
     from shambench.cli.progress import ProgressMonitor
     from shambench.cli.score import _warn
+    from shambench.context import evidence_gaps
     from shambench.detector import create_detector
     from shambench.io import write_json
     from shambench.report import make_console, print_results
@@ -194,6 +195,9 @@ def eval_command(
             write_json(run_path / RESULTS, results)
         print_suite(results, opts["suite"], console, opts["sopo_compat"])
     console.print(f"results: {run_path / RESULTS}", soft_wrap=True)
+    gaps = evidence_gaps(config.context_provenance)
+    if gaps:
+        console.print(f"[bold yellow]warning:[/] {escape(gaps)}", soft_wrap=True)
 
 
 def _changed_params(recorded: dict, current: dict) -> list[str]:
