@@ -89,6 +89,10 @@ class Usage(BaseModel):
     """Completion tokens billed (reasoning included)."""
     cost: float = 0.0
     """US dollars, from shambench's price table (0 for models it does not list)."""
+    unparsed: int = 0
+    """Replies DSPy could not parse: each is a failed trial, demo or proposal (and is not kept in the cache)."""
+    failed_proposals: int = 0
+    """Of those, instruction proposals: the predictor keeps its current instructions for that candidate."""
 
 
 class Scores(BaseModel):
