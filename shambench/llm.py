@@ -15,6 +15,8 @@ What it guarantees:
   the requested one it is said once and becomes part of the cache key, so two models behind one alias never
   share answers;
 - a server that states its slot count (llama-server's `/props`) gets no more concurrent requests than that;
+- a server that answers 429 gets fewer attempts at once: the bound halves on a 429 and grows back by one after
+  as many successes in a row;
 - accounting: input, output and reasoning tokens, cost from the price table (`shambench/pricing.yaml`, overridden
   by `$SHAMBENCH_PRICING` or `<user config dir>/shambench/pricing.yaml`), requests, retries and cache hits;
 - a response cache (`shambench.cache`) keyed by model, endpoint kind, generation parameters and rendered prompt;
@@ -395,7 +397,9 @@ class LLMClient:
         """The model name the server reported in this client's first live reply."""
         self._settled = False
         self._settle_lock: asyncio.Lock | None = None
+        self._settle_loop: asyncio.AbstractEventLoop | None = None
         self._slots_noted = False
+        self._gate = _AdaptiveGate(endpoint.max_concurrency, self._say_throttled)
 
     @property
     def mode(self) -> str:
@@ -499,8 +503,8 @@ class LLMClient:
 
         `accept(completion)` returns the parsed answer (stored in `Completion.parsed`) or raises ValueError when
         the text is unusable; only accepted answers are cached. Raises LLMError when the request fails for good
-        or is not accepted (with the text received). Until one request has succeeded, requests go out one at a
-        time: the first one settles the structured-output mode and the served model for all the others.
+        or is not accepted (with the text received). The first request of a client goes out alone: it settles the
+        structured-output mode and the served model for all the others.
         """
         while True:
             sent = with_structured_mode(body, self._mode)
@@ -509,11 +513,22 @@ class LLMClient:
                 return hit
             if self._settled:
                 return await self._live(kind, body, accept)
-            if self._settle_lock is None:
-                self._settle_lock = asyncio.Lock()
-            async with self._settle_lock:
+            async with self._settling():
                 if not self._settled:
-                    return await self._live(kind, body, accept)
+                    try:
+                        return await self._live(kind, body, accept)
+                    finally:
+                        # Whatever the outcome, the format question is answered (a rejection has already moved
+                        # to the next mode): the others need not wait any longer, e.g. for a server that is down.
+                        self._settled = True
+
+    def _settling(self) -> asyncio.Lock:
+        """The lock that makes requests go one at a time until one succeeded, for the running event loop (a
+        client may serve several loops in turn, and an asyncio lock belongs to one)."""
+        loop = asyncio.get_running_loop()
+        if self._settle_lock is None or self._settle_loop is not loop:
+            self._settle_lock, self._settle_loop = asyncio.Lock(), loop
+        return self._settle_lock
 
     def _cached(
         self, kind: str, sent: dict[str, Any], accept: Callable[[Completion], Any] | None, mode: str | None
@@ -547,7 +562,6 @@ class LLMClient:
                     raise
                 self.on_count("format_rejections", 1)
                 self._fall_back(mode, err.reason)
-        self._settled = True
         served = response.get("model") if isinstance(response.get("model"), str) else None
         self._learn_served(served)
         try:
@@ -607,6 +621,12 @@ class LLMClient:
                 "its answers are recorded and cached under the served model"
             )
 
+    def _say_throttled(self, cap: int) -> None:
+        self.on_note(
+            f"{self.base_url()} is rate-limiting (HTTP 429): at most {cap} request(s) at once for now, more again "
+            "as requests succeed (lower --max-concurrency to avoid this)"
+        )
+
     async def _workers_for_server(self) -> int:
         """How many requests to keep in flight: `max_concurrency`, lowered to the server's slot count when it
         tells it (llama-server's `/props`), since requests beyond it only wait in the server's queue."""
@@ -664,9 +684,11 @@ class LLMClient:
             self.on_count("requests", 1)
             wait, status = None, None
             try:
-                async with session.post(url, json=payload, proxy=self._proxy) as reply:
-                    text = await reply.text()
-                    status, headers = reply.status, reply.headers
+                async with self._gate.slot():
+                    async with session.post(url, json=payload, proxy=self._proxy) as reply:
+                        text = await reply.text()
+                        status, headers = reply.status, reply.headers
+                    self._gate.after(status)
                 if status == 200:
                     response = json.loads(text)
                     usage = usage_of(self.endpoint.model, response)
@@ -759,6 +781,56 @@ class LLMClient:
             tick.cancel()
             await self.aclose()
         flush(outcome)
+
+
+class _AdaptiveGate:
+    """How many HTTP attempts may be in flight: `limit`, halved when the server answers 429 and raised by one
+    after as many successes in a row as the current bound (additive increase, multiplicative decrease)."""
+
+    def __init__(self, limit: int, on_throttle: Callable[[int], None]):
+        self.limit = limit
+        self.cap = limit
+        self.in_flight = 0
+        self.successes = 0
+        self.on_throttle = on_throttle
+        self._said = False
+        self._cond: asyncio.Condition | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _condition(self) -> asyncio.Condition:
+        loop = asyncio.get_running_loop()
+        if self._cond is None or self._loop is not loop:
+            self._cond, self._loop = asyncio.Condition(), loop
+        return self._cond
+
+    @contextlib.asynccontextmanager
+    async def slot(self) -> Any:
+        """Wait until fewer than `cap` attempts are in flight, and count this one while it runs."""
+        cond = self._condition()
+        async with cond:
+            await cond.wait_for(lambda: self.in_flight < self.cap)
+            self.in_flight += 1
+        try:
+            yield
+        finally:
+            async with cond:
+                self.in_flight -= 1
+                cond.notify_all()
+
+    def after(self, status: int) -> None:
+        """Adapt the bound to an attempt's status."""
+        if status == 429:
+            self.successes = 0
+            lowered = max(1, min(self.cap, self.in_flight) // 2)
+            if lowered < self.cap:
+                self.cap = lowered
+                if not self._said:
+                    self._said = True
+                    self.on_throttle(lowered)
+        elif status == 200 and self.cap < self.limit:
+            self.successes += 1
+            if self.successes >= self.cap:
+                self.cap, self.successes = self.cap + 1, 0
 
 
 class _LoopThread:

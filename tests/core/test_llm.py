@@ -396,3 +396,23 @@ def test_the_timeout_does_not_count_the_wait_for_a_connection(openai_server):
 
     replies = asyncio.run(both())
     assert [r.usage.retries for r in replies] == [0, 0] and len(openai_server.log) == 3
+
+
+def test_concurrency_adapts_to_429(openai_server):
+    # A server with two slots that answers 429 to any request beyond them, as a proxy with a concurrency limit does.
+    openai_server.latency = 0.05
+
+    def busy(req):
+        return Fault("429", "0") if openai_server._in_flight > 2 else None
+
+    openai_server.faults = busy
+    notes: list[str] = []
+    endpoint = Endpoint(
+        model="m", base_url=openai_server.base_url, max_concurrency=8, backoff_base=0.01, max_retries=20
+    )
+    client = LLMClient(endpoint, on_note=notes.append)
+    replies = ask(client, [str(i) for i in range(40)])
+    assert not any(isinstance(r, LLMError) for r in replies)
+    assert len(notes) == 1 and "rate-limiting (HTTP 429)" in notes[0]
+    # Measured: 13 rejections with the adaptive bound, 108 when all 8 workers keep pressing.
+    assert openai_server.count(status=429) <= 20
