@@ -179,7 +179,10 @@ class LLMError(Exception):
     def names_format(self) -> bool:
         """Whether this is a server rejecting the requested output format (not the prompt or the model)."""
         reason = self.reason.lower()
-        return self.status in REJECTION_STATUS and any(k in reason for k in ("response_format", "json_schema"))
+        # llama-cpp-python's message names the field and the accepted types ("Input should be 'text' or
+        # 'json_object'"); others name the field or the type they refuse.
+        named = ("response_format", "json_schema", "json_object")
+        return self.status in REJECTION_STATUS and any(k in reason for k in named)
 
 
 class Price(BaseModel):

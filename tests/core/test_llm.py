@@ -307,6 +307,17 @@ def test_llama_cpp_python_rejection_falls_back_once_for_every_request(openai_ser
     assert len(notes) == 1 and "using json_object+schema" in notes[0]
 
 
+def test_a_rejection_naming_only_the_accepted_types_is_understood(openai_server):
+    openai_server.faults = lambda req: (
+        Fault("500", message="Input should be 'text' or 'json_object'")
+        if req.body.get("response_format", {}).get("type") == "json_schema"
+        else None
+    )
+    replies = ask_structured(client_for(openai_server), ["a", "b"])
+    assert not any(isinstance(r, LLMError) for r in replies)
+    assert formats_sent(openai_server) == ["json_schema", "json_object", "json_object"]
+
+
 def test_a_server_taking_no_format_ends_on_the_prompt_alone(openai_server):
     openai_server.accepted_formats = frozenset({"text"})
     replies = ask_structured(client_for(openai_server), ["a", "b", "c"])
