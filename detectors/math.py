@@ -11,8 +11,10 @@ Backends:
 - `openai`: a server with vLLM's `/pooling` endpoint and the STEP pooler (`step_tag_id` = the marker's token id),
   which returns one `[p_incorrect, p_correct]` row per marker.
 The critic asks a chat model through `shambench.llm` either for a verdict per step (`mode=steps`: "Verdict: yes,
-no, ...", Hard2Verify's format) or for the first wrong step (`mode=first-error`: "Verdict: 3", -1 for none);
-unparseable verdicts are kept as -2 and scored by the metric's rules.
+no, ...", Hard2Verify's format) or for the first wrong step (`mode=first-error`: "Verdict: 3", -1 for none).
+A reply without a `Verdict:` line, or whose verdict line holds no verdict at all, is a failed prediction (its text
+kept, not cached, retried by `--resume`); single unreadable entries of a verdict line are kept as -2 and scored by
+the metric's rules.
 
     shambench eval --suite processbench --detector all-correct
     shambench eval --suite sharp --detector prm:/models/Qwen2.5-Math-7B-SHARP-Step -p backend=transformers
@@ -232,23 +234,34 @@ def _last_verdict(text: str) -> str:
 
 
 def parse_step_verdicts(text: str) -> list[int]:
-    """Per-step verdicts from the last `Verdict:` line: yes 1, no 0, anything else -2 ([-2] when there is none)."""
+    """Per-step verdicts from the last `Verdict:` line: yes 1, no 0, anything else -2. ValueError when there is
+    no such line, or when not one of its entries is yes or no (e.g. the prompt's own placeholder echoed)."""
     verdict = _last_verdict(text)
     if not verdict:
-        return [-2]
+        raise ValueError(f"no 'Verdict:' line in the reply ({_tail(text)})")
     out = []
     for item in verdict.split(","):
         words = re.findall(r"[a-z]+", item.lower())
-        out.append(1 if "yes" in words else 0 if "no" in words else -2)
+        out.append(1 if "yes" in words and "no" not in words else 0 if "no" in words and "yes" not in words else -2)
+    if all(v == -2 for v in out):
+        raise ValueError(f"the Verdict line holds no yes or no ({verdict[:80]!r})")
     return out
 
 
 def parse_first_error(text: str) -> int:
-    """The index on the last `Verdict:` line: -1, a non-negative integer, or -2 when it is neither."""
+    """The index on the last `Verdict:` line: -1 or a non-negative integer. ValueError when there is no such line
+    or it holds neither."""
     verdict = _last_verdict(text).rstrip(".").strip()
-    if verdict == "-1":
-        return -1
-    return int(verdict) if verdict.isdigit() else -2
+    if verdict == "-1" or verdict.isdigit():
+        return int(verdict)
+    if not verdict:
+        raise ValueError(f"no 'Verdict:' line in the reply ({_tail(text)})")
+    raise ValueError(f"the Verdict line holds no step index ({verdict[:80]!r})")
+
+
+def _tail(text: str, limit: int = 80) -> str:
+    text = " ".join(text.split())
+    return repr(text if len(text) <= limit else "…" + text[-limit:])
 
 
 class CriticDetector(Detector):
@@ -276,16 +289,18 @@ class CriticDetector(Detector):
     async def _one(self, client: Any, example: Example) -> Prediction:
         from shambench.llm import LLMError
 
+        parse = parse_step_verdicts if self.mode == "steps" else parse_first_error
         try:
-            reply = await client.chat(critic_messages(example, self.mode), dict(self.generation))
+            reply = await client.chat(
+                critic_messages(example, self.mode), dict(self.generation), lambda c: parse(c.text)
+            )
         except LLMError as err:
             return Prediction(id=example.id, error=err.reason, raw=err.text, meta={"usage": err.usage.model_dump()})
-        meta = {"usage": reply.usage.model_dump(), "request": reply.key}
+        meta = {"usage": reply.usage.model_dump(), "request": reply.key, "served_model": reply.served_model}
         n = len(example.steps or [])
         if self.mode == "steps":
-            verdicts = parse_step_verdicts(reply.text)
-            return verdict_prediction(example, verdicts, raw=reply.text, meta=meta)
-        first = parse_first_error(reply.text)
+            return verdict_prediction(example, reply.parsed, raw=reply.text, meta=meta)
+        first = reply.parsed
         spans = [] if first < 0 or first >= n else flagged_spans(example, [int(i != first) for i in range(n)])
         return Prediction(id=example.id, first_error=first, spans=spans, raw=reply.text, meta=meta)
 

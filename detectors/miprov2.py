@@ -89,6 +89,10 @@ class Usage(BaseModel):
     """Completion tokens billed (reasoning included)."""
     cost: float = 0.0
     """US dollars, from shambench's price table (0 for models it does not list)."""
+    unparsed: int = 0
+    """Replies DSPy could not parse: each is a failed trial, demo or proposal (and is not kept in the cache)."""
+    failed_proposals: int = 0
+    """Of those, instruction proposals: the predictor keeps its current instructions for that candidate."""
 
 
 class Scores(BaseModel):
@@ -290,7 +294,7 @@ def program_detector(
     base_url: str | None = None,
     api_key_env: str | None = None,
     generation: dict[str, Any] | None = None,
-    structured: bool | None = None,
+    structured: bool | str | None = None,
     **options: Any,
 ) -> MIPROv2Detector:
     """A detector showing `prompt`, on the endpoint of preset `base` with the given overrides (see `make_prompted`)."""

@@ -8,7 +8,7 @@ the usage; failures keep their reason in `error` and are retried by `shambench e
 
     shambench eval --detector gpt5mini --datasets mushroom
     shambench eval --detector qwen3-4b --base-url http://gpu-box:8000/v1 -p temperature=0
-    shambench eval --detector openai --model my-model --base-url http://127.0.0.1:8080/v1 -p structured=false
+    shambench eval --detector openai --model my-model --base-url http://127.0.0.1:8080/v1 -p structured=prompt
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from shambench.detector import Detector, Monitor, detectors
 from shambench.io import DataError
 from shambench.schema import Example, Prediction, Span
 
-from .prompts import PROMPT_HASH, RESPONSE_FORMAT, messages_for, parse_spans
+from .prompts import PROMPT_HASH, RESPONSE_FORMAT, ParsedReply, messages_for, parse_reply
 
 # Request-body parameters a preset or `-p` may set (anything else is a typo until proven otherwise).
 GENERATION_KEYS = frozenset(
@@ -61,8 +61,9 @@ class Preset(BaseModel):
     """Requests in flight at once."""
     timeout: float = Field(default=120.0, gt=0)
     """Seconds per request."""
-    structured: bool = True
-    """Ask for structured output (`response_format` with the JSON schema)."""
+    structured: bool | str = "auto"
+    """Structured output: `auto` (negotiated with the server, see `shambench.llm.STRUCTURED_MODES`), one mode
+    to force, or false for the prompt alone (true means auto)."""
     generation: dict[str, Any] = Field(default_factory=dict)
     """Request-body parameters (temperature, max_tokens, reasoning_effort, extra_body, ...)."""
 
@@ -99,7 +100,7 @@ class PromptedDetector(Detector):
         self,
         endpoint: Any,
         generation: dict[str, Any],
-        structured: bool,
+        structured: str,
         min_similarity: float,
         use_cache: bool = True,
     ):
@@ -123,21 +124,18 @@ class PromptedDetector(Detector):
         """The chat messages asking for the incorrect spans of one example (the hook a subclass's prompt uses)."""
         return messages_for(example)
 
-    def _explained(self, reason: str) -> str:
-        """A failure reason, with the likely fix when a server rejected the structured-output request."""
-        if self.structured and reason.startswith(("HTTP 400", "HTTP 422")):
-            return f"{reason} (if the server does not support structured outputs, rerun with -p structured=false)"
-        return reason
-
     def body(self) -> dict[str, Any]:
-        """The generation parameters sent with every request."""
-        return {**self.generation, "response_format": RESPONSE_FORMAT} if self.structured else dict(self.generation)
+        """The generation parameters sent with every request (the client puts `response_format` in the
+        negotiated structured-output mode)."""
+        if self.structured == "prompt":
+            return dict(self.generation)
+        return {**self.generation, "response_format": RESPONSE_FORMAT}
 
     def predict(self, examples: Sequence[Example], monitor: Monitor | None = None) -> Iterator[Prediction]:
         from shambench.llm import map_endpoint
 
         work = functools.partial(self._predict_one, body=self.body())
-        yield from map_endpoint(self.endpoint, examples, work, monitor, self.use_cache)
+        yield from map_endpoint(self.endpoint, examples, work, monitor, self.use_cache, self.structured)
 
     async def _predict_one(self, client: Any, example: Example, body: dict[str, Any]) -> Prediction:
         from shambench.llm import LLMError
@@ -148,8 +146,9 @@ class PromptedDetector(Detector):
             reply = await client.chat(self.messages(example), body, accept=spans_of_reply)
         except LLMError as err:
             meta["usage"] = err.usage.model_dump()
-            return Prediction(id=example.id, error=self._explained(err.reason), raw=err.text, meta=meta)
-        placements = locate(example.response, reply.parsed, self.min_similarity)
+            return Prediction(id=example.id, error=err.reason, raw=err.text, meta=meta)
+        parsed: ParsedReply = reply.parsed
+        placements = locate(example.response, parsed.spans, self.min_similarity)
         unplaced = [p.text for p in placements if not p.placed]
         if unplaced:
             client.on_count("unplaced", len(unplaced))
@@ -157,7 +156,10 @@ class PromptedDetector(Detector):
             request=reply.key,
             usage=reply.usage.model_dump(),
             finish_reason=reply.finish_reason,
-            parsed=reply.parsed,
+            served_model=reply.served_model,
+            structured=reply.structured,
+            parsed=parsed.spans,
+            reply_form=parsed.form,
             placements=[p.model_dump(exclude={"text"}) for p in placements],
             unplaced=unplaced,
             n_unplaced=len(unplaced),
@@ -166,10 +168,10 @@ class PromptedDetector(Detector):
         return Prediction(id=example.id, spans=spans, raw=reply.text, meta=meta)
 
 
-def spans_of_reply(reply: Any) -> list[str]:
+def spans_of_reply(reply: Any) -> ParsedReply:
     """The quoted strings of a model reply; the ValueError says when the reply was cut off by the token limit."""
     try:
-        return parse_spans(reply.text)
+        return parse_reply(reply.text)
     except ValueError as err:
         if reply.finish_reason == "length":
             raise ValueError(
@@ -187,7 +189,7 @@ def make_prompted(
     timeout: float | None = None,
     max_retries: int | None = None,
     backoff_base: float | None = None,
-    structured: bool | None = None,
+    structured: bool | str | None = None,
     min_similarity: float | None = None,
     cache: bool = True,
     generation: dict[str, Any] | None = None,
@@ -234,10 +236,23 @@ def make_prompted(
     return PromptedDetector(
         endpoint,
         generation_params(preset.generation if generation is None else generation, overrides),
-        preset.structured if structured is None else bool(structured),
+        structured_setting(preset.structured if structured is None else structured),
         MIN_SIMILARITY if min_similarity is None else float(min_similarity),
         use_cache=bool(cache),
     )
+
+
+def structured_setting(value: bool | str) -> str:
+    """The structured-output setting of `-p structured=VALUE`: true is `auto`, false is `prompt`, or a mode."""
+    from shambench.llm import STRUCTURED_SETTINGS
+
+    if isinstance(value, bool):
+        return "auto" if value else "prompt"
+    text = str(value).strip().lower()
+    named = {"true": "auto", "false": "prompt", "none": "prompt"}.get(text, text)
+    if named not in STRUCTURED_SETTINGS:
+        raise DataError(f"structured={value!r}: expected true, false or one of {', '.join(STRUCTURED_SETTINGS)}")
+    return named
 
 
 def _register() -> None:

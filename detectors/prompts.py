@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 from shambench.schema import Example
 
@@ -148,17 +148,36 @@ def reply_json_values(text: str) -> list[Any]:
     return [v for block in _FENCE.findall(text) for v in _json_values(block)] or _json_values(text)
 
 
-def parse_spans(text: str) -> list[str]:
-    """The strings of a reply: `{"incorrect_spans": [...]}` possibly in a code fence, after a `<think>` block or
-    amid prose, or a bare JSON list; the last such value wins. ValueError when there is none."""
+class ParsedReply(NamedTuple):
+    """The span strings of a reply, and which documented form they came in."""
+
+    spans: list[str]
+    form: str
+    """`object` (`{"incorrect_spans": [...]}`) or `bare_list` (the fallback: the whole reply is one JSON list)."""
+
+
+def parse_reply(text: str) -> ParsedReply:
+    """The strings of a reply, read strictly: the last `{"incorrect_spans": [...]}` object (possibly in a code
+    fence, after a `<think>` block or amid prose); or, as the one fallback, a reply that is nothing but a JSON list
+    of strings (possibly fenced). A list amid other text (code, prose) is no answer. ValueError when there is none."""
     values = reply_json_values(text)
     keyed = [v["incorrect_spans"] for v in values if isinstance(v, dict) and isinstance(v.get("incorrect_spans"), list)]
     if keyed:
-        return _as_strings(keyed[-1])
-    lists = [v for v in values if isinstance(v, list) and all(isinstance(x, str | dict) for x in v)]
-    if lists:
-        return _as_strings(lists[-1])
-    raise ValueError(f"no JSON list of spans in the output ({_preview(text)})")
+        return ParsedReply(_as_strings(keyed[-1]), "object")
+    whole = _THINK.sub("", text).strip()
+    fenced = _FENCE.fullmatch(whole)
+    try:
+        bare = json.loads(fenced.group(1) if fenced else whole)
+    except ValueError:
+        bare = None
+    if isinstance(bare, list) and all(isinstance(x, str | dict) for x in bare):
+        return ParsedReply(_as_strings(bare), "bare_list")
+    raise ValueError(f'no {{"incorrect_spans": [...]}} object in the output ({_preview(text)})')
+
+
+def parse_spans(text: str) -> list[str]:
+    """The strings of a reply (see `parse_reply`)."""
+    return parse_reply(text).spans
 
 
 def _preview(text: str, limit: int = 80) -> str:

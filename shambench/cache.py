@@ -98,6 +98,12 @@ class ResponseCache:
             if len(self._pending) >= BATCH_SIZE or time.monotonic() - self._committed > self.batch_seconds:
                 self._commit()
 
+    def discard(self, key: str) -> None:
+        """Delete the record under `key`, if any (a reply found unusable after it was stored)."""
+        with self._lock:
+            self._pending.pop(key, None)
+            self._db.execute("DELETE FROM responses WHERE key = ?", (key,))
+
     def flush(self) -> None:
         """Commit the pending records now."""
         with self._lock:

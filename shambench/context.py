@@ -180,6 +180,21 @@ def with_context(
     return out, provenance
 
 
+def evidence_gaps(provenance: dict[str, dict[str, Any]]) -> str | None:
+    """A warning when open-domain examples went without evidence (failed or never fetched), per partition."""
+    parts = [
+        f"{name}: {p['n_failed']} failed, {p['n_missing']} not fetched"
+        for name, p in sorted(provenance.items())
+        if p.get("n_failed") or p.get("n_missing")
+    ]
+    if not parts:
+        return None
+    return (
+        "some examples have no evidence and were judged without it (" + "; ".join(parts) + "); a new run with "
+        "the same --context fetches the failed ones again"
+    )
+
+
 def apply_context(
     spec: str, examples: Sequence[Example], params: dict[str, Any] | None = None, monitor: Monitor | None = None
 ) -> tuple[list[Example], dict[str, dict[str, Any]]]:

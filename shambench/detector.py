@@ -37,6 +37,9 @@ class Monitor:
     def done(self, item) -> None:
         """One item (a prediction, a context record) is finished; `item.error` says whether it failed."""
 
+    def note(self, message: str) -> None:
+        """Something the user should know once, e.g. that the server rejected a structured-output mode."""
+
 
 class Detector:
     """Base class of detectors: override `detect` (one example) or `predict` (batched or asynchronous)."""

@@ -105,13 +105,15 @@ class Judge:
         # The preset machinery gives the endpoint and generation settings; the detector itself is not used.
         det = make_prompted(preset, **overrides)
         self.endpoint = det.endpoint
-        self.body = {**det.generation, "response_format": {"type": "json_object"}} if det.structured else det.generation
+        self.structured = det.structured
+        fmt = {"response_format": {"type": "json_object"}} if det.structured != "prompt" else {}
+        self.body = {**det.generation, **fmt}
 
     def judge(self, items: Sequence[tuple[Example, Span]], monitor: Monitor | None = None) -> Iterator[Judgement]:
         """A judgement per (example, span), yielded as they complete."""
         from shambench.llm import map_endpoint
 
-        yield from map_endpoint(self.endpoint, items, self._one, monitor)
+        yield from map_endpoint(self.endpoint, items, self._one, monitor, structured=self.structured)
 
     async def _one(self, client: Any, item: tuple[Example, Span]) -> Judgement:
         from shambench.llm import LLMError

@@ -11,6 +11,18 @@ What it guarantees:
   and, when it persists, the item's failure reason; it never stops the run;
 - a stop after `Endpoint.auth_failures_to_stop` consecutive 401/403 replies (`AuthenticationStopped`), rather than
   one doomed request per item;
+- a per-request timeout, counted from when the request is sent (not while it waits for a free connection);
+- structured-output negotiation: a `response_format` asking for a JSON schema is sent in the first mode of
+  `STRUCTURED_MODES` the server accepts (json_schema, then json_object with the schema alongside as
+  llama-cpp-python takes it, then json_object, then the prompt alone). The first request runs alone until one
+  succeeds; a rejection that names the format moves to the next mode, once, for every later request, and the mode
+  is remembered for the endpoint in the response cache (it is part of the request body, hence of the cache key);
+- the served model: the model name each reply reports is kept (`Completion.served_model`); when it differs from
+  the requested one it is said once and becomes part of the cache key, so two models behind one alias never
+  share answers;
+- a server that states its slot count (llama-server's `/props`) gets no more concurrent requests than that;
+- a server that answers 429 gets fewer attempts at once: the bound halves on a 429 and grows back by one after
+  as many successes in a row;
 - accounting: input, output and reasoning tokens, cost from the price table (`shambench/pricing.yaml`, overridden
   by `$SHAMBENCH_PRICING` or `<user config dir>/shambench/pricing.yaml`), requests, retries and cache hits;
 - a response cache (`shambench.cache`) keyed by the server (`endpoint_url`), model, endpoint kind, generation
@@ -85,6 +97,16 @@ MAX_RESPONSE_BYTES_ENV = "SHAMBENCH_MAX_RESPONSE_BYTES"
 DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
 # A token count above this in one reply is a server's garbage, not a bill.
 MAX_REPLY_TOKENS = 100_000_000
+# Structured-output modes, most to least constrained; `auto` starts at the first and falls back on rejection.
+STRUCTURED_MODES = ("json_schema", "json_object+schema", "json_object", "prompt")
+STRUCTURED_SETTINGS = ("auto", *STRUCTURED_MODES)
+# Statuses with which servers reject a request body they cannot take (llama-cpp-python answers 500).
+REJECTION_STATUS = frozenset({400, 422, 500})
+# A server error body that is a request-validation message (pydantic's, FastAPI's): the same request fails again.
+_VALIDATION = re.compile(
+    r"validation error|literal_error|input should be|field required|extra_forbidden|value_error|unprocessable",
+    re.IGNORECASE,
+)
 # How often finished results and counters are handed from the event-loop thread to the caller.
 FLUSH_SECONDS = 0.05
 _FINISHED = object()
@@ -212,6 +234,10 @@ class Completion(BaseModel):
     top_logprobs: dict[str, float] | None = None
     """The first generated token's most likely alternatives (token -> log-probability), when the request asked
     for log-probabilities (`logprobs`/`top_logprobs`); None otherwise."""
+    served_model: str | None = None
+    """The model name the reply reported (None when it reported none, or for answers cached before it was kept)."""
+    structured: str | None = None
+    """The structured-output mode the request was sent in (None when it asked for no output format)."""
     usage: Usage
     """What it consumed."""
     key: str
@@ -221,13 +247,23 @@ class Completion(BaseModel):
 
 
 class LLMError(Exception):
-    """A request that failed for good: the reason, what the attempts consumed, and any text received."""
+    """A request that failed for good: the reason, what the attempts consumed, any text received, and the HTTP
+    status when the server refused it."""
 
-    def __init__(self, reason: str, usage: Usage, text: str | None = None):
+    def __init__(self, reason: str, usage: Usage, text: str | None = None, status: int | None = None):
         super().__init__(reason)
         self.reason = reason
         self.usage = usage
         self.text = text
+        self.status = status
+
+    def names_format(self) -> bool:
+        """Whether this is a server rejecting the requested output format (not the prompt or the model)."""
+        reason = self.reason.lower()
+        # llama-cpp-python's message names the field and the accepted types ("Input should be 'text' or
+        # 'json_object'"); others name the field or the type they refuse.
+        named = ("response_format", "json_schema", "json_object")
+        return self.status in REJECTION_STATUS and any(k in reason for k in named)
 
 
 class Price(BaseModel):
@@ -328,6 +364,8 @@ class Reply(BaseModel):
     """Why generation stopped, when the server said."""
     top_logprobs: dict[str, float] | None = None
     """The first generated token's alternatives, when the body carries log-probabilities."""
+    served_model: str | None = None
+    """The model name the reply reports (a string `model` field), when it has one."""
     usage: Usage
     """Tokens and cost of this reply."""
 
@@ -353,6 +391,7 @@ def parse_reply(kind: str, body: str, model: str) -> Reply:
         reasoning=reasoning,
         finish_reason=finish,
         top_logprobs=first_token_logprobs(kind, response),
+        served_model=response["model"] if isinstance(response.get("model"), str) else None,
         usage=usage_of(model, response),
     )
 
@@ -467,6 +506,37 @@ def wire_body(model: str, body: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def is_validation_error(text: str) -> bool:
+    """Whether an error body is a request-validation message: a deterministic rejection, whatever its status."""
+    return bool(_VALIDATION.search(text))
+
+
+def with_structured_mode(body: dict[str, Any], mode: str) -> dict[str, Any]:
+    """The body with its `response_format` expressed in `mode` (see `STRUCTURED_MODES`); unchanged without one."""
+    fmt = body.get("response_format")
+    if not isinstance(fmt, dict) or mode == "json_schema":
+        return body
+    rest = {k: v for k, v in body.items() if k != "response_format"}
+    if mode == "prompt":
+        return rest
+    schema = (fmt.get("json_schema") or {}).get("schema") if fmt.get("type") == "json_schema" else fmt.get("schema")
+    if mode == "json_object+schema" and schema is not None:
+        return {**rest, "response_format": {"type": "json_object", "schema": schema}}
+    return {**rest, "response_format": {"type": "json_object"}}
+
+
+def next_mode(mode: str) -> str | None:
+    """The structured-output mode to fall back to after `mode` was rejected; None after the last."""
+    i = STRUCTURED_MODES.index(mode)
+    return STRUCTURED_MODES[i + 1] if i + 1 < len(STRUCTURED_MODES) else None
+
+
+def same_model(requested: str, served: str | None) -> bool:
+    """Whether a reply's model is the requested one: the same name, or a dated snapshot of it (OpenAI answers
+    `gpt-5-mini-2025-08-07` for `gpt-5-mini`)."""
+    return served is None or served == requested or served.startswith(requested + "-")
+
+
 def error_message(status: int, text: str) -> str:
     """`HTTP status: message`, the message taken from an OpenAI-style error body when there is one (in full:
     secrets are redacted before it is shortened)."""
@@ -487,15 +557,43 @@ class LLMClient:
         cache: ResponseCache | None = None,
         on_count: Callable[[str, float], None] | None = None,
         seed: int | None = None,
+        structured: str = "auto",
+        on_note: Callable[[str], None] | None = None,
     ):
+        if structured not in STRUCTURED_SETTINGS:
+            raise DataError(f"structured={structured!r}: expected one of {', '.join(STRUCTURED_SETTINGS)}")
         self.endpoint = endpoint
         self.cache = cache
         self.on_count = on_count or (lambda key, n: None)
+        self.on_note = on_note or (lambda message: None)
+        self.structured = structured
         self._rng = random.Random(seed)
         self._session: Any = None
         self._key: str | None = None
         self._proxy: str | None = None
         self._auth_failures = 0
+        self._mode = structured if structured != "auto" else self._remembered_mode()
+        self.served_model: str | None = None
+        """The model name the server reported in this client's first live reply."""
+        self._settled = False
+        self._settle_lock: asyncio.Lock | None = None
+        self._settle_loop: asyncio.AbstractEventLoop | None = None
+        self._slots_noted = False
+        self._gate = _AdaptiveGate(endpoint.max_concurrency, self._say_throttled)
+
+    @property
+    def mode(self) -> str:
+        """The structured-output mode requests are sent in now."""
+        return self._mode
+
+    def _mode_key(self) -> str:
+        return cache_key({"structured_mode_of": endpoint_url(self.base_url()), "model": self.endpoint.model})
+
+    def _remembered_mode(self) -> str:
+        """The mode negotiated with this endpoint before (kept in the response cache), else the first."""
+        stored = self.cache.get(self._mode_key()) if self.cache is not None else None
+        mode = (stored or {}).get("text")
+        return mode if mode in STRUCTURED_MODES else STRUCTURED_MODES[0]
 
     def api_key(self) -> str:
         """The key from the environment; a placeholder for a custom server; DataError for OpenAI without one."""
@@ -525,9 +623,16 @@ class LLMClient:
 
             self._key = self.api_key()
             self._proxy = self.proxy()
+            # The timeout runs from when the request is written: `sock_read` bounds the wait for the reply, and no
+            # total/connect limit counts the time spent waiting for a free connection of the pool.
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=self.endpoint.max_concurrency),
-                timeout=aiohttp.ClientTimeout(total=self.endpoint.timeout),
+                timeout=aiohttp.ClientTimeout(
+                    total=None,
+                    connect=None,
+                    sock_connect=min(30.0, self.endpoint.timeout),
+                    sock_read=self.endpoint.timeout,
+                ),
                 headers={"Authorization": f"Bearer {self._key}"},
             )
         return self._session
@@ -546,11 +651,15 @@ class LLMClient:
             await self._session.close()
         self._session = None
 
-    def request_key(self, kind: str, body: dict[str, Any]) -> str:
+    def request_key(self, kind: str, body: dict[str, Any], served: str | None = None) -> str:
         """The cache key of a request: the server (`endpoint_url`), model, request kind, generation parameters
-        and prompt; nothing of how it is fetched (concurrency, timeouts, retries)."""
+        (the structured-output mode included) and prompt; nothing of how it is fetched (concurrency, timeouts,
+        retries); and the served model when the server answers as another model."""
         server = endpoint_url(self.base_url())
-        return cache_key({"endpoint": server, "model": self.endpoint.model, "kind": kind, "body": body})
+        parts: dict[str, Any] = {"endpoint": server, "model": self.endpoint.model, "kind": kind, "body": body}
+        if not same_model(self.endpoint.model, served):
+            parts["served_model"] = served
+        return cache_key(parts)
 
     async def chat(
         self,
@@ -580,22 +689,141 @@ class LLMClient:
 
         `accept(completion)` returns the parsed answer (stored in `Completion.parsed`) or raises ValueError when
         the text is unusable; only accepted answers are cached. Raises LLMError when the request fails for good
-        or is not accepted (with the text received).
+        or is not accepted (with the text received). The first request of a client goes out alone: it settles the
+        structured-output mode and the served model for all the others.
         """
-        key = self.request_key(kind, body)
-        if self.cache is not None:
-            stored = self.cache.get(key)
-            if stored is not None:
-                self.on_count("cache_hits", 1)
-                done = Completion(**stored, usage=Usage(cache_hit=1), key=key)
-                return self._accepted(done, accept)
-        reply = await self._send(kind, body)
+        while True:
+            sent = with_structured_mode(body, self._mode)
+            hit = self._cached(kind, sent, accept, self._mode if "response_format" in body else None)
+            if hit is not None:
+                return hit
+            if self._settled:
+                return await self._live(kind, body, accept)
+            async with self._settling():
+                if not self._settled:
+                    try:
+                        return await self._live(kind, body, accept)
+                    finally:
+                        # Whatever the outcome, the format question is answered (a rejection has already moved
+                        # to the next mode): the others need not wait any longer, e.g. for a server that is down.
+                        self._settled = True
+
+    def _settling(self) -> asyncio.Lock:
+        """The lock that makes requests go one at a time until one succeeded, for the running event loop (a
+        client may serve several loops in turn, and an asyncio lock belongs to one)."""
+        loop = asyncio.get_running_loop()
+        if self._settle_lock is None or self._settle_loop is not loop:
+            self._settle_lock, self._settle_loop = asyncio.Lock(), loop
+        return self._settle_lock
+
+    def _cached(
+        self, kind: str, sent: dict[str, Any], accept: Callable[[Completion], Any] | None, mode: str | None
+    ) -> Completion | None:
+        if self.cache is None:
+            return None
+        key = self.request_key(kind, sent, self.served_model)
+        stored = self.cache.get(key)
+        if stored is None:
+            return None
+        self.on_count("cache_hits", 1)
+        done = Completion(**stored, structured=mode, usage=Usage(cache_hit=1), key=key)
+        return self._accepted(done, accept)
+
+    async def _live(self, kind: str, body: dict[str, Any], accept: Callable[[Completion], Any] | None) -> Completion:
+        """The server's answer, in the current structured-output mode, falling back to the next mode (for this
+        and every later request) when the server rejects the format."""
+        while True:
+            mode = self._mode
+            sent = with_structured_mode(body, mode)
+            try:
+                reply = await self._send(kind, sent)
+                break
+            except LLMError as err:
+                if "response_format" not in body or not err.names_format() or self.structured != "auto":
+                    if "response_format" in sent and err.names_format():
+                        err.reason += (
+                            f" (the server rejects structured mode {mode}: rerun with -p structured=MODE, "
+                            f"one of {', '.join(m for m in STRUCTURED_MODES if m != mode)}, or leave it on auto)"
+                        )
+                    raise
+                self.on_count("format_rejections", 1)
+                self._fall_back(mode, err.reason)
+        served = reply.served_model
+        self._learn_served(served)
         for name in ("input_tokens", "output_tokens", "reasoning_tokens", "cost"):
             self.on_count(name, getattr(reply.usage, name))
-        done = self._accepted(Completion(**reply.model_dump(), key=key), accept)
+        key = self.request_key(kind, sent, served)
+        structured = mode if "response_format" in body else None
+        done = self._accepted(Completion(**reply.model_dump(), structured=structured, key=key), accept)
         if self.cache is not None:
             self.cache.put(key, self.endpoint.model, reply.model_dump(exclude={"usage"}))
         return done
+
+    def _fall_back(self, mode: str, reason: str) -> None:
+        """Move to the structured-output mode after `mode` (once, however many requests saw the rejection)."""
+        if self._mode != mode:
+            return
+        following = next_mode(mode)
+        if following is None:
+            return
+        self._mode = following
+        if self.cache is not None:
+            self.cache.put(self._mode_key(), self.endpoint.model, {"text": following})
+        self.on_note(
+            f"{self.base_url()} rejects structured output as {mode} ({reason}); using {following} from now on "
+            f"(force one with -p structured=MODE)"
+        )
+
+    def _learn_served(self, served: str | None) -> None:
+        """Keep the model the server reports; say once when it is not the requested one."""
+        if served is None or self.served_model == served:
+            return
+        self.served_model = served
+        if not same_model(self.endpoint.model, served):
+            self.on_note(
+                f"{self.base_url()} answers as model {served!r}, not the requested {self.endpoint.model!r}: "
+                "its answers are recorded and cached under the served model"
+            )
+
+    def _say_throttled(self, cap: int) -> None:
+        self.on_note(
+            f"{self.base_url()} is rate-limiting (HTTP 429): at most {cap} request(s) at once for now, more again "
+            "as requests succeed (lower --max-concurrency to avoid this)"
+        )
+
+    async def _workers_for_server(self) -> int:
+        """How many requests to keep in flight: `max_concurrency`, lowered to the server's slot count when it
+        tells it (llama-server's `/props`), since requests beyond it only wait in the server's queue."""
+        wanted = self.endpoint.max_concurrency
+        if not self.endpoint.base_url or wanted == 1:
+            return wanted
+        slots = await self._server_slots()
+        if slots is None or slots >= wanted:
+            return wanted
+        if not self._slots_noted:
+            self._slots_noted = True
+            self.on_note(
+                f"{self.base_url()} serves {slots} request(s) at a time: sending {slots} at once, not {wanted} "
+                "(set --max-concurrency to the server's slots)"
+            )
+        return slots
+
+    async def _server_slots(self) -> int | None:
+        """The number of parallel slots a llama.cpp server reports at `/props` (None when it does not say)."""
+        import aiohttp
+
+        root = self.base_url().removesuffix("/v1")
+        try:
+            async with self._http().get(
+                f"{root}/props", proxy=self._proxy, timeout=aiohttp.ClientTimeout(total=5)
+            ) as reply:
+                if reply.status != 200:
+                    return None
+                props = json.loads(await reply.text())
+        except (aiohttp.ClientError, TimeoutError, ValueError):
+            return None
+        slots = props.get("total_slots") if isinstance(props, dict) else None
+        return slots if isinstance(slots, int) and slots >= 1 else None
 
     @staticmethod
     def _accepted(done: Completion, accept: Callable[[Completion], Any] | None) -> Completion:
@@ -623,16 +851,19 @@ class LLMClient:
             self.on_count("requests", 1)
             wait, status = None, None
             try:
-                async with session.post(url, json=payload, proxy=self._proxy) as reply:
-                    raw = await read_body(reply, self.endpoint.max_response_bytes)
-                    status, headers = reply.status, reply.headers
+                async with self._gate.slot():
+                    async with session.post(url, json=payload, proxy=self._proxy) as reply:
+                        raw = await read_body(reply, self.endpoint.max_response_bytes)
+                        status, headers = reply.status, reply.headers
+                    self._gate.after(status)
                 if status == 200:
                     parsed = parse_reply(kind, raw.decode("utf-8"), self.endpoint.model)
                     self._auth_failures = 0
                     usage = parsed.usage.model_copy(update={"requests": attempts, "retries": attempts - 1})
                     return parsed.model_copy(update={"usage": usage})
-                retryable = status in RETRYABLE_STATUS or status >= 500
-                reason, wait = error_message(status, raw.decode("utf-8", "replace")), retry_after(headers)
+                text = raw.decode("utf-8", "replace")
+                retryable = (status in RETRYABLE_STATUS or status >= 500) and not is_validation_error(text)
+                reason, wait = error_message(status, text), retry_after(headers)
             except MalformedReply as err:
                 retryable, reason = True, str(err)
             except UnicodeDecodeError:
@@ -648,7 +879,7 @@ class LLMClient:
             failed = Usage(requests=attempts, retries=attempts - 1)
             if not retryable or attempts > self.endpoint.max_retries:
                 tries = f" after {attempts} attempts" if attempts > 1 else ""
-                raise LLMError(reason + tries, failed) from None
+                raise LLMError(reason + tries, failed, status=status) from None
             self.on_count("retries", 1)
             delay = backoff(attempts, self.endpoint.backoff_base, self.endpoint.backoff_max, self._rng)
             await asyncio.sleep(min(max(delay, wait or 0.0), self.endpoint.backoff_max))
@@ -664,16 +895,22 @@ class LLMClient:
 
     def map(self, items: Sequence[T], work: Callable[[T], Awaitable[R]], monitor: Monitor | None = None) -> Iterator[R]:
         """`work(item)` for every item, run by `max_concurrency` workers on an event loop in a worker thread;
-        results are yielded here as they complete. Counters reach `monitor` from the calling thread."""
+        results are yielded here as they complete. Counters and notes reach `monitor` from the calling thread."""
         events: queue.SimpleQueue = queue.SimpleQueue()
-        forward = self.on_count
+        forward, forward_note = self.on_count, self.on_note
         tally: dict[str, float] = {}
+        notes: list[str] = []
         self.on_count = lambda key, n: tally.__setitem__(key, tally.get(key, 0) + n)
-        runner = _LoopThread(self._work_all(items, work, events, tally))
+        self.on_note = notes.append
+        runner = _LoopThread(self._work_all(items, work, events, tally, notes))
         runner.start()
         try:
             while True:
-                results, counts, end = events.get()
+                results, counts, said, end = events.get()
+                for message in said:
+                    forward_note(message)
+                    # A monitor written before notes existed may lack `note`: it still gets the counters.
+                    getattr(monitor, "note", lambda m: None)(message)
                 for key, n in counts.items():
                     forward(key, n)
                     if monitor is not None:
@@ -685,7 +922,7 @@ class LLMClient:
                     return
         finally:
             runner.stop()
-            self.on_count = forward
+            self.on_count, self.on_note = forward, forward_note
 
     async def _work_all(
         self,
@@ -693,6 +930,7 @@ class LLMClient:
         work: Callable[[T], Awaitable[R]],
         events: queue.SimpleQueue,
         tally: dict[str, float],
+        notes: list[str],
     ) -> None:
         pending = iter(items)
         done: list[R] = []
@@ -700,9 +938,10 @@ class LLMClient:
         def flush(end: object = None) -> None:
             # Results and counters cross to the calling thread in batches: one hand-over per result would make
             # the two threads fight for the GIL thousands of times a second and slow the event loop down.
-            events.put((done.copy(), dict(tally), end))
+            events.put((done.copy(), dict(tally), notes.copy(), end))
             done.clear()
             tally.clear()
+            notes.clear()
 
         async def worker() -> None:
             # Workers share one iterator, so at most max_concurrency items are ever started and unfinished.
@@ -712,14 +951,15 @@ class LLMClient:
         async def ticker() -> None:
             while True:
                 await asyncio.sleep(FLUSH_SECONDS)
-                if done or tally:
+                if done or tally or notes:
                     flush()
 
         outcome: object = _FINISHED
         tick = asyncio.create_task(ticker())
         try:
+            workers = await self._workers_for_server() if items else 0
             async with asyncio.TaskGroup() as group:
-                for _ in range(min(self.endpoint.max_concurrency, len(items))):
+                for _ in range(min(workers, len(items))):
                     group.create_task(worker())
         except* Exception as errors:
             outcome = errors.exceptions[0]
@@ -727,6 +967,56 @@ class LLMClient:
             tick.cancel()
             await self.aclose()
         flush(outcome)
+
+
+class _AdaptiveGate:
+    """How many HTTP attempts may be in flight: `limit`, halved when the server answers 429 and raised by one
+    after as many successes in a row as the current bound (additive increase, multiplicative decrease)."""
+
+    def __init__(self, limit: int, on_throttle: Callable[[int], None]):
+        self.limit = limit
+        self.cap = limit
+        self.in_flight = 0
+        self.successes = 0
+        self.on_throttle = on_throttle
+        self._said = False
+        self._cond: asyncio.Condition | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _condition(self) -> asyncio.Condition:
+        loop = asyncio.get_running_loop()
+        if self._cond is None or self._loop is not loop:
+            self._cond, self._loop = asyncio.Condition(), loop
+        return self._cond
+
+    @contextlib.asynccontextmanager
+    async def slot(self) -> Any:
+        """Wait until fewer than `cap` attempts are in flight, and count this one while it runs."""
+        cond = self._condition()
+        async with cond:
+            await cond.wait_for(lambda: self.in_flight < self.cap)
+            self.in_flight += 1
+        try:
+            yield
+        finally:
+            async with cond:
+                self.in_flight -= 1
+                cond.notify_all()
+
+    def after(self, status: int) -> None:
+        """Adapt the bound to an attempt's status."""
+        if status == 429:
+            self.successes = 0
+            lowered = max(1, min(self.cap, self.in_flight) // 2)
+            if lowered < self.cap:
+                self.cap = lowered
+                if not self._said:
+                    self._said = True
+                    self.on_throttle(lowered)
+        elif status == 200 and self.cap < self.limit:
+            self.successes += 1
+            if self.successes >= self.cap:
+                self.cap, self.successes = self.cap + 1, 0
 
 
 class _LoopThread:
@@ -783,11 +1073,13 @@ def map_endpoint(
     work: Callable[[LLMClient, T], Awaitable[R]],
     monitor: Monitor | None = None,
     use_cache: bool = True,
+    structured: str = "auto",
 ) -> Iterator[R]:
-    """`work(client, item)` for every item, through a client of `endpoint` sharing the response cache; results
-    are yielded as they complete. A missing API key fails before any request is made."""
+    """`work(client, item)` for every item, through a client of `endpoint` sharing the response cache and
+    sending `response_format` in the `structured` mode (see `LLMClient`); results are yielded as they complete.
+    A missing API key fails before any request is made."""
     cache = ResponseCache() if use_cache else None
-    client = LLMClient(endpoint, cache=cache)
+    client = LLMClient(endpoint, cache=cache, structured=structured)
     client.api_key()
     try:
         yield from client.map(items, functools.partial(work, client), monitor)

@@ -7,6 +7,10 @@ parameters, its retries, the response cache (an interrupted optimisation re-run 
 it) and its price table, so calls, tokens and cost are counted exactly. DSPy's own sampling settings (the
 temperature it asks for when proposing) are not forwarded: reasoning models accept none, and the preset decides.
 
+A reply DSPy cannot parse (its JSON adapter raises) is a failed trial, demo or instruction proposal, never a crash:
+it is removed from the response cache (so a re-run asks again rather than replaying it), counted in the program's
+`usage.unparsed`, and a failed proposal leaves that candidate with the predictor's current instructions.
+
 Over-adaptation guard: the program is scored, before and after optimisation, on its training examples and on
 held-out examples MIPROv2 never sees (by default the test split of the same datasets, 5 per partition, when the
 trainset comes from the adapters; a share of the trainset when it is a file). Both scores are printed and saved.
@@ -49,6 +53,8 @@ from shambench.schema import Example, Prediction, Span
 from shambench.scorer import Scorer
 
 DEFAULT_HELDOUT_SHARE = 0.2
+# Errors MIPROv2's evaluations tolerate before stopping: in effect none stops it (see `strict_adapter`).
+MAX_ERRORS = 1_000_000
 
 
 class OptimizeConfig(BaseModel):
@@ -196,6 +202,7 @@ class ClientEngine:
         self.monitor = monitor
         self.usage = Usage()
         self._lock = threading.Lock()
+        self._last = threading.local()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="shambench-dspy", daemon=True)
         self._thread.start()
@@ -216,6 +223,7 @@ class ClientEngine:
             self._add(err.usage)
             raise
         self._add(done.usage)
+        self._last.key = done.key
         u = done.usage
         return Response(
             id=None,
@@ -241,6 +249,19 @@ class ClientEngine:
                 calls=1,
             )
 
+    def reject_last(self) -> None:
+        """Count the reply this thread received last as unparsable and take it out of the response cache."""
+        key = getattr(self._last, "key", None)
+        if key is not None and self.client.cache is not None:
+            self.client.cache.discard(key)
+        self.count("unparsed")
+
+    def count(self, field: str) -> None:
+        """Add one to a `Usage` counter (and the monitor's)."""
+        self.monitor.count(field)
+        with self._lock:
+            self.usage = self.usage.model_copy(update={field: getattr(self.usage, field) + 1})
+
     def stream(self, request: Any) -> Any:
         from dspy.lm15 import response_to_events
 
@@ -262,14 +283,57 @@ def add_usage(
     total: Usage, requests: int, cache_hits: int, input_tokens: int, output_tokens: int, cost: float, calls: int
 ) -> Usage:
     """`total` with one more batch of calls added."""
-    return Usage(
-        lm_calls=total.lm_calls + calls,
-        requests=total.requests + requests,
-        cache_hits=total.cache_hits + cache_hits,
-        input_tokens=total.input_tokens + input_tokens,
-        output_tokens=total.output_tokens + output_tokens,
-        cost=total.cost + cost,
+    return total.model_copy(
+        update=dict(
+            lm_calls=total.lm_calls + calls,
+            requests=total.requests + requests,
+            cache_hits=total.cache_hits + cache_hits,
+            input_tokens=total.input_tokens + input_tokens,
+            output_tokens=total.output_tokens + output_tokens,
+            cost=total.cost + cost,
+        )
     )
+
+
+def strict_adapter(engine: ClientEngine) -> Any:
+    """DSPy's JSON adapter, which also uncaches and counts each reply it cannot parse (then raises as before, so
+    DSPy records a failed trial or demo)."""
+    dspy = import_dspy()
+    from dspy.utils.exceptions import AdapterParseError
+
+    class StrictJSONAdapter(dspy.JSONAdapter):
+        def parse(self, signature: Any, completion: str) -> dict[str, Any]:
+            try:
+                return super().parse(signature, completion)
+            except AdapterParseError:
+                engine.reject_last()
+                raise
+
+    return StrictJSONAdapter()
+
+
+@contextmanager
+def proposals_may_fail(engine: ClientEngine) -> Iterator[None]:
+    """While active, an instruction proposal whose reply cannot be parsed leaves the predictor's current
+    instructions as that candidate, instead of ending MIPROv2 (its proposer catches nothing)."""
+    from dspy.propose.grounded_proposer import GroundedProposer
+    from dspy.utils.exceptions import AdapterParseError
+
+    original = GroundedProposer.propose_instruction_for_predictor
+
+    def guarded(self: Any, *args: Any, **kwargs: Any) -> str:
+        try:
+            return original(self, *args, **kwargs)
+        except AdapterParseError:
+            engine.count("failed_proposals")  # the adapter has already counted and uncached the reply
+            predictor = kwargs["predictor"] if "predictor" in kwargs else args[1]
+            return predictor.signature.instructions
+
+    GroundedProposer.propose_instruction_for_predictor = guarded
+    try:
+        yield
+    finally:
+        GroundedProposer.propose_instruction_for_predictor = original
 
 
 @contextmanager
@@ -314,8 +378,14 @@ def compile_prompt(config: OptimizeConfig, train: Sequence[Example], engine: Cli
         max_labeled_demos=config.max_demos,
         num_threads=config.threads or engine.client.endpoint.max_concurrency,
         seed=config.seed,
+        # Unparsable replies are failed trials (scored 0), however many: the run goes on and reports them.
+        max_errors=MAX_ERRORS,
     )
-    with dspy.context(lm=lm, adapter=dspy.JSONAdapter()), quiet(not config.verbose):
+    with (
+        dspy.context(lm=lm, adapter=strict_adapter(engine)),
+        proposals_may_fail(engine),
+        quiet(not config.verbose),
+    ):
         compiled = optimizer.compile(span_program(base_prompt()), trainset=dspy_examples(train), seed=config.seed)
     return prompt_of(compiled)
 

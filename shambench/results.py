@@ -139,6 +139,8 @@ class RunInfo(_Documented):
     """Detector parameters that define its output (no secrets)."""
     prompt_hash: str | None = None
     """Hash of the prompt template, when the detector records one (in its params or every prediction's meta)."""
+    served_model: str | None = None
+    """The model name the server reported answering with (API-backed detectors; several are joined by `, `)."""
     origin: str = "run"
     """`run` (shambench eval), `submission` (leaderboard submit) or `predictions` (shambench score --predictions)."""
     datasets: list[str] | None = None

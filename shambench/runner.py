@@ -41,6 +41,35 @@ JOURNAL = "predictions.jsonl"
 RESULTS = "results.json"
 PER_EXAMPLE = "per_example.jsonl"
 LOCK = ".lock"
+# Fail fast: stop when the first FAIL_FIRST predictions of a run, or FAIL_RUN in a row, failed for the same reason.
+FAIL_FIRST = 8
+FAIL_RUN = 20
+# The likely fix of a systematic failure, by a pattern of its reason (first match wins).
+LIKELY_FIXES: tuple[tuple[str, str], ...] = (
+    (
+        r"response_format|json_schema|structured",
+        "the server does not take this structured-output mode: leave -p structured on auto, or force one the "
+        "server takes (-p structured=json_object+schema, json_object or prompt)",
+    ),
+    (r"HTTP 40[13]\b", "the server refused the key: set the variable --api-key-env names (default OPENAI_API_KEY)"),
+    (r"HTTP 404\b", "check --base-url (it ends in /v1) and --model (the name the server knows)"),
+    (r"HTTP 429\b", "the server is rate-limiting: lower --max-concurrency, or wait for the limit to reset"),
+    (
+        r"Connect|connection|refused",
+        "no server answers at --base-url: start it, or correct the URL (it ends in /v1)",
+    ),
+    (
+        r"timeout",
+        "the server answers slower than --timeout: raise --timeout, or lower --max-concurrency to the server's "
+        "parallel slots",
+    ),
+    (r"token limit", "the replies are cut off: raise -p max_tokens (or max_completion_tokens)"),
+    (
+        r"unusable output",
+        "the model does not answer in the expected form (its raw replies are in predictions.jsonl): try another "
+        "-p structured=MODE, or a stronger model",
+    ),
+)
 
 
 class RunConfig(BaseModel):
@@ -86,6 +115,8 @@ class RunConfig(BaseModel):
     """`run` (shambench eval) or `submission` (a predictions file given to `shambench leaderboard submit`)."""
     meta: dict[str, Any] = Field(default_factory=dict)
     """Free-form facts about the system, e.g. a submission's authors, description and URL."""
+    served_model: str | None = None
+    """The model name the server reported answering with, once predictions recorded one (see `served_model`)."""
 
 
 def examples_hash(examples: Sequence[Example]) -> str:
@@ -258,18 +289,69 @@ def pending(examples: Sequence[Example], journal: Journal) -> list[Example]:
     return [ex for ex in examples if ex.id not in done]
 
 
+class SystematicFailure(Exception):
+    """A run stopped because its predictions keep failing for one reason; what was journaled is kept."""
+
+    def __init__(self, reason: str, count: int, from_start: bool):
+        self.reason = reason
+        self.count = count
+        self.fix = likely_fix(reason)
+        where = f"the first {count} predictions" if from_start else f"{count} predictions in a row"
+        super().__init__(f"stopped: {where} failed for the same reason: {reason}\nlikely fix: {self.fix}")
+
+
+def failure_kind(reason: str) -> str:
+    """A failure reason without what varies between examples (quoted reply previews, numbers)."""
+    reason = re.sub(r"\('.*?'\)|\(\".*?\"\)", "(…)", reason)
+    return re.sub(r"\d+", "N", reason)
+
+
+def likely_fix(reason: str) -> str:
+    """The likely fix of a failure reason (see `LIKELY_FIXES`)."""
+    for pattern, fix in LIKELY_FIXES:
+        if re.search(pattern, reason, re.IGNORECASE):
+            return fix
+    return "read the failed predictions' `error` and `raw` in predictions.jsonl"
+
+
+class FailureWatch:
+    """Raises SystematicFailure when the first `first` predictions, or `run` in a row, failed for one reason."""
+
+    def __init__(self, first: int = FAIL_FIRST, run: int = FAIL_RUN):
+        self.first, self.run = first, run
+        self.kind: str | None = None
+        self.streak = 0
+        self.all_failed = True
+
+    def see(self, pred: Prediction) -> None:
+        """Take one finished prediction into account."""
+        if pred.error is None:
+            self.all_failed, self.kind, self.streak = False, None, 0
+            return
+        kind = failure_kind(pred.error)
+        self.streak = self.streak + 1 if kind == self.kind else 1
+        self.kind = kind
+        if self.all_failed and self.streak == self.first:
+            raise SystematicFailure(pred.error, self.streak, from_start=True)
+        if self.streak >= self.run:
+            raise SystematicFailure(pred.error, self.streak, from_start=False)
+
+
 def run_predictions(
     detector: Detector,
     examples: Sequence[Example],
     journal: Journal,
     monitor: Monitor | None = None,
     on_prediction: Callable[[Prediction], None] | None = None,
+    fail_fast: bool = True,
 ) -> int:
     """Run the detector over the examples, journaling each prediction; returns how many were written.
 
     Each prediction is checked as a PRED file line would be (and against its example's response) before it is
-    journaled: DataError names the detector and the example."""
+    journaled: DataError names the detector and the example. With `fail_fast`, raises SystematicFailure (after
+    journaling) when failures are systematic (`FailureWatch`)."""
     wanted = {ex.id: ex for ex in examples}
+    watch = FailureWatch() if fail_fast else None
     n = 0
     with journal.appender() as append:
         for pred in detector.predict(examples, monitor or Monitor()):
@@ -277,6 +359,8 @@ def run_predictions(
             n += 1
             if on_prediction:
                 on_prediction(pred)
+            if watch is not None:
+                watch.see(pred)
     return n
 
 
@@ -332,6 +416,7 @@ def run_info(
         family=config.family,
         params=config.params,
         prompt_hash=prompt_hash(config.params, predictions),
+        served_model=served_model(predictions),
         datasets=config.datasets,
         split=config.split,
         examples_file=config.examples_file,
@@ -358,6 +443,13 @@ def prompt_hash(params: dict[str, Any], predictions: Sequence[Prediction]) -> st
         return str(params["prompt_hash"])
     hashes = {p.meta.get("prompt_hash") for p in predictions if p.error is None}
     return str(hashes.pop()) if len(hashes) == 1 and None not in hashes else None
+
+
+def served_model(predictions: Sequence[Prediction]) -> str | None:
+    """The model name the server reported in the successful predictions' `meta.served_model` (sorted and joined by
+    `, ` when there were several); None when none was recorded."""
+    names = sorted({str(p.meta["served_model"]) for p in predictions if p.error is None and p.meta.get("served_model")})
+    return ", ".join(names) or None
 
 
 def dataset_revisions(names: Sequence[str]) -> dict[str, str]:

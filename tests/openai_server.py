@@ -6,6 +6,9 @@ timeout, requests held open until released (to kill a client mid-flight), and HT
 well-formed completion (`MALFORMED_200`: not JSON, `null`, `[]`, a bare string, `choices: null`, non-string
 content, usage of the wrong type or with huge numbers, logprobs of the wrong shape, JSON nested thousands of levels
 deep in the body or in the model's output, and a body over any sane size limit).
+It can also behave like real local servers: reject `response_format` types it does not take the way
+llama-cpp-python does (`accepted_formats`, HTTP 500 with a pydantic validation message), answer under its own
+model name whatever was asked (`served_model`), and report its parallel slots at `GET /props` (`slots`).
 Every request is logged (path, model, prompt hash, attempt number for that prompt, fault, status, headers).
 
 In a test:
@@ -161,6 +164,12 @@ class OpenAIServer:
     top_logprobs: Callable[[Request], dict[str, float]] | None = None
     """Alternatives (token -> log-probability) for the first generated token, returned when a request asks for
     log-probabilities, in OpenAI's chat format or the completions format."""
+    accepted_formats: frozenset[str] | None = None
+    """`response_format` types the server takes (None: all); others get llama-cpp-python's HTTP 500."""
+    served_model: str | None = None
+    """The model name every reply reports, whatever the request asked for (None: the requested one)."""
+    slots: int | None = None
+    """Parallel slots reported as `total_slots` at `GET /props` (None: no such route, 404)."""
     port: int = 0
     log: list[Request] = field(default_factory=list)
     peak: int = 0
@@ -231,6 +240,7 @@ class OpenAIServer:
         kind = "chat" if request.path.endswith("chat/completions") else kind
         req = self._record(request.path, body, request.headers.get("Authorization"))
         fault = self.faults(req) if self.faults else None
+        fault = fault or self._format_rejection(body)
         req.fault = fault.kind if fault else None
         if self.latency:
             await asyncio.sleep(self.latency)
@@ -242,6 +252,23 @@ class OpenAIServer:
         if fault is not None:
             return web.Response(text=MALFORMED_200[fault.kind](payload), content_type="application/json")
         return web.json_response(payload)
+
+    def _format_rejection(self, body: dict[str, Any]) -> Fault | None:
+        """llama-cpp-python's answer to a `response_format` type it does not take: its pydantic validation error,
+        sent as HTTP 500."""
+        fmt = body.get("response_format")
+        if self.accepted_formats is None or not isinstance(fmt, dict) or fmt.get("type") in self.accepted_formats:
+            return None
+        allowed = " or ".join(f"'{t}'" for t in sorted(self.accepted_formats))
+        detail = [
+            {
+                "type": "literal_error",
+                "loc": ["body", "response_format", "type"],
+                "msg": f"Input should be {allowed}",
+                "input": fmt.get("type"),
+            }
+        ]
+        return Fault("500", message=json.dumps(detail))
 
     async def _fault(self, req: Request, fault: Fault) -> web.StreamResponse:
         if fault.kind == "hang":
@@ -290,7 +317,7 @@ class OpenAIServer:
             "id": f"test-{req.n}",
             "object": obj,
             "created": int(time.time()),
-            "model": body.get("model", "test"),
+            "model": self.served_model or body.get("model", "test"),
             "choices": [choice],
             "usage": usage,
         }
@@ -318,6 +345,11 @@ class OpenAIServer:
                 statuses[str(r.status)] = statuses.get(str(r.status), 0) + 1
             return web.json_response({"requests": len(self.log), "statuses": statuses})
 
+    async def _props(self, request: web.Request) -> web.Response:
+        if self.slots is None:
+            return web.json_response({"error": {"message": "not found"}}, status=404)
+        return web.json_response({"total_slots": self.slots})
+
     async def _models(self, request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": "test", "object": "model"}]})
 
@@ -328,6 +360,7 @@ class OpenAIServer:
         app.router.add_post("/v1/completions", self._completion)
         app.router.add_post("/v1/responses", self._completion)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/props", self._props)
         app.router.add_get("/_stats", self._stats)
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.2)
         await runner.setup()

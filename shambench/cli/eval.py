@@ -104,6 +104,12 @@ FIXED_ON_RESUME = (
     help="Finish an interrupted run: only missing or failed examples are run.",
 )
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
+@click.option(
+    "--keep-going",
+    is_flag=True,
+    help="Do not stop when predictions fail systematically (by default a run stops when its first 8, or 20 in a "
+    "row, fail for the same reason).",
+)
 @allow_failures_option
 @json_outputs
 @scoring
@@ -114,6 +120,7 @@ def eval_command(
     run_dir,
     runs_root,
     no_progress,
+    keep_going,
     allow_failures,
     out,
     as_json,
@@ -143,16 +150,18 @@ def eval_command(
     """
     from shambench.cli import UserError
     from shambench.cli.progress import ProgressMonitor
+    from shambench.context import evidence_gaps
     from shambench.detector import create_detector
     from shambench.exits import INTERRUPTED, command_line, finish, print_failures
     from shambench.io import write_json
     from shambench.llm import AuthenticationStopped
-    from shambench.report import make_console, print_results
+    from shambench.report import make_console, print_results, warn
     from shambench.runner import (
         CONFIG,
         JOURNAL,
         RESULTS,
         Journal,
+        SystematicFailure,
         examples_of,
         failures,
         load_config,
@@ -163,6 +172,7 @@ def eval_command(
         run_predictions,
         score_run,
         select_examples,
+        served_model,
     )
 
     console = make_console(stderr=json_to_stdout(out, as_json))
@@ -211,14 +221,20 @@ def eval_command(
         resume = ["shambench", "eval", "--resume", str(run_path), *_resume_options(opts)]
         try:
             with ProgressMonitor(len(todo), detector.name, console, enabled=not no_progress) as monitor:
-                run_predictions(detector, todo, journal, monitor, monitor.done)
+                run_predictions(detector, todo, journal, monitor, monitor.done, fail_fast=not keep_going)
         except KeyboardInterrupt:
             console.print(f"interrupted; finish the run with: {command_line(resume)}", markup=False, soft_wrap=True)
             raise click.exceptions.Exit(INTERRUPTED) from None
+        except SystematicFailure as err:
+            raise UserError(f"{err}\nafter the fix, continue with: {command_line(resume)}") from None
         except AuthenticationStopped as err:
             raise UserError(f"{err}; nothing more was sent. Once fixed, resume with: {command_line(resume)}") from None
         finally:
             detector.close()
+        served = served_model(list(journal.read().values()))
+        if served != config.served_model:
+            config.served_model = served
+            write_json(run_path / CONFIG, config)
         results = score_run(run_path, examples, n_resamples=n_resamples, seed=seed)
     print_results(results, console, title=f"{detector.name} on {len(examples)} examples")
     if opts["suite"] in STEP_SUITES:
@@ -229,6 +245,9 @@ def eval_command(
             write_json(run_path / RESULTS, results)
         print_suite(results, opts["suite"], console, opts["sopo_compat"])
     console.print(f"results: {run_path / RESULTS}", soft_wrap=True)
+    gaps = evidence_gaps(config.context_provenance)
+    if gaps:
+        warn(console, gaps)
     emit_json(results, out, as_json, console)
     failed = failures(examples, journal)
     print_failures(console, failed, retry=resume)

@@ -134,5 +134,10 @@ def print_summary(program, out: str, console) -> None:
         f"LM calls: {u.lm_calls} ({u.requests} requests, {u.cache_hits} cache hits); tokens: {u.input_tokens} in, "
         f"{u.output_tokens} out; cost: ${u.cost:.4f}"
     )
+    if u.unparsed:
+        console.print(
+            f"[yellow]{u.unparsed} model replies could not be parsed ({u.failed_proposals} of them instruction "
+            "proposals): counted as failed trials, not cached, asked again on a re-run[/yellow]"
+        )
     console.print(f"held-out: {program.heldout}; DSPy {program.dspy_version}")
     console.print(f"program: {out}  (evaluate: shambench eval --detector miprov2:{out})")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -41,6 +42,10 @@ class ProgressMonitor(Monitor):
     def count(self, key: str, n: float = 1) -> None:
         self.counters[key] = self.counters.get(key, 0) + n
         self._refresh()
+
+    def note(self, message: str) -> None:
+        """Print a message above the bar."""
+        self.progress.console.print(f"[yellow]note:[/] {escape(message)}", soft_wrap=True)
 
     def done(self, item) -> None:
         """One prediction (or context record) is finished."""

@@ -9,6 +9,7 @@ Responses API with its web-search tool, so the evidence comes from live pages ra
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -25,14 +26,30 @@ SYSTEM = (
 )
 
 
+# A value that only stands for one: the prompt's own `<text>`/`<url>`, an ellipsis, or a bracketed blank.
+_PLACEHOLDER = re.compile(r"\s*(<[^<>]*>|\.\.\.|…|\[[^\[\]]*\]|\{[^{}]*\}|n/?a|none|null)?\s*", re.IGNORECASE)
+
+
+def is_placeholder(text: str) -> bool:
+    """Whether a value is empty or a placeholder rather than content (`<text>`, `...`, `N/A`, ...)."""
+    return _PLACEHOLDER.fullmatch(text) is not None
+
+
 def parse_evidence(text: str) -> tuple[str, list[str]]:
-    """`(evidence, source URLs)` from a reply; ValueError when it holds no evidence."""
+    """`(evidence, source URLs)` from a reply; ValueError when it holds no evidence, or only a placeholder such as
+    the prompt's own `<text>` (placeholder URLs such as `<url>` are dropped from the sources)."""
     from shambench.detectors.prompts import reply_json_values
 
+    placeholders = []
     for value in reversed(reply_json_values(text)):
-        if isinstance(value, dict) and isinstance(value.get("evidence"), str) and value["evidence"].strip():
-            sources = [s for s in value.get("sources") or [] if isinstance(s, str)]
+        if isinstance(value, dict) and isinstance(value.get("evidence"), str):
+            if is_placeholder(value["evidence"]):
+                placeholders.append(value["evidence"].strip())
+                continue
+            sources = [s.strip() for s in value.get("sources") or [] if isinstance(s, str) and not is_placeholder(s)]
             return value["evidence"].strip(), sources
+    if placeholders:
+        raise ValueError(f"the evidence is empty or a placeholder ({placeholders[0]!r}), not text")
     raise ValueError('no {"evidence": ...} object in the reply')
 
 
@@ -84,7 +101,7 @@ class LLMProvider(ContextProvider):
                 messages = [{"role": "system", "content": system}, {"role": "user", "content": question_text(example)}]
                 reply = await client.chat(messages, self.generation, accept=accept)
         except LLMError as err:
-            return self.record(example, error=err.reason, meta={"usage": err.usage.model_dump()})
+            return self.record(example, error=err.reason, meta={"usage": err.usage.model_dump(), "raw": err.text})
         evidence, sources = reply.parsed
         return self.record(example, evidence, source_urls=sources, meta={"usage": reply.usage.model_dump()})
 

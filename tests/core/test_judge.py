@@ -57,6 +57,15 @@ def _run(tmp_path):
     return tmp_path / "run"
 
 
+@pytest.mark.parametrize(
+    "text",
+    ['{"category": "<one of the categories>", "reason": "<why>"}', "```python\ncategories = []\n```", ""],
+)
+def test_a_placeholder_or_missing_category_is_no_verdict(text):
+    with pytest.raises(ValueError, match="no known category"):
+        parse_verdict(text)
+
+
 def test_categorise_end_to_end_and_resume(openai_server, tmp_path, monkeypatch):
     monkeypatch.setenv("JUDGE_KEY", "sk-judge")
     run = _run(tmp_path)

@@ -267,3 +267,163 @@ def test_endpoint_identity_is_what_detectors_record_and_never_the_key(monkeypatc
     params = det.params()
     assert {k: params[k] for k in ep.identity()} == ep.identity()
     assert "sk-secret" not in repr(params)
+
+
+# --- real servers: structured-output negotiation, the served model, slots, timeouts ---------------------------
+
+SCHEMA_FORMAT = {
+    "type": "json_schema",
+    "json_schema": {"name": "x", "strict": True, "schema": {"type": "object", "required": ["a"]}},
+}
+
+
+def ask_structured(client: LLMClient, prompts: list[str]) -> list:
+    async def one(prompt):
+        try:
+            return await client.chat([{"role": "user", "content": prompt}], {"response_format": SCHEMA_FORMAT})
+        except LLMError as err:
+            return err
+
+    return list(client.map(prompts, one))
+
+
+def formats_sent(server) -> list:
+    return [r.body.get("response_format", {}).get("type", "none") for r in server.log]
+
+
+def test_llama_cpp_python_rejection_falls_back_once_for_every_request(openai_server):
+    openai_server.accepted_formats = frozenset({"text", "json_object"})
+    notes: list[str] = []
+    client = LLMClient(Endpoint(model="m", base_url=openai_server.base_url, **FAST), on_note=notes.append)
+    replies = ask_structured(client, [str(i) for i in range(10)])
+    assert not any(isinstance(r, LLMError) for r in replies)
+    # One rejected json_schema request (never retried), then all ten in json_object with the schema alongside.
+    assert formats_sent(openai_server) == ["json_schema"] + ["json_object"] * 10
+    assert openai_server.count(status=500) == 1
+    assert all(
+        r.body["response_format"]["schema"] == {"type": "object", "required": ["a"]} for r in openai_server.log[1:]
+    )
+    assert {r.structured for r in replies} == {"json_object+schema"}
+    assert len(notes) == 1 and "using json_object+schema" in notes[0]
+
+
+def test_a_rejection_naming_only_the_accepted_types_is_understood(openai_server):
+    openai_server.faults = lambda req: (
+        Fault("500", message="Input should be 'text' or 'json_object'")
+        if req.body.get("response_format", {}).get("type") == "json_schema"
+        else None
+    )
+    replies = ask_structured(client_for(openai_server), ["a", "b"])
+    assert not any(isinstance(r, LLMError) for r in replies)
+    assert formats_sent(openai_server) == ["json_schema", "json_object", "json_object"]
+
+
+def test_a_server_taking_no_format_ends_on_the_prompt_alone(openai_server):
+    openai_server.accepted_formats = frozenset({"text"})
+    replies = ask_structured(client_for(openai_server), ["a", "b", "c"])
+    assert not any(isinstance(r, LLMError) for r in replies)
+    assert formats_sent(openai_server) == ["json_schema", "json_object", "json_object", "none", "none", "none"]
+    assert {r.structured for r in replies} == {"prompt"}
+
+
+def test_the_negotiated_mode_is_remembered_for_the_endpoint(openai_server):
+    openai_server.accepted_formats = frozenset({"text", "json_object"})
+    cache = ResponseCache()
+    ask_structured(client_for(openai_server, cache=cache), ["a"])
+    openai_server.reset()
+    again = ask_structured(client_for(openai_server, cache=cache), ["a", "b"])
+    # "a" is a cache hit under the json_object+schema body; "b" goes out in that mode at once.
+    assert formats_sent(openai_server) == ["json_object"] and sorted(r.usage.cache_hit for r in again) == [0, 1]
+
+
+def test_a_forced_mode_is_not_negotiated(openai_server):
+    openai_server.accepted_formats = frozenset({"text", "json_object"})
+    client = LLMClient(Endpoint(model="m", base_url=openai_server.base_url, **FAST), structured="json_schema")
+    (err,) = ask_structured(client, ["a"])
+    assert isinstance(err, LLMError) and err.status == 500 and "-p structured=MODE" in err.reason
+    assert formats_sent(openai_server) == ["json_schema"]
+    with pytest.raises(DataError, match="structured='xml'"):
+        LLMClient(Endpoint(model="m"), structured="xml")
+
+
+def test_a_validation_error_with_status_500_is_not_retried(openai_server):
+    openai_server.faults = lambda req: Fault("500", message="1 validation error for Request: Field required")
+    (err,) = ask(client_for(openai_server), ["a"])
+    assert isinstance(err, LLMError) and err.usage.requests == 1 and len(openai_server.log) == 1
+    openai_server.reset()
+    openai_server.faults = first_attempt("500")
+    (ok,) = ask(client_for(openai_server), ["a"])
+    assert ok.usage.retries == 1
+
+
+def test_the_served_model_is_recorded_said_once_and_keys_the_cache(openai_server):
+    openai_server.served_model = "smollm2-cpp"
+    cache, notes = ResponseCache(), []
+    endpoint = Endpoint(model="Qwen/Qwen3-4B", base_url=openai_server.base_url, **FAST)
+    replies = ask(LLMClient(endpoint, cache=cache, on_note=notes.append), ["a", "b", "c"])
+    assert {r.served_model for r in replies} == {"smollm2-cpp"}
+    assert len(notes) == 1 and "'smollm2-cpp', not the requested 'Qwen/Qwen3-4B'" in notes[0]
+    # Same alias, same model: one live request learns who answers, the rest come from the cache.
+    openai_server.reset()
+    again = ask(LLMClient(endpoint, cache=cache), ["a", "b", "c"])
+    assert len(openai_server.log) == 1 and sum(r.usage.cache_hit for r in again) == 2
+    # Another model behind the same alias never gets the first one's answers.
+    openai_server.reset()
+    openai_server.served_model = "tinyllama"
+    other = ask(LLMClient(endpoint, cache=cache), ["a", "b", "c"])
+    assert len(openai_server.log) == 3 and {r.served_model for r in other} == {"tinyllama"}
+    assert not any(r.usage.cache_hit for r in other)
+
+
+def test_a_dated_snapshot_is_the_requested_model():
+    from shambench.llm import same_model
+
+    assert same_model("gpt-5-mini", "gpt-5-mini-2025-08-07") and same_model("m", None)
+    assert not same_model("Qwen/Qwen3-4B", "smollm2-cpp")
+
+
+def test_concurrency_is_capped_to_the_slots_the_server_reports(openai_server):
+    openai_server.slots, openai_server.latency = 2, 0.05
+    notes: list[str] = []
+    client = LLMClient(
+        Endpoint(model="m", base_url=openai_server.base_url, max_concurrency=8, **FAST), on_note=notes.append
+    )
+    ask(client, [str(i) for i in range(10)])
+    assert openai_server.peak == 2 and len(notes) == 1 and "2 request(s) at a time" in notes[0]
+
+
+def test_the_timeout_does_not_count_the_wait_for_a_connection(openai_server):
+    # One connection, two requests of 0.3 s each, a 0.45 s timeout: the second waits 0.3 s for the connection,
+    # which must not count, so both succeed at once.
+    openai_server.latency = 0.3
+    client = client_for(openai_server, max_concurrency=1, timeout=0.45, max_retries=0)
+
+    async def both():
+        try:
+            await client.chat([{"role": "user", "content": "first"}])  # settles the client: no more one by one
+            return await asyncio.gather(*(client.chat([{"role": "user", "content": p}]) for p in ("a", "b")))
+        finally:
+            await client.aclose()
+
+    replies = asyncio.run(both())
+    assert [r.usage.retries for r in replies] == [0, 0] and len(openai_server.log) == 3
+
+
+def test_concurrency_adapts_to_429(openai_server):
+    # A server with two slots that answers 429 to any request beyond them, as a proxy with a concurrency limit does.
+    openai_server.latency = 0.05
+
+    def busy(req):
+        return Fault("429", "0") if openai_server._in_flight > 2 else None
+
+    openai_server.faults = busy
+    notes: list[str] = []
+    endpoint = Endpoint(
+        model="m", base_url=openai_server.base_url, max_concurrency=8, backoff_base=0.01, max_retries=20
+    )
+    client = LLMClient(endpoint, on_note=notes.append)
+    replies = ask(client, [str(i) for i in range(40)])
+    assert not any(isinstance(r, LLMError) for r in replies)
+    assert len(notes) == 1 and "rate-limiting (HTTP 429)" in notes[0]
+    # Measured: 13 rejections with the adaptive bound, 108 when all 8 workers keep pressing.
+    assert openai_server.count(status=429) <= 20

@@ -290,3 +290,40 @@ def test_light_compile_on_the_real_mushroom_dev_set(openai_server, tmp_path):
         program.train.optimized > program.train.base and program.heldout_scores.optimized > program.heldout_scores.base
     )
     assert program.train.optimized == pytest.approx(1.0) and program.heldout_scores.optimized == pytest.approx(1.0)
+
+
+class OneBadProposal(Script):
+    """The script above, except that the first instruction proposal is prose DSPy's JSON adapter cannot read."""
+
+    def __init__(self):
+        super().__init__()
+        self.spoiled: str | None = None
+
+    def __call__(self, req) -> str:
+        fields = output_fields(req.body["messages"][0]["content"])
+        if "proposed_instruction" in fields and self.spoiled in (None, req.key):
+            self.spoiled = req.key
+            return "Sure! Here is a better instruction: be precise."
+        return super().__call__(req)
+
+
+def test_an_unparsable_proposal_is_a_failed_trial_and_a_rerun_asks_again(openai_server, tmp_path):
+    script = OneBadProposal()
+    openai_server.script = script
+    trainset = write_examples(tmp_path / "train.jsonl", invented(0, 8))
+    endpoint = ["--base", "openai", "--model", "m", "--base-url", openai_server.base_url]
+    args = ["optimize", *endpoint, "--trainset", str(trainset), "--heldout", "0.25", "--auto", "light", "--no-progress"]
+    first = invoke(*args, "--out", str(tmp_path / "a.json"))
+    assert first.exit_code == 0, first.output + repr(first.exception)
+    program = load_program(tmp_path / "a.json")
+    assert (program.usage.unparsed, program.usage.failed_proposals) == (1, 1)
+    assert "1 model replies could not be parsed (1 of them instruction proposals)" in first.output
+    # The good instruction was still proposed and kept.
+    assert program.instructions == GOOD
+    # The bad reply was not cached: a re-run asks that request again (and only requests not answered before).
+    asked = [r for r in openai_server.log if r.key == script.spoiled]
+    openai_server.reset()
+    second = invoke(*args, "--out", str(tmp_path / "b.json"))
+    assert second.exit_code == 0, second.output + repr(second.exception)
+    assert len(asked) == 1 and [r.key for r in openai_server.log] == [script.spoiled]
+    assert load_program(tmp_path / "b.json").usage.failed_proposals == 1

@@ -302,3 +302,52 @@ def test_a_run_killed_with_sigkill_then_resumed_equals_an_uninterrupted_run(tmp_
     assert len(lines) == len(RESPONSES)  # nothing journaled before the kill ran twice
     assert sorted(line["id"] for line in lines) == [f"n{i:02d}" for i in range(len(RESPONSES))]
     assert scores_of(tmp_path / "killed") == scores_of(tmp_path / "whole")
+
+
+# --- fail fast ------------------------------------------------------------------------------------------------
+
+
+def _failed(reason: str, i: int = 0) -> Prediction:
+    return Prediction(id=f"x/{i}", error=reason)
+
+
+def test_the_first_predictions_all_failing_alike_stop_the_run():
+    from shambench.runner import FailureWatch, SystematicFailure
+
+    watch = FailureWatch(first=3, run=10)
+    # Reply previews and numbers vary between examples; the reason is still the same.
+    watch.see(_failed("unusable output: no list in the output ('Sure, here')"))
+    watch.see(_failed("unusable output: no list in the output ('I think')"))
+    with pytest.raises(SystematicFailure) as stop:
+        watch.see(_failed("unusable output: no list in the output ('Well')"))
+    assert stop.value.count == 3 and "the first 3 predictions failed" in str(stop.value)
+    assert "likely fix: the model does not answer in the expected form" in str(stop.value)
+
+
+def test_mixed_or_partly_successful_starts_do_not_stop_but_a_long_streak_does():
+    from shambench.runner import FailureWatch, SystematicFailure
+
+    watch = FailureWatch(first=3, run=4)
+    watch.see(_failed("HTTP 500: internal error after 7 attempts"))
+    watch.see(_failed("timeout: 120 s"))
+    watch.see(Prediction(id="ok"))
+    for _ in range(3):
+        watch.see(_failed("HTTP 500: internal error after 3 attempts"))
+    with pytest.raises(SystematicFailure, match="4 predictions in a row failed"):
+        watch.see(_failed("HTTP 500: internal error after 4 attempts"))
+
+
+@pytest.mark.parametrize(
+    "reason, fix",
+    [
+        ("HTTP 500: Input should be 'text' or 'json_object' (response_format)", "-p structured"),
+        ("HTTP 401: invalid key", "--api-key-env"),
+        ("ClientConnectorError: Cannot connect to host 127.0.0.1:9", "no server answers at --base-url"),
+        ("timeout: ", "raise --timeout, or lower --max-concurrency"),
+        ("HTTP 404: model not found", "--model"),
+    ],
+)
+def test_the_likely_fix_matches_the_reason(reason, fix):
+    from shambench.runner import likely_fix
+
+    assert fix in likely_fix(reason)

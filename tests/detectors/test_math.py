@@ -214,12 +214,49 @@ def test_prm_transformers_backend(tmp_path):
 def test_critic_verdict_parsing():
     assert parse_step_verdicts("Reasoning: ...\nVerdict: yes, No, maybe") == [1, 0, -2]
     assert parse_step_verdicts("Verdict: no\nlater\nverdict: yes,yes") == [1, 1]  # the last Verdict line counts
-    assert parse_step_verdicts("I think it is fine.") == [-2]
-    assert (parse_first_error("Verdict: -1"), parse_first_error("Verdict: 3."), parse_first_error("Verdict: two")) == (
-        -1,
-        3,
-        -2,
-    )
+    assert (parse_first_error("Verdict: -1"), parse_first_error("Verdict: 3.")) == (-1, 3)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("I think it is fine.", "no 'Verdict:' line"),
+        ("Verdict: <yes or no for each step, comma-separated, in order>", "no yes or no"),
+    ],
+)
+def test_a_reply_without_step_verdicts_is_no_answer(text, message):
+    with pytest.raises(ValueError, match=message):
+        parse_step_verdicts(text)
+
+
+def test_a_reply_without_a_step_index_is_no_answer():
+    with pytest.raises(ValueError, match="no 'Verdict:' line"):
+        parse_first_error("The third step looks wrong.")
+    with pytest.raises(ValueError, match="no step index"):
+        parse_first_error("Verdict: two")
+
+
+def test_verdictless_critic_replies_fail_and_resume_retries_them(openai_server, tmp_path):
+    examples = [example((1, 0), f"v{i}") for i in range(3)]
+    path = tmp_path / "ex.jsonl"
+    path.write_text("".join(ex.model_dump_json() + "\n" for ex in examples))
+    openai_server.script = lambda req: "Step 0 is right and step 1 is wrong, I believe."
+    run = tmp_path / "run"
+    args = ["eval", "--detector", "critic", "--model", "judge", "--base-url", openai_server.base_url]
+    first = CliRunner().invoke(main, [*args, "--examples", str(path), "--run-dir", str(run), "--no-progress"])
+    assert first.exit_code == 0, first.output
+    journal = [json.loads(line) for line in (run / "predictions.jsonl").read_text().splitlines()]
+    assert all(p["error"].startswith("unusable output: no 'Verdict:' line") for p in journal)
+    assert all(p["raw"] == "Step 0 is right and step 1 is wrong, I believe." for p in journal)
+    assert json.loads((run / "results.json").read_text())["failed_predictions"] == 3
+    # Not cached: --resume asks again and takes the verdicts now given.
+    openai_server.script = lambda req: "Reasoning.\nVerdict: yes, no"
+    again = CliRunner().invoke(main, ["eval", "--resume", str(run), "--no-progress"])
+    assert again.exit_code == 0, again.output
+    assert json.loads((run / "results.json").read_text())["failed_predictions"] == 0
+    # 3 first + 1 on resume: the three examples share one prompt, so once an answer is accepted (and cached)
+    # the other two are cache hits; the rejected replies never were.
+    assert len(openai_server.log) == 4
 
 
 def test_critic_through_the_openai_server(openai_server):

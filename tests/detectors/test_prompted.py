@@ -20,7 +20,14 @@ from shambench.cache import cache_path
 from shambench.cli import main
 from shambench.detector import create_detector, detectors
 from shambench.detectors.prompted import presets
-from shambench.detectors.prompts import PROMPT_HASH, WORKED_EXAMPLES, messages_for, parse_spans
+from shambench.detectors.prompts import (
+    PROMPT_HASH,
+    WORKED_EXAMPLES,
+    ParsedReply,
+    messages_for,
+    parse_reply,
+    parse_spans,
+)
 from shambench.io import DataError
 from shambench.schema import Example
 from tests.conftest import require_shared
@@ -94,8 +101,24 @@ def test_parse_plain_fenced_prose_and_bare_list():
     assert parse_spans('{"incorrect_spans": ["Sydney", "1926"]}') == ["Sydney", "1926"]
     assert parse_spans('```json\n{"incorrect_spans": ["a b"]}\n```\nDone.') == ["a b"]
     assert parse_spans('Here you go: {"incorrect_spans": []} Hope this helps [1].') == []
-    assert parse_spans('["dog"]') == ["dog"]
     assert parse_spans('{"incorrect_spans": [{"text": "dog"}]}') == ["dog"]
+    # The one fallback: a reply that is nothing but a list, marked as such.
+    assert parse_reply('["dog"]') == ParsedReply(["dog"], "bare_list")
+    assert parse_reply('```json\n["dog"]\n```') == ParsedReply(["dog"], "bare_list")
+    assert parse_reply('{"incorrect_spans": ["dog"]}').form == "object"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "```python\ndata = []\nfor x in data:\n    print(x)\n```",
+        'Sure: ["LYON"]',
+        "The spans are [] as far as I can see, i.e. none. [1]",
+    ],
+)
+def test_a_list_amid_code_or_prose_is_no_answer(text):
+    with pytest.raises(ValueError, match=r'no \{"incorrect_spans"'):
+        parse_spans(text)
 
 
 def test_parse_skips_the_reasoning_block_and_takes_the_last_answer():
@@ -116,10 +139,10 @@ def test_parse_round_trips_any_list_of_strings(spans, fenced, prose):
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("Everything looks fine to me.", "no JSON list"),
+        ("Everything looks fine to me.", 'no {"incorrect_spans"'),
         ('{"incorrect_spans": [1, 2]}', "not a string"),
         ("<think>let me see, the capital", "cut off"),
-        ('{"incorrect_spans": ["unterminated', "no JSON list"),
+        ('{"incorrect_spans": ["unterminated', 'no {"incorrect_spans"'),
     ],
 )
 def test_parse_failures_say_why(text, message):
@@ -195,8 +218,8 @@ def test_predictions_place_spans_and_keep_unplaced_strings(openai_server):
         {
             "The capital of France is Lyon.": '{"incorrect_spans": ["Lyon"]}',
             "It opened in 1926 in Elm Street.": '```json\n{"incorrect_spans": ["1926", "on Mars"]}\n```',
-            "The capital of France is Lyon!": 'Sure: ["LYON"]',
-            "Nothing to see.": "I am not sure.",
+            "The capital of France is Lyon!": '["LYON"]',
+            "Nothing to see.": "```python\ndata = []\nprint(data)\n```",
         }
     )
     det = create_detector("openai", model="m", base_url=openai_server.base_url)
@@ -206,13 +229,15 @@ def test_predictions_place_spans_and_keep_unplaced_strings(openai_server):
     assert preds["a"].meta["placements"][0]["method"] == "exact"
     assert [(s.start, s.end) for s in preds["c"].spans] == [(25, 29)]
     assert preds["c"].meta["placements"][0]["method"] == "normalized"
+    assert preds["c"].meta["reply_form"] == "bare_list" and preds["a"].meta["reply_form"] == "object"
     # "It opened in " is 13 characters: 1926 is [13, 17); "on Mars" is nowhere and is kept, not dropped.
     b = preds["b"]
     assert [(s.start, s.end) for s in b.spans] == [(13, 17)]
     assert b.meta["unplaced"] == ["on Mars"] and b.meta["n_unplaced"] == 1
     assert b.meta["parsed"] == ["1926", "on Mars"] and b.raw.startswith("```json")
     d = preds["d"]
-    assert d.error.startswith("unusable output: no JSON list") and d.raw == "I am not sure."
+    # Code holding an empty list is a failed prediction with its raw text, not an empty answer.
+    assert d.error.startswith('unusable output: no {"incorrect_spans"') and d.raw.startswith("```python")
     assert d.meta["usage"]["requests"] == 1
     body = openai_server.log[0].body
     assert body["model"] == "m"
@@ -391,6 +416,10 @@ def test_failure_reasons_suggest_the_fix(openai_server):
     openai_server.finish_reason = "length"
     (cut,) = det.predict(invented(1))
     assert "hit the token limit" in cut.error and cut.raw == '{"incorrect_spans": ["Varn'
-    openai_server.faults = lambda req: Fault("400")
-    (rejected,) = det.predict(invented(2)[1:])
-    assert rejected.error.startswith("HTTP 400") and "-p structured=false" in rejected.error
+    forced = create_detector("openai", model="m", base_url=openai_server.base_url, structured="json_schema")
+    openai_server.accepted_formats = frozenset({"text", "json_object"})
+    openai_server.finish_reason = "stop"
+    (rejected,) = forced.predict(invented(2)[1:])
+    # A forced mode the server rejects is not negotiated away: the reason names the fix.
+    assert rejected.error.startswith("HTTP 500") and "-p structured=MODE" in rejected.error
+    assert "json_object+schema" in rejected.error and rejected.meta["usage"]["requests"] == 1

@@ -76,3 +76,39 @@ def test_eval_with_llm_context_params_records_them_and_rescoring_asks_nothing(op
     res = CliRunner().invoke(main, ["score", str(tmp_path / "run"), "--bootstrap", "20"])
     assert res.exit_code == 0, res.output
     assert openai_server.log == []
+
+
+@pytest.mark.parametrize("evidence", ["<text>", "  ", "...", "N/A", "[evidence]"])
+def test_placeholder_or_empty_evidence_is_no_evidence(evidence):
+    with pytest.raises(ValueError, match="empty or a placeholder"):
+        parse_evidence(json.dumps({"evidence": evidence, "sources": ["<url>"]}))
+
+
+def test_placeholder_sources_are_dropped():
+    reply = json.dumps({"evidence": "Etna is in Sicily.", "sources": ["<url>", "https://x.org/etna", "..."]})
+    assert parse_evidence(reply) == ("Etna is in Sicily.", ["https://x.org/etna"])
+
+
+def test_placeholder_evidence_fails_and_the_run_says_so(openai_server, tmp_path):
+    from click.testing import CliRunner
+
+    from shambench.cli import main
+    from tests.runs import write_jsonl
+
+    # The model echoes the prompt's template for one question: a failed fetch, reported in the run's output.
+    openai_server.script = lambda req: (
+        '{"evidence": "<text>", "sources": ["<url>", ...]}' if "secret" in req.prompt else json.dumps(EVIDENCE)
+    )
+    rows = [
+        {"id": "a", "dataset": "toy", "task": "open_qa", "question": "Where is Etna?", "response": "In Sicily."},
+        {"id": "b", "dataset": "toy", "task": "open_qa", "question": "The secret code?", "response": "1234."},
+    ]
+    ex = write_jsonl(tmp_path / "ex.jsonl", rows)
+    params = ["--context-param", f"base_url={openai_server.base_url}", "--context-param", "backoff_base=0.001"]
+    args = ["eval", "--detector", "overlap", "--examples", str(ex), "--run-dir", str(tmp_path / "run")]
+    out = CliRunner().invoke(main, [*args, "--context", "llm", *params, "--no-progress", "--bootstrap", "10"])
+    assert out.exit_code == 0, out.output
+    assert "open_qa/toy: 1 failed, 0 not fetched" in out.output
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    part = results["run"]["context_provenance"]["open_qa/toy"]
+    assert (part["n_with_context"], part["n_failed"]) == (1, 1)
