@@ -77,7 +77,7 @@ def test_the_convention_keys_language_and_spacy_version(disk_for_every_batch, mo
     # The same text under another language is not taken from the French entry.
     calls = []
     real = text._tokenised
-    monkeypatch.setattr(text, "_tokenised", lambda ts, bs: calls.append(ts) or real(ts, bs))
+    monkeypatch.setattr(text, "_tokenised", lambda ts, bs, lang: calls.append(ts) or real(ts, bs, lang))
     text.segment_all(["Bonjour. Ça va?"], lang="en")
     assert calls == [["Bonjour. Ça va?"]]
 
