@@ -72,6 +72,9 @@ KIND_PATHS = {"chat": "chat/completions", "completions": "completions", "respons
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 # How often finished results and counters are handed from the event-loop thread to the caller.
 FLUSH_SECONDS = 0.05
+# What the Batch API charges relative to standard processing, for models whose price lists no batch prices
+# (OpenAI bills batch requests at half price).
+BATCH_DISCOUNT = 0.5
 _FINISHED = object()
 
 
@@ -150,6 +153,50 @@ class LLMError(Exception):
         self.text = text
 
 
+NOT_RUN = "not run"
+"""How the reason of a request that was never sent begins (budget reached): such examples are run by `--resume`."""
+
+
+class Budget:
+    """A spending limit for one invocation: requests stop being sent once the accounted cost reaches `limit`.
+    Requests already in flight finish and are accounted, so the total may pass the limit by what they cost."""
+
+    def __init__(self, limit: float):
+        self.limit = limit
+        self.spent = 0.0
+
+    def reached(self) -> bool:
+        """True once the accounted cost is at or above the limit."""
+        return self.spent >= self.limit
+
+    def reason(self) -> str:
+        """The failure reason recorded for an example the budget kept from running."""
+        return f"{NOT_RUN}: the --max-cost budget of ${self.limit:.4f} was reached (${self.spent:.4f} accounted)"
+
+
+class Deferred(Exception):
+    """A request a route holds back rather than sends (to go into a batch): its item is not answered now."""
+
+    def __init__(self, key: str, kind: str, body: dict[str, Any]):
+        super().__init__(key)
+        self.key = key
+        self.kind = kind
+        self.body = body
+
+
+class Route:
+    """Where the requests a cache cannot answer go instead of the endpoint's HTTP API (the Batch API's answers).
+
+    `send` returns the decoded response and its usage, raises LLMError for a request that failed, or Deferred
+    to hold the request back; `held` learns which item a held-back request belonged to."""
+
+    async def send(self, key: str, kind: str, body: dict[str, Any]) -> tuple[dict[str, Any], Usage]:
+        raise NotImplementedError
+
+    def held(self, item: Any, deferred: Deferred) -> None:
+        """The request `deferred` was made for `item`, which is left unanswered."""
+
+
 class Price(BaseModel):
     """US dollars per million tokens."""
 
@@ -157,6 +204,18 @@ class Price(BaseModel):
     """Per million prompt tokens."""
     output: float = Field(ge=0)
     """Per million completion tokens (reasoning included)."""
+    batch_input: float | None = Field(default=None, ge=0)
+    """Per million prompt tokens sent through the Batch API; None means `input * BATCH_DISCOUNT`."""
+    batch_output: float | None = Field(default=None, ge=0)
+    """Per million completion tokens through the Batch API; None means `output * BATCH_DISCOUNT`."""
+
+    def per_token(self, batch: bool = False) -> tuple[float, float]:
+        """(input, output) US dollars per million tokens, at batch prices when `batch`."""
+        if not batch:
+            return self.input, self.output
+        inp = self.input * BATCH_DISCOUNT if self.batch_input is None else self.batch_input
+        out = self.output * BATCH_DISCOUNT if self.batch_output is None else self.batch_output
+        return inp, out
 
 
 def pricing_override_path() -> Path:
@@ -196,12 +255,13 @@ def price_of(model: str, prices: dict[str, Price] | None = None) -> Price | None
     return prices[max(prefixes, key=len)] if prefixes else None
 
 
-def cost_of(model: str, input_tokens: int, output_tokens: int) -> float:
-    """US dollars for the tokens, 0 when the model has no price."""
+def cost_of(model: str, input_tokens: float, output_tokens: float, batch: bool = False) -> float:
+    """US dollars for the tokens (at Batch API prices when `batch`), 0 when the model has no price."""
     price = price_of(model)
     if price is None:
         return 0.0
-    return (input_tokens * price.input + output_tokens * price.output) / 1_000_000
+    inp, out = price.per_token(batch)
+    return (input_tokens * inp + output_tokens * out) / 1_000_000
 
 
 def retry_after(headers: Any) -> float | None:
@@ -237,14 +297,16 @@ def redact(text: str, secret: str | None) -> str:
     return re.sub(r"\bsk-[A-Za-z0-9*_\-]{3,}", "sk-***", text)
 
 
-def usage_of(model: str, response: dict[str, Any]) -> Usage:
-    """The token usage of a response body, in Chat Completions or Responses API names (zeros when absent)."""
+def usage_of(model: str, response: dict[str, Any], batch: bool = False) -> Usage:
+    """The token usage of a response body, in Chat Completions or Responses API names (zeros when absent),
+    priced at Batch API prices when `batch`."""
     u = response.get("usage") or {}
     inp = int(u.get("prompt_tokens") or u.get("input_tokens") or 0)
     out = int(u.get("completion_tokens") or u.get("output_tokens") or 0)
     details = u.get("completion_tokens_details") or u.get("output_tokens_details") or {}
     reasoning = int(details.get("reasoning_tokens") or 0)
-    return Usage(input_tokens=inp, output_tokens=out, reasoning_tokens=reasoning, cost=cost_of(model, inp, out))
+    cost = cost_of(model, inp, out, batch)
+    return Usage(input_tokens=inp, output_tokens=out, reasoning_tokens=reasoning, cost=cost)
 
 
 def _responses_parts(response: dict[str, Any]) -> tuple[str, str | None, str | None]:
@@ -315,9 +377,13 @@ class LLMClient:
         cache: ResponseCache | None = None,
         on_count: Callable[[str, float], None] | None = None,
         seed: int | None = None,
+        route: Route | None = None,
+        budget: Budget | None = None,
     ):
         self.endpoint = endpoint
         self.cache = cache
+        self.route = route
+        self.budget = budget
         self.on_count = on_count or (lambda key, n: None)
         self._rng = random.Random(seed)
         self._session: Any = None
@@ -410,7 +476,14 @@ class LLMClient:
                 self.on_count("cache_hits", 1)
                 done = Completion(**stored, usage=Usage(cache_hit=1), key=key)
                 return self._accepted(done, accept)
-        response, usage = await self._send(kind, body)
+        if self.budget is not None and self.budget.reached():
+            raise LLMError(self.budget.reason(), Usage())
+        if self.route is not None:
+            response, usage = await self.route.send(key, kind, body)
+        else:
+            response, usage = await self._send(kind, body)
+        if self.budget is not None:
+            self.budget.spent += usage.cost
         try:
             text, reasoning, finish = message_parts(kind, response)
         except (AttributeError, ValueError) as err:
@@ -527,7 +600,10 @@ class LLMClient:
         async def worker() -> None:
             # Workers share one iterator, so at most max_concurrency items are ever started and unfinished.
             for item in pending:
-                done.append(await work(item))
+                try:
+                    done.append(await work(item))
+                except Deferred as deferred:
+                    self.route.held(item, deferred)
 
         async def ticker() -> None:
             while True:
@@ -588,12 +664,17 @@ def map_endpoint(
     work: Callable[[LLMClient, T], Awaitable[R]],
     monitor: Monitor | None = None,
     use_cache: bool = True,
+    route: Route | None = None,
+    budget: Budget | None = None,
 ) -> Iterator[R]:
     """`work(client, item)` for every item, through a client of `endpoint` sharing the response cache; results
-    are yielded as they complete. A missing API key fails before any request is made."""
+    are yielded as they complete. A missing API key fails before any request is made. With a `route`, requests
+    the cache cannot answer go to it instead of the HTTP API (items it holds back yield nothing); with a
+    `budget`, no request is sent once it is reached."""
     cache = ResponseCache() if use_cache else None
-    client = LLMClient(endpoint, cache=cache)
-    client.api_key()
+    client = LLMClient(endpoint, cache=cache, route=route, budget=budget)
+    if route is None:
+        client.api_key()
     try:
         yield from client.map(items, functools.partial(work, client), monitor)
     finally:

@@ -9,6 +9,8 @@ import click
 from shambench.cli.options import data_selection, given_options, parse_params, scoring
 from shambench.steps import SUITES
 
+# Exit status of a run that finished with failed or not-run examples (`--resume` retries them).
+EXIT_FAILURES = 3
 # Endpoint options of API-backed detectors; passed to the detector factory only when given.
 ENDPOINT_OPTIONS = ("model", "base_url", "api_key_env", "max_concurrency", "timeout")
 # What a resumed run takes from its config.json; giving any of these with --resume is an error, not ignored.
@@ -83,6 +85,36 @@ FIXED_ON_RESUME = (
     type=click.Path(file_okay=False, exists=True),
     help="Finish an interrupted run: only missing or failed examples are run.",
 )
+@click.option(
+    "--batch",
+    is_flag=True,
+    help="Send the requests through OpenAI's Batch API (half price, answers within 24 h); prompted detectors only.",
+)
+@click.option(
+    "--no-wait",
+    is_flag=True,
+    help="With --batch: submit the batch and exit; `shambench eval --resume RUN_DIR` finishes the run later.",
+)
+@click.option(
+    "--poll",
+    type=click.FloatRange(min=0, min_open=True),
+    default=10.0,
+    show_default=True,
+    help="With --batch: seconds before the first status check (each further wait is 1.5 times longer, at most 5 min).",
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print the requests the run would send (after the cache), their input tokens and estimated cost, "
+    "with and without the batch discount; send and write nothing.",
+)
+@click.option(
+    "--max-cost",
+    type=click.FloatRange(min=0),
+    metavar="USD",
+    help="Stop sending requests once this invocation's accounted cost reaches USD (by batch: a batch holds only "
+    "the requests its estimate fits); the rest are recorded as not run, exit status 3; --resume continues.",
+)
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
 @scoring
 def eval_command(detector_spec, params, resume_dir, run_dir, runs_root, no_progress, n_resamples, seed, **opts) -> None:
@@ -94,14 +126,20 @@ def eval_command(detector_spec, params, resume_dir, run_dir, runs_root, no_progr
     shambench eval --detector gpt5mini --datasets mushroom --base-url http://127.0.0.1:8000/v1
     shambench eval --resume runs/20261129T120000_gpt5mini
     shambench eval --suite processbench --detector first-step-wrong
+    shambench eval --detector gpt5mini --dry-run                 what a full run would send and cost
+    shambench eval --detector gpt5mini --batch --no-wait         submit by batch; --resume RUN_DIR finishes
 
     The run directory holds config.json, predictions.jsonl (appended as predictions arrive, so an interrupted
-    run loses only what was in flight) and results.json. `shambench score RUN_DIR` rescores it.
+    run loses only what was in flight) and results.json (and batches.json for a run by batch).
+    `shambench score RUN_DIR` rescores it. Exit status 3: the run finished with failed or not-run examples
+    (by batch or under --max-cost); `--resume` retries them.
     """
+    from shambench.batch import BatchRun, BatchSettings, has_batches, require_routes
     from shambench.cli.progress import ProgressMonitor
     from shambench.cli.score import _warn
     from shambench.detector import create_detector
     from shambench.io import write_json
+    from shambench.llm import Budget
     from shambench.report import make_console, print_results
     from shambench.runner import (
         CONFIG,
@@ -155,15 +193,42 @@ def eval_command(detector_spec, params, resume_dir, run_dir, runs_root, no_progr
         if (run_path / CONFIG).exists():
             raise click.UsageError(f"{run_path} already holds a run; use --resume {run_path} or another --run-dir")
         config = make_config(detector, examples, selection)
-        write_json(run_path / CONFIG, config)
+        if not opts["dry_run"]:
+            write_json(run_path / CONFIG, config)
     journal = Journal(run_path / JOURNAL)
     todo = pending(examples, journal)
+    if opts["dry_run"]:
+        try:
+            _print_estimate(detector, todo, journal, console)
+        finally:
+            detector.close()
+        return
+    batch_mode = opts["batch"] or has_batches(run_path)
+    if opts["no_wait"] and not batch_mode:
+        raise click.UsageError("--no-wait goes with --batch")
+    if opts["max_cost"] is not None and not batch_mode:
+        require_routes(detector, "--max-cost")
+        detector.budget = Budget(opts["max_cost"])
     console.print(f"run directory: {run_path}  ({len(todo)} of {len(examples)} examples to run)", soft_wrap=True)
+    outcome = None
     try:
         with ProgressMonitor(len(todo), detector.name, console, enabled=not no_progress) as monitor:
-            run_predictions(detector, todo, journal, monitor, monitor.done)
+            if batch_mode:
+                settings = BatchSettings(wait=not opts["no_wait"], poll=opts["poll"], max_cost=opts["max_cost"])
+                runner = BatchRun(
+                    detector, run_path, journal, settings, lambda line: console.print(line, soft_wrap=True)
+                )
+                outcome = runner.run(todo, monitor, monitor.done)
+            else:
+                run_predictions(detector, todo, journal, monitor, monitor.done)
     finally:
         detector.close()
+    if outcome is not None and outcome.detached:
+        console.print(
+            f"batch {outcome.detached} is still running; finish the run with: shambench eval --resume {run_path}",
+            soft_wrap=True,
+        )
+        return
     results = score_run(run_path, examples, n_resamples=n_resamples, seed=seed)
     print_results(results, console, title=f"{detector.name} on {len(examples)} examples")
     if opts["suite"]:
@@ -174,6 +239,53 @@ def eval_command(detector_spec, params, resume_dir, run_dir, runs_root, no_progr
             write_json(run_path / RESULTS, results)
         print_suite(results, opts["suite"], console, opts["sopo_compat"])
     console.print(f"results: {run_path / RESULTS}", soft_wrap=True)
+    if batch_mode or opts["max_cost"] is not None:
+        _exit_on_failures(journal, examples, outcome, run_path, console)
+
+
+def _print_estimate(detector, todo, journal, console) -> None:
+    """The `--dry-run` report: requests after the cache, input tokens, and cost with and without batching."""
+    from shambench.batch import estimate_run, require_routes
+
+    require_routes(detector, "--dry-run")
+    est = estimate_run(detector, todo, journal)
+    price = "" if est.priced else f" ({est.model} is not in the price table: costs show as 0)"
+    lines = [
+        f"dry run: {detector.name} ({est.model}), nothing sent{price}",
+        f"  examples to run       {est.examples}  ({est.cached} answered by the response cache)",
+        f"  requests to send      {est.requests}",
+        f"  input tokens          {est.input_tokens:,}  ({est.token_method})",
+        f"  output tokens/reply   {est.output_tokens_per_request:g}  ({est.output_basis})",
+        f"  expected cost         ${est.cost:.2f} direct, ${est.batch_cost:.2f} by --batch",
+    ]
+    if est.ceiling_cost is not None:
+        lines.append(
+            f"  ceiling               ${est.ceiling_cost:.2f} direct, ${est.ceiling_batch_cost:.2f} by --batch "
+            f"(every reply at its {est.max_output_tokens}-token limit)"
+        )
+    for line in lines:
+        console.print(line, soft_wrap=True, highlight=False)
+
+
+def _exit_on_failures(journal, examples, outcome, run_path, console) -> None:
+    """Say what did not finish (failed items, not-run examples, expired or cancelled batches) and exit 3."""
+    from shambench.llm import NOT_RUN
+
+    final = journal.read()
+    wanted = {ex.id for ex in examples}
+    failed = [p for pid, p in final.items() if pid in wanted and p.error is not None]
+    if outcome is not None:
+        for line in outcome.unfinished:
+            console.print(f"[red]batch {line}[/red]: its unanswered requests are failed predictions", soft_wrap=True)
+    if not failed:
+        return
+    not_run = sum(1 for p in failed if p.error.startswith(NOT_RUN))
+    console.print(
+        f"[red]{len(failed) - not_run} failed and {not_run} not run[/red] of {len(examples)} examples; "
+        f"run them with: shambench eval --resume {run_path}",
+        soft_wrap=True,
+    )
+    click.get_current_context().exit(EXIT_FAILURES)
 
 
 def _changed_params(recorded: dict, current: dict) -> list[str]:
