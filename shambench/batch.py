@@ -624,8 +624,8 @@ def status_lines(run_dir: Path, detector: Any) -> list[str]:
             record.status, record.request_counts = status, counts
         done = f"{counts.get('completed', 0)}/{counts.get('total', len(record.keys))} done" if counts else ""
         failed = f", {counts['failed']} failed" if counts.get("failed") else ""
-        applied = "applied" if record.applied else "not applied yet"
-        lines.append(f"{record.id or '(not created yet)'}  {status}  {done}{failed}  [{applied}]")
+        applied = "answers applied" if record.applied else "answers not applied yet"
+        lines.append(f"{record.id or '(not created yet)'}  {status}  {done}{failed}  ({applied})")
     if api is not None:
         write_json(state_path(run_dir), state)
     return lines

@@ -182,15 +182,15 @@ class BatchServer(OpenAIServer):
                 batch["status"] = "in_progress"
             return
         if status == "cancelling":
-            self._answer(batch, "cancelled")
+            self._finish(batch, "cancelled")
             return
         if status != "in_progress" or self.hold:
             return
         batch["_checks"] += 1
         if batch["_checks"] >= self.polls:
-            self._answer(batch, self.final_status)
+            self._finish(batch, self.final_status)
 
-    def _answer(self, batch: dict[str, Any], final: str) -> None:
+    def _finish(self, batch: dict[str, Any], final: str) -> None:
         """Answer the lines (all, or `answer_limit` when the batch ends early) and write the output files."""
         limit = len(batch["_lines"]) if final == "completed" else (self.answer_limit or 0)
         output, errors = [], []
