@@ -39,7 +39,7 @@ class BatchServer(OpenAIServer):
     """An OpenAI-compatible test server that also runs batches (see the module docstring)."""
 
     polls: int = 1
-    """Status checks a batch stays `in_progress` before it is answered."""
+    """Status checks a batch stays `in_progress` before it is answered (0: answered at the first check)."""
     hold: bool = False
     """Keep every batch `in_progress` while set."""
     final_status: str = "completed"
@@ -180,6 +180,8 @@ class BatchServer(OpenAIServer):
                 batch["errors"] = {"object": "list", "data": [{"code": "invalid_request", "message": problem}]}
             else:
                 batch["status"] = "in_progress"
+                if self.polls == 0 and not self.hold:
+                    self._finish(batch, self.final_status)
             return
         if status == "cancelling":
             self._finish(batch, "cancelled")

@@ -343,3 +343,31 @@ def test_max_cost_by_batch_submits_only_what_the_estimate_fits(batch_server, tmp
 
     eval_ok("--resume", str(run), *FAST)
     assert lines_of(batch_server, "batch_0002") == 3 and results_of(run)["failed_predictions"] == 0
+
+
+# --- sweeps -------------------------------------------------------------------------------------------------
+
+
+def test_sweep_cell_with_batch_true_runs_by_batch_once(batch_server, tmp_path):
+    from shambench.sweep import LocalBackend, plan_sweep, run_sweep
+
+    examples = invented(4)
+    batch_server.script = scripted(town_replies(examples))
+    batch_server.polls = 0
+    write_examples(tmp_path / "toy.jsonl", examples)
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(
+        "examples: [toy.jsonl]\nbootstrap: 10\nleaderboard: false\ndetectors:\n"
+        f"  - detector: openai\n    params: {{model: gpt-5-mini, base_url: '{batch_server.base_url}'}}\n"
+        "    batch: true\n"
+    )
+    plan = plan_sweep(spec)
+    assert plan.cells[0].batch
+    with LocalBackend(1) as backend:
+        first = run_sweep(plan, backend)
+        again = run_sweep(plan_sweep(spec), backend)
+    (cell,) = first.cells
+    assert cell.status == "done" and cell.predicted == 4 and cell.failed_predictions == 0 and cell.token_f1 == 1.0
+    assert batch_server.log == [] and list(batch_server.batches) == ["batch_0001"]
+    assert load_state(plan.cells[0].run_dir).batches[0].applied
+    assert again.cells[0].status == "skipped" and len(batch_server.batches) == 1
