@@ -56,6 +56,8 @@ STATE = "batches.json"
 BATCH_ENDPOINTS = {"chat": "/v1/chat/completions", "completions": "/v1/completions", "responses": "/v1/responses"}
 # Statuses after which a batch changes no more.
 FINISHED = frozenset({"completed", "failed", "expired", "cancelled"})
+# Batches per page when looking for a batch by its input file (the SDK follows the cursor to further pages).
+LIST_PAGE = 100
 CHARS_PER_TOKEN = 4
 TOKENS_PER_MESSAGE = 4
 DEFAULT_OUTPUT_TOKENS = 100
@@ -387,8 +389,11 @@ class BatchAPI:
 
     def find(self, input_file_id: str) -> Any | None:
         """The batch made from an input file, if one was (every page of the batch list is read)."""
-        page = self.call("listing batches", self.client.batches.list, limit=100)
-        return next((b for b in page if b.input_file_id == input_file_id), None)
+        pages = self.call("listing batches", self.client.batches.list, limit=LIST_PAGE)
+        try:
+            return next((b for b in pages if b.input_file_id == input_file_id), None)
+        except self._errors as err:  # a later page failed to load
+            raise DataError(redact(f"Batch API at {self.base_url}: listing batches failed: {err}", self._key)) from None
 
     def retrieve(self, batch_id: str) -> Any:
         """A batch's current state."""

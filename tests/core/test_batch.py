@@ -371,3 +371,18 @@ def test_sweep_cell_with_batch_true_runs_by_batch_once(batch_server, tmp_path):
     assert batch_server.log == [] and list(batch_server.batches) == ["batch_0001"]
     assert load_state(plan.cells[0].run_dir).batches[0].applied
     assert again.cells[0].status == "skipped" and len(batch_server.batches) == 1
+
+
+def test_a_lost_batch_id_is_found_on_a_later_page_of_the_list(batch_server, monkeypatch):
+    import shambench.batch as batch_module
+    from shambench.batch import BatchAPI
+    from shambench.llm import Endpoint
+
+    api = BatchAPI(Endpoint(model="gpt-5-mini", base_url=batch_server.base_url))
+    files = [api.upload(['{"custom_id": "a#k", "method": "POST"}\n'], f"in{i}.jsonl") for i in range(5)]
+    for file_id in files:
+        api.client.batches.create(input_file_id=file_id, endpoint="/v1/chat/completions", completion_window="24h")
+    monkeypatch.setattr(batch_module, "LIST_PAGE", 2)
+    # Listed newest first, two per page: the oldest batch is on the third page.
+    assert api.find(files[0]).id == "batch_0001"
+    assert api.find("file-none") is None
