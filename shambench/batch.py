@@ -272,6 +272,8 @@ class Estimate(BaseModel):
     """Examples still to run."""
     cached: int
     """Of those, examples the response cache answers (no request)."""
+    in_batches: int
+    """Distinct requests already in a submitted batch of the run (paid there; `--resume` collects them)."""
     requests: int
     """Distinct requests to send."""
     input_tokens: int
@@ -306,11 +308,13 @@ def mean_output_tokens(journal: Journal) -> float | None:
     return sum(counts) / len(counts) if counts else None
 
 
-def estimate_run(detector: Any, examples: Sequence[Example], journal: Journal) -> Estimate:
-    """What running `examples` would send after the response cache, in tokens and dollars; sends nothing."""
+def estimate_run(detector: Any, examples: Sequence[Example], journal: Journal, run_dir: Path) -> Estimate:
+    """What running `examples` would send after the response cache and the run's submitted batches, in tokens
+    and dollars; sends nothing."""
     route = held_requests(detector, examples, {})
+    submitted = {key for r in load_state(run_dir).batches if not r.applied for key in r.keys}
     counter = TokenCounter()
-    bodies = [d.body for _, d in route.wanted.values()]
+    bodies = [d.body for key, (_, d) in route.wanted.items() if key not in submitted]
     input_tokens = sum(counter.request(b) for b in bodies)
     measured = mean_output_tokens(journal)
     per_reply = measured if measured is not None else float(DEFAULT_OUTPUT_TOKENS)
@@ -324,6 +328,7 @@ def estimate_run(detector: Any, examples: Sequence[Example], journal: Journal) -
         model=model,
         examples=len(examples),
         cached=len(examples) - len(route.held_ids),
+        in_batches=len(route.wanted) - len(bodies),
         requests=len(bodies),
         input_tokens=input_tokens,
         token_method=counter.method,

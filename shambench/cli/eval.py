@@ -199,7 +199,7 @@ def eval_command(detector_spec, params, resume_dir, run_dir, runs_root, no_progr
     todo = pending(examples, journal)
     if opts["dry_run"]:
         try:
-            _print_estimate(detector, todo, journal, console)
+            _print_estimate(detector, todo, journal, run_path, console)
         finally:
             detector.close()
         return
@@ -243,17 +243,18 @@ def eval_command(detector_spec, params, resume_dir, run_dir, runs_root, no_progr
         _exit_on_failures(journal, examples, outcome, run_path, console)
 
 
-def _print_estimate(detector, todo, journal, console) -> None:
+def _print_estimate(detector, todo, journal, run_path, console) -> None:
     """The `--dry-run` report: requests after the cache, input tokens, and cost with and without batching."""
     from shambench.batch import estimate_run, require_routes
 
     require_routes(detector, "--dry-run")
-    est = estimate_run(detector, todo, journal)
+    est = estimate_run(detector, todo, journal, run_path)
     price = "" if est.priced else f" ({est.model} is not in the price table: costs show as 0)"
     lines = [
         f"dry run: {detector.name} ({est.model}), nothing sent{price}",
         f"  examples to run       {est.examples}  ({est.cached} answered by the response cache)",
-        f"  requests to send      {est.requests}",
+        f"  requests to send      {est.requests}"
+        + (f"  ({est.in_batches} more already in a submitted batch)" if est.in_batches else ""),
         f"  input tokens          {est.input_tokens:,}  ({est.token_method})",
         f"  output tokens/reply   {est.output_tokens_per_request:g}  ({est.output_basis})",
         f"  expected cost         ${est.cost:.2f} direct, ${est.batch_cost:.2f} by --batch",

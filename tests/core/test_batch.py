@@ -178,6 +178,9 @@ def test_no_wait_submits_and_resume_collects(batch_server, tmp_path):
     assert f"shambench eval --resume {run}" in out
     assert not (run / "results.json").exists() and _recorded_id(run) == "batch_0001"
 
+    dry = invoke("eval", "--resume", str(run), "--dry-run")
+    assert "requests to send      0  (5 more already in a submitted batch)" in dry.output, dry.output
+
     status = invoke("batch", "status", str(run))
     assert status.exit_code == 0, status.output
     assert "batch_0001  in_progress" in status.output and "(answers not applied yet)" in status.output
