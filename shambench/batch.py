@@ -371,8 +371,10 @@ class BatchAPI:
         try:
             return fn(*args, **kwargs)
         except self._errors as err:
-            status = getattr(err, "status_code", None)
-            message = error_message(status, json.dumps(getattr(err, "body", None) or {})) if status else str(err)
+            # The SDK keeps the `error` object of an OpenAI-style body; other servers' bodies come as they are.
+            body, status = getattr(err, "body", None), getattr(err, "status_code", None)
+            detail = body.get("message") if isinstance(body, dict) else None
+            message = f"HTTP {status}: {detail or err}" if status else str(err)
             raise DataError(redact(f"Batch API at {self.base_url}: {what} failed: {message}", self._key)) from None
 
     def upload(self, lines: list[str], name: str) -> str:
@@ -529,11 +531,12 @@ class BatchRun:
         chosen, estimated = self.within_budget(route)
         skipped = [ex for ex in todo if route.held_ids[ex.id] not in chosen]
         if skipped:
-            reason = Budget(self.settings.max_cost or 0.0)
-            reason.spent = self.outcome.spent
+            # Only a budget leaves requests out.
+            budget = Budget(float(self.settings.max_cost or 0.0))
+            budget.spent = self.outcome.spent
             with self.journal.appender() as append:
                 for ex in skipped:
-                    pred = Prediction(id=ex.id, error=reason.reason(), meta={"not_run": True})
+                    pred = Prediction(id=ex.id, error=budget.reason())
                     append(pred)
                     if on_prediction:
                         on_prediction(pred)

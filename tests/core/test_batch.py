@@ -389,3 +389,13 @@ def test_a_lost_batch_id_is_found_on_a_later_page_of_the_list(batch_server, monk
     # Listed newest first, two per page: the oldest batch is on the third page.
     assert api.find(files[0]).id == "batch_0001"
     assert api.find("file-none") is None
+
+
+def test_a_server_without_the_batch_api_is_one_clear_error(openai_server, tmp_path):
+    examples = invented(2)
+    path = write_examples(tmp_path / "ex.jsonl", examples)
+    args = ["--detector", "openai", "--model", "m", "--examples", str(path), "--base-url", openai_server.base_url]
+    result = invoke("eval", *args, "--batch", "--run-dir", str(tmp_path / "run"), *FAST)
+    assert result.exit_code == 2, result.output
+    assert f"error: Batch API at {openai_server.base_url}: uploading the requests failed: HTTP 404" in result.output
+    assert openai_server.log == [] and not state_path(tmp_path / "run").exists()
