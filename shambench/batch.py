@@ -111,8 +111,8 @@ class BatchSettings(BaseModel):
 
     wait: bool = True
     """Wait for the batch and finish the run; False submits and returns (`--no-wait`)."""
-    poll: float = Field(default=10.0, gt=0)
-    """Seconds before the first status check; each further wait is 1.5 times longer."""
+    poll: float = Field(default=5.0, gt=0)
+    """Seconds between the first two status checks; each further wait is 1.5 times longer."""
     poll_max: float = Field(default=300.0, gt=0)
     """Longest wait between status checks."""
     max_cost: float | None = Field(default=None, ge=0)

@@ -98,9 +98,9 @@ FIXED_ON_RESUME = (
 @click.option(
     "--poll",
     type=click.FloatRange(min=0, min_open=True),
-    default=10.0,
+    default=5.0,
     show_default=True,
-    help="With --batch: seconds before the first status check (each further wait is 1.5 times longer, at most 5 min).",
+    help="With --batch: seconds between the first two status checks (each further wait is 1.5 times longer, at most 5 min).",
 )
 @click.option(
     "--dry-run",

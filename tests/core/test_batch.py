@@ -399,3 +399,22 @@ def test_a_server_without_the_batch_api_is_one_clear_error(openai_server, tmp_pa
     assert result.exit_code == 2, result.output
     assert f"error: Batch API at {openai_server.base_url}: uploading the requests failed: HTTP 404" in result.output
     assert openai_server.log == [] and not state_path(tmp_path / "run").exists()
+
+
+def test_batch_prices_are_half_unless_the_price_file_gives_them(tmp_path, monkeypatch):
+    from shambench.llm import Price, load_prices
+
+    assert Price(input=1.0, output=2.0).per_token(batch=True) == (0.5, 1.0)
+    assert Price(input=1.0, output=2.0, batch_input=0.3).per_token(batch=True) == (0.3, 1.0)
+    # gpt-5-mini: $0.25 / $2.00 per million; 1M input + 1M output = $2.25 direct, $1.125 by batch.
+    assert cost_of("gpt-5-mini", 1_000_000, 1_000_000) == pytest.approx(2.25)
+    assert cost_of("gpt-5-mini", 1_000_000, 1_000_000, batch=True) == pytest.approx(1.125)
+    prices = tmp_path / "pricing.yaml"
+    prices.write_text("my-model:\n  input: 1.0\n  output: 4.0\n  batch_input: 0.8\n  batch_output: 3.0\n")
+    monkeypatch.setenv("SHAMBENCH_PRICING", str(prices))
+    load_prices.cache_clear()
+    try:
+        assert cost_of("my-model", 1_000_000, 1_000_000, batch=True) == pytest.approx(3.8)
+    finally:
+        monkeypatch.delenv("SHAMBENCH_PRICING")
+        load_prices.cache_clear()
