@@ -529,7 +529,8 @@ class BatchRun:
         examples whose requests it holds (the others are journaled as not run)."""
         model = self.detector.endpoint.model
         chosen, estimated = self.within_budget(route)
-        skipped = [ex for ex in todo if route.held_ids[ex.id] not in chosen]
+        sent = set(chosen)
+        skipped = [ex for ex in todo if route.held_ids[ex.id] not in sent]
         if skipped:
             # Only a budget leaves requests out.
             budget = Budget(float(self.settings.max_cost or 0.0))
@@ -572,7 +573,7 @@ class BatchRun:
         self.outcome.batches.append(str(record.id))
         self.report(f"batch {record.id}: {len(chosen)} requests submitted (estimated ${estimated:.4f} at batch prices)")
         monitor.count("batched", len(chosen))
-        return [ex for ex in todo if route.held_ids[ex.id] in chosen]
+        return [ex for ex in todo if route.held_ids[ex.id] in sent]
 
     def within_budget(self, route: BatchRoute) -> tuple[list[str], float]:
         """The held-back request keys (in order) whose estimated batch cost fits what is left of the budget,
