@@ -95,6 +95,11 @@ class PromptedDetector(Detector):
     family = "prompted"
     prompt_hash = PROMPT_HASH
     """Hash of the prompt template, recorded with every prediction (a subclass with its own prompt sets its own)."""
+    route: Any = None
+    """Where uncached requests go instead of the HTTP API (`shambench.llm.Route`, set by `--batch`); not a
+    parameter: it changes how answers are fetched, never what they are."""
+    budget: Any = None
+    """The `shambench.llm.Budget` that stops sending requests (set by `--max-cost`); not a parameter either."""
 
     def __init__(
         self,
@@ -135,7 +140,9 @@ class PromptedDetector(Detector):
         from shambench.llm import map_endpoint
 
         work = functools.partial(self._predict_one, body=self.body())
-        yield from map_endpoint(self.endpoint, examples, work, monitor, self.use_cache, self.structured)
+        yield from map_endpoint(
+            self.endpoint, examples, work, monitor, self.use_cache, self.structured, self.route, self.budget
+        )
 
     async def _predict_one(self, client: Any, example: Example, body: dict[str, Any]) -> Prediction:
         from shambench.llm import LLMError

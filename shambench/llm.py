@@ -109,6 +109,9 @@ _VALIDATION = re.compile(
 )
 # How often finished results and counters are handed from the event-loop thread to the caller.
 FLUSH_SECONDS = 0.05
+# What the Batch API charges relative to standard processing, for models whose price lists no batch prices
+# (OpenAI bills batch requests at half price).
+BATCH_DISCOUNT = 0.5
 _FINISHED = object()
 
 
@@ -266,6 +269,50 @@ class LLMError(Exception):
         return self.status in REJECTION_STATUS and any(k in reason for k in named)
 
 
+NOT_RUN = "not run"
+"""How the reason of a request that was never sent begins (budget reached): such examples are run by `--resume`."""
+
+
+class Budget:
+    """A spending limit for one invocation: requests stop being sent once the accounted cost reaches `limit`.
+    Requests already in flight finish and are accounted, so the total may pass the limit by what they cost."""
+
+    def __init__(self, limit: float):
+        self.limit = limit
+        self.spent = 0.0
+
+    def reached(self) -> bool:
+        """True once the accounted cost is at or above the limit."""
+        return self.spent >= self.limit
+
+    def reason(self) -> str:
+        """The failure reason recorded for an example the budget kept from running."""
+        return f"{NOT_RUN}: the --max-cost budget of ${self.limit:.4f} was reached (${self.spent:.4f} accounted)"
+
+
+class Deferred(Exception):
+    """A request a route holds back rather than sends (to go into a batch): its item is not answered now."""
+
+    def __init__(self, key: str, kind: str, body: dict[str, Any]):
+        super().__init__(key)
+        self.key = key
+        self.kind = kind
+        self.body = body
+
+
+class Route:
+    """Where the requests a cache cannot answer go instead of the endpoint's HTTP API (the Batch API's answers).
+
+    `send` returns the validated reply (`reply_of`), raises LLMError for a request that failed, or Deferred to
+    hold the request back; `held` learns which item a held-back request belonged to."""
+
+    async def send(self, key: str, kind: str, body: dict[str, Any]) -> Reply:
+        raise NotImplementedError
+
+    def held(self, item: Any, deferred: Deferred) -> None:
+        """The request `deferred` was made for `item`, which is left unanswered."""
+
+
 class Price(BaseModel):
     """US dollars per million tokens."""
 
@@ -273,6 +320,18 @@ class Price(BaseModel):
     """Per million prompt tokens."""
     output: float = Field(ge=0)
     """Per million completion tokens (reasoning included)."""
+    batch_input: float | None = Field(default=None, ge=0)
+    """Per million prompt tokens sent through the Batch API; None means `input * BATCH_DISCOUNT`."""
+    batch_output: float | None = Field(default=None, ge=0)
+    """Per million completion tokens through the Batch API; None means `output * BATCH_DISCOUNT`."""
+
+    def per_token(self, batch: bool = False) -> tuple[float, float]:
+        """(input, output) US dollars per million tokens, at batch prices when `batch`."""
+        if not batch:
+            return self.input, self.output
+        inp = self.input * BATCH_DISCOUNT if self.batch_input is None else self.batch_input
+        out = self.output * BATCH_DISCOUNT if self.batch_output is None else self.batch_output
+        return inp, out
 
 
 def pricing_override_path() -> Path:
@@ -312,12 +371,13 @@ def price_of(model: str, prices: dict[str, Price] | None = None) -> Price | None
     return prices[max(prefixes, key=len)] if prefixes else None
 
 
-def cost_of(model: str, input_tokens: int, output_tokens: int) -> float:
-    """US dollars for the tokens, 0 when the model has no price."""
+def cost_of(model: str, input_tokens: float, output_tokens: float, batch: bool = False) -> float:
+    """US dollars for the tokens (at Batch API prices when `batch`), 0 when the model has no price."""
     price = price_of(model)
     if price is None:
         return 0.0
-    return (input_tokens * price.input + output_tokens * price.output) / 1_000_000
+    inp, out = price.per_token(batch)
+    return (input_tokens * inp + output_tokens * out) / 1_000_000
 
 
 def retry_after(headers: Any) -> float | None:
@@ -379,6 +439,12 @@ def parse_reply(kind: str, body: str, model: str) -> Reply:
         raise MalformedReply("malformed reply: JSON nested too deeply") from None
     except ValueError as err:
         raise MalformedReply(f"malformed reply: not JSON ({err})") from None
+    return reply_of(kind, response, model)
+
+
+def reply_of(kind: str, response: Any, model: str, batch: bool = False) -> Reply:
+    """The completion in a decoded response body (an HTTP-200 body, or a Batch API output line's `body`), priced
+    at Batch API prices when `batch`; MalformedReply (a one-line reason) for anything that is not one."""
     if not isinstance(response, dict):
         raise MalformedReply(f"malformed reply: expected a JSON object, got {_json_type(response)}")
     error = response.get("error")
@@ -392,7 +458,7 @@ def parse_reply(kind: str, body: str, model: str) -> Reply:
         finish_reason=finish,
         top_logprobs=first_token_logprobs(kind, response),
         served_model=response["model"] if isinstance(response.get("model"), str) else None,
-        usage=usage_of(model, response),
+        usage=usage_of(model, response, batch),
     )
 
 
@@ -422,16 +488,16 @@ def _token_count(value: Any, where: str) -> int:
     return int(value)
 
 
-def usage_of(model: str, response: dict[str, Any]) -> Usage:
-    """The token usage of a response body, in Chat Completions or Responses API names (zeros when absent);
-    MalformedReply when it is not a record of plausible whole numbers."""
+def usage_of(model: str, response: dict[str, Any], batch: bool = False) -> Usage:
+    """The token usage of a response body, in Chat Completions or Responses API names (zeros when absent), priced
+    at Batch API prices when `batch`; MalformedReply when it is not a record of plausible whole numbers."""
     u = _expect(response.get("usage") or {}, dict, "usage")
     inp = _token_count(u.get("prompt_tokens", u.get("input_tokens")), "usage.prompt_tokens")
     out = _token_count(u.get("completion_tokens", u.get("output_tokens")), "usage.completion_tokens")
     details = u.get("completion_tokens_details") or u.get("output_tokens_details") or {}
     details = _expect(details, dict, "usage.completion_tokens_details")
     reasoning = _token_count(details.get("reasoning_tokens"), "usage.reasoning_tokens")
-    return Usage(input_tokens=inp, output_tokens=out, reasoning_tokens=reasoning, cost=cost_of(model, inp, out))
+    return Usage(input_tokens=inp, output_tokens=out, reasoning_tokens=reasoning, cost=cost_of(model, inp, out, batch))
 
 
 def _responses_parts(response: dict[str, Any]) -> tuple[str, str | None, str | None]:
@@ -559,11 +625,15 @@ class LLMClient:
         seed: int | None = None,
         structured: str = "auto",
         on_note: Callable[[str], None] | None = None,
+        route: Route | None = None,
+        budget: Budget | None = None,
     ):
         if structured not in STRUCTURED_SETTINGS:
             raise DataError(f"structured={structured!r}: expected one of {', '.join(STRUCTURED_SETTINGS)}")
         self.endpoint = endpoint
         self.cache = cache
+        self.route = route
+        self.budget = budget
         self.on_count = on_count or (lambda key, n: None)
         self.on_note = on_note or (lambda message: None)
         self.structured = structured
@@ -735,8 +805,10 @@ class LLMClient:
         while True:
             mode = self._mode
             sent = with_structured_mode(body, mode)
+            if self.budget is not None and self.budget.reached():
+                raise LLMError(self.budget.reason(), Usage())
             try:
-                reply = await self._send(kind, sent)
+                reply = await self._fetch(kind, sent)
                 break
             except LLMError as err:
                 if "response_format" not in body or not err.names_format() or self.structured != "auto":
@@ -748,6 +820,8 @@ class LLMClient:
                     raise
                 self.on_count("format_rejections", 1)
                 self._fall_back(mode, err.reason)
+        if self.budget is not None:
+            self.budget.spent += reply.usage.cost
         served = reply.served_model
         self._learn_served(served)
         for name in ("input_tokens", "output_tokens", "reasoning_tokens", "cost"):
@@ -758,6 +832,12 @@ class LLMClient:
         if self.cache is not None:
             self.cache.put(key, self.endpoint.model, reply.model_dump(exclude={"usage"}))
         return done
+
+    async def _fetch(self, kind: str, sent: dict[str, Any]) -> Reply:
+        """The reply to one request: from the route (the Batch API's answers) when there is one, else over HTTP."""
+        if self.route is None:
+            return await self._send(kind, sent)
+        return await self.route.send(self.request_key(kind, sent), kind, sent)
 
     def _fall_back(self, mode: str, reason: str) -> None:
         """Move to the structured-output mode after `mode` (once, however many requests saw the rejection)."""
@@ -946,7 +1026,10 @@ class LLMClient:
         async def worker() -> None:
             # Workers share one iterator, so at most max_concurrency items are ever started and unfinished.
             for item in pending:
-                done.append(await work(item))
+                try:
+                    done.append(await work(item))
+                except Deferred as deferred:
+                    self.route.held(item, deferred)
 
         async def ticker() -> None:
             while True:
@@ -1074,13 +1157,18 @@ def map_endpoint(
     monitor: Monitor | None = None,
     use_cache: bool = True,
     structured: str = "auto",
+    route: Route | None = None,
+    budget: Budget | None = None,
 ) -> Iterator[R]:
     """`work(client, item)` for every item, through a client of `endpoint` sharing the response cache and
     sending `response_format` in the `structured` mode (see `LLMClient`); results are yielded as they complete.
-    A missing API key fails before any request is made."""
+    A missing API key fails before any request is made. With a `route`, requests the cache cannot answer go to it
+    instead of the HTTP API (items it holds back yield nothing); with a `budget`, no request is sent once it is
+    reached."""
     cache = ResponseCache() if use_cache else None
-    client = LLMClient(endpoint, cache=cache, structured=structured)
-    client.api_key()
+    client = LLMClient(endpoint, cache=cache, structured=structured, route=route, budget=budget)
+    if route is None:
+        client.api_key()
     try:
         yield from client.map(items, functools.partial(work, client), monitor)
     finally:

@@ -72,6 +72,9 @@ class DetectorGrid(BaseModel):
     """Parameters to sweep: one cell per combination of their values."""
     shard_size: int | None = Field(default=None, ge=1)
     """Examples per worker task; set it for local models so one cell spreads over many workers (None: one task)."""
+    batch: bool = False
+    """Send the cells' requests through OpenAI's Batch API (prompted detectors), as `shambench eval --batch`:
+    the driver submits each cell's batch, waits for it and journals its answers (no worker involved)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -173,6 +176,8 @@ class Cell(BaseModel):
     """The cell's run directory."""
     shard_size: int | None = None
     """Examples per worker task (None: the whole cell in one task)."""
+    batch: bool = False
+    """Run by OpenAI's Batch API on the driver instead of on workers."""
 
     @property
     def name(self) -> str:
@@ -242,6 +247,7 @@ def plan_sweep(
             data=item,
             run_dir=runs_dir / item.label / cell_label(entry.detector, params),
             shard_size=entry.shard_size,
+            batch=entry.batch,
         )
         for item in data_items(spec, base, root)
         for entry in spec.detectors
@@ -731,7 +737,9 @@ def run_cell(
                 if not (cell.run_dir / CONFIG).is_file():
                     write_json(cell.run_dir / CONFIG, make_config(remote, shared.examples, shared.selection))
 
-            if todo:
+            if todo and cell.batch:
+                report.predicted = run_batch_cell(cell, shared, journal, todo, monitor, on_predictions)
+            elif todo:
                 report.predicted = journal_outputs(remote, todo, journal, write_config, monitor, on_predictions)
             config = config or load_config(cell.run_dir)
             results, per_example = score_remotely(cell, config, shared, journal, backend, spec)
@@ -745,6 +753,36 @@ def run_cell(
     report.failed_predictions = results.failed_predictions
     report.token_f1 = results.overall.token.f1 if results.overall else None
     return report
+
+
+def run_batch_cell(
+    cell: Cell,
+    data: SharedData,
+    journal: Journal,
+    todo: Sequence[Example],
+    monitor: Monitor | None,
+    on_predictions: Callable[[int, int], None] | None,
+) -> int:
+    """Journal a cell's predictions by batch (see `shambench.batch`), on the driver; returns how many arrived."""
+    from shambench.batch import BatchRun, BatchSettings
+
+    det = create_detector(cell.detector, **cell.params)
+    arrived = 0
+
+    def count(pred: Any) -> None:
+        nonlocal arrived
+        arrived += 1
+        if on_predictions:
+            on_predictions(1, int(pred.error is not None))
+
+    try:
+        if not (cell.run_dir / CONFIG).is_file():
+            write_json(cell.run_dir / CONFIG, make_config(det, data.examples, data.selection))
+        # Items an expired or cancelled batch left unanswered are failed predictions, counted in the cell's report.
+        BatchRun(det, cell.run_dir, journal, BatchSettings(), lambda line: None).run(todo, monitor or Monitor(), count)
+    finally:
+        det.close()
+    return arrived
 
 
 def score_remotely(

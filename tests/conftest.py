@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.batch_server import batch_server  # noqa: F401  (the fixture, for every test)
 from tests.openai_server import openai_server  # noqa: F401  (the fixture, for every test)
 
 REPO = Path(__file__).resolve().parents[1]

@@ -353,15 +353,19 @@ class OpenAIServer:
     async def _models(self, request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": "test", "object": "model"}]})
 
-    async def _serve(self, stop: asyncio.Event) -> None:
-        self._release = asyncio.Event()
-        app = web.Application()
+    def _routes(self, app: web.Application) -> None:
+        """The endpoints served (a subclass adds its own)."""
         app.router.add_post("/v1/chat/completions", self._completion)
         app.router.add_post("/v1/completions", self._completion)
         app.router.add_post("/v1/responses", self._completion)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/props", self._props)
         app.router.add_get("/_stats", self._stats)
+
+    async def _serve(self, stop: asyncio.Event) -> None:
+        self._release = asyncio.Event()
+        app = web.Application(client_max_size=256 * 1024**2)
+        self._routes(app)
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.2)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", self.port, backlog=1024)

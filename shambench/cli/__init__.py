@@ -24,6 +24,7 @@ COMMANDS = {
     "sweep": "shambench.cli.sweep:sweep",
     "optimize": "shambench.cli.optimize:optimize",
     "train": "shambench.cli.train:train_group",
+    "batch": "shambench.cli.batch:batch_group",
 }
 
 # Errors whose message already says what is wrong (file, line, id): shown as one line, exit status 2.

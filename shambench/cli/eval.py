@@ -103,6 +103,36 @@ FIXED_ON_RESUME = (
     type=click.Path(file_okay=False, exists=True),
     help="Finish an interrupted run: only missing or failed examples are run.",
 )
+@click.option(
+    "--batch",
+    is_flag=True,
+    help="Send the requests through OpenAI's Batch API (half price, answers within 24 h); prompted detectors only.",
+)
+@click.option(
+    "--no-wait",
+    is_flag=True,
+    help="With --batch: submit the batch and exit; `shambench eval --resume RUN_DIR` finishes the run later.",
+)
+@click.option(
+    "--poll",
+    type=click.FloatRange(min=0, min_open=True),
+    default=5.0,
+    show_default=True,
+    help="With --batch: seconds between the first two status checks (each further wait is 1.5 times longer, at most 5 min).",
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print the requests the run would send (after the cache), their input tokens and estimated cost, "
+    "with and without the batch discount; send and write nothing.",
+)
+@click.option(
+    "--max-cost",
+    type=click.FloatRange(min=0),
+    metavar="USD",
+    help="Stop sending requests once this invocation's accounted cost reaches USD (by batch: a batch holds only "
+    "the requests its estimate fits); the rest are recorded as not run, exit status 3; --resume continues.",
+)
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
 @click.option(
     "--keep-going",
@@ -136,6 +166,8 @@ def eval_command(
     shambench eval --detector gpt5mini --datasets mushroom --base-url http://127.0.0.1:8000/v1
     shambench eval --resume runs/20261129T120000_gpt5mini
     shambench eval --suite processbench --detector first-step-wrong
+    shambench eval --detector gpt5mini --dry-run                 what a full run would send and cost
+    shambench eval --detector gpt5mini --batch --no-wait         submit by batch; --resume RUN_DIR finishes
 
     The run directory holds config.json, predictions.jsonl (appended as predictions arrive, so an interrupted
     run loses only what was in flight), results.json and per_example.jsonl (each example's own scores).
@@ -146,15 +178,18 @@ def eval_command(
     predictions failed (a summary and the --resume command are printed; --allow-failures makes this 0); 2 for
     usage or input errors (including a dataset that fails to load, a run directory in use, and repeated
     authentication errors); 130 when interrupted. On --resume the API key goes only to the --base-url given now
-    (or the preset's): a run made against another server needs that --base-url again.
+    (or the preset's): a run made against another server needs that --base-url again. Examples a --max-cost
+    budget or an expired or cancelled batch left unanswered are failed predictions (exit status 3) that --resume
+    runs. A run by batch also keeps batches.json.
     """
+    from shambench.batch import BatchRun, BatchSettings, has_batches, require_routes
     from shambench.cli import UserError
     from shambench.cli.progress import ProgressMonitor
     from shambench.context import evidence_gaps
     from shambench.detector import create_detector
     from shambench.exits import INTERRUPTED, command_line, finish, print_failures
     from shambench.io import write_json
-    from shambench.llm import AuthenticationStopped
+    from shambench.llm import AuthenticationStopped, Budget
     from shambench.report import make_console, print_results, warn
     from shambench.runner import (
         CONFIG,
@@ -204,6 +239,13 @@ def eval_command(
         except BaseException:
             detector.close()
             raise
+    if opts["dry_run"]:
+        if resume_dir:
+            config = load_config(run_path)
+            examples = examples_of(config, same_evidence=True)
+            detector = resumed_detector(config, detector_params)
+        _dry_run(detector, examples, run_path, console)
+        return
     # The lock is taken before config.json is read or written, so no other process can adopt or change the run.
     with run_lock(run_path):
         if resume_dir:
@@ -216,12 +258,25 @@ def eval_command(
             write_json(run_path / CONFIG, config)
         journal = Journal(run_path / JOURNAL)
         todo = pending(examples, journal)
+        batch_mode = opts["batch"] or has_batches(run_path)
+        if opts["no_wait"] and not batch_mode:
+            detector.close()
+            raise click.UsageError("--no-wait goes with --batch")
+        if opts["max_cost"] is not None and not batch_mode:
+            require_routes(detector, "--max-cost")
+            detector.budget = Budget(opts["max_cost"])
         console.print(f"run directory: {run_path}  ({len(todo)} of {len(examples)} examples to run)", soft_wrap=True)
         _print_dropped(config.dropped_rows, console)
         resume = ["shambench", "eval", "--resume", str(run_path), *_resume_options(opts)]
+        outcome = None
         try:
             with ProgressMonitor(len(todo), detector.name, console, enabled=not no_progress) as monitor:
-                run_predictions(detector, todo, journal, monitor, monitor.done, fail_fast=not keep_going)
+                if batch_mode:
+                    settings = BatchSettings(wait=not opts["no_wait"], poll=opts["poll"], max_cost=opts["max_cost"])
+                    runner = BatchRun(detector, run_path, journal, settings, lambda line: console.print(line))
+                    outcome = runner.run(todo, monitor, monitor.done)
+                else:
+                    run_predictions(detector, todo, journal, monitor, monitor.done, fail_fast=not keep_going)
         except KeyboardInterrupt:
             console.print(f"interrupted; finish the run with: {command_line(resume)}", markup=False, soft_wrap=True)
             raise click.exceptions.Exit(INTERRUPTED) from None
@@ -231,6 +286,9 @@ def eval_command(
             raise UserError(f"{err}; nothing more was sent. Once fixed, resume with: {command_line(resume)}") from None
         finally:
             detector.close()
+        if outcome is not None and outcome.detached:
+            console.print(f"batch {outcome.detached} is still running; finish the run with: {command_line(resume)}")
+            return
         served = served_model(list(journal.read().values()))
         if served != config.served_model:
             config.served_model = served
@@ -249,6 +307,8 @@ def eval_command(
     if gaps:
         warn(console, gaps)
     emit_json(results, out, as_json, console)
+    for line in outcome.unfinished if outcome is not None else ():
+        warn(console, f"batch {line}: its unanswered requests are failed predictions")
     failed = failures(examples, journal)
     print_failures(console, failed, retry=resume)
     finish(len(failed), allow_failures)
@@ -305,6 +365,42 @@ def _print_dropped(dropped: dict[str, dict[str, int]], console) -> None:
     for name, reasons in sorted(dropped.items()):
         detail = ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items()))
         console.print(f"{name}: {sum(reasons.values())} source rows dropped by the adapter ({detail})", soft_wrap=True)
+
+
+def _dry_run(detector, examples, run_path: Path, console) -> None:
+    """The `--dry-run` report of a new run (nothing is written) or of a run being resumed (read only)."""
+    from shambench.runner import JOURNAL, Journal, pending
+
+    journal = Journal(run_path / JOURNAL)
+    try:
+        _print_estimate(detector, pending(examples, journal), journal, run_path, console)
+    finally:
+        detector.close()
+
+
+def _print_estimate(detector, todo, journal, run_path: Path, console) -> None:
+    """The `--dry-run` report: requests after the cache, input tokens, and cost with and without batching."""
+    from shambench.batch import estimate_run, require_routes
+
+    require_routes(detector, "--dry-run")
+    est = estimate_run(detector, todo, journal, run_path)
+    price = "" if est.priced else f" ({est.model} is not in the price table: costs show as 0)"
+    lines = [
+        f"dry run: {detector.name} ({est.model}), nothing sent{price}",
+        f"  examples to run       {est.examples}  ({est.cached} answered by the response cache)",
+        f"  requests to send      {est.requests}"
+        + (f"  ({est.in_batches} more already in a submitted batch)" if est.in_batches else ""),
+        f"  input tokens          {est.input_tokens:,}  ({est.token_method})",
+        f"  output tokens/reply   {est.output_tokens_per_request:g}  ({est.output_basis})",
+        f"  expected cost         ${est.cost:.2f} direct, ${est.batch_cost:.2f} by --batch",
+    ]
+    if est.ceiling_cost is not None:
+        lines.append(
+            f"  ceiling               ${est.ceiling_cost:.2f} direct, ${est.ceiling_batch_cost:.2f} by --batch "
+            f"(every reply at its {est.max_output_tokens}-token limit)"
+        )
+    for line in lines:
+        console.print(line, soft_wrap=True, highlight=False)
 
 
 def _changed_params(recorded: dict, current: dict) -> list[str]:

@@ -1,0 +1,420 @@
+"""Runs by OpenAI's Batch API against the local batch server (tests/batch_server.py): same results as direct
+requests, detach and resume, failed and expired items, no second batch, dry-run estimates and budgets."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from shambench.batch import BatchRecord, answer_of, custom_id, key_of, load_state, state_path
+from shambench.cli import main
+from shambench.detector import create_detector
+from shambench.detectors.prompts import RESPONSE_FORMAT, messages_for
+from shambench.llm import cost_of
+from tests.batch_server import BatchServer
+from tests.conftest import require_shared
+from tests.detectors.test_prompted import answer_of as answer_in_prompt
+from tests.detectors.test_prompted import invented, scripted, town_replies, write_examples
+
+FAST = ["--bootstrap", "10", "--no-progress", "--poll", "0.01", "-p", "backoff_base=0.001"]
+COMPARED = ("datasets", "tasks", "overall", "n_examples", "missing_predictions", "failed_predictions")
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(main, list(args), terminal_width=200)
+
+
+def eval_ok(*args: str) -> str:
+    result = invoke("eval", *args)
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    return result.output
+
+
+def results_of(run: Path) -> dict:
+    return json.loads((run / "results.json").read_text())
+
+
+def journal_of(run: Path) -> dict[str, dict]:
+    rows = map(json.loads, (run / "predictions.jsonl").read_text().splitlines())
+    return {row["id"]: row for row in rows}
+
+
+def toy_args(server: BatchServer, tmp_path: Path, n: int = 5) -> list[str]:
+    """`--detector openai` on n invented examples whose answers name their gold span exactly."""
+    examples = invented(n)
+    server.script = scripted(town_replies(examples))
+    path = write_examples(tmp_path / "ex.jsonl", examples)
+    return ["--detector", "openai", "--model", "gpt-5-mini", "--examples", str(path), "--base-url", server.base_url]
+
+
+def lines_of(server: BatchServer, batch_id: str) -> int:
+    return server.batches[batch_id]["request_counts"]["total"]
+
+
+# --- the line formats ---------------------------------------------------------------------------------------
+
+
+def test_custom_ids_carry_the_example_and_the_request_key():
+    key = "ab" * 32
+    assert custom_id("mushroom/en#3", key) == f"mushroom/en#3#{key}"
+    assert key_of(custom_id("mushroom/en#3", key)) == key
+
+
+def test_output_and_error_lines_become_answers_or_reasons():
+    ok = {"custom_id": "a#k", "response": {"status_code": 200, "body": {"choices": []}}, "error": None}
+    refused = {
+        "custom_id": "b#k",
+        "response": {"status_code": 400, "body": {"error": {"message": "bad schema"}}},
+        "error": None,
+    }
+    expired = {"custom_id": "c#k", "response": None, "error": {"code": "batch_expired", "message": "too late"}}
+    assert answer_of(ok).body == {"choices": []} and answer_of(ok).error is None
+    assert answer_of(refused).error == "batch item failed: HTTP 400: bad schema"
+    assert answer_of(expired).error == "batch item failed: batch_expired: too late"
+
+
+# --- same results as direct requests ------------------------------------------------------------------------
+
+
+def longest_word(req) -> str:
+    """A deterministic answer: the longest word of the response under check (ties: the first)."""
+    words = answer_in_prompt(req).split()
+    return json.dumps({"incorrect_spans": [max(words, key=len)] if words else []})
+
+
+def test_full_mushroom_by_batch_matches_direct_requests(batch_server, tmp_path):
+    data = require_shared("mushroom").parent
+    batch_server.script = longest_word
+    base = ["--detector", "gpt5mini", "--datasets", "mushroom", "--data-dir", str(data)]
+    base += ["--base-url", batch_server.base_url, *FAST]
+    eval_ok(*base, "--batch", "--run-dir", str(tmp_path / "batch"))
+    # Only batches: no direct chat request, one batch with one line per example.
+    assert batch_server.log == [] and list(batch_server.batches) == ["batch_0001"]
+    by_batch = results_of(tmp_path / "batch")
+    assert by_batch["n_examples"] == 154 == lines_of(batch_server, "batch_0001") == len(batch_server.batch_log)
+    assert by_batch["failed_predictions"] == 0
+
+    # The same answers fetched directly (cache off, so every request goes over HTTP).
+    eval_ok(*base, "-p", "cache=false", "--run-dir", str(tmp_path / "direct"))
+    assert len(batch_server.log) == 154
+    direct = results_of(tmp_path / "direct")
+    for key in COMPARED:
+        assert by_batch[key] == direct[key], key
+    # Batch answers are billed at half price: same tokens, half the cost.
+    usage_b, usage_d = by_batch["run"]["usage"], direct["run"]["usage"]
+    assert usage_b["input_tokens"] == usage_d["input_tokens"] > 0
+    assert usage_b["cost"] == pytest.approx(usage_d["cost"] / 2)
+    journal_b, journal_d = journal_of(tmp_path / "batch"), journal_of(tmp_path / "direct")
+    assert {k: v["spans"] for k, v in journal_b.items()} == {k: v["spans"] for k, v in journal_d.items()}
+
+    # A re-run by batch creates no new batch: every answer is in the response cache.
+    eval_ok(*base, "--batch", "--run-dir", str(tmp_path / "again"))
+    assert list(batch_server.batches) == ["batch_0001"] and len(batch_server.log) == 154
+    assert results_of(tmp_path / "again")["tasks"] == by_batch["tasks"]
+
+
+# --- detach, kill and resume --------------------------------------------------------------------------------
+
+
+def _wait_for(condition, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out")
+        time.sleep(0.02)
+
+
+def _recorded_id(run: Path) -> str | None:
+    try:
+        batches = load_state(run).batches
+    except Exception:  # a half-written file is never seen (writes are atomic), but be safe while polling
+        return None
+    return batches[0].id if batches else None
+
+
+def test_kill_during_polling_then_resume_finishes_without_a_second_batch(batch_server, tmp_path):
+    args = toy_args(batch_server, tmp_path, 6)
+    batch_server.hold = True
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "shambench", "eval", *args, "--batch", "--run-dir", str(run), *FAST]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=os.environ.copy())
+    try:
+        _wait_for(lambda: _recorded_id(run) is not None and batch_server.status_checks >= 3)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == -signal.SIGKILL
+    assert load_state(run).batches[0].status == "in_progress"
+    assert not (run / "predictions.jsonl").exists() or journal_of(run) == {}
+    batch_server.hold = False
+
+    out = eval_ok("--resume", str(run), *FAST)
+    assert "batch batch_0001: completed 6/6 done" in out
+    assert list(batch_server.batches) == ["batch_0001"] and batch_server.log == []
+    res = results_of(run)
+    assert res["failed_predictions"] == 0 and res["tasks"]["open_qa"]["token"]["f1"] == 1.0
+    assert load_state(run).batches[0].applied
+    # Resuming a finished run sends nothing and creates no batch.
+    eval_ok("--resume", str(run), *FAST)
+    assert list(batch_server.batches) == ["batch_0001"]
+
+
+def test_no_wait_submits_and_resume_collects(batch_server, tmp_path):
+    run = tmp_path / "run"
+    batch_server.polls = 3
+    out = eval_ok(*toy_args(batch_server, tmp_path), "--batch", "--no-wait", "--run-dir", str(run), *FAST)
+    assert "batch batch_0001: 5 requests submitted" in out
+    assert f"shambench eval --resume {run}" in out
+    assert not (run / "results.json").exists() and _recorded_id(run) == "batch_0001"
+
+    dry = invoke("eval", "--resume", str(run), "--dry-run")
+    assert "requests to send      0  (5 more already in a submitted batch)" in dry.output, dry.output
+
+    status = invoke("batch", "status", str(run))
+    assert status.exit_code == 0, status.output
+    assert "batch_0001  in_progress" in status.output and "(answers not applied yet)" in status.output
+
+    eval_ok("--resume", str(run), *FAST)
+    assert results_of(run)["failed_predictions"] == 0 and len(batch_server.batches) == 1
+    assert "(answers applied)" in invoke("batch", "status", str(run)).output
+
+
+def test_batch_recorded_before_its_id_is_found_again_not_made_twice(batch_server, tmp_path):
+    run = tmp_path / "run"
+    eval_ok(*toy_args(batch_server, tmp_path), "--batch", "--no-wait", "--run-dir", str(run), *FAST)
+    # As if the process had died after creating the batch and before writing its id.
+    state = load_state(run)
+    state.batches[0].id = None
+    state_path(run).write_text(state.model_dump_json())
+    eval_ok("--resume", str(run), *FAST)
+    assert list(batch_server.batches) == ["batch_0001"] and load_state(run).batches[0].id == "batch_0001"
+    assert results_of(run)["failed_predictions"] == 0
+
+
+# --- failures -----------------------------------------------------------------------------------------------
+
+
+def test_failed_items_exit_3_and_resume_retries_only_them(batch_server, tmp_path):
+    args = toy_args(batch_server, tmp_path, 6)
+    failing = {"The river Ilsa1 flows through Varn1.", "The river Ilsa4 flows through Varn4."}
+    batch_server.item_faults = lambda req: 500 if answer_in_prompt(req) in failing else None
+    run = tmp_path / "run"
+    result = invoke("eval", *args, "--batch", "--run-dir", str(run), *FAST)
+    assert result.exit_code == 3, result.output
+    assert "2 failed and 0 not run" in result.output
+    journal = journal_of(run)
+    failed = {k: v["error"] for k, v in journal.items() if v.get("error")}
+    assert failed == {
+        "toy/1": "batch item failed: HTTP 500: internal error",
+        "toy/4": "batch item failed: HTTP 500: internal error",
+    }
+    assert results_of(run)["failed_predictions"] == 2
+
+    batch_server.item_faults = None
+    eval_ok("--resume", str(run), *FAST)
+    assert list(batch_server.batches) == ["batch_0001", "batch_0002"]
+    assert lines_of(batch_server, "batch_0002") == 2 and batch_server.log == []
+    retried = {answer_in_prompt(r) for r in batch_server.batch_log[6:]}
+    assert retried == failing
+    assert results_of(run)["failed_predictions"] == 0
+
+
+def test_expired_batch_is_reported_and_its_unanswered_items_fail(batch_server, tmp_path):
+    batch_server.final_status, batch_server.answer_limit = "expired", 2
+    run = tmp_path / "run"
+    result = invoke("eval", *toy_args(batch_server, tmp_path), "--batch", "--run-dir", str(run), *FAST)
+    assert result.exit_code == 3
+    assert "batch batch_0001 expired" in result.output and "3 failed and 0 not run" in result.output
+    errors = [v["error"] for v in journal_of(run).values() if v.get("error")]
+    assert (
+        errors
+        == [
+            "batch item failed: batch_expired: This request could not be executed before the completion window expired."
+        ]
+        * 3
+    )
+
+    batch_server.final_status = "completed"
+    eval_ok("--resume", str(run), *FAST)
+    assert lines_of(batch_server, "batch_0002") == 3 and results_of(run)["failed_predictions"] == 0
+
+
+def test_cancelled_batch_leaves_its_requests_failed(batch_server, tmp_path):
+    batch_server.final_status, batch_server.answer_limit = "cancelled", 1
+    run = tmp_path / "run"
+    result = invoke("eval", *toy_args(batch_server, tmp_path, 3), "--batch", "--run-dir", str(run), *FAST)
+    assert result.exit_code == 3 and "batch batch_0001 cancelled" in result.output
+    errors = sorted(v["error"] for v in journal_of(run).values() if v.get("error"))
+    assert errors == ["batch batch_0001 cancelled without answering it"] * 2
+
+
+def test_batch_needs_a_chat_detector_and_a_key(batch_server, tmp_path, monkeypatch):
+    path = write_examples(tmp_path / "ex.jsonl", invented(1))
+    result = invoke("eval", "--detector", "overlap", "--examples", str(path), "--batch", "--no-progress")
+    assert result.exit_code == 2 and "--batch needs a detector that sends chat completions" in result.output
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    result = invoke("eval", "--detector", "gpt5mini", "--examples", str(path), "--batch", *FAST)
+    assert result.exit_code == 2 and "no API key: set OPENAI_API_KEY" in result.output
+
+
+# --- dry run and budget -------------------------------------------------------------------------------------
+
+
+def hand_tokens(example) -> int:
+    """Input tokens by the documented rule: ceil(characters / 4) per message and for the schema, +4 per message."""
+    messages = messages_for(example)
+    parts = [m["content"] for m in messages] + [json.dumps(RESPONSE_FORMAT)]
+    return sum(math.ceil(len(p) / 4) for p in parts) + 4 * len(messages)
+
+
+def test_dry_run_counts_requests_after_the_cache_and_sends_nothing(batch_server, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "tiktoken", None)  # the characters rule, whatever is installed
+    examples = invented(4)
+    batch_server.script = scripted(town_replies(examples))
+    write_examples(tmp_path / "two.jsonl", examples[:2])
+    path = write_examples(tmp_path / "four.jsonl", examples)
+    common = ["--detector", "gpt5mini", "--base-url", batch_server.base_url]
+    eval_ok(*common, "--examples", str(tmp_path / "two.jsonl"), "--run-dir", str(tmp_path / "warm"), *FAST)
+    batch_server.reset()
+
+    result = invoke("eval", *common, "--examples", str(path), "--dry-run", "--runs", str(tmp_path / "runs"))
+    assert result.exit_code == 0, result.output
+    assert batch_server.log == [] and batch_server.batches == {} and not (tmp_path / "runs").exists()
+    tokens = sum(hand_tokens(ex) for ex in examples[2:])
+    out = result.output
+    assert "examples to run       4  (2 answered by the response cache)" in out
+    assert "requests to send      2" in out
+    assert f"input tokens          {tokens:,}  (4 characters per token + 4 per message)" in out
+    # gpt-5-mini: $0.25 / $2.00 per million tokens; 100 output tokens per reply assumed; batch at half price.
+    expected = (tokens * 0.25 + 2 * 100 * 2.00) / 1e6
+    ceiling = (tokens * 0.25 + 2 * 4000 * 2.00) / 1e6
+    assert f"expected cost         ${expected:.2f} direct, ${expected / 2:.2f} by --batch" in out
+    assert f"ceiling               ${ceiling:.2f} direct, ${ceiling / 2:.2f} by --batch" in out
+
+
+def test_max_cost_stops_direct_requests_and_resume_continues(batch_server, tmp_path):
+    args = toy_args(batch_server, tmp_path, 6)
+    # The server bills prompt words as input and reply words as output; all six prompts cost the same.
+    det = create_detector("openai", model="gpt-5-mini", base_url=batch_server.base_url)
+    list(det.predict(invented(1), None))
+    req = batch_server.log[0]
+    one = cost_of("gpt-5-mini", len(req.prompt.split()), len(batch_server.script(req).split()))
+    batch_server.reset()
+
+    run = tmp_path / "run"
+    budget = f"{2.5 * one:.10f}"
+    result = invoke(
+        "eval", *args, "-p", "cache=false", "--max-concurrency", "1", "--max-cost", budget, "--run-dir", str(run), *FAST
+    )
+    assert result.exit_code == 3, result.output
+    # Sent while the accounted cost was below the budget: after 1 and 2 requests (1x, 2x < 2.5x), not after 3.
+    assert len(batch_server.log) == 3
+    assert "0 failed and 3 not run" in result.output
+    not_run = [v["error"] for v in journal_of(run).values() if v.get("error")]
+    assert len(not_run) == 3 and all(e.startswith("not run: the --max-cost budget of $") for e in not_run)
+
+    eval_ok("--resume", str(run), "--max-cost", "1", *FAST)
+    assert len(batch_server.log) == 6 and results_of(run)["failed_predictions"] == 0
+
+
+def test_max_cost_by_batch_submits_only_what_the_estimate_fits(batch_server, tmp_path, monkeypatch):
+    from shambench.batch import DEFAULT_OUTPUT_TOKENS, TokenCounter, request_cost
+
+    monkeypatch.setitem(sys.modules, "tiktoken", None)
+    args = toy_args(batch_server, tmp_path, 5)
+    det = create_detector("openai", model="gpt-5-mini")
+    body = {"messages": messages_for(invented(1)[0]), **det.body()}
+    one = request_cost("gpt-5-mini", TokenCounter(), body, DEFAULT_OUTPUT_TOKENS)
+    run = tmp_path / "run"
+    result = invoke("eval", *args, "--batch", "--max-cost", f"{2.5 * one:.10f}", "--run-dir", str(run), *FAST)
+    assert result.exit_code == 3, result.output
+    assert lines_of(batch_server, "batch_0001") == 2 and "0 failed and 3 not run" in result.output
+    record: BatchRecord = load_state(run).batches[0]
+    assert record.estimated_cost == pytest.approx(2 * one)
+
+    eval_ok("--resume", str(run), *FAST)
+    assert lines_of(batch_server, "batch_0002") == 3 and results_of(run)["failed_predictions"] == 0
+
+
+# --- sweeps -------------------------------------------------------------------------------------------------
+
+
+def test_sweep_cell_with_batch_true_runs_by_batch_once(batch_server, tmp_path):
+    from shambench.sweep import LocalBackend, plan_sweep, run_sweep
+
+    examples = invented(4)
+    batch_server.script = scripted(town_replies(examples))
+    batch_server.polls = 0
+    write_examples(tmp_path / "toy.jsonl", examples)
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(
+        "examples: [toy.jsonl]\nbootstrap: 10\nleaderboard: false\ndetectors:\n"
+        f"  - detector: openai\n    params: {{model: gpt-5-mini, base_url: '{batch_server.base_url}'}}\n"
+        "    batch: true\n"
+    )
+    plan = plan_sweep(spec)
+    assert plan.cells[0].batch
+    with LocalBackend(1) as backend:
+        first = run_sweep(plan, backend)
+        again = run_sweep(plan_sweep(spec), backend)
+    (cell,) = first.cells
+    assert cell.status == "done" and cell.predicted == 4 and cell.failed_predictions == 0 and cell.token_f1 == 1.0
+    assert batch_server.log == [] and list(batch_server.batches) == ["batch_0001"]
+    assert load_state(plan.cells[0].run_dir).batches[0].applied
+    assert again.cells[0].status == "skipped" and len(batch_server.batches) == 1
+
+
+def test_a_lost_batch_id_is_found_on_a_later_page_of_the_list(batch_server, monkeypatch):
+    import shambench.batch as batch_module
+    from shambench.batch import BatchAPI
+    from shambench.llm import Endpoint
+
+    api = BatchAPI(Endpoint(model="gpt-5-mini", base_url=batch_server.base_url))
+    files = [api.upload(['{"custom_id": "a#k", "method": "POST"}\n'], f"in{i}.jsonl") for i in range(5)]
+    for file_id in files:
+        api.client.batches.create(input_file_id=file_id, endpoint="/v1/chat/completions", completion_window="24h")
+    monkeypatch.setattr(batch_module, "LIST_PAGE", 2)
+    # Listed newest first, two per page: the oldest batch is on the third page.
+    assert api.find(files[0]).id == "batch_0001"
+    assert api.find("file-none") is None
+
+
+def test_a_server_without_the_batch_api_is_one_clear_error(openai_server, tmp_path):
+    examples = invented(2)
+    path = write_examples(tmp_path / "ex.jsonl", examples)
+    args = ["--detector", "openai", "--model", "m", "--examples", str(path), "--base-url", openai_server.base_url]
+    result = invoke("eval", *args, "--batch", "--run-dir", str(tmp_path / "run"), *FAST)
+    assert result.exit_code == 2, result.output
+    assert f"error: Batch API at {openai_server.base_url}: uploading the requests failed: HTTP 404" in result.output
+    assert openai_server.log == [] and not state_path(tmp_path / "run").exists()
+
+
+def test_batch_prices_are_half_unless_the_price_file_gives_them(tmp_path, monkeypatch):
+    from shambench.llm import Price, load_prices
+
+    assert Price(input=1.0, output=2.0).per_token(batch=True) == (0.5, 1.0)
+    assert Price(input=1.0, output=2.0, batch_input=0.3).per_token(batch=True) == (0.3, 1.0)
+    # gpt-5-mini: $0.25 / $2.00 per million; 1M input + 1M output = $2.25 direct, $1.125 by batch.
+    assert cost_of("gpt-5-mini", 1_000_000, 1_000_000) == pytest.approx(2.25)
+    assert cost_of("gpt-5-mini", 1_000_000, 1_000_000, batch=True) == pytest.approx(1.125)
+    prices = tmp_path / "pricing.yaml"
+    prices.write_text("my-model:\n  input: 1.0\n  output: 4.0\n  batch_input: 0.8\n  batch_output: 3.0\n")
+    monkeypatch.setenv("SHAMBENCH_PRICING", str(prices))
+    load_prices.cache_clear()
+    try:
+        assert cost_of("my-model", 1_000_000, 1_000_000, batch=True) == pytest.approx(3.8)
+    finally:
+        monkeypatch.delenv("SHAMBENCH_PRICING")
+        load_prices.cache_clear()
