@@ -147,7 +147,7 @@ def test_cli_build_writes_both_files(toy_runs, reported_file, tmp_path):
         ["leaderboard", "build", "--runs", str(toy_runs / "runs"), "--out", str(out), "--reported", str(reported_file)],
     )
     assert result.exit_code == 0, result.output
-    assert "3 runs, 2 reported rows" in result.output
+    assert "3 runs (1 ranked, 2 reference, 0 partial, 0 incomplete), 2 reported rows" in result.output
     data = json.loads((out / "leaderboard.json").read_text())
     assert [e["name"] for e in data["entries"]] == ["exact", "none", "all"]
     assert [e["name"] for e in data["reported"]] == ["paper-large", "paper-small"]
