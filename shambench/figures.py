@@ -9,7 +9,6 @@ from pathlib import Path
 from shambench.analysis import RunAnalysis
 from shambench.results import Results
 
-
 # What the tables call each level (token-level scores are the "span F1" of the tables and the leaderboard).
 LEVEL_NAMES = {"token": "span", "sentence": "sentence"}
 
@@ -74,9 +73,7 @@ def f1_bars(runs: Sequence[tuple[str, Results]], path: Path, level: str = "token
     """Per-task F1 of each run, with 95% bootstrap intervals as error bars."""
     plt = _pyplot()
     tasks = sorted({t for _, r in runs for t in r.tasks})
-    fig, ax = plt.subplots(
-        figsize=(max(6.0, 1.3 * len(tasks) * max(1, len(runs)) ** 0.5), 4.2), layout="constrained"
-    )
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(tasks) * max(1, len(runs)) ** 0.5), 4.2), layout="constrained")
     width = 0.8 / max(1, len(runs))
     for i, (name, res) in enumerate(runs):
         xs, ys, lo, hi = [], [], [], []

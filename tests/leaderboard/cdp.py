@@ -123,7 +123,9 @@ class Browser:
         """Write a PNG of the viewport (or of the whole page) to `path`."""
         params: dict[str, Any] = {"format": "png", "captureBeyondViewport": full_page}
         if full_page:
-            width, height = self.evaluate("[document.documentElement.scrollWidth, document.documentElement.scrollHeight]")
+            width, height = self.evaluate(
+                "[document.documentElement.scrollWidth, document.documentElement.scrollHeight]"
+            )
             params["clip"] = {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}
         data = self.send("Page.captureScreenshot", params, session=True)["data"]
         path.write_bytes(base64.b64decode(data))

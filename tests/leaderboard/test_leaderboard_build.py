@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from shambench.cli import main
-from shambench.io import DataError
 from shambench.detector import create_detector
+from shambench.io import DataError
 from shambench.leaderboard.build import DEFAULT_REPORTED, build, find_results, load_leaderboard, write_site
 from shambench.leaderboard.page import render
 from shambench.runner import score_run
@@ -220,7 +220,10 @@ def test_views_that_do_not_reward_silence(toy_runs):
     assert board.none_scores == {"f1": 0.25, "f1_with_gold": 0.0, "f1_pooled": 0.0}
     text = " ".join(html.unescape(render(board)).split())
     assert board.empty_rule in text
-    assert "`none` (predicts nothing) scores 0.250 on the paper's per-example F1, 0.000 over the examples with a hallucination and 0.000" in text.replace("<code>none</code>", "`none`")
+    assert (
+        "`none` (predicts nothing) scores 0.250 on the paper's per-example F1, 0.000 over the examples with a hallucination and 0.000"
+        in text.replace("<code>none</code>", "`none`")
+    )
 
 
 def test_sweep_cells_become_one_row_per_configuration(tmp_path, monkeypatch):
@@ -229,8 +232,12 @@ def test_sweep_cells_become_one_row_per_configuration(tmp_path, monkeypatch):
     summ = write_examples(tmp_path / "summ.jsonl", [e for e in EXAMPLES if e["task"] == "summ"])
     for rate in (0.3, 0.6):
         for data in (qa, summ):
-            run_detector(tmp_path / "sweep" / data.stem / f"random_rate={rate}", data, create_detector("random", rate=rate))
-        run_detector(tmp_path / "whole" / str(rate), write_examples(tmp_path / "all.jsonl"), create_detector("random", rate=rate))
+            run_detector(
+                tmp_path / "sweep" / data.stem / f"random_rate={rate}", data, create_detector("random", rate=rate)
+            )
+        run_detector(
+            tmp_path / "whole" / str(rate), write_examples(tmp_path / "all.jsonl"), create_detector("random", rate=rate)
+        )
     run_detector(tmp_path / "sweep" / "qa" / "overlap", qa, create_detector("overlap"))
     run_detector(tmp_path / "sweep" / "summ" / "overlap", summ, create_detector("overlap"))
     board = build(["sweep"], None)

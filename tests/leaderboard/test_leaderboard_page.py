@@ -118,9 +118,7 @@ def test_every_task_and_partition_column_is_visible_at_1400_px(wide_board):
     assert browser.evaluate("innerWidth") == 1400
     # Nothing scrolls sideways: neither the page nor any table's box.
     assert browser.evaluate("document.documentElement.scrollWidth") <= 1400
-    assert browser.evaluate(
-        "[...document.querySelectorAll('.scroll')].every(d => d.scrollWidth <= d.clientWidth)"
-    )
+    assert browser.evaluate("[...document.querySelectorAll('.scroll')].every(d => d.scrollWidth <= d.clientWidth)")
     # The paper's 6 task columns in each level's table; the 2 toy partitions and the paper's 9 in the last.
     edges = browser.evaluate(
         "[...document.querySelectorAll('th.task, th.dataset')].map(th => { const r = th.getBoundingClientRect();"
@@ -128,7 +126,7 @@ def test_every_task_and_partition_column_is_visible_at_1400_px(wide_board):
     )
     assert len([e for e in edges if "/" not in e[0]]) == 2 * 6
     assert len([e for e in edges if "/" in e[0]]) == 11
-    assert all(0 <= left and right <= 1400 for _, left, right in edges), edges
+    assert all(left >= 0 and right <= 1400 for _, left, right in edges), edges
 
 
 def test_reference_rows_are_labelled_and_marked_in_the_charts(wide_board):
