@@ -232,19 +232,19 @@ class OverlapDetector(Detector):
         return _spans_of_tokens(seg.token_starts, seg.token_ends, np.array(flags, bool))
 
 
-@detector("none")
+@detector("none", reference=True)
 def none_detector() -> Detector:
     """Predicts no span (the empty baseline)."""
     return NoneDetector()
 
 
-@detector("all")
+@detector("all", reference=True)
 def all_detector() -> Detector:
     """Predicts the whole response as hallucinated."""
     return AllDetector()
 
 
-@detector("random")
+@detector("random", reference=True)
 def random_detector(rate: float = 0.1, seed: int = 0) -> Detector:
     """Flags each token with probability `rate` (seeded).
 

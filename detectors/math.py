@@ -305,19 +305,19 @@ class CriticDetector(Detector):
         return Prediction(id=example.id, first_error=first, spans=spans, raw=reply.text, meta=meta)
 
 
-@detector("all-correct", family="baseline")
+@detector("all-correct", family="baseline", reference=True)
 def all_correct() -> Detector:
     """Step-level baseline: every step correct (first error -1)."""
     return AllCorrect()
 
 
-@detector("first-step-wrong", family="baseline")
+@detector("first-step-wrong", family="baseline", reference=True)
 def first_step_wrong() -> Detector:
     """Step-level baseline: the first step is the first error, the others correct."""
     return FirstStepWrong()
 
 
-@detector("random-step", family="baseline")
+@detector("random-step", family="baseline", reference=True)
 def random_step(seed: int = 0, span_threshold: float = 0.5) -> Detector:
     """Step-level baseline: a seeded uniform random correctness score per step (thresholded like a PRM).
 

@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
+import json
 import os
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
 from shambench.io import DataError, Journal, write_atomic, write_json
-from shambench.leaderboard.schema import TASK_ORDER, Cell, Entry, Leaderboard, Level
+from shambench.leaderboard.schema import TASK_ORDER, Cell, Coverage, Entry, Leaderboard, Level
 from shambench.provenance import now_iso, shambench_version
 from shambench.results import PRF, GroupScores, Results
 from shambench.runner import RESULTS
 
 SITE_JSON = "leaderboard.json"
 SITE_HTML = "index.html"
-# Relative to the current directory, as `shambench leaderboard build` is run from the checkout's root.
-DEFAULT_REPORTED = Path("..", "shared", "data", "sham_bench_reported", "reported_f1.json")
+# The figures of the paper's tables (a copy of ../shared/data/sham_bench_reported/reported_f1.json, which names
+# its source), shipped with the package so that a board builds from any folder.
+DEFAULT_REPORTED = Path(__file__).resolve().parent / "reported_f1.json"
 
 
 class ReportedScores(BaseModel):
@@ -69,24 +73,43 @@ def load_results(path: Path) -> Results:
         raise DataError(f"{path}: not a shambench results file ({where}: {first['msg']})") from None
 
 
-def _cell(prf: PRF, n: int) -> Cell:
-    return Cell(f1=prf.f1, precision=prf.precision, recall=prf.recall, ci=prf.ci, n=n)
+def _cell(group: GroupScores, level: str) -> Cell:
+    prf: PRF = getattr(group, level)
+    views = {}
+    if level == "token":
+        views = {
+            "f1_with_gold": group.token_with_gold.f1 if group.token_with_gold else None,
+            "f1_pooled": group.token_pooled.f1,
+        }
+    return Cell(f1=prf.f1, precision=prf.precision, recall=prf.recall, ci=prf.ci, n=group.n, **views)
+
+
+def _mean_over(cells: Sequence[Cell], view: str) -> float | None:
+    """The unweighted mean of a view over the overall's tasks, as the headline's overall is; None when a task
+    lacks it (e.g. a run scored before the view existed)."""
+    values = [getattr(c, view) for c in cells]
+    return None if not values or None in values else sum(values) / len(values)
 
 
 def _level(results: Results, level: str) -> Level:
     def cells(groups: dict[str, GroupScores]) -> dict[str, Cell]:
-        return {name: _cell(getattr(g, level), g.n) for name, g in groups.items()}
+        return {name: _cell(g, level) for name, g in groups.items()}
 
+    tasks = cells(results.tasks)
     overall = None
     if results.overall is not None:
         o = getattr(results.overall, level)
         n = sum(results.tasks[t].n for t in results.overall.tasks)
-        overall = Cell(f1=o.f1, precision=o.precision, recall=o.recall, ci=o.ci, n=n)
+        in_overall = [tasks[t] for t in results.overall.tasks]
+        views = {}
+        if level == "token":
+            views = {v: _mean_over(in_overall, v) for v in ("f1_with_gold", "f1_pooled")}
+        overall = Cell(f1=o.f1, precision=o.precision, recall=o.recall, ci=o.ci, n=n, **views)
     return Level(
         overall=overall,
         overall_std=getattr(results.overall, level).std if results.overall else None,
         overall_tasks=results.overall.tasks if results.overall else [],
-        tasks=cells(results.tasks),
+        tasks=tasks,
         datasets=cells(results.datasets),
     )
 
@@ -99,9 +122,52 @@ def display_path(path: Path) -> str:
         return path.as_posix()
 
 
-def run_entry(results: Results, source: str) -> Entry:
-    """The leaderboard row of a scored run."""
+def incomplete_because(results: Results) -> list[str]:
+    """Why a scored run is not complete: not the test split, a `--limit`, failed or missing predictions."""
+    run, reasons = results.run, []
+    if run.split not in ("test", None) or (run.split is None and run.examples_file is None):
+        reasons.append(f"{run.split or 'unknown'} split, not test")
+    if run.limit is not None:
+        reasons.append(f"--limit {run.limit} (first {run.limit} examples per partition)")
+    failed = results.failed_predictions
+    missing = results.missing_predictions - failed
+    if failed:
+        reasons.append(f"{failed} failed prediction(s)")
+    if missing:
+        reasons.append(f"{missing} example(s) without a prediction")
+    return reasons
+
+
+def coverage(results: Results) -> Coverage:
+    """Predicted, failed, missing and total examples of a scored run."""
+    failed = results.failed_predictions
+    return Coverage(
+        total=results.n_examples,
+        predicted=results.n_examples - results.missing_predictions,
+        failed=failed,
+        missing=results.missing_predictions - failed,
+    )
+
+
+def is_reference(results: Results) -> bool:
+    """True for runs of a detector registered as a reference baseline (`@detector(name, reference=True)`)."""
+    from shambench.detector import detectors
+    from shambench.registry import UnknownPluginError
+
     run = results.run
+    if run.origin != "run" or not run.detector:
+        return False
+    try:
+        return bool(detectors.get(run.detector.partition(":")[0]).info.get("reference"))
+    except UnknownPluginError:
+        return False
+
+
+def run_entry(results: Results, source: str, reasons: Sequence[str] | None = None, runs: int = 1) -> Entry:
+    """The leaderboard row of a scored run (`reasons`: why it is incomplete, when known better than its results
+    say, as for merged sweep cells)."""
+    run = results.run
+    reasons = incomplete_because(results) if reasons is None else list(reasons)
     # A public page should not reveal where files lay on the machine that ran it: keep file names only.
     public_run = run.model_copy(
         update={
@@ -121,6 +187,11 @@ def run_entry(results: Results, source: str) -> Entry:
         sentence=_level(results, "sentence"),
         n_examples=results.n_examples,
         missing_predictions=results.missing_predictions,
+        complete=not reasons,
+        incomplete_because=reasons,
+        reference=is_reference(results),
+        coverage=coverage(results),
+        runs=runs,
         source=source,
         scored_at=results.created_at,
         shambench_version=results.shambench_version,
@@ -163,6 +234,7 @@ def reported_entries(reported: ReportedFile) -> list[Entry]:
             name=name,
             kind="reported",
             origin="paper",
+            standing="reported",
             span=_reported_level(span),
             sentence=_reported_level(reported.sentence_level.get(name)),
             source=reported.source,
@@ -180,10 +252,50 @@ def _rank_key(entry: Entry) -> tuple:
     return (-span, -sentence, entry.name)
 
 
-def ranked(entries: Sequence[Entry]) -> list[Entry]:
-    """Reproduced rows ordered by overall span F1 (ties: sentence F1, then name), with ranks and anchors."""
-    ordered = sorted(entries, key=_rank_key)
-    return [e.model_copy(update={"rank": i, "id": f"run-{i}"}) for i, e in enumerate(ordered, start=1)]
+def board_partitions(entries: Sequence[Entry]) -> dict[str, int]:
+    """The data a row must cover to be ranked: every partition of the complete rows, with its largest count."""
+    partitions: dict[str, int] = {}
+    for e in entries:
+        if e.complete:
+            for name, cell in e.span.datasets.items():
+                partitions[name] = max(partitions.get(name, 0), cell.n or 0)
+    return partitions
+
+
+def standing(entry: Entry, partitions: dict[str, int]) -> str:
+    """`incomplete`, `partial` (complete but not over the board's partitions and counts), `reference` or `ranked`."""
+    if not entry.complete:
+        return "incomplete"
+    if {name: cell.n for name, cell in entry.span.datasets.items()} != partitions:
+        return "partial"
+    return "reference" if entry.reference else "ranked"
+
+
+SECTIONS = ("ranked", "partial", "incomplete")
+
+
+def ranked(entries: Sequence[Entry], partitions: dict[str, int]) -> list[Entry]:
+    """Reproduced rows with their standing: ranked and reference rows by overall span F1 (ties: sentence F1, then
+    name), ranks for the ranked ones only, then partial and incomplete rows; anchors `run-1`, `run-2`, ... in
+    that order."""
+    placed = [e.model_copy(update={"standing": standing(e, partitions)}) for e in entries]
+    section = {"ranked": 0, "reference": 0, "partial": 1, "incomplete": 2}
+    ordered = sorted(placed, key=lambda e: (section[e.standing], *_rank_key(e)))
+    out, rank = [], 0
+    for i, e in enumerate(ordered, start=1):
+        rank += e.standing == "ranked"
+        out.append(e.model_copy(update={"rank": rank if e.standing == "ranked" else None, "id": f"run-{i}"}))
+    return out
+
+
+def none_scores(entries: Sequence[Entry]) -> dict[str, float] | None:
+    """The overall span views of the board's `none` row on the board's data, when it has one."""
+    for e in entries:
+        if e.standing == "reference" and e.run and (e.run.detector or "") == "none" and e.span.overall:
+            o = e.span.overall
+            views = {"f1": o.f1, "f1_with_gold": o.f1_with_gold, "f1_pooled": o.f1_pooled}
+            return {k: v for k, v in views.items() if v is not None}
+    return None
 
 
 def ordered_tasks(names: Iterable[str]) -> list[str]:
@@ -203,20 +315,111 @@ def _columns(entries: Sequence[Entry]) -> tuple[list[str], list[str]]:
 def assemble(entries: Sequence[Entry], paper: Sequence[Entry] = (), reported_source: str | None = None) -> Leaderboard:
     """The leaderboard of reproduced rows (ranked) plus the paper's rows kept in their own list."""
     tasks, datasets = _columns([*entries, *paper])
+    partitions = board_partitions(entries)
+    rows = ranked(entries, partitions)
     return Leaderboard(
         generated_at=now_iso(),
         shambench_version=shambench_version(),
         tasks=tasks,
         datasets=datasets,
-        entries=ranked(entries),
+        partitions=partitions,
+        entries=rows,
+        none_scores=none_scores(rows),
         reported=list(paper),
         reported_source=reported_source,
     )
 
 
+def _config_key(results: Results) -> tuple[str, str, str]:
+    run = results.run
+    return run.origin, run.detector or "", json.dumps(run.params, sort_keys=True, default=str)
+
+
+def configurations(found: Sequence[tuple[Path, Results]]) -> list[list[tuple[Path, Results]]]:
+    """The runs grouped per detector configuration (origin, detector, parameters) when their partitions do not
+    overlap, as a sweep's cells over several datasets; runs of one configuration on shared data stay apart."""
+    by_key: dict[tuple[str, str, str], list[tuple[Path, Results]]] = defaultdict(list)
+    for item in found:
+        by_key[_config_key(item[1])].append(item)
+    groups = []
+    for members in by_key.values():
+        names = [set(r.datasets) for _, r in members]
+        disjoint = sum(map(len, names)) == len(set().union(*names))
+        groups.extend([members] if disjoint else [[m] for m in members])
+    return groups
+
+
+def merged_results(members: Sequence[tuple[Path, Results]]) -> Results:
+    """One configuration's runs scored together, from their journals and their examples (re-created from each
+    run's config): every view, interval and task mean is then exactly what one run over all their data gives."""
+    from shambench.runner import JOURNAL, examples_of, load_config
+    from shambench.scorer import Scorer
+
+    examples, predictions, first = [], [], members[0][1].run
+    for path, _ in members:
+        examples += examples_of(load_config(path.parent))
+        predictions += list(Journal(path.parent / JOURNAL).read().values())
+    results = Scorer(examples).score(predictions)
+    runs = [r.run for _, r in members]
+    results.run = first.model_copy(
+        update={
+            "datasets": sorted({d for r in runs for d in (r.datasets or [])}) or None,
+            "dataset_counts": {k: v for r in runs for k, v in r.dataset_counts.items()},
+            "dataset_revisions": {k: v for r in runs for k, v in r.dataset_revisions.items()},
+            "context_provenance": {k: v for r in runs for k, v in r.context_provenance.items()},
+            "examples_hash": None,
+            "examples_file": None,
+            "run_dir": None,
+        }
+    )
+    return results
+
+
+def configuration_entries(members: Sequence[tuple[Path, Results]]) -> list[Entry]:
+    """The row of one configuration: its merged runs, or one row per run when their data cannot be re-created."""
+    if len(members) == 1:
+        path, results = members[0]
+        return [run_entry(results, display_path(path.parent))]
+    try:
+        merged = merged_results(members)
+    except DataError:
+        return [run_entry(r, display_path(p.parent)) for p, r in members]
+    reasons = list(dict.fromkeys(reason for _, r in members for reason in incomplete_because(r)))
+    source = ", ".join(display_path(p.parent) for p, _ in members)
+    return [run_entry(merged, source, reasons, runs=len(members))]
+
+
+def _param_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+
+
+def named(entries: Sequence[Entry]) -> list[Entry]:
+    """Rows of one detector told apart: each named by the parameters whose values differ between them (e.g.
+    `random rate=0.3`), and rows still alike by their data."""
+    by_name: dict[str, list[Entry]] = defaultdict(list)
+    for e in entries:
+        by_name[e.name].append(e)
+    out = []
+    for e in entries:
+        alike = by_name[e.name]
+        keys = sorted({k for other in alike for k in {*other.params, *e.params}})
+        varying = [k for k in keys if len({_param_text(o.params.get(k)) for o in alike}) > 1]
+        name = " ".join([e.name, *(f"{k}={_param_text(e.params[k])}" for k in varying if k in e.params)])
+        out.append(e.model_copy(update={"name": name}))
+    counts = defaultdict(int)
+    for e in out:
+        counts[e.name] += 1
+    return [
+        e.model_copy(update={"name": f"{e.name} ({', '.join(sorted(e.span.datasets))})"}) if counts[e.name] > 1 else e
+        for e in out
+    ]
+
+
 def build(run_paths: Sequence[str | Path], reported_path: str | Path | None) -> Leaderboard:
-    """The leaderboard of every run found under `run_paths`, plus the reported rows when a file is given."""
-    entries = [run_entry(load_results(p), display_path(p.parent)) for p in find_results(run_paths)]
+    """The leaderboard of every run found under `run_paths` (a configuration's runs over disjoint data merged into
+    one row), plus the reported rows when a file is given."""
+    found = [(p, load_results(p)) for p in find_results(run_paths)]
+    entries = named([e for members in configurations(found) for e in configuration_entries(members)])
     if reported_path is None:
         return assemble(entries)
     reported = load_reported(reported_path)

@@ -60,39 +60,76 @@ class Frame:
         return [{"x": self.x(v / 5), "label": f"{v / 5:.1f}"} for v in range(6)]
 
 
-STRIP = Frame(left=120, width=600, top=10, row=34)
+STRIP = Frame(left=130, width=1000, top=12, row=46)
 BARS = Frame(left=120, width=360, top=6, row=22)
 
+# Table sections: ranked and reference rows together (by score), then the rows that are not comparable.
+SECTIONS = (
+    ("main", ("ranked", "reference")),
+    ("partial", ("partial",)),
+    ("incomplete", ("incomplete",)),
+    ("reported", ("reported",)),
+)
 
-def colour(entry: Entry) -> str:
-    """An entry's colour in the charts: by rank for reproduced rows, grey for reported ones."""
-    return PALETTE[(entry.rank - 1) % len(PALETTE)] if entry.rank else REPORTED_COLOUR
+
+def charted(board: Leaderboard) -> list[Entry]:
+    """The reproduced rows the charts show: ranked and reference ones (the others are not comparable)."""
+    return [e for e in board.entries if e.standing in ("ranked", "reference")]
 
 
-def _mark(entry: Entry, cell: Cell, frame: Frame, index: int, label: str) -> dict[str, Any]:
-    reported = entry.kind == "reported"
+def colours(board: Leaderboard) -> dict[str, str]:
+    """Row id → colour: charted rows in their order on the board; others fall back to grey."""
+    return {e.id: PALETTE[i % len(PALETTE)] for i, e in enumerate(charted(board))}
+
+
+def section_titles(board: Leaderboard) -> dict[str, str | None]:
+    """The divider line above each table section."""
+    n = len(board.partitions)
+    return {
+        "main": None,
+        "partial": f"Complete, but not over the board's {n} partitions with their full example counts (not ranked)",
+        "incomplete": "Incomplete runs: not the test split, limited, or with failed or missing predictions "
+        "(not ranked)",
+        "reported": "Reported in the SHAM-Bench paper (not reproduced here)",
+    }
+
+
+def coverage_text(entry: Entry, board: Leaderboard) -> str:
+    """What an unranked row covers: its predicted/failed/missing counts and reasons, or its partitions."""
+    if entry.standing == "partial":
+        mine = {name: cell.n for name, cell in entry.span.datasets.items()}
+        full = [name for name, n in board.partitions.items() if mine.get(name) == n]
+        return f"covers {len(full)} of the board's {len(board.partitions)} partitions in full"
+    c = entry.coverage
+    counts = f"{c.predicted} of {c.total} predicted, {c.failed} failed, {c.missing} missing" if c else ""
+    return " · ".join([counts, *entry.incomplete_because]) if counts else "; ".join(entry.incomplete_because)
+
+
+def _mark(entry: Entry, cell: Cell, frame: Frame, index: int, label: str, colour: str) -> dict[str, Any]:
+    kind = "reported" if entry.kind == "reported" else entry.standing
     ci = cell.ci
+    what = {"reported": "reported in paper", "reference": "reference baseline"}.get(kind, f"rank {entry.rank}")
     return {
         "entry": entry.id,
-        "reported": reported,
+        "kind": kind,
         "x": frame.x(cell.f1),
         # Reproduced marks sit just above the task's line and reported ones just below, so they never hide each other.
-        "y": frame.y(index) + (5 if reported else -5),
+        "y": frame.y(index) + (7 if kind == "reported" else -7),
         "ci": (frame.x(ci[0]), frame.x(ci[1])) if ci else None,
-        "colour": colour(entry),
-        "title": f"{entry.name} ({'reported in paper' if reported else 'reproduced'}) — {label}: "
-        f"F1 {cell.f1:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""),
+        "colour": colour,
+        "title": f"{entry.name} ({what}) — {label}: F1 {cell.f1:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""),
     }
 
 
 def strip_chart(board: Leaderboard, level: str) -> dict[str, Any]:
-    """Per task, one mark per entry at its F1 (with its 95% interval when known)."""
+    """Per task, one mark per ranked, reference and reported entry at its F1 (with its 95% interval when known)."""
+    palette = colours(board)
     marks = []
     for i, task in enumerate(board.tasks):
-        for entry in (*board.entries, *board.reported):
+        for entry in (*charted(board), *board.reported):
             cell = getattr(entry, level).tasks.get(task)
             if cell is not None:
-                marks.append(_mark(entry, cell, STRIP, i, task))
+                marks.append(_mark(entry, cell, STRIP, i, task, palette.get(entry.id, REPORTED_COLOUR)))
     rows = [{"label": t, "y": STRIP.y(i)} for i, t in enumerate(board.tasks)]
     return {"frame": STRIP, "rows": rows, "marks": marks, "height": STRIP.height(len(rows))}
 
@@ -116,7 +153,7 @@ def bar_chart(entry: Entry, level: str, tasks: list[str]) -> dict[str, Any]:
                 "value": f"{cell.f1:.3f}",
             }
         )
-    return {"frame": BARS, "bars": bars, "height": BARS.height(len(bars)), "colour": colour(entry)}
+    return {"frame": BARS, "bars": bars, "height": BARS.height(len(bars))}
 
 
 def f3(value: float | None) -> str:
@@ -159,6 +196,8 @@ def render(board: Leaderboard) -> str:
 
     css = (HERE / "page.css").read_text(encoding="utf-8")
     script = (HERE / "page.js").read_text(encoding="utf-8")
+    titles = section_titles(board)
+    rows = {name: [e for e in (*board.entries, *board.reported) if e.standing in kept] for name, kept in SECTIONS}
     return (
         _environment()
         .get_template("page.html")
@@ -167,7 +206,10 @@ def render(board: Leaderboard) -> str:
             levels=LEVELS,
             strips={level: strip_chart(board, level) for level, _ in LEVELS},
             bar_chart=bar_chart,
-            colour=colour,
+            colours=colours(board),
+            reported_colour=REPORTED_COLOUR,
+            sections=[(name, titles[name], rows[name]) for name, _ in SECTIONS],
+            coverage_text=coverage_text,
             # Our own files, trusted and hashed into the policy below; everything else is escaped.
             css=Markup(css),
             script=Markup(script),

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 from shambench.io import write_atomic
 from shambench.results import SCHEMA_VERSION, RunInfo
 
-LEADERBOARD_VERSION = "1.0"
+LEADERBOARD_VERSION = "2.0"
 SCHEMA_DIR = Path(__file__).resolve().parent
 RESULTS_SCHEMA = "results.schema.json"
 LEADERBOARD_SCHEMA = "leaderboard.schema.json"
@@ -26,11 +26,26 @@ DRAFT = "https://json-schema.org/draft/2020-12/schema"
 TASK_ORDER = ("open_qa", "context_qa", "data2txt", "open_bio", "summ", "mt")
 
 
+Standing = Literal["ranked", "reference", "partial", "incomplete", "reported"]
+
+# The per-example convention's empty-example rule, as the page's header states it.
+EMPTY_RULE_SENTENCE = (
+    "Under the paper's per-example convention an example with no hallucination and no predicted span scores F1 = 1, "
+    "so a detector that predicts nothing earns full credit on every hallucination-free example."
+)
+
+
 class Cell(BaseModel):
     """One score of an entry: F1 and, where known, precision, recall, its 95% interval and the example count."""
 
     f1: float
     """Per-example F1 averaged over the group's examples (for `overall`: the mean over tasks)."""
+    f1_with_gold: float | None = None
+    """Span level: per-example token F1 over the examples with a gold span only (for `overall`: the mean over
+    tasks); None where not known."""
+    f1_pooled: float | None = None
+    """Span level: token F1 pooled over all tokens of the group (for `overall`: the mean over tasks); None where
+    not known."""
     precision: float | None = None
     """Precision under the same convention; None where the paper does not print it."""
     recall: float | None = None
@@ -56,6 +71,19 @@ class Level(BaseModel):
     """Per partition, keyed `task/dataset`."""
 
 
+class Coverage(BaseModel):
+    """How much of its selected data a run predicted: what `complete` is decided from."""
+
+    total: int
+    """Examples the run selected and scored."""
+    predicted: int
+    """Examples with a usable prediction."""
+    failed: int
+    """Examples whose prediction carries a detector error (scored as empty)."""
+    missing: int
+    """Examples with no prediction at all (scored as empty)."""
+
+
 class Entry(BaseModel):
     """One row of the leaderboard: a reproduced run (or submission), or a score reported in the paper."""
 
@@ -68,7 +96,23 @@ class Entry(BaseModel):
     origin: str
     """`run`, `submission` or `predictions` for reproduced rows; `paper` for reported ones."""
     rank: int | None = None
-    """Position among the reproduced rows by overall span F1 (1 = best); None for reported rows."""
+    """Position by overall span F1 among the complete, non-reference rows that cover the board's partitions
+    (1 = best); None for every other row."""
+    complete: bool = False
+    """True when every example of every partition the row reports was predicted without failure, on the test
+    split, with no `--limit`; False for incomplete runs and for reported rows (not run here)."""
+    incomplete_because: list[str] = Field(default_factory=list)
+    """Why the row is not complete (empty when it is)."""
+    reference: bool = False
+    """A reference baseline (`none`, `all`, `random`, or a detector registered with `reference=True`): shown as a
+    labelled line, never ranked."""
+    standing: Standing = "ranked"
+    """Where the row stands: `ranked`; `reference`; `partial` (complete but not over the board's partitions and
+    counts); `incomplete`; `reported` (the paper's rows)."""
+    coverage: Coverage | None = None
+    """Predicted, failed, missing and total examples of a reproduced row."""
+    runs: int = 1
+    """Run directories merged into the row (a sweep's cells of one configuration over several datasets)."""
     family: str | None = None
     """Detector family."""
     params: dict[str, Any] = Field(default_factory=dict)
@@ -108,14 +152,25 @@ class Leaderboard(BaseModel):
     """UTC time of the build, ISO 8601."""
     shambench_version: str
     """shambench version that built the page."""
-    ranking: str = "overall span-level (token) F1, descending; ties broken by sentence-level F1, then name"
-    """How `entries` are ordered."""
+    ranking: str = (
+        "overall span-level (token) F1, descending; ties broken by sentence-level F1, then name; only complete, "
+        "non-reference rows over all of the board's partitions are ranked"
+    )
+    """How `entries` are ordered and which get a rank."""
+    empty_rule: str = EMPTY_RULE_SENTENCE
+    """The empty-example rule of the headline metric, in one sentence."""
+    partitions: dict[str, int] = Field(default_factory=dict)
+    """The data a row must cover to be ranked: per partition, the examples of the complete rows (their largest
+    count)."""
+    none_scores: dict[str, float] | None = None
+    """Overall span scores of the `none` baseline (nothing predicted) under each view (`f1`, `f1_with_gold`,
+    `f1_pooled`), when the board holds a complete `none` row."""
     tasks: list[str]
     """Task columns, in the paper's order."""
     datasets: list[str]
     """Partition (`task/dataset`) columns."""
     entries: list[Entry]
-    """Reproduced runs and submissions, ranked."""
+    """Reproduced runs and submissions: ranked and reference rows by score, then partial, then incomplete ones."""
     reported: list[Entry] = Field(default_factory=list)
     """Scores reported in the SHAM-Bench paper (never ranked with, nor mixed into, the reproduced runs)."""
     reported_source: str | None = None

@@ -14,6 +14,8 @@ Writing a detector takes a class with a `detect` method and a registered factory
         return Shouty()
 
 Third-party packages expose the factory under the `shambench.detectors` entry-point group instead.
+`@detector("name", reference=True)` declares a reference baseline (like `none`, `all`, `random`): the leaderboard
+shows its rows as labelled reference lines and never ranks them.
 """
 
 from __future__ import annotations

@@ -9,6 +9,23 @@ from pathlib import Path
 from shambench.analysis import RunAnalysis
 from shambench.results import Results
 
+# What the tables call each level (token-level scores are the "span F1" of the tables and the leaderboard).
+LEVEL_NAMES = {"token": "span", "sentence": "sentence"}
+
+
+def run_labels(detectors: Sequence[str | None], run_dirs: Sequence[Path]) -> list[str]:
+    """Legend names of runs: the detector, with the run directory only where two runs share a detector and the
+    directory's name says something the detector's does not."""
+    names = [d or p.name for d, p in zip(detectors, run_dirs)]
+    labels = []
+    for name, run_dir in zip(names, run_dirs):
+        if names.count(name) == 1:
+            labels.append(name)
+        else:
+            where = run_dir.name if run_dir.name != name else f"{run_dir.parent.name}/{run_dir.name}"
+            labels.append(f"{name} ({where})")
+    return labels
+
 
 def _pyplot():
     import matplotlib
@@ -32,7 +49,8 @@ def rate_histograms(analysis: RunAnalysis, path: Path) -> Path:
     names = list(analysis.datasets)
     cols = min(3, max(1, len(names)))
     rows = math.ceil(len(names) / cols) or 1
-    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), squeeze=False)
+    # constrained layout keeps the subplot titles, axis labels and the figure title from running into each other
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.4 * rows + 0.6), squeeze=False, layout="constrained")
     edges = analysis.rate_bins
     width = (edges[1] - edges[0]) * 0.42
     for ax, name in zip(axes.flat, names):
@@ -45,7 +63,8 @@ def rate_histograms(analysis: RunAnalysis, path: Path) -> Path:
         ax.set_ylabel("examples")
     for ax in list(axes.flat)[len(names) :]:
         ax.axis("off")
-    axes.flat[0].legend(fontsize=8)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside upper right", fontsize=8)
     fig.suptitle(f"Per-example hallucination rates: {analysis.detector}")
     return _save(fig, path)
 
@@ -54,7 +73,7 @@ def f1_bars(runs: Sequence[tuple[str, Results]], path: Path, level: str = "token
     """Per-task F1 of each run, with 95% bootstrap intervals as error bars."""
     plt = _pyplot()
     tasks = sorted({t for _, r in runs for t in r.tasks})
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(tasks) * max(1, len(runs)) ** 0.5), 3.8))
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(tasks) * max(1, len(runs)) ** 0.5), 4.2), layout="constrained")
     width = 0.8 / max(1, len(runs))
     for i, (name, res) in enumerate(runs):
         xs, ys, lo, hi = [], [], [], []
@@ -71,15 +90,29 @@ def f1_bars(runs: Sequence[tuple[str, Results]], path: Path, level: str = "token
         ax.bar(xs, ys, width=width, yerr=[lo, hi], capsize=3, label=name)
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(tasks))], tasks, rotation=20)
     ax.set_ylim(0, 1)
-    ax.set_ylabel(f"{level} F1 (per-example mean)")
-    ax.legend(fontsize=8)
+    ax.set_ylabel(f"{LEVEL_NAMES[level]} F1 (per-example mean)")
+    ax.set_title(f"{LEVEL_NAMES[level].capitalize()} F1 per task, 95% bootstrap intervals", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
     return _save(fig, path)
 
 
+def _iso_f1(ax) -> None:
+    """Grey curves of constant F1 (0.2, ..., 0.8) on a recall × precision plane, labelled at their top end."""
+    import numpy as np
+
+    for f in (0.2, 0.4, 0.6, 0.8):
+        recall = np.linspace(f / 2 + 1e-3, 1, 200)
+        precision = f * recall / (2 * recall - f)
+        keep = (precision >= 0) & (precision <= 1)
+        ax.plot(recall[keep], precision[keep], color="0.8", lw=0.8, zorder=0)
+        ax.annotate(f"F1={f:.1f}", (1, f / (2 - f)), fontsize=7, color="0.5", xytext=(2, 0), textcoords="offset points")
+
+
 def pr_scatter(runs: Sequence[tuple[str, Results]], path: Path) -> Path:
-    """Token precision against recall, one point per run and task."""
+    """Span (token) precision against recall, one point per run and task, over curves of constant F1."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(5.2, 4.6))
+    fig, ax = plt.subplots(figsize=(6.4, 5.0), layout="constrained")
+    _iso_f1(ax)
     for name, res in runs:
         ps = [g.token.precision for g in res.tasks.values()]
         rs = [g.token.recall for g in res.tasks.values()]
@@ -88,7 +121,8 @@ def pr_scatter(runs: Sequence[tuple[str, Results]], path: Path) -> Path:
             ax.annotate(task, (r, p), fontsize=7, xytext=(3, 3), textcoords="offset points")
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
-    ax.set_xlabel("token recall (per-example mean)")
-    ax.set_ylabel("token precision (per-example mean)")
-    ax.legend(fontsize=8)
+    ax.set_xlabel("span recall (per-example mean)")
+    ax.set_ylabel("span precision (per-example mean)")
+    ax.set_title("Span precision against recall per task, with iso-F1 curves", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.08, 1), borderaxespad=0)
     return _save(fig, path)

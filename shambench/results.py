@@ -89,6 +89,9 @@ class GroupScores(_Documented):
     """Per-example token P/R/F1, averaged over examples (the SHAM-Bench headline)."""
     sentence: PRF
     """Per-example sentence-unit P/R/F1, averaged over examples."""
+    token_with_gold: PRF | None = None
+    """Per-example token P/R/F1 averaged over the examples with a gold span only (predicting nothing scores 0);
+    None when the group has no such example."""
     token_pooled: PRF
     """Micro token P/R/F1 pooled over all tokens of the group (LettuceDetect's convention)."""
     char_pooled: PRF

@@ -61,6 +61,8 @@ def conventions(n_resamples: int, seed: int) -> dict[str, str]:
         "ci": f"percentile bootstrap 95% interval over {n_resamples} resamples of examples (listed in id order, "
         f"so the interval does not depend on input order), seed {seed}; the "
         "overall interval averages the tasks' replicates (resampled independently per task)",
+        "token_with_gold": "per-example token precision/recall/F1 averaged over the examples of the group that "
+        "have at least one gold span (examples without gold, where an empty prediction scores 1, are left out)",
         "token_pooled": "micro precision/recall/F1 over all tokens of the group",
         "char_pooled": "micro precision/recall/F1 over all characters of the group",
         "mushroom": "Mu-SHROOM official IoU and Cor per item, mean over items with soft labels; predicted soft "
@@ -452,11 +454,20 @@ class _GroupContext:
             missing_predictions=int((~self.pa.present[idx]).sum()),
             failed_predictions=int(self.pa.failed[idx].sum()),
             **per_example,
+            token_with_gold=self._with_gold(idx),
             **pooled,
             mushroom=self._mushroom(idx),
             threshold_free=self._threshold_free(idx),
         )
         return scores, reps
+
+    def _with_gold(self, idx: np.ndarray) -> PRF | None:
+        """Per-example token P/R/F1 averaged over the group's examples that have gold spans."""
+        gold = idx[self.scorer.gold_counts["token"][idx] > 0]
+        if not len(gold):
+            return None
+        p, r, f = (float(a[gold].mean()) for a in self.prf["token"])
+        return PRF(precision=p, recall=r, f1=f)
 
     def _mushroom(self, idx: np.ndarray) -> MushroomScores | None:
         sc = self.scorer

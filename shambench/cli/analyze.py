@@ -78,7 +78,8 @@ def analyze(run_dirs, out, no_figures, categorise, judge_preset, params, **endpo
         if judge is not None:
             analysis.categories = _categories(judge, examples, predictions, out_dir, run_dir, len(paths), console)
         analyses.append(analysis)
-        scored.append((f"{config.detector} ({run_dir.name})" if len(paths) > 1 else config.detector, results))
+        scored.append((config.detector, results))
+    scored = list(zip(figures.run_labels([d for d, _ in scored], paths), [r for _, r in scored]))
     write_json(out_dir / "analysis.json", {"runs": [a.model_dump(mode="json") for a in analyses]})
     if not no_figures:
         for i, a in enumerate(analyses):

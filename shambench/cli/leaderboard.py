@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import click
@@ -19,7 +20,7 @@ def _reported_option(func):
         "--reported",
         type=click.Path(dir_okay=False),
         default=None,
-        help="The paper's reported scores (default: ../shared/data/sham_bench_reported/reported_f1.json).",
+        help="The paper's reported scores (default: the SHAM-Bench paper's figures shipped with shambench).",
     )(click.option("--no-reported", is_flag=True, help="Leave out the rows reported in the paper.")(func))
 
 
@@ -57,9 +58,13 @@ def build(run_paths, out_dir, reported, no_reported, example_pages) -> None:
     shambench leaderboard build --runs runs/leaderboard --out leaderboard/site
     shambench leaderboard build --runs runs/a --runs runs/b --out site --reported reported_f1.json
 
-    Every results.json found is one row, ranked by overall span-level F1. The paper's reported scores are
-    added as rows marked "reported in paper", in their own section. The page needs no server or network:
-    open index.html in a browser.
+    Every results.json found is one row; the runs of one detector configuration over disjoint data (a
+    sweep's cells) are scored together as one row, named by the parameters that tell its rows apart
+    (`random rate=0.3`). Only complete runs (test split, no --limit, every example predicted without failure)
+    over all of the board's partitions are ranked, by overall span-level F1; reference baselines (none, all,
+    random) are shown unranked, incomplete and partial-coverage runs in their own sections. The paper's
+    reported scores are added as rows marked "reported in paper", in their own section. The page needs no
+    server or network: open index.html in a browser.
     """
     from shambench.leaderboard.build import build as build_board
     from shambench.leaderboard.build import with_example_pages, write_site
@@ -68,7 +73,9 @@ def build(run_paths, out_dir, reported, no_reported, example_pages) -> None:
     if example_pages:
         board = with_example_pages(board, out_dir)
     json_path, html_path = write_site(board, out_dir)
-    click.echo(f"{len(board.entries)} runs, {len(board.reported)} reported rows -> {html_path}, {json_path}")
+    standings = Counter(e.standing for e in board.entries)
+    counts = ", ".join(f"{standings[s]} {s}" for s in ("ranked", "reference", "partial", "incomplete"))
+    click.echo(f"{len(board.entries)} runs ({counts}), {len(board.reported)} reported rows -> {html_path}, {json_path}")
 
 
 @leaderboard_group.command("submit")

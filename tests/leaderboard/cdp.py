@@ -6,6 +6,7 @@ JSON message ended by a NUL byte.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import fcntl
 import json
@@ -112,6 +113,23 @@ class Browser:
         """Navigate the page and wait until it has loaded (its scripts have run)."""
         self.send("Page.navigate", {"url": url}, session=True)
         self.wait_event("Page.loadEventFired")
+
+    def set_viewport(self, width: int, height: int) -> None:
+        """Lay the page out as a window of this size (CSS pixels, scale 1) would."""
+        params = {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}
+        self.send("Emulation.setDeviceMetricsOverride", params, session=True)
+
+    def screenshot(self, path: Path, full_page: bool = False) -> Path:
+        """Write a PNG of the viewport (or of the whole page) to `path`."""
+        params: dict[str, Any] = {"format": "png", "captureBeyondViewport": full_page}
+        if full_page:
+            width, height = self.evaluate(
+                "[document.documentElement.scrollWidth, document.documentElement.scrollHeight]"
+            )
+            params["clip"] = {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}
+        data = self.send("Page.captureScreenshot", params, session=True)["data"]
+        path.write_bytes(base64.b64decode(data))
+        return path
 
     def evaluate(self, expression: str) -> Any:
         """The JSON value of a JavaScript expression in the page."""

@@ -11,11 +11,21 @@ import pytest
 from click.testing import CliRunner
 
 from shambench.cli import main
+from shambench.detector import create_detector
 from shambench.io import DataError
-from shambench.leaderboard.build import build, find_results, load_leaderboard, write_site
+from shambench.leaderboard.build import DEFAULT_REPORTED, build, find_results, load_leaderboard, write_site
 from shambench.leaderboard.page import render
+from shambench.runner import score_run
 from tests.conftest import require_shared
-from tests.leaderboard.toy import SENTENCE_OVERALL, SPAN_OVERALL, make_run, write_examples
+from tests.leaderboard.toy import (
+    EXAMPLES,
+    RUNS,
+    SENTENCE_OVERALL,
+    SPAN_OVERALL,
+    make_run,
+    run_detector,
+    write_examples,
+)
 
 XSS = "<img src=x onerror=alert(1)>"
 
@@ -23,10 +33,15 @@ XSS = "<img src=x onerror=alert(1)>"
 def test_finds_runs_recursively_and_ranks_by_overall_span_f1(toy_runs, monkeypatch):
     monkeypatch.chdir(toy_runs)
     board = build(["runs"], None)
-    # exact 1 > none 0.25 > all (0.125 + 2/9) / 2 = 0.1736 (see tests/leaderboard/toy.py for the arithmetic).
+    # exact 1 > none 0.25 > all (0.125 + 2/9) / 2 = 0.1736 (see tests/leaderboard/toy.py for the arithmetic);
+    # `none` and `all` are reference baselines: ordered by score with the rest, never ranked.
     assert [e.name for e in board.entries] == ["exact", "none", "all"]
-    assert [e.rank for e in board.entries] == [1, 2, 3]
+    assert [e.rank for e in board.entries] == [1, None, None]
+    assert [e.standing for e in board.entries] == ["ranked", "reference", "reference"]
+    assert [e.reference for e in board.entries] == [False, True, True]
+    assert all(e.complete and not e.incomplete_because for e in board.entries)
     assert [e.id for e in board.entries] == ["run-1", "run-2", "run-3"]
+    assert board.partitions == {"context_qa/toyqa": 2, "summ/toysum": 1}
     for e in board.entries:
         assert e.span.overall.f1 == pytest.approx(SPAN_OVERALL[e.name])
         assert e.sentence.overall.f1 == pytest.approx(SENTENCE_OVERALL[e.name])
@@ -132,7 +147,7 @@ def test_cli_build_writes_both_files(toy_runs, reported_file, tmp_path):
         ["leaderboard", "build", "--runs", str(toy_runs / "runs"), "--out", str(out), "--reported", str(reported_file)],
     )
     assert result.exit_code == 0, result.output
-    assert "3 runs, 2 reported rows" in result.output
+    assert "3 runs (1 ranked, 2 reference, 0 partial, 0 incomplete), 2 reported rows" in result.output
     data = json.loads((out / "leaderboard.json").read_text())
     assert [e["name"] for e in data["entries"]] == ["exact", "none", "all"]
     assert [e["name"] for e in data["reported"]] == ["paper-large", "paper-small"]
@@ -147,3 +162,118 @@ def test_cli_build_reports_a_missing_reported_file(toy_runs, tmp_path):
     assert result.exit_code == 2
     assert "error: nope.json: reported scores not found" in result.output
     assert not (tmp_path / "leaderboard.json").exists()
+
+
+def _rewrite_results(run_dir, **run_fields) -> None:
+    results = json.loads((run_dir / "results.json").read_text())
+    results["run"].update(run_fields)
+    (run_dir / "results.json").write_text(json.dumps(results))
+
+
+def _fail(run_dir, example_id: str) -> None:
+    """Record a failed prediction for one example (the journal's last record wins) and rescore the run."""
+    with (run_dir / "predictions.jsonl").open("a") as journal:
+        journal.write(json.dumps({"id": example_id, "spans": [], "error": "TimeoutError: no reply"}) + "\n")
+    score_run(run_dir, n_resamples=50)
+
+
+def test_limited_failed_dev_split_and_partial_runs_are_never_ranked(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    examples = write_examples(tmp_path / "examples.jsonl")
+    qa_only = write_examples(tmp_path / "qa.jsonl", [e for e in EXAMPLES if e["task"] == "context_qa"])
+    exact = RUNS["exact"]
+    make_run(tmp_path / "runs" / "exact", examples, "exact")
+    make_run(tmp_path / "runs" / "limited", examples, "limited", spans=exact, limit=1)
+    _fail(make_run(tmp_path / "runs" / "failed", examples, "failed", spans=exact), "s1")
+    _rewrite_results(make_run(tmp_path / "runs" / "dev", examples, "dev", spans=exact), split="dev", examples_file=None)
+    make_run(tmp_path / "runs" / "qa-only", qa_only, "qa-only", spans=exact)
+    make_run(tmp_path / "runs" / "none", examples, "none")
+    board = build(["runs"], None)
+    rows = {e.name: e for e in board.entries}
+    # All but `none` predict the gold spans of what they cover, yet only the complete `exact` is ranked.
+    assert [(e.name, e.rank) for e in board.entries if e.rank] == [("exact", 1)]
+    assert rows["none"].standing == "reference" and rows["none"].rank is None
+    assert rows["qa-only"].standing == "partial" and rows["qa-only"].complete
+    assert board.partitions == {"context_qa/toyqa": 2, "summ/toysum": 1}
+    for name in ("limited", "failed", "dev"):
+        assert rows[name].standing == "incomplete" and not rows[name].complete and rows[name].rank is None
+    assert rows["limited"].incomplete_because == ["--limit 1 (first 1 examples per partition)"]
+    assert rows["limited"].coverage.model_dump() == {"total": 2, "predicted": 2, "failed": 0, "missing": 0}
+    assert rows["failed"].incomplete_because == ["1 failed prediction(s)"]
+    assert rows["failed"].coverage.model_dump() == {"total": 3, "predicted": 2, "failed": 1, "missing": 0}
+    assert rows["dev"].incomplete_because == ["dev split, not test"]
+    # Ranked and reference rows first (by score), then partial, then incomplete; anchors follow that order.
+    assert [e.standing for e in board.entries] == ["ranked", "reference", "partial", *["incomplete"] * 3]
+    assert [e.id for e in board.entries] == [f"run-{i}" for i in range(1, 7)]
+
+
+def test_views_that_do_not_reward_silence(toy_runs):
+    board = build([toy_runs / "runs"], None)
+    rows = {e.name: e.span for e in board.entries}
+    # Over examples with gold only: `none` 0 everywhere; `all` context_qa = q1 = 0.25, summ = s1 = 2/9.
+    assert rows["none"].overall.f1_with_gold == 0 and rows["exact"].overall.f1_with_gold == 1
+    assert rows["all"].tasks["context_qa"].f1_with_gold == pytest.approx(0.25)
+    assert rows["all"].overall.f1_with_gold == pytest.approx((0.25 + 2 / 9) / 2)
+    # Pooled tokens of `all`: context_qa 12 predicted, 1 gold, 1 hit -> P 1/12, R 1, F1 2/13; summ 8, 1, 1 -> 2/9.
+    assert rows["all"].tasks["context_qa"].f1_pooled == pytest.approx(2 / 13)
+    assert rows["all"].overall.f1_pooled == pytest.approx((2 / 13 + 2 / 9) / 2)
+    assert board.none_scores == {"f1": 0.25, "f1_with_gold": 0.0, "f1_pooled": 0.0}
+    text = " ".join(html.unescape(render(board)).split())
+    assert board.empty_rule in text
+    assert (
+        "`none` (predicts nothing) scores 0.250 on the paper's per-example F1, 0.000 over the examples with a hallucination and 0.000"
+        in text.replace("<code>none</code>", "`none`")
+    )
+
+
+def test_sweep_cells_become_one_row_per_configuration(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    qa = write_examples(tmp_path / "qa.jsonl", [e for e in EXAMPLES if e["task"] == "context_qa"])
+    summ = write_examples(tmp_path / "summ.jsonl", [e for e in EXAMPLES if e["task"] == "summ"])
+    for rate in (0.3, 0.6):
+        for data in (qa, summ):
+            run_detector(
+                tmp_path / "sweep" / data.stem / f"random_rate={rate}", data, create_detector("random", rate=rate)
+            )
+        run_detector(
+            tmp_path / "whole" / str(rate), write_examples(tmp_path / "all.jsonl"), create_detector("random", rate=rate)
+        )
+    run_detector(tmp_path / "sweep" / "qa" / "overlap", qa, create_detector("overlap"))
+    run_detector(tmp_path / "sweep" / "summ" / "overlap", summ, create_detector("overlap"))
+    board = build(["sweep"], None)
+    rows = {e.name: e for e in board.entries}
+    assert sorted(rows) == ["overlap", "random rate=0.3", "random rate=0.6"]
+    assert rows["overlap"].rank == 1 and rows["overlap"].runs == 2
+    assert rows["overlap"].source == "sweep/qa/overlap, sweep/summ/overlap"
+    for rate in (0.3, 0.6):
+        row = rows[f"random rate={rate}"]
+        assert row.reference and row.complete and row.runs == 2
+        assert set(row.span.datasets) == {"context_qa/toyqa", "summ/toysum"}
+        # The merged row scores exactly what one run of the configuration over all the data scores.
+        whole = build([tmp_path / "whole" / str(rate)], None).entries[0]
+        assert row.span.overall.f1 == pytest.approx(whole.span.overall.f1)
+        assert row.span.overall.f1_pooled == pytest.approx(whole.span.overall.f1_pooled)
+        assert row.span.datasets["summ/toysum"].f1 == pytest.approx(whole.span.datasets["summ/toysum"].f1)
+        assert row.sentence.overall.f1 == pytest.approx(whole.sentence.overall.f1)
+
+
+def test_builds_with_the_packaged_reported_scores_from_any_folder(toy_runs, tmp_path, monkeypatch):
+    # No ../shared beside the working folder: the paper's rows come from the package's copy of its figures.
+    folder = tmp_path / "elsewhere"
+    folder.mkdir()
+    monkeypatch.chdir(folder)
+    result = CliRunner().invoke(main, ["leaderboard", "build", "--runs", str(toy_runs / "runs"), "--out", "site"])
+    assert result.exit_code == 0, result.output
+    board = load_leaderboard(folder / "site")
+    packaged = json.loads(DEFAULT_REPORTED.read_text())
+    assert packaged["source"].startswith("SHAM-Bench paper, Tables")
+    assert sorted(e.name for e in board.reported) == sorted(packaged["span_level"])
+    assert board.reported_source == packaged["source"]
+    lettuce = next(e for e in board.reported if e.name == "lettucedetect-large")
+    assert lettuce.span.overall.f1 == 0.482 and lettuce.rank is None and lettuce.standing == "reported"
+    assert [(e.name, e.rank) for e in board.entries] == [("exact", 1), ("none", None), ("all", None)]
+
+
+def test_packaged_reported_scores_are_the_shared_figures():
+    shared = require_shared("sham_bench_reported", "reported_f1.json")
+    assert json.loads(DEFAULT_REPORTED.read_text()) == json.loads(shared.read_text())

@@ -9,13 +9,13 @@ import os
 
 import pytest
 
-from shambench.leaderboard.build import build, write_site
+from shambench.leaderboard.build import DEFAULT_REPORTED, build, write_site
 from tests.leaderboard.cdp import Browser, chromium_path
 from tests.leaderboard.toy import make_run, write_examples
 
 XSS = "<img src=x onerror=alert(1)>"
 SCRIPT_XSS = "<script>window.pwned = 1</script>"
-SPAN_ROWS = "table.board[data-level=span] tbody.reproduced tr.entry"
+SPAN_ROWS = "table.board[data-level=span] tbody.main tr.entry"
 
 
 def _chromium() -> str:
@@ -69,9 +69,9 @@ def test_rows_render_in_rank_order(page):
 
 
 def test_sorting_by_a_column_reorders_the_rows(page):
-    _click(page, "overall F1")  # first click: descending
+    _click(page, "span F1")  # the headline (first of the three span F1 columns); first click: descending
     assert _names(page) == ["exact", XSS, SCRIPT_XSS, "none", "all"]
-    _click(page, "overall F1")  # second click: ascending (ties keep their order)
+    _click(page, "span F1")  # second click: ascending (ties keep their order)
     assert _names(page) == ["all", SCRIPT_XSS, "none", XSS, "exact"]
     _click(page, "summ")  # summ span F1: exact 1, all 2/9, the rest 0 -> descending
     assert _names(page)[:2] == ["exact", "all"]
@@ -91,3 +91,52 @@ def test_hostile_names_show_as_text_and_run_nothing(page):
     assert not [e for e in page.events if e.get("method") == "Page.javascriptDialogOpening"]
     detail = page.evaluate("document.querySelector('#details').textContent")
     assert XSS in detail and SCRIPT_XSS in detail
+
+
+@pytest.fixture(scope="module")
+def wide_board(tmp_path_factory):
+    """A board with the paper's six tasks and nine partitions (the packaged reported rows), at 1400 px."""
+    executable = _chromium()
+    root = tmp_path_factory.mktemp("wide")
+    examples = write_examples(root / "examples.jsonl")
+    make_run(root / "runs" / "exact", examples, "exact")
+    make_run(root / "runs" / "none", examples, "none")
+    _, html = write_site(build([root / "runs"], DEFAULT_REPORTED), root / "site")
+    browser = Browser(executable, root / "profile")
+    try:
+        browser.set_viewport(1400, 900)
+        browser.open(html.as_uri())
+        yield browser, root
+    finally:
+        browser.close()
+
+
+def test_every_task_and_partition_column_is_visible_at_1400_px(wide_board):
+    browser, root = wide_board
+    shot = browser.screenshot(root / "board.png")
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert browser.evaluate("innerWidth") == 1400
+    # Nothing scrolls sideways: neither the page nor any table's box.
+    assert browser.evaluate("document.documentElement.scrollWidth") <= 1400
+    assert browser.evaluate("[...document.querySelectorAll('.scroll')].every(d => d.scrollWidth <= d.clientWidth)")
+    # The paper's 6 task columns in each level's table; the 2 toy partitions and the paper's 9 in the last.
+    edges = browser.evaluate(
+        "[...document.querySelectorAll('th.task, th.dataset')].map(th => { const r = th.getBoundingClientRect();"
+        " return [th.textContent.trim(), r.left, r.right]; })"
+    )
+    assert len([e for e in edges if "/" not in e[0]]) == 2 * 6
+    assert len([e for e in edges if "/" in e[0]]) == 11
+    assert all(left >= 0 and right <= 1400 for _, left, right in edges), edges
+
+
+def test_reference_rows_are_labelled_and_marked_in_the_charts(wide_board):
+    browser, _ = wide_board
+    rows = browser.evaluate(
+        "[...document.querySelectorAll('table.board[data-level=span] tbody.main tr.entry')]"
+        ".map(r => [r.cells[0].textContent.trim(), r.querySelector('.name a').textContent, "
+        "r.querySelector('.badge') ? r.querySelector('.badge').textContent : ''])"
+    )
+    assert rows == [["1", "exact", ""], ["–", "none", "reference"]]
+    # Per level, each of the two toy tasks carries one dot (exact) and one hollow square (none).
+    assert browser.evaluate("document.querySelectorAll('svg.strip g.mark.reference rect').length") == 2 * 2
+    assert browser.evaluate("document.querySelectorAll('svg.strip g.mark.ranked circle').length") == 2 * 2

@@ -90,13 +90,24 @@ class Canned(Detector):
             yield Prediction(id=ex.id, spans=[Span(start=s, end=e) for s, e in self.spans.get(ex.id, [])])
 
 
-def make_run(run_dir: Path, examples_file: Path, name: str, spans: dict[str, list[list[int]]] | None = None) -> Path:
-    """A scored run directory (config, journal, results) of a canned detector named `name`."""
-    examples, selection = select_examples(None, examples_file, "test", None, None)
-    detector = Canned(RUNS[name] if spans is None else spans)
-    detector.name = name
+def run_detector(run_dir: Path, examples_file: Path, detector: Detector, limit: int | None = None) -> Path:
+    """A scored run directory (config, journal, results) of `detector` over the examples file."""
+    examples, selection = select_examples(None, examples_file, "test", None, limit)
     run_dir.mkdir(parents=True)
     write_json(run_dir / CONFIG, make_config(detector, examples, selection))
     run_predictions(detector, examples, Journal(run_dir / JOURNAL))
     score_run(run_dir, examples, n_resamples=50)
     return run_dir
+
+
+def make_run(
+    run_dir: Path,
+    examples_file: Path,
+    name: str,
+    spans: dict[str, list[list[int]]] | None = None,
+    limit: int | None = None,
+) -> Path:
+    """A scored run directory of a canned detector named `name` (at most `limit` examples per partition)."""
+    detector = Canned(RUNS[name] if spans is None else spans)
+    detector.name = name
+    return run_detector(run_dir, examples_file, detector, limit)
