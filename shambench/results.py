@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SCHEMA_VERSION = "1.0"
 
@@ -218,3 +221,9 @@ class Results(_Documented):
     """Result groups kept apart from the overall (e.g. `math` step-level verification metrics)."""
     run: RunInfo = Field(default_factory=RunInfo)
     """Run metadata: detector name, family, parameters, prompt hash, data selection, usage, cost, timings."""
+
+    def to_pandas(self) -> pd.DataFrame:
+        """One row per partition, per task and the overall, with flat metric columns (`token_f1`, ...)."""
+        from shambench.frames import results_frame
+
+        return results_frame(self)
