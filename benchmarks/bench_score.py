@@ -208,13 +208,12 @@ def whole_process(examples_path: Path, predictions_path: Path, work: Path, repea
 
 def in_process(examples_path: Path, predictions_path: Path, work: Path, repeats: int) -> dict:
     """Cold, warm-cache and warm-rescoring `Scorer` runs and the reference on the same examples, in this process."""
-    from shambench.io import read_models
-    from shambench.schema import Example, Prediction
+    from shambench.records import read_examples, read_predictions
     from shambench.scorer import Scorer
     from shambench.text import clear_cache
 
-    examples = read_models(examples_path, Example)
-    predictions = read_models(predictions_path, Prediction)
+    examples = read_examples(examples_path)
+    predictions = [p for _, p in read_predictions(predictions_path)]
     os.environ["SHAMBENCH_CACHE_DIR"] = str(work / "cache-in-process")
     clear_cache()
     cold, _ = timed(lambda: Scorer(examples).score(predictions))

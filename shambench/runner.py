@@ -162,6 +162,8 @@ def select_examples(
         raise DataError("give --datasets or --examples, not both")
     if examples_file:
         examples = read_examples(examples_file, UNSCORED_EXAMPLE_FIELDS if scoring_only else ())
+        if scoring_only:
+            examples = [scoring_view(ex) for ex in examples]
         selection: dict[str, Any] = {"examples_file": str(Path(examples_file).resolve())}
     else:
         bench = load_benchmark(datasets, split, data_dir)

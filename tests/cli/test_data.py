@@ -17,7 +17,7 @@ from shambench.adapters.fava import DUPLICATE, EMPTY, MISMATCH
 from shambench.adapters.mushroom import FILES, MushroomAdapter
 from shambench.benchmark import example_from_hf, load_benchmark
 from shambench.cli import main
-from shambench.io import read_models
+from shambench.records import read_examples
 from shambench.schema import Example
 
 FIXTURES = Path(__file__).parents[1] / "adapters" / "fixtures"
@@ -124,7 +124,7 @@ def test_dump_writes_the_examples_format_with_stable_ids(tmp_path):
     out = tmp_path / "dev.jsonl"
     result = run("data", "dump", "--out", str(out), "--data-dir", str(FIXTURES), "--datasets", MINE, "--split", "dev")
     assert result.exit_code == 0, result.output
-    dumped = read_models(out, Example)
+    dumped = read_examples(out)
     assert dumped == load_benchmark(MINE, "dev", FIXTURES).examples
     assert len(dumped) == 15 and {ex.split for ex in dumped} == {"dev"}
     first = json.loads(out.read_text().splitlines()[0])

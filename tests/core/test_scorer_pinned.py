@@ -1,7 +1,8 @@
 """The scorer gives today's numbers on real data, bootstrap intervals included, to 1e-12.
 
 `fixtures/scorer_pinned.json` holds the scores the scorer of commit 825424a (before the intervals were computed
-block by block) gave for the seeded predictions below on the real Mu-SHROOM and FaithBench test sets.
+block by block) gave for the seeded predictions below on the real Mu-SHROOM and FaithBench test sets. Two keys
+were added to each group later (`failed_predictions`, `token_with_gold`); they hold the values first computed then.
 """
 
 from __future__ import annotations
@@ -83,7 +84,8 @@ def test_scores_and_intervals_equal_the_pinned_ones_on_real_data(monkeypatch):
 
 
 def test_scoring_views_hold_no_context_and_score_the_same(tmp_path):
-    from shambench.io import model_line, read_models
+    from shambench.io import model_line
+    from shambench.records import read_predictions
     from shambench.runner import select_examples
 
     full = [
@@ -110,6 +112,6 @@ def test_scoring_views_hold_no_context_and_score_the_same(tmp_path):
     predictions = [Prediction(id="e1", spans=[[0, 6]], raw="x" * 1000, meta={"usage": 1})]
     pred_path = tmp_path / "predictions.jsonl"
     pred_path.write_text(model_line(predictions[0]), encoding="utf-8")
-    (kept,) = read_models(pred_path, Prediction, scorer.UNSCORED_PREDICTION_FIELDS)
+    ((_, kept),) = read_predictions(pred_path, scorer.UNSCORED_PREDICTION_FIELDS)
     assert kept.raw is None and kept.meta == {} and kept.spans == predictions[0].spans
     assert summary(scorer.Scorer(slim).score([kept])) == summary(scorer.Scorer(full).score(predictions))
