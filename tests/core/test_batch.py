@@ -159,14 +159,14 @@ def test_kill_during_polling_then_resume_finishes_without_a_second_batch(batch_s
     assert not (run / "predictions.jsonl").exists() or journal_of(run) == {}
     batch_server.hold = False
 
-    out = eval_ok("--resume", str(run), *FAST)
+    out = eval_ok("--resume", str(run), "--base-url", batch_server.base_url, *FAST)
     assert "batch batch_0001: completed 6/6 done" in out
     assert list(batch_server.batches) == ["batch_0001"] and batch_server.log == []
     res = results_of(run)
     assert res["failed_predictions"] == 0 and res["tasks"]["open_qa"]["token"]["f1"] == 1.0
     assert load_state(run).batches[0].applied
     # Resuming a finished run sends nothing and creates no batch.
-    eval_ok("--resume", str(run), *FAST)
+    eval_ok("--resume", str(run), "--base-url", batch_server.base_url, *FAST)
     assert list(batch_server.batches) == ["batch_0001"]
 
 
@@ -178,14 +178,14 @@ def test_no_wait_submits_and_resume_collects(batch_server, tmp_path):
     assert f"shambench eval --resume {run}" in out
     assert not (run / "results.json").exists() and _recorded_id(run) == "batch_0001"
 
-    dry = invoke("eval", "--resume", str(run), "--dry-run")
+    dry = invoke("eval", "--resume", str(run), "--base-url", batch_server.base_url, "--dry-run")
     assert "requests to send      0  (5 more already in a submitted batch)" in dry.output, dry.output
 
     status = invoke("batch", "status", str(run))
     assert status.exit_code == 0, status.output
     assert "batch_0001  in_progress" in status.output and "(answers not applied yet)" in status.output
 
-    eval_ok("--resume", str(run), *FAST)
+    eval_ok("--resume", str(run), "--base-url", batch_server.base_url, *FAST)
     assert results_of(run)["failed_predictions"] == 0 and len(batch_server.batches) == 1
     assert "(answers applied)" in invoke("batch", "status", str(run)).output
 
@@ -197,7 +197,7 @@ def test_batch_recorded_before_its_id_is_found_again_not_made_twice(batch_server
     state = load_state(run)
     state.batches[0].id = None
     state_path(run).write_text(state.model_dump_json())
-    eval_ok("--resume", str(run), *FAST)
+    eval_ok("--resume", str(run), "--base-url", batch_server.base_url, *FAST)
     assert list(batch_server.batches) == ["batch_0001"] and load_state(run).batches[0].id == "batch_0001"
     assert results_of(run)["failed_predictions"] == 0
 
@@ -212,7 +212,7 @@ def test_failed_items_exit_3_and_resume_retries_only_them(batch_server, tmp_path
     run = tmp_path / "run"
     result = invoke("eval", *args, "--batch", "--run-dir", str(run), *FAST)
     assert result.exit_code == 3, result.output
-    assert "2 failed and 0 not run" in result.output
+    assert "2 predictions failed:" in result.output
     journal = journal_of(run)
     failed = {k: v["error"] for k, v in journal.items() if v.get("error")}
     assert failed == {
@@ -222,7 +222,7 @@ def test_failed_items_exit_3_and_resume_retries_only_them(batch_server, tmp_path
     assert results_of(run)["failed_predictions"] == 2
 
     batch_server.item_faults = None
-    eval_ok("--resume", str(run), *FAST)
+    eval_ok("--resume", str(run), "--base-url", batch_server.base_url, *FAST)
     assert list(batch_server.batches) == ["batch_0001", "batch_0002"]
     assert lines_of(batch_server, "batch_0002") == 2 and batch_server.log == []
     retried = {answer_in_prompt(r) for r in batch_server.batch_log[6:]}
@@ -235,7 +235,7 @@ def test_expired_batch_is_reported_and_its_unanswered_items_fail(batch_server, t
     run = tmp_path / "run"
     result = invoke("eval", *toy_args(batch_server, tmp_path), "--batch", "--run-dir", str(run), *FAST)
     assert result.exit_code == 3
-    assert "batch batch_0001 expired" in result.output and "3 failed and 0 not run" in result.output
+    assert "batch batch_0001 expired" in result.output and "3 predictions failed:" in result.output
     errors = [v["error"] for v in journal_of(run).values() if v.get("error")]
     assert (
         errors
@@ -246,7 +246,7 @@ def test_expired_batch_is_reported_and_its_unanswered_items_fail(batch_server, t
     )
 
     batch_server.final_status = "completed"
-    eval_ok("--resume", str(run), *FAST)
+    eval_ok("--resume", str(run), "--base-url", batch_server.base_url, *FAST)
     assert lines_of(batch_server, "batch_0002") == 3 and results_of(run)["failed_predictions"] == 0
 
 
@@ -321,11 +321,11 @@ def test_max_cost_stops_direct_requests_and_resume_continues(batch_server, tmp_p
     assert result.exit_code == 3, result.output
     # Sent while the accounted cost was below the budget: after 1 and 2 requests (1x, 2x < 2.5x), not after 3.
     assert len(batch_server.log) == 3
-    assert "0 failed and 3 not run" in result.output
+    assert "3 predictions failed:" in result.output and "  not run\n" in result.output
     not_run = [v["error"] for v in journal_of(run).values() if v.get("error")]
     assert len(not_run) == 3 and all(e.startswith("not run: the --max-cost budget of $") for e in not_run)
 
-    eval_ok("--resume", str(run), "--max-cost", "1", *FAST)
+    eval_ok("--resume", str(run), "--base-url", batch_server.base_url, "--max-cost", "1", *FAST)
     assert len(batch_server.log) == 6 and results_of(run)["failed_predictions"] == 0
 
 
@@ -340,11 +340,11 @@ def test_max_cost_by_batch_submits_only_what_the_estimate_fits(batch_server, tmp
     run = tmp_path / "run"
     result = invoke("eval", *args, "--batch", "--max-cost", f"{2.5 * one:.10f}", "--run-dir", str(run), *FAST)
     assert result.exit_code == 3, result.output
-    assert lines_of(batch_server, "batch_0001") == 2 and "0 failed and 3 not run" in result.output
+    assert lines_of(batch_server, "batch_0001") == 2 and "3 predictions failed:" in result.output and "  not run\n" in result.output
     record: BatchRecord = load_state(run).batches[0]
     assert record.estimated_cost == pytest.approx(2 * one)
 
-    eval_ok("--resume", str(run), *FAST)
+    eval_ok("--resume", str(run), "--base-url", batch_server.base_url, *FAST)
     assert lines_of(batch_server, "batch_0002") == 3 and results_of(run)["failed_predictions"] == 0
 
 
