@@ -779,8 +779,8 @@ class LLMClient:
                         self._settled = True
 
     def _settling(self) -> asyncio.Lock:
-        """The lock that makes requests go one at a time until one succeeded, for the running event loop (a
-        client may serve several loops in turn, and an asyncio lock belongs to one)."""
+        """The lock that holds the other requests back until the first has its answer, for the running event
+        loop (a client may serve several loops in turn, and an asyncio lock belongs to one)."""
         loop = asyncio.get_running_loop()
         if self._settle_lock is None or self._settle_loop is not loop:
             self._settle_lock, self._settle_loop = asyncio.Lock(), loop
@@ -811,7 +811,8 @@ class LLMClient:
                 reply = await self._fetch(kind, sent)
                 break
             except LLMError as err:
-                if "response_format" not in body or not err.names_format() or self.structured != "auto":
+                fallback = self.structured == "auto" and "response_format" in sent and next_mode(mode) is not None
+                if not (fallback and err.names_format()):
                     if "response_format" in sent and err.names_format():
                         err.reason += (
                             f" (the server rejects structured mode {mode}: rerun with -p structured=MODE, "
