@@ -125,9 +125,13 @@ def test_full_mushroom_by_batch_matches_direct_requests(batch_server, tmp_path):
 # --- detach, kill and resume --------------------------------------------------------------------------------
 
 
-def _wait_for(condition, timeout: float = 30.0) -> None:
+def _wait_for(condition, proc: subprocess.Popen, timeout: float = 180.0) -> None:
+    """Wait until `condition()` holds; fail at once if the process ended (with its stderr), or after `timeout`
+    (generous: starting a Python process that imports the openai SDK is slow on a loaded machine)."""
     deadline = time.monotonic() + timeout
     while not condition():
+        if proc.poll() is not None:
+            raise AssertionError(f"the run ended early ({proc.returncode}): {proc.stderr.read().decode()[-2000:]}")
         if time.monotonic() > deadline:
             raise AssertionError("timed out")
         time.sleep(0.02)
@@ -148,7 +152,7 @@ def test_kill_during_polling_then_resume_finishes_without_a_second_batch(batch_s
     cmd = [sys.executable, "-m", "shambench", "eval", *args, "--batch", "--run-dir", str(run), *FAST]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=os.environ.copy())
     try:
-        _wait_for(lambda: _recorded_id(run) is not None and batch_server.status_checks >= 3)
+        _wait_for(lambda: _recorded_id(run) is not None and batch_server.status_checks >= 3, proc)
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
     finally:
