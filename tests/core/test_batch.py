@@ -422,3 +422,19 @@ def test_batch_prices_are_half_unless_the_price_file_gives_them(tmp_path, monkey
     finally:
         monkeypatch.delenv("SHAMBENCH_PRICING")
         load_prices.cache_clear()
+
+
+def test_miprov2_programs_run_by_batch_with_their_own_prompt(batch_server, tmp_path):
+    from shambench.detectors.miprov2 import render
+    from tests.detectors.test_miprov2 import PROMPT, program_file, save
+
+    examples = invented(3)
+    batch_server.script = lambda req: '{"incorrect_spans": []}'
+    program = save(tmp_path / "p.json", program_file(base="openai", model="gpt-5-mini", generation={}))
+    path = write_examples(tmp_path / "ex.jsonl", examples)
+    args = ["--detector", f"miprov2:{program}", "--examples", str(path), "--base-url", batch_server.base_url]
+    eval_ok(*args, "--batch", "--run-dir", str(tmp_path / "run"), *FAST)
+    assert batch_server.log == [] and list(batch_server.batches) == ["batch_0001"]
+    sent = sorted(json.dumps(r.body["messages"]) for r in batch_server.batch_log)
+    assert sent == sorted(json.dumps(render(PROMPT)(ex)) for ex in examples)
+    assert results_of(tmp_path / "run")["run"]["prompt_hash"] == PROMPT.hash
