@@ -116,6 +116,7 @@ FIXED_ON_RESUME = (
 @click.option(
     "--poll",
     type=click.FloatRange(min=0, min_open=True),
+    metavar="SECONDS",
     default=5.0,
     show_default=True,
     help="With --batch: seconds between the first two status checks (each further wait is 1.5 times longer, at most 5 min).",
@@ -124,7 +125,7 @@ FIXED_ON_RESUME = (
     "--dry-run",
     is_flag=True,
     help="Print the requests the run would send (after the cache), their input tokens and estimated cost, "
-    "with and without the batch discount; send and write nothing.",
+    "with and without the batch discount; sends nothing and writes no run directory.",
 )
 @click.option(
     "--max-cost",

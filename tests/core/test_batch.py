@@ -125,9 +125,13 @@ def test_full_mushroom_by_batch_matches_direct_requests(batch_server, tmp_path):
 # --- detach, kill and resume --------------------------------------------------------------------------------
 
 
-def _wait_for(condition, timeout: float = 30.0) -> None:
+def _wait_for(condition, proc: subprocess.Popen, timeout: float = 180.0) -> None:
+    """Wait until `condition()` holds; fail at once if the process ended (with its stderr), or after `timeout`
+    (generous: starting a Python process that imports the openai SDK is slow on a loaded machine)."""
     deadline = time.monotonic() + timeout
     while not condition():
+        if proc.poll() is not None:
+            raise AssertionError(f"the run ended early ({proc.returncode}): {proc.stderr.read().decode()[-2000:]}")
         if time.monotonic() > deadline:
             raise AssertionError("timed out")
         time.sleep(0.02)
@@ -148,7 +152,7 @@ def test_kill_during_polling_then_resume_finishes_without_a_second_batch(batch_s
     cmd = [sys.executable, "-m", "shambench", "eval", *args, "--batch", "--run-dir", str(run), *FAST]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=os.environ.copy())
     try:
-        _wait_for(lambda: _recorded_id(run) is not None and batch_server.status_checks >= 3)
+        _wait_for(lambda: _recorded_id(run) is not None and batch_server.status_checks >= 3, proc)
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
     finally:
@@ -418,3 +422,19 @@ def test_batch_prices_are_half_unless_the_price_file_gives_them(tmp_path, monkey
     finally:
         monkeypatch.delenv("SHAMBENCH_PRICING")
         load_prices.cache_clear()
+
+
+def test_miprov2_programs_run_by_batch_with_their_own_prompt(batch_server, tmp_path):
+    from shambench.detectors.miprov2 import render
+    from tests.detectors.test_miprov2 import PROMPT, program_file, save
+
+    examples = invented(3)
+    batch_server.script = lambda req: '{"incorrect_spans": []}'
+    program = save(tmp_path / "p.json", program_file(base="openai", model="gpt-5-mini", generation={}))
+    path = write_examples(tmp_path / "ex.jsonl", examples)
+    args = ["--detector", f"miprov2:{program}", "--examples", str(path), "--base-url", batch_server.base_url]
+    eval_ok(*args, "--batch", "--run-dir", str(tmp_path / "run"), *FAST)
+    assert batch_server.log == [] and list(batch_server.batches) == ["batch_0001"]
+    sent = sorted(json.dumps(r.body["messages"]) for r in batch_server.batch_log)
+    assert sent == sorted(json.dumps(render(PROMPT)(ex)) for ex in examples)
+    assert results_of(tmp_path / "run")["run"]["prompt_hash"] == PROMPT.hash
