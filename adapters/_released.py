@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from shambench.adapter import SourceError
+from shambench.data.adapter import SourceError
 from shambench.io import _describe
 from shambench.schema import Example
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from shambench.adapter import Adapter, LoadResult, RemoteFile, adapter
+from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.adapters._released import example_at, json_array_rows, source_file
 
 FILE = "annotations.json"

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from shambench.adapter import Adapter, LoadResult, RemoteFile, adapter
+from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.adapters._released import example_at, jsonl_rows, source_file
 
 FILE = "HalluEntity.jsonl"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from shambench.adapter import Adapter, LoadResult, RemoteFile, adapter
+from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.adapters._released import example_at, jsonl_rows, source_file
 
 COMMIT = "7fea78a0e5af887d196931721147ace5b4c4d9a8"

@@ -3,7 +3,7 @@
 Reads `mushroom/multilingual/` (the labelled test release, `mushroom.<lang>-tst.v1.jsonl`, 1,902 items) as one
 partition per language, `open_qa/mushroom-<lang>` (ar ca cs de en es eu fa fi fr hi it sv zh). Gold spans are the
 released `hard_labels`, soft labels are kept as `Example.soft_spans` for the official IoU/Cor, and `meta["lang"]`
-holds the lower-case language code, which selects the scorer's tokenizer and sentence rule (`shambench.text`).
+holds the lower-case language code, which selects the scorer's tokenizer and sentence rule (`shambench.scoring.text`).
 
 The `validation` split is `multilingual/validation/mushroom.<lang>-val.v2.jsonl`, the labelled validation set of
 the 10 languages that have one (ca, cs, eu and fa are test-only, as in the shared task). The dev set of this
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shambench.adapter import Adapter, LoadResult, RemoteFile, adapter
+from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.adapters._released import example_at, jsonl_rows, source_file
 from shambench.adapters.mushroom import EXPECTED, MushroomRow
 from shambench.io import DataError

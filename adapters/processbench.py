@@ -15,9 +15,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shambench.adapter import Adapter, LoadResult, RemoteFile, SourceError, adapter
+from shambench.data.adapter import Adapter, LoadResult, RemoteFile, SourceError, adapter
 from shambench.adapters._released import example_at, json_array_rows, source_file
-from shambench.steps import step_fields
+from shambench.scoring.steps import step_fields
 
 SUBSETS = ("gsm8k", "math", "olympiadbench", "omnimath")
 SEPARATOR = "\n\n"

@@ -30,7 +30,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from shambench.adapter import Adapter, LoadResult, RemoteFile, SourceError, adapter
+from shambench.data.adapter import Adapter, LoadResult, RemoteFile, SourceError, adapter
 from shambench.adapters._released import _validated, jsonl_rows, source_file
 from shambench.schema import Example, Span
 

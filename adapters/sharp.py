@@ -29,10 +29,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from shambench.adapter import Adapter, LoadResult, RemoteFile, SourceError, adapter
+from shambench.data.adapter import Adapter, LoadResult, RemoteFile, SourceError, adapter
 from shambench.adapters._released import example_at, parquet_rows
 from shambench.schema import Example
-from shambench.steps import step_fields
+from shambench.scoring.steps import step_fields
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from shambench.adapter import Adapter, LoadResult, RemoteFile, SourceError, adapter
+from shambench.data.adapter import Adapter, LoadResult, RemoteFile, SourceError, adapter
 from shambench.adapters._released import source_file
 from shambench.schema import Example, Span
 

@@ -24,7 +24,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from shambench.detector import create_detector
+from shambench.detection.detector import create_detector
 from shambench.schema import Example
 
 TARGET_SHARE = 0.85

@@ -35,8 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from shambench.adapter import adapters, resolve_data_dir
-from shambench.detector import Detector
+from shambench.data.adapter import adapters, resolve_data_dir
+from shambench.detection.detector import Detector
 from shambench.schema import Example
 
 
@@ -93,7 +93,7 @@ def held_out_table(model_dir: str, held: list[Example], seed: int) -> None:
     """Score the trained model and the baselines on the held-out examples, pooled as one group, and print them."""
     from shambench.detectors.baselines import AllDetector, NoneDetector, OverlapDetector, RandomDetector
     from shambench.detectors.token_classifier import make_token_classifier
-    from shambench.scorer import Scorer
+    from shambench.scoring.scorer import Scorer
 
     # One group over every held-out example (RAGTruth's span three tasks), so pooled F1 and AUPRC pool them all.
     scorer = Scorer([ex.model_copy(update={"task": "held-out"}) for ex in held], n_resamples=200, seed=seed)

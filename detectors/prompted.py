@@ -2,7 +2,7 @@
 
 Each preset in `presets.yaml` registers one detector name (`gpt5mini`, `qwen3-4b-thinking`, ..., and `openai`
 for any model). The model gets the prompt of `prompts.py`, answers `{"incorrect_spans": [...]}`, and every
-string is placed in the response by `shambench.locate` (exact, then case/whitespace-insensitive, then fuzzy).
+string is placed in the response by `shambench.detection.locate` (exact, then case/whitespace-insensitive, then fuzzy).
 Each prediction keeps in `meta` the prompt hash, the parsed strings, their placements, the unplaced strings and
 the usage; failures keep their reason in `error` and are retried by `shambench eval --resume`.
 
@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, Field
 
-from shambench.detector import Detector, Monitor, detectors
+from shambench.detection.detector import Detector, Monitor, detectors
 from shambench.io import DataError
 from shambench.schema import Example, Prediction, Span
 
@@ -62,7 +62,7 @@ class Preset(BaseModel):
     timeout: float = Field(default=120.0, gt=0)
     """Seconds per request."""
     structured: bool | str = "auto"
-    """Structured output: `auto` (negotiated with the server, see `shambench.llm.STRUCTURED_MODES`), one mode
+    """Structured output: `auto` (negotiated with the server, see `shambench.llm.client.STRUCTURED_MODES`), one mode
     to force, or false for the prompt alone (true means auto)."""
     generation: dict[str, Any] = Field(default_factory=dict)
     """Request-body parameters (temperature, max_tokens, reasoning_effort, extra_body, ...)."""
@@ -96,10 +96,10 @@ class PromptedDetector(Detector):
     prompt_hash = PROMPT_HASH
     """Hash of the prompt template, recorded with every prediction (a subclass with its own prompt sets its own)."""
     route: Any = None
-    """Where uncached requests go instead of the HTTP API (`shambench.llm.Route`, set by `--batch`); not a
+    """Where uncached requests go instead of the HTTP API (`shambench.llm.client.Route`, set by `--batch`); not a
     parameter: it changes how answers are fetched, never what they are."""
     budget: Any = None
-    """The `shambench.llm.Budget` that stops sending requests (set by `--max-cost`); not a parameter either."""
+    """The `shambench.llm.client.Budget` that stops sending requests (set by `--max-cost`); not a parameter either."""
 
     def __init__(
         self,
@@ -137,7 +137,7 @@ class PromptedDetector(Detector):
         return {**self.generation, "response_format": RESPONSE_FORMAT}
 
     def predict(self, examples: Sequence[Example], monitor: Monitor | None = None) -> Iterator[Prediction]:
-        from shambench.llm import map_endpoint
+        from shambench.llm.client import map_endpoint
 
         work = functools.partial(self._predict_one, body=self.body())
         yield from map_endpoint(
@@ -145,8 +145,8 @@ class PromptedDetector(Detector):
         )
 
     async def _predict_one(self, client: Any, example: Example, body: dict[str, Any]) -> Prediction:
-        from shambench.llm import LLMError
-        from shambench.locate import locate
+        from shambench.llm.client import LLMError
+        from shambench.detection.locate import locate
 
         meta: dict[str, Any] = {"prompt_hash": self.prompt_hash}
         try:
@@ -219,8 +219,8 @@ def make_prompted(
         generation: generation settings sent with each request (temperature, max_tokens, ...).
         prompt_hash: the prompt hash a resumed run was made with (checked, not chosen).
     """
-    from shambench.llm import Endpoint
-    from shambench.locate import MIN_SIMILARITY
+    from shambench.llm.client import Endpoint
+    from shambench.detection.locate import MIN_SIMILARITY
 
     preset = presets()[preset_name]
     if prompt_hash is not None and prompt_hash != PROMPT_HASH:
@@ -251,7 +251,7 @@ def make_prompted(
 
 def structured_setting(value: bool | str) -> str:
     """The structured-output setting of `-p structured=VALUE`: true is `auto`, false is `prompt`, or a mode."""
-    from shambench.llm import STRUCTURED_SETTINGS
+    from shambench.llm.client import STRUCTURED_SETTINGS
 
     if isinstance(value, bool):
         return "auto" if value else "prompt"

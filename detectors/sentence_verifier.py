@@ -1,6 +1,6 @@
 """Sentence verifiers: MiniCheck and AlignScore label each response sentence supported or not by the context.
 
-Every response sentence is one claim (the scorer's own sentence units, `shambench.text.sentences`, so
+Every response sentence is one claim (the scorer's own sentence units, `shambench.scoring.text.sentences`, so
 `Prediction.sentence_labels` lines up with the units the sentence-level metric counts). The context is cut
 into chunks as each method prescribes, each (chunk, claim) pair gets a support probability, and a claim's
 support is its best chunk's (both methods aggregate with max). A claim is labelled hallucinated (1) when its
@@ -28,11 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from shambench.detector import Detector, Monitor, detector
+from shambench.detection.detector import Detector, Monitor, detector
 from shambench.detectors._models import batched, load_pretrained, pick_device
 from shambench.io import DataError
 from shambench.schema import Example, Prediction, Span
-from shambench.text import sentences
+from shambench.scoring.text import sentences
 
 MINICHECK_ROBERTA = "lytang/MiniCheck-RoBERTa-Large"
 MINICHECK_SYSTEM = (
@@ -331,7 +331,7 @@ class BespokeMiniCheck(SentenceVerifier):
     def support(
         self, pairs: Sequence[tuple[str, str]], monitor: Monitor | None = None
     ) -> tuple[np.ndarray, dict[int, str]]:
-        from shambench.llm import LLMError, map_endpoint
+        from shambench.llm.client import LLMError, map_endpoint
 
         async def one(client: Any, item: tuple[int, tuple[str, str]]) -> tuple[int, float | None, str | None]:
             i, (doc, claim) = item
@@ -376,7 +376,7 @@ def bespoke_minicheck(
     **params: Any,
 ) -> Detector:
     """Bespoke-MiniCheck-7B served by vLLM (--base-url), P(Yes) per response sentence from logprobs."""
-    from shambench.llm import DEFAULT_KEY_ENV, Endpoint
+    from shambench.llm.client import DEFAULT_KEY_ENV, Endpoint
 
     if not base_url:
         raise DataError("bespoke-minicheck needs --base-url of the vLLM server serving Bespoke-MiniCheck-7B")

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from shambench.detector import Detector, Monitor, detector
+from shambench.detection.detector import Detector, Monitor, detector
 from shambench.detectors._models import PairTemplate, batched, load_pretrained, pad_batch, pick_device, window_bounds
 from shambench.io import DataError
 from shambench.schema import Example, Prediction, Span

@@ -13,9 +13,9 @@ from pydantic import BaseModel, Field, ValidationError
 
 from shambench.io import DataError, Journal, write_atomic, write_json
 from shambench.leaderboard.schema import TASK_ORDER, Cell, Coverage, Entry, Leaderboard, Level
-from shambench.provenance import now_iso, shambench_version
-from shambench.results import PRF, GroupScores, Results
-from shambench.runner import RESULTS
+from shambench.runs.provenance import now_iso, shambench_version
+from shambench.scoring.results import PRF, GroupScores, Results
+from shambench.runs.runner import RESULTS
 
 SITE_JSON = "leaderboard.json"
 SITE_HTML = "index.html"
@@ -151,7 +151,7 @@ def coverage(results: Results) -> Coverage:
 
 def is_reference(results: Results) -> bool:
     """True for runs of a detector registered as a reference baseline (`@detector(name, reference=True)`)."""
-    from shambench.detector import detectors
+    from shambench.detection.detector import detectors
     from shambench.registry import UnknownPluginError
 
     run = results.run
@@ -352,8 +352,8 @@ def configurations(found: Sequence[tuple[Path, Results]]) -> list[list[tuple[Pat
 def merged_results(members: Sequence[tuple[Path, Results]]) -> Results:
     """One configuration's runs scored together, from their journals and their examples (re-created from each
     run's config): every view, interval and task mean is then exactly what one run over all their data gives."""
-    from shambench.runner import JOURNAL, examples_of, load_config
-    from shambench.scorer import Scorer
+    from shambench.runs.runner import JOURNAL, examples_of, load_config
+    from shambench.scoring.scorer import Scorer
 
     examples, predictions, first = [], [], members[0][1].run
     for path, _ in members:
@@ -445,8 +445,8 @@ def load_leaderboard(site_dir: str | Path) -> Leaderboard:
 def with_example_pages(board: Leaderboard, out_dir: str | Path) -> Leaderboard:
     """Write `examples/<row id>.html` (the `shambench show --html` view) for every reproduced row whose run
     directory is at hand, and link each from its row."""
-    from shambench.highlight import examples_page
-    from shambench.runner import JOURNAL, examples_of, load_config
+    from shambench.reporting.highlight import examples_page
+    from shambench.runs.runner import JOURNAL, examples_of, load_config
 
     entries = []
     for entry in board.entries:

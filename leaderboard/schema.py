@@ -1,6 +1,6 @@
 """The leaderboard data model and the JSON Schemas exported next to it.
 
-`results.schema.json` describes a run's `results.json` (`shambench.results.Results`) and `leaderboard.schema.json`
+`results.schema.json` describes a run's `results.json` (`shambench.scoring.results.Results`) and `leaderboard.schema.json`
 the built `leaderboard.json` (`Leaderboard` below). Both are committed in `leaderboard/`; a test checks that they
 match the models, so regenerate them with `shambench leaderboard schema` after changing either.
 """
@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from shambench.io import write_atomic
-from shambench.results import SCHEMA_VERSION, RunInfo
+from shambench.scoring.results import SCHEMA_VERSION, RunInfo
 
 LEADERBOARD_VERSION = "2.0"
 SCHEMA_DIR = Path(__file__).resolve().parent
@@ -185,7 +185,7 @@ def json_schema(model: type[BaseModel], name: str, version: str) -> dict[str, An
 
 def schemas() -> dict[str, dict[str, Any]]:
     """File name → JSON Schema, for the results and the leaderboard."""
-    from shambench.results import Results
+    from shambench.scoring.results import Results
 
     return {
         RESULTS_SCHEMA: json_schema(Results, RESULTS_SCHEMA, SCHEMA_VERSION),

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from shambench.io import DataError, iter_lines, parse_json_line, write_json, write_jsonl
 from shambench.leaderboard.build import display_path, load_leaderboard, run_entry, with_entry, write_site
 from shambench.leaderboard.schema import Leaderboard
-from shambench.runner import (
+from shambench.runs.runner import (
     CONFIG,
     JOURNAL,
     PER_EXAMPLE,
@@ -35,7 +35,7 @@ from shambench.runner import (
 )
 from shambench.records import parse_record
 from shambench.schema import Prediction
-from shambench.scorer import Scorer
+from shambench.scoring.scorer import Scorer
 
 
 class SubmissionError(DataError):

@@ -1,10 +1,10 @@
 """shambench: measure how well hallucination detectors localise errors (SHAM-Bench and step-level math sets)."""
 
-from shambench.benchmark import Benchmark, load_benchmark
-from shambench.provenance import shambench_version
-from shambench.results import Results
+from shambench.data.benchmark import Benchmark, load_benchmark
+from shambench.runs.provenance import shambench_version
+from shambench.scoring.results import Results
 from shambench.schema import Example, Prediction, SoftSpan, Span, Step
-from shambench.scorer import Scorer, score
+from shambench.scoring.scorer import Scorer, score
 
 __version__ = shambench_version()
 

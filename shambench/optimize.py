@@ -1,8 +1,8 @@
 """Optimising a prompted detector's prompt with DSPy's MIPROv2 (`shambench optimize`).
 
 MIPROv2 bootstraps demos, proposes instructions and searches their combinations, scoring each candidate by the
-SHAM-Bench per-example token F1 (the scorer's own, on the returned strings placed by `shambench.locate`). Every
-model call DSPy makes goes through shambench's client (`shambench.llm`): the base preset's endpoint and generation
+SHAM-Bench per-example token F1 (the scorer's own, on the returned strings placed by `shambench.detection.locate`). Every
+model call DSPy makes goes through shambench's client (`shambench.llm.client`): the base preset's endpoint and generation
 parameters, its retries, the response cache (an interrupted optimisation re-run with the same seed replays from
 it) and its price table, so calls, tokens and cost are counted exactly. DSPy's own sampling settings (the
 temperature it asks for when proposing) are not forwarded: reasoning models accept none, and the preset decides.
@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from shambench.detector import Monitor
+from shambench.detection.detector import Monitor
 from shambench.detectors.miprov2 import (
     ProgramFile,
     Prompt,
@@ -48,9 +48,9 @@ from shambench.detectors.miprov2 import (
 )
 from shambench.io import DataError, write_json
 from shambench.records import read_examples
-from shambench.provenance import now_iso, shambench_version
+from shambench.runs.provenance import now_iso, shambench_version
 from shambench.schema import Example, Prediction, Span
-from shambench.scorer import Scorer
+from shambench.scoring.scorer import Scorer
 
 DEFAULT_HELDOUT_SHARE = 0.2
 # Errors MIPROv2's evaluations tolerate before stopping: in effect none stops it (see `strict_adapter`).
@@ -113,7 +113,7 @@ def examples_from(spec: str, what: str, datasets: list[str] | None, data_dir: st
         if not examples:
             raise DataError(f"{spec}: the {what} file holds no examples")
         return examples
-    from shambench.benchmark import load_benchmark
+    from shambench.data.benchmark import load_benchmark
 
     bench = load_benchmark(datasets, spec, data_dir)
     if not bench.examples:
@@ -142,7 +142,7 @@ def split_share(examples: Sequence[Example], share: float, seed: int) -> tuple[l
 
 def train_and_heldout(config: OptimizeConfig) -> tuple[list[Example], list[Example], str]:
     """The training examples, the held-out examples and a description of the held-out selection."""
-    from shambench.runner import limit_per_partition
+    from shambench.runs.runner import limit_per_partition
 
     examples = examples_from(config.trainset, "trainset", config.datasets, config.data_dir)
     spec = config.heldout or (str(DEFAULT_HELDOUT_SHARE) if _is_file_spec(config.trainset) else "test")
@@ -173,7 +173,7 @@ class TokenF1:
         self.monitor = monitor
 
     def __call__(self, gold: Any, pred: Any, trace: Any = None) -> float:
-        from shambench.locate import locate
+        from shambench.detection.locate import locate
 
         example = self.scorer.examples[self.scorer.index[gold.id]]
         strings = [str(s) for s in (getattr(pred, "incorrect_spans", None) or [])]
@@ -211,7 +211,7 @@ class ClientEngine:
         from dspy.lm15 import Message, Response, TextPart
         from dspy.lm15 import Usage as LMUsage
 
-        from shambench.llm import LLMError
+        from shambench.llm.client import LLMError
 
         messages = [{"role": "system", "content": _text(request.system)}] if request.system is not None else []
         messages += [{"role": m.role, "content": m.text or ""} for m in request.messages]
@@ -414,8 +414,8 @@ def score_prompts(
 
 def optimize(config: OptimizeConfig, monitor: Monitor | None = None) -> ProgramFile:
     """Run MIPROv2 from the base preset, score before and after on training and held-out examples, save."""
-    from shambench.cache import ResponseCache
-    from shambench.llm import LLMClient
+    from shambench.llm.cache import ResponseCache
+    from shambench.llm.client import LLMClient
 
     monitor = monitor or Monitor()
     train, held, held_described = train_and_heldout(config)

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from shambench.spans import merge_spans
+from shambench.scoring.spans import merge_spans
 
 
 class Span(BaseModel):
@@ -161,7 +161,7 @@ class Prediction(BaseModel):
     spans: list[Span] = Field(default_factory=list)
     """Predicted hallucinated character ranges of the response (thresholded), sorted and merged."""
     sentence_labels: list[int] | None = None
-    """Direct 0/1 labels per sentence unit (see `shambench.text`), for sentence verifiers; overrides projection."""
+    """Direct 0/1 labels per sentence unit (see `shambench.scoring.text`), for sentence verifiers; overrides projection."""
     scores: list[Span] | None = None
     """Unthresholded scored ranges for threshold-free metrics; a token's score is the max over ranges it overlaps."""
     soft_spans: list[SoftSpan] | None = None
@@ -171,7 +171,7 @@ class Prediction(BaseModel):
     """Per-step probability of being correct (process reward models), for step-level sets."""
     step_verdicts: list[int] | None = None
     """Per-step verdicts of a critic (1 correct, 0 erroneous, -2 unparseable); may be shorter or longer than the
-    steps (`shambench.steps` applies Hard2Verify's padding and truncation rules)."""
+    steps (`shambench.scoring.steps` applies Hard2Verify's padding and truncation rules)."""
     first_error: int | None = None
     """A critic's index of the first erroneous step (-1 none, -2 unparseable), for step-level sets."""
     raw: str | None = None

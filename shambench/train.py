@@ -98,7 +98,7 @@ class TrainSummary(BaseModel):
 
 def training_examples(config: TrainConfig) -> list[Example]:
     """The examples to train on: every non-test labelled split of the adapters, plus the EXAMPLES file."""
-    from shambench.adapter import adapters, resolve_data_dir
+    from shambench.data.adapter import adapters, resolve_data_dir
     from shambench.records import read_examples
 
     examples: list[Example] = []
@@ -283,7 +283,7 @@ def holdout_report(out: Path, held: Sequence[Example], config: TrainConfig) -> t
     `holdout.json`; return the three token F1s."""
     from shambench.detectors.baselines import RandomDetector
     from shambench.detectors.token_classifier import make_token_classifier
-    from shambench.scorer import Scorer
+    from shambench.scoring.scorer import Scorer
 
     scorer = Scorer(held, n_resamples=200, seed=config.seed)
     detector = make_token_classifier(str(out), {}, device=config.device, batch_size=config.batch_size)

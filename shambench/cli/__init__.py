@@ -6,7 +6,7 @@ import importlib
 
 import click
 
-from shambench.exits import USAGE
+from shambench.cli.exits import USAGE
 from shambench.io import DataError
 from shambench.registry import UnknownPluginError
 
@@ -48,7 +48,7 @@ class LazyGroup(click.Group):
         return super().get_command(ctx, name)
 
     def invoke(self, ctx: click.Context):
-        from shambench.llm import AuthenticationStopped, EndpointError
+        from shambench.llm.client import AuthenticationStopped, EndpointError
 
         try:
             return super().invoke(ctx)

@@ -20,10 +20,10 @@ def status(run_dir: str) -> None:
     Batches not yet applied are checked with the API (same server and key variable as the run's detector).
     `shambench eval --resume RUN_DIR` waits for them and finishes the run.
     """
-    from shambench.batch import load_state, status_lines
-    from shambench.detector import create_detector
-    from shambench.report import make_console
-    from shambench.runner import load_config
+    from shambench.llm.batch import load_state, status_lines
+    from shambench.detection.detector import create_detector
+    from shambench.reporting.tables import make_console
+    from shambench.runs.runner import load_config
 
     path = Path(run_dir)
     config = load_config(path)

@@ -22,9 +22,9 @@ def stats() -> None:
     """Where the caches are, how big, how many answers they hold per model and segmentations per convention."""
     from rich.table import Table
 
-    from shambench.cache import ResponseCache
-    from shambench.report import make_console
-    from shambench.segcache import SegmentationStore
+    from shambench.llm.cache import ResponseCache
+    from shambench.reporting.tables import make_console
+    from shambench.scoring.segcache import SegmentationStore
 
     cache = ResponseCache()
     try:
@@ -62,8 +62,8 @@ def stats() -> None:
 def clear(model: str | None, only_segmentation: bool, yes: bool) -> None:
     """Delete the cached answers (all, or one model's) and the cached segmentations; the next run asks the
     server again and tokenises again."""
-    from shambench.cache import ResponseCache
-    from shambench.segcache import SegmentationStore
+    from shambench.llm.cache import ResponseCache
+    from shambench.scoring.segcache import SegmentationStore
 
     if model and only_segmentation:
         raise click.UsageError("give --model or --segmentation, not both")

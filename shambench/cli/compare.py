@@ -35,8 +35,8 @@ def compare(run_a, run_b, missing_as_empty, out, as_json, n_resamples, seed) -> 
     from rich import box
     from rich.table import Table
 
-    from shambench.compare import compare_runs
-    from shambench.report import make_console, warn
+    from shambench.reporting.compare import compare_runs
+    from shambench.reporting.tables import make_console, warn
 
     console = make_console(stderr=json_to_stdout(out, as_json))
     result = compare_runs(run_a, run_b, n_resamples=n_resamples, seed=seed, missing_as_empty=missing_as_empty)

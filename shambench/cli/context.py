@@ -23,9 +23,9 @@ def add_context_command(spec, params, datasets, examples_file, split, data_dir, 
     with `shambench eval --context SPEC` (with the same provider parameters).
     """
     from shambench.cli.progress import ProgressMonitor
-    from shambench.context import ContextStore, add_context, create_provider
-    from shambench.report import make_console, styled
-    from shambench.runner import select_examples
+    from shambench.data.context import ContextStore, add_context, create_provider
+    from shambench.reporting.tables import make_console, styled
+    from shambench.runs.runner import select_examples
 
     console = make_console()
     provider = create_provider(spec, **parse_params(params))

@@ -23,14 +23,14 @@ def data_group() -> None:
     shambench data add-context --provider wikipedia --datasets mushroom
 
     `--split dev` is the validation set: 5 examples per task/dataset partition, drawn deterministically from a
-    source's non-test labelled split where it has one (see `shambench.benchmark`).
+    source's non-test labelled split where it has one (see `shambench.data.benchmark`).
     """
 
 
 def _load(datasets: str | None, split: str, data_dir: str | None, console):
     """The benchmark, after warning about every source that did not load; DataError when nothing did."""
-    from shambench.benchmark import load_benchmark
-    from shambench.report import warn
+    from shambench.data.benchmark import load_benchmark
+    from shambench.reporting.tables import warn
 
     bench = load_benchmark(datasets, split, data_dir)
     for name, message in bench.errors.items():
@@ -56,10 +56,10 @@ def download(names: tuple[str, ...], data_dir: str | None, no_progress: bool) ->
     file when the command is run again; a file whose checksum does not match is discarded. Sources that fail are
     listed at the end, and the command then exits with status 2.
     """
-    from shambench.adapter import adapters, resolve_data_dir
-    from shambench.benchmark import DEFAULT_SUITE, split_names
-    from shambench.download import DownloadError, fetch, make_client, targets
-    from shambench.report import make_console
+    from shambench.data.adapter import adapters, resolve_data_dir
+    from shambench.data.benchmark import DEFAULT_SUITE, split_names
+    from shambench.data.download import DownloadError, fetch, make_client, targets
+    from shambench.reporting.tables import make_console
 
     console = make_console(stderr=True)
     root = resolve_data_dir(data_dir)
@@ -113,8 +113,8 @@ def stats(datasets: str | None, split: str, data_dir: str | None, as_json: bool)
     """Per task/dataset partition and in total: examples (beside the paper's count), mean response tokens, mean
     hallucinated tokens, mean per-example hallucinated-token rate, share of examples with a span, and the rows
     each source dropped, by reason (the layout of SHAM-Bench's Table 1)."""
-    from shambench.report import make_console
-    from shambench.stats import benchmark_stats
+    from shambench.reporting.tables import make_console
+    from shambench.data.stats import benchmark_stats
 
     bench = _load(datasets, split, data_dir, make_console(stderr=True))
     figures = benchmark_stats(bench)
@@ -170,7 +170,7 @@ def dump(out: str, datasets: str | None, split: str, data_dir: str | None) -> No
     written as a list of {start, end, label}. The file is written atomically.
     """
     from shambench.io import write_jsonl
-    from shambench.report import make_console
+    from shambench.reporting.tables import make_console
 
     console = make_console(stderr=True)
     n = write_jsonl(out, _load(datasets, split, data_dir, console).examples)
@@ -198,8 +198,8 @@ def export(out: str, datasets: str | None, splits: tuple[str, ...], data_dir: st
       datasets.load_dataset("parquet", data_files={"test": "OUT/data/test.parquet"})
     or datasets.load_dataset("OUT"), which follows the card's configs. `meta` is a JSON string.
     """
-    from shambench.benchmark import write_hf_dataset
-    from shambench.report import make_console
+    from shambench.data.benchmark import write_hf_dataset
+    from shambench.reporting.tables import make_console
 
     console = make_console(stderr=True)
     benches = [_load(datasets, split, data_dir, console) for split in splits]

@@ -17,14 +17,14 @@ from shambench.cli.options import (
     parse_params,
     scoring,
 )
-from shambench.exits import allow_failures_option
-from shambench.steps import SUITES as STEP_SUITES
+from shambench.cli.exits import allow_failures_option
+from shambench.scoring.steps import SUITES as STEP_SUITES
 
 # `--suite mushroom` runs the 14 Mu-SHROOM languages; `print_results` adds the shared task's per-language view.
 SUITES = {**STEP_SUITES, "mushroom": "mushroom-multilingual"}
 
 if TYPE_CHECKING:
-    from shambench.detector import Detector
+    from shambench.detection.detector import Detector
 
 # Endpoint options of API-backed detectors; passed to the detector factory only when given.
 ENDPOINT_OPTIONS = ("model", "base_url", "api_key_env", "max_concurrency", "timeout")
@@ -183,16 +183,16 @@ def eval_command(
     budget or an expired or cancelled batch left unanswered are failed predictions (exit status 3) that --resume
     runs. A run by batch also keeps batches.json.
     """
-    from shambench.batch import BatchRun, BatchSettings, has_batches, require_routes
+    from shambench.llm.batch import BatchRun, BatchSettings, has_batches, require_routes
     from shambench.cli import UserError
     from shambench.cli.progress import ProgressMonitor
-    from shambench.context import evidence_gaps
-    from shambench.detector import create_detector
-    from shambench.exits import INTERRUPTED, command_line, finish, print_failures
+    from shambench.data.context import evidence_gaps
+    from shambench.detection.detector import create_detector
+    from shambench.cli.exits import INTERRUPTED, command_line, finish, print_failures
     from shambench.io import write_json
-    from shambench.llm import AuthenticationStopped, Budget
-    from shambench.report import make_console, print_results, warn
-    from shambench.runner import (
+    from shambench.llm.client import AuthenticationStopped, Budget
+    from shambench.reporting.tables import make_console, print_results, warn
+    from shambench.runs.runner import (
         CONFIG,
         JOURNAL,
         RESULTS,
@@ -297,7 +297,7 @@ def eval_command(
         results = score_run(run_path, examples, n_resamples=n_resamples, seed=seed)
     print_results(results, console, title=f"{detector.name} on {len(examples)} examples")
     if opts["suite"] in STEP_SUITES:
-        from shambench.steps import print_suite, with_sopo_compat
+        from shambench.scoring.steps import print_suite, with_sopo_compat
 
         if opts["sopo_compat"]:
             with_sopo_compat(results, examples, journal.read(), seed, console)
@@ -317,7 +317,7 @@ def eval_command(
 
 def _check_new_run_dir(run_path: Path) -> None:
     """UsageError when `run_path` already holds a run, or a journal whose run config is missing."""
-    from shambench.runner import CONFIG, JOURNAL
+    from shambench.runs.runner import CONFIG, JOURNAL
 
     if (run_path / CONFIG).exists():
         raise click.UsageError(f"{run_path} already holds a run; use --resume {run_path} or another --run-dir")
@@ -331,7 +331,7 @@ def _check_new_run_dir(run_path: Path) -> None:
 def resumed_detector(config, given: dict) -> Detector:
     """The detector of a run being resumed: its recorded parameters, except those that route the API key, which
     come from the command line or the preset; UsageError when anything recorded would change."""
-    from shambench.detector import create_detector
+    from shambench.detection.detector import create_detector
 
     recorded = {k: v for k, v in config.params.items() if k not in CREDENTIAL_ROUTING}
     detector = create_detector(config.detector, **{**recorded, **given})
@@ -370,7 +370,7 @@ def _print_dropped(dropped: dict[str, dict[str, int]], console) -> None:
 
 def _dry_run(detector, examples, run_path: Path, console) -> None:
     """The `--dry-run` report of a new run (nothing is written) or of a run being resumed (read only)."""
-    from shambench.runner import JOURNAL, Journal, pending
+    from shambench.runs.runner import JOURNAL, Journal, pending
 
     journal = Journal(run_path / JOURNAL)
     try:
@@ -381,7 +381,7 @@ def _dry_run(detector, examples, run_path: Path, console) -> None:
 
 def _print_estimate(detector, todo, journal, run_path: Path, console) -> None:
     """The `--dry-run` report: requests after the cache, input tokens, and cost with and without batching."""
-    from shambench.batch import estimate_run, require_routes
+    from shambench.llm.batch import estimate_run, require_routes
 
     require_routes(detector, "--dry-run")
     est = estimate_run(detector, todo, journal, run_path)

@@ -6,7 +6,7 @@ import click
 from rich.table import Table
 
 from shambench.cli.options import data_dir_option
-from shambench.report import make_console
+from shambench.reporting.tables import make_console
 
 
 @click.group("list")
@@ -32,7 +32,7 @@ def list_detectors(name: str | None) -> None:
     shambench list detectors
     shambench list detectors random      its -p KEY=VALUE parameters: type, default, what each does
     """
-    from shambench.detector import detectors
+    from shambench.detection.detector import detectors
 
     if name is None:
         rows = [(e.name, e.description, e.origin) for e in detectors.entries()]
@@ -64,7 +64,7 @@ def list_detectors(name: str | None) -> None:
 @data_dir_option
 def list_datasets(data_dir: str | None) -> None:
     """Datasets by name, their tasks, and whether their files are present in the data folder."""
-    from shambench.adapter import adapters, resolve_data_dir
+    from shambench.data.adapter import adapters, resolve_data_dir
 
     root = resolve_data_dir(data_dir)
     rows = []

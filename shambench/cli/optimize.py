@@ -90,12 +90,12 @@ def optimize(out, params, datasets, no_progress, **opts) -> None:
     from the cache. The program file records the instructions, demos, base preset, endpoint, trainset and
     held-out ids, scores before and after optimisation, and the DSPy version (evaluation needs the same one).
     """
-    from shambench.benchmark import split_names
+    from shambench.data.benchmark import split_names
     from shambench.cli.progress import ProgressMonitor
     from shambench.detectors.miprov2 import preset_program_path
     from shambench.optimize import OptimizeConfig
     from shambench.optimize import optimize as run_optimize
-    from shambench.report import make_console
+    from shambench.reporting.tables import make_console
 
     given = {k: opts.pop(k) for k in ENDPOINT_OPTIONS}
     endpoint = {k: v for k, v in given.items() if v is not None}

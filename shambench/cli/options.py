@@ -12,8 +12,8 @@ DATA_DIR_HELP = "Folder holding the corpora (default: $SHAMBENCH_DATA_DIR, else 
 
 
 def _checked_base_url(ctx, param, value):
-    """A --base-url without credentials (the check `shambench.llm.check_base_url` makes), as a usage error."""
-    from shambench.llm import EndpointError, check_base_url
+    """A --base-url without credentials (the check `shambench.llm.client.check_base_url` makes), as a usage error."""
+    from shambench.llm.client import EndpointError, check_base_url
 
     try:
         return check_base_url(value)

@@ -13,7 +13,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from shambench.detector import Monitor
+from shambench.detection.detector import Monitor
 
 
 def counting_progress(console: Console | None, enabled: bool = True) -> Progress:

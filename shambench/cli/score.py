@@ -64,9 +64,9 @@ def score(
     """
     from shambench.io import write_jsonl
     from shambench.records import read_predictions
-    from shambench.report import make_console, print_results
-    from shambench.runner import PER_EXAMPLE, rescore_run, select_examples
-    from shambench.scorer import UNSCORED_PREDICTION_FIELDS, Scorer, ScoringError
+    from shambench.reporting.tables import make_console, print_results
+    from shambench.runs.runner import PER_EXAMPLE, rescore_run, select_examples
+    from shambench.scoring.scorer import UNSCORED_PREDICTION_FIELDS, Scorer, ScoringError
 
     console = make_console(stderr=json_to_stdout(out, as_json))
     if run_dir:

@@ -13,7 +13,7 @@ def highlighted(text: str, gold, pred):
     """A rich Text of the response: green where gold and prediction agree, red missed, yellow false alarm."""
     from rich.text import Text
 
-    from shambench.highlight import segments
+    from shambench.reporting.highlight import segments
 
     out = Text()
     for part, kind in segments(text, gold, pred):
@@ -36,7 +36,7 @@ def show(run_dir, example_id, html_out, context_chars) -> None:
     Green: gold and predicted agree. Red: gold span missed. Yellow: predicted but not gold.
     """
     from shambench.io import DataError
-    from shambench.runner import JOURNAL, Journal, examples_of, load_config
+    from shambench.runs.runner import JOURNAL, Journal, examples_of, load_config
 
     run = Path(run_dir)
     config = load_config(run)
@@ -45,7 +45,7 @@ def show(run_dir, example_id, html_out, context_chars) -> None:
     if example_id is not None and example_id not in examples:
         raise DataError(f"{run}: no example with id {example_id!r}")
     if html_out:
-        from shambench.highlight import examples_page
+        from shambench.reporting.highlight import examples_page
         from shambench.io import write_atomic
 
         chosen = [examples[example_id]] if example_id else list(examples.values())
@@ -60,8 +60,8 @@ def show(run_dir, example_id, html_out, context_chars) -> None:
 def _print_example(ex, pred, context_chars: int) -> None:
     from rich.panel import Panel
 
-    from shambench.highlight import LEGEND, PLAIN_MARKS, plain_marked, usable_spans
-    from shambench.report import make_console, styled
+    from shambench.reporting.highlight import LEGEND, PLAIN_MARKS, plain_marked, usable_spans
+    from shambench.reporting.tables import make_console, styled
 
     console = make_console()
     ctx = ex.context if len(ex.context) <= context_chars else ex.context[:context_chars] + " [...]"

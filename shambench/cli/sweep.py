@@ -6,7 +6,7 @@ import os
 
 import click
 
-from shambench.detector import Monitor
+from shambench.detection.detector import Monitor
 
 
 @click.command("sweep")
@@ -60,8 +60,8 @@ def sweep(spec_file, backend, workers, scheduler, runs, data_dir, retries, plan_
     send back. A task that fails (or whose worker dies) is sent again up to --retries times; cells that still
     fail are listed, recorded in RUNS/sweep.json, and the command exits with status 1.
     """
-    from shambench.report import make_console, styled
-    from shambench.sweep import make_backend, plan_sweep, run_sweep
+    from shambench.reporting.tables import make_console, styled
+    from shambench.runs.sweep import make_backend, plan_sweep, run_sweep
 
     console = make_console()
     plan = plan_sweep(spec_file, runs=runs, data_dir=data_dir, retries=retries)
@@ -140,7 +140,7 @@ class SweepProgress(Monitor):
 
     def cell(self, report) -> None:
         """One cell finished."""
-        from shambench.report import styled
+        from shambench.reporting.tables import styled
 
         self.progress.advance(self.cells)
         if report.status == "failed":

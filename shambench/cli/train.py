@@ -76,9 +76,9 @@ def token_classifier(no_progress: bool, attention_dropout: str, datasets: str | 
     scores of the model and of the `random` baseline). Evaluate it with
     `shambench eval --detector token-classifier:OUT`.
     """
-    from shambench.benchmark import split_names
+    from shambench.data.benchmark import split_names
     from shambench.cli.progress import counting_progress
-    from shambench.report import make_console
+    from shambench.reporting.tables import make_console
     from shambench.train import TrainConfig, train_token_classifier
 
     try:

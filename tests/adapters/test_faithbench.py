@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from shambench.adapter import SourceError, adapters
+from shambench.data.adapter import SourceError, adapters
 from shambench.adapters.faithbench import BATCHES
 from tests.conftest import require_shared
 

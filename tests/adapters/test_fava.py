@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shambench.adapter import SourceError, adapters
+from shambench.data.adapter import SourceError, adapters
 from shambench.adapters.fava import DUPLICATE, EMPTY, MISMATCH, parse_annotated, spans_on_output
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -135,7 +135,7 @@ def test_bad_files_name_the_file_and_the_record(tmp_path):
 
 
 def test_only_the_test_split_exists():
-    from shambench.adapter import adapters
+    from shambench.data.adapter import adapters
     from shambench.io import DataError
 
     with pytest.raises(DataError, match=r"favabench has no 'dev' split \(it offers: test\)"):

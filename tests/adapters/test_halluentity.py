@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shambench.adapter import SourceError, adapters
+from shambench.data.adapter import SourceError, adapters
 from shambench.adapters.halluentity import LENGTHS, NO_ENTITY, UNPLACED, locate
 
 FIXTURES = Path(__file__).parent / "fixtures"

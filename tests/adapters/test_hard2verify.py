@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shambench.adapter import SourceError
+from shambench.data.adapter import SourceError
 from shambench.adapters.hard2verify import Hard2VerifyAdapter, decrypt_field
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from shambench.adapter import SourceError
+from shambench.data.adapter import SourceError
 from shambench.adapters.math_shepherd import MathShepherdAdapter, RawRow, raw_steps
 from tests.conftest import require_shared
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from shambench.adapter import SourceError, adapters
+from shambench.data.adapter import SourceError, adapters
 from shambench.adapters.mushroom import FILES
 from shambench.io import DataError
 from tests.conftest import require_shared

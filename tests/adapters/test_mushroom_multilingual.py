@@ -7,11 +7,11 @@ from collections import Counter
 
 import pytest
 
-from shambench.adapter import adapters
+from shambench.data.adapter import adapters
 from shambench.adapters.mushroom_multilingual import LANGUAGES
-from shambench.benchmark import default_datasets, load_benchmark
+from shambench.data.benchmark import default_datasets, load_benchmark
 from shambench.schema import Prediction
-from shambench.scorer import Scorer
+from shambench.scoring.scorer import Scorer
 from tests.conftest import require_shared
 
 SIZES = {"ar": 150, "ca": 100, "cs": 100, "de": 150, "en": 154, "es": 152, "eu": 99, "fa": 100, "fi": 150,

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from shambench.adapter import SourceError
+from shambench.data.adapter import SourceError
 from shambench.adapters.processbench import SUBSETS, ProcessBenchAdapter, step_labels
 from tests.conftest import require_shared
 

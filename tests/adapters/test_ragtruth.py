@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shambench.adapter import SourceError, adapters
+from shambench.data.adapter import SourceError, adapters
 from shambench.adapters.ragtruth import CR_SOURCES, CR_TABLE, FAITHJUDGE_FILES, record_lines
-from shambench.benchmark import load_benchmark
+from shambench.data.benchmark import load_benchmark
 from shambench.io import DataError
 from tests.conftest import require_shared
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from shambench.adapter import SourceError
+from shambench.data.adapter import SourceError
 from shambench.adapters.sharp import SharpAdapter, hal_spans, moved_spans, restore_right
 
 FIXTURES = Path(__file__).parent / "fixtures"

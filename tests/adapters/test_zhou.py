@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shambench.adapter import SourceError, adapters
+from shambench.data.adapter import SourceError, adapters
 from shambench.adapters.zhou import SYSTEMS, spans_of_labels
 from tests.conftest import require_shared
 

@@ -71,7 +71,7 @@ def test_show_highlights_one_example(tmp_path):
 
 
 def test_segments_mark_agreement_misses_and_false_alarms():
-    from shambench.highlight import segments
+    from shambench.reporting.highlight import segments
     from shambench.schema import Span
 
     # gold "capital is Lyon" [4,19), predicted "is Lyon." [12,20)

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from shambench.cli import main
 from shambench.cli.context import add_context_command
-from shambench.context import ContextProvider, providers
+from shambench.data.context import ContextProvider, providers
 from shambench.registry import Entry
 from tests.runs import eval_run, write_jsonl
 
@@ -139,7 +139,7 @@ def test_add_context_command_counts_and_skips_stored(tmp_path):
 
 
 def test_mushroom_with_file_context_and_without_differ_and_compare_shows_it(tmp_path):
-    from shambench.benchmark import load_benchmark
+    from shambench.data.benchmark import load_benchmark
     from tests.conftest import require_shared
 
     data = require_shared()

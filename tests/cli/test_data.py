@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from shambench.adapter import RemoteFile
+from shambench.data.adapter import RemoteFile
 from shambench.adapters.fava import DUPLICATE, EMPTY, MISMATCH
 from shambench.adapters.mushroom import FILES, MushroomAdapter
-from shambench.benchmark import example_from_hf, load_benchmark
+from shambench.data.benchmark import example_from_hf, load_benchmark
 from shambench.cli import main
 from shambench.records import read_examples
 
@@ -134,7 +134,7 @@ def test_dump_writes_the_examples_format_with_stable_ids(tmp_path):
 
 
 def test_dump_writes_steps_as_start_end_label(tmp_path, monkeypatch):
-    from shambench.adapter import adapters
+    from shambench.data.adapter import adapters
     from shambench.registry import Entry
     from tests.core.test_benchmark import ToyAdapter
 

@@ -14,9 +14,9 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from shambench.cli import main
-from shambench.detector import Detector, detectors
+from shambench.detection.detector import Detector, detectors
 from shambench.registry import Entry
-from shambench.runner import run_lock
+from shambench.runs.runner import run_lock
 from tests.openai_server import Fault, OpenAIServer, poison
 
 FAST = ["--no-progress", "--bootstrap", "10", "-p", "backoff_base=0.001", "-p", "max_retries=1"]

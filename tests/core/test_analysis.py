@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shambench.analysis import analyse, missed_spans
+from shambench.reporting.analysis import analyse, missed_spans
 from shambench.schema import Example, Prediction
 
 

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from shambench.batch import BatchRecord, answer_of, custom_id, key_of, load_state, state_path
+from shambench.llm.batch import BatchRecord, answer_of, custom_id, key_of, load_state, state_path
 from shambench.cli import main
-from shambench.detector import create_detector
+from shambench.detection.detector import create_detector
 from shambench.detectors.prompts import RESPONSE_FORMAT, messages_for
-from shambench.llm import cost_of
+from shambench.llm.client import cost_of
 from tests.batch_server import BatchServer
 from tests.conftest import require_shared
 from tests.detectors.test_prompted import answer_of as answer_in_prompt
@@ -334,7 +334,7 @@ def test_max_cost_stops_direct_requests_and_resume_continues(batch_server, tmp_p
 
 
 def test_max_cost_by_batch_submits_only_what_the_estimate_fits(batch_server, tmp_path, monkeypatch):
-    from shambench.batch import DEFAULT_OUTPUT_TOKENS, TokenCounter, request_cost
+    from shambench.llm.batch import DEFAULT_OUTPUT_TOKENS, TokenCounter, request_cost
 
     monkeypatch.setitem(sys.modules, "tiktoken", None)
     args = toy_args(batch_server, tmp_path, 5)
@@ -356,7 +356,7 @@ def test_max_cost_by_batch_submits_only_what_the_estimate_fits(batch_server, tmp
 
 
 def test_sweep_cell_with_batch_true_runs_by_batch_once(batch_server, tmp_path):
-    from shambench.sweep import LocalBackend, plan_sweep, run_sweep
+    from shambench.runs.sweep import LocalBackend, plan_sweep, run_sweep
 
     examples = invented(4)
     batch_server.script = scripted(town_replies(examples))
@@ -381,9 +381,9 @@ def test_sweep_cell_with_batch_true_runs_by_batch_once(batch_server, tmp_path):
 
 
 def test_a_lost_batch_id_is_found_on_a_later_page_of_the_list(batch_server, monkeypatch):
-    import shambench.batch as batch_module
-    from shambench.batch import BatchAPI
-    from shambench.llm import Endpoint
+    import shambench.llm.batch as batch_module
+    from shambench.llm.batch import BatchAPI
+    from shambench.llm.client import Endpoint
 
     api = BatchAPI(Endpoint(model="gpt-5-mini", base_url=batch_server.base_url))
     files = [api.upload(['{"custom_id": "a#k", "method": "POST"}\n'], f"in{i}.jsonl") for i in range(5)]
@@ -406,7 +406,7 @@ def test_a_server_without_the_batch_api_is_one_clear_error(openai_server, tmp_pa
 
 
 def test_batch_prices_are_half_unless_the_price_file_gives_them(tmp_path, monkeypatch):
-    from shambench.llm import Price, load_prices
+    from shambench.llm.client import Price, load_prices
 
     assert Price(input=1.0, output=2.0).per_token(batch=True) == (0.5, 1.0)
     assert Price(input=1.0, output=2.0, batch_input=0.3).per_token(batch=True) == (0.3, 1.0)

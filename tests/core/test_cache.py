@@ -8,7 +8,7 @@ import threading
 
 from click.testing import CliRunner
 
-from shambench.cache import ResponseCache, cache_key, cache_path
+from shambench.llm.cache import ResponseCache, cache_key, cache_path
 from shambench.cli import main
 
 

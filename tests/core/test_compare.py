@@ -1,4 +1,4 @@
-"""`shambench.compare`: paired bootstrap of two runs over their shared examples, checked on hand-scored cases."""
+"""`shambench.reporting.compare`: paired bootstrap of two runs over their shared examples, checked on hand-scored cases."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shambench.cli import main
-from shambench.compare import compare_predictions, compare_runs, p_value, shared_examples
+from shambench.reporting.compare import compare_predictions, compare_runs, p_value, shared_examples
 from shambench.io import DataError
 from shambench.schema import Example, Prediction
 from tests.leaderboard.toy import EXAMPLES, make_run, predictions, write_examples

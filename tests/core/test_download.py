@@ -11,8 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-from shambench.adapter import RemoteFile
-from shambench.download import DownloadError, fetch, make_client, part_path
+from shambench.data.adapter import RemoteFile
+from shambench.data.download import DownloadError, fetch, make_client, part_path
 
 CONTENT = b"".join(b"line %03d of an invented released file\n" % i for i in range(200))  # 38 bytes x 200 = 7600
 

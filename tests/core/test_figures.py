@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from shambench import figures
-from shambench.analysis import analyse
+from shambench.reporting import figures
+from shambench.reporting.analysis import analyse
 from shambench.schema import Example
-from shambench.scorer import Scorer
+from shambench.scoring.scorer import Scorer
 from tests.leaderboard.toy import EXAMPLES, predictions
 
 

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from shambench.cli import main
-from shambench.judge import CATEGORIES, messages_for, parse_verdict
+from shambench.reporting.judge import CATEGORIES, messages_for, parse_verdict
 from shambench.schema import Example, Span
 from tests.runs import eval_run, write_jsonl
 

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shambench.cache import ResponseCache
+from shambench.llm.cache import ResponseCache
 from shambench.io import DataError
-from shambench.llm import (
+from shambench.llm.client import (
     Endpoint,
     LLMClient,
     LLMError,
@@ -257,8 +257,8 @@ def test_user_price_file_overrides(tmp_path, monkeypatch):
 
 
 def test_endpoint_identity_is_what_detectors_record_and_never_the_key(monkeypatch):
-    from shambench.detector import create_detector
-    from shambench.llm import Endpoint
+    from shambench.detection.detector import create_detector
+    from shambench.llm.client import Endpoint
 
     monkeypatch.setenv("SOME_KEY", "sk-secret")
     ep = Endpoint(model="m", base_url="http://127.0.0.1:9/v1", api_key_env="SOME_KEY", max_concurrency=3)
@@ -376,7 +376,7 @@ def test_the_served_model_is_recorded_said_once_and_keys_the_cache(openai_server
 
 
 def test_a_dated_snapshot_is_the_requested_model():
-    from shambench.llm import same_model
+    from shambench.llm.client import same_model
 
     assert same_model("gpt-5-mini", "gpt-5-mini-2025-08-07") and same_model("m", None)
     assert not same_model("Qwen/Qwen3-4B", "smollm2-cpp")

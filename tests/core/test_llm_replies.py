@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from shambench.cache import ResponseCache
-from shambench.llm import (
+from shambench.llm.cache import ResponseCache
+from shambench.llm.client import (
     DEFAULT_MAX_RESPONSE_BYTES,
     AuthenticationStopped,
     Endpoint,
@@ -227,7 +227,7 @@ def test_two_servers_with_one_model_name_never_share_cached_answers(openai_serve
 
 
 def test_entries_keyed_without_the_endpoint_are_never_hit(openai_server, tmp_path):
-    from shambench.cache import cache_key
+    from shambench.llm.cache import cache_key
 
     cache = ResponseCache(tmp_path / "c.sqlite")
     body = {"messages": [{"role": "user", "content": "q"}], "logprobs": True}

@@ -7,7 +7,7 @@ import time
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from shambench.locate import locate, place
+from shambench.detection.locate import locate, place
 
 RESPONSE = "The capital of Australia is Sydney, and Sydney has  a population of 5 million."
 #           0123456789012345678901234567890123456789012345678901234567890123456789012345678

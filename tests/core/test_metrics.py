@@ -10,7 +10,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from shambench import metrics
+from shambench.scoring import metrics
 
 
 def test_per_example_prf_conventions():

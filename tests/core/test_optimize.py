@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from shambench.cli import main
 from shambench.detectors.miprov2 import base_prompt, load_program
 from shambench.detectors.prompts import SYSTEM
-from shambench.llm import cost_of
+from shambench.llm.client import cost_of
 from shambench.optimize import OptimizeConfig, TokenF1, split_share, train_and_heldout
 from shambench.schema import Example
 from tests.conftest import require_shared
@@ -209,7 +209,7 @@ def test_share_split_holds_out_per_partition_and_is_seeded():
 def test_token_f1_metric_scores_placed_strings_with_the_scorer():
     import dspy
 
-    from shambench.detector import Monitor
+    from shambench.detection.detector import Monitor
 
     ex = invented(0, 1)[0]  # "The river Ilsa0 flows through Varn0."
     metric = TokenF1([ex], Monitor())
@@ -263,7 +263,7 @@ def test_optimize_help_explains_the_options():
 
 @pytest.mark.shared_data
 def test_light_compile_on_the_real_mushroom_dev_set(openai_server, tmp_path):
-    from shambench.benchmark import load_benchmark
+    from shambench.data.benchmark import load_benchmark
     from shambench.detectors.miprov2 import gold_strings
 
     data = require_shared("mushroom")

@@ -9,10 +9,10 @@ import statistics
 
 import pytest
 
-from shambench.benchmark import load_benchmark
-from shambench.detector import create_detector
-from shambench.results import ExampleScores, Results
-from shambench.scorer import Scorer
+from shambench.data.benchmark import load_benchmark
+from shambench.detection.detector import create_detector
+from shambench.scoring.results import ExampleScores, Results
+from shambench.scoring.scorer import Scorer
 from shambench.schema import Example, Prediction, SoftSpan
 from tests.conftest import require_shared
 

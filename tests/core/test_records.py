@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shambench.detector import Detector
+from shambench.detection.detector import Detector
 from shambench.io import DataError, Journal, write_atomic
 from shambench.records import check_detector_prediction, parse_line, read_examples, read_predictions
-from shambench.runner import run_predictions
+from shambench.runs.runner import run_predictions
 from shambench.schema import Example, Prediction, SoftSpan, Span
 
 EXAMPLE = Example(id="a", dataset="toy", task="qa", response="Paris is in Italy.", hallu_spans=[[12, 17]])

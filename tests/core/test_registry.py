@@ -7,7 +7,7 @@ from importlib import metadata
 import pytest
 
 from shambench import registry
-from shambench.detector import create_detector, detectors
+from shambench.detection.detector import create_detector, detectors
 from shambench.registry import UnknownPluginError
 
 GROUP = "shambench.detectors"

@@ -14,10 +14,10 @@ import pytest
 from click.testing import CliRunner
 
 from shambench.cli import main
-from shambench.detector import Detector, detectors
+from shambench.detection.detector import Detector, detectors
 from shambench.io import DataError, write_json, write_jsonl
 from shambench.registry import Entry
-from shambench.runner import JOURNAL, Journal
+from shambench.runs.runner import JOURNAL, Journal
 from shambench.schema import Example, Prediction
 from tests.plugins.installed import install_fake_plugin
 
@@ -312,7 +312,7 @@ def _failed(reason: str, i: int = 0) -> Prediction:
 
 
 def test_the_first_predictions_all_failing_alike_stop_the_run():
-    from shambench.runner import FailureWatch, SystematicFailure
+    from shambench.runs.runner import FailureWatch, SystematicFailure
 
     watch = FailureWatch(first=3, run=10)
     # Reply previews and numbers vary between examples; the reason is still the same.
@@ -325,7 +325,7 @@ def test_the_first_predictions_all_failing_alike_stop_the_run():
 
 
 def test_mixed_or_partly_successful_starts_do_not_stop_but_a_long_streak_does():
-    from shambench.runner import FailureWatch, SystematicFailure
+    from shambench.runs.runner import FailureWatch, SystematicFailure
 
     watch = FailureWatch(first=3, run=4)
     watch.see(_failed("HTTP 500: internal error after 7 attempts"))
@@ -348,6 +348,6 @@ def test_mixed_or_partly_successful_starts_do_not_stop_but_a_long_streak_does():
     ],
 )
 def test_the_likely_fix_matches_the_reason(reason, fix):
-    from shambench.runner import likely_fix
+    from shambench.runs.runner import likely_fix
 
     assert fix in likely_fix(reason)

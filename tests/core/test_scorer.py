@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shambench.schema import Example, Prediction, SoftSpan, Span, Step
-from shambench.scorer import Scorer, ScoringError, score
-from shambench.stats import PAPER_COUNTS
-from shambench.text import sentences, tokens
+from shambench.scoring.scorer import Scorer, ScoringError, score
+from shambench.data.stats import PAPER_COUNTS
+from shambench.scoring.text import sentences, tokens
 from tests.conftest import require_shared
 
 # 8 tokens: The [0,3) cat [4,7) sat [8,11) . [11,12) It [13,15) was [16,19) red [20,23) . [23,24)

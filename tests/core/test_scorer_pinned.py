@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from shambench import scorer
-from shambench.results import Results
+from shambench.scoring import scorer
+from shambench.scoring.results import Results
 from shambench.schema import Example, Prediction, Span
 from tests.conftest import SHARED_DATA, require_shared
 
@@ -43,7 +43,7 @@ def seeded_predictions(examples: list[Example], seed: int = 7) -> list[Predictio
 
 def pinned_case() -> Results:
     """Scores of the seeded predictions on the Mu-SHROOM and FaithBench test sets, 1000 resamples, seed 3."""
-    from shambench.benchmark import load_benchmark
+    from shambench.data.benchmark import load_benchmark
 
     examples = load_benchmark(["mushroom", "faithbench"], "test", SHARED_DATA).examples
     return scorer.Scorer(examples, n_resamples=1000, seed=3).score(seeded_predictions(examples))
@@ -86,7 +86,7 @@ def test_scores_and_intervals_equal_the_pinned_ones_on_real_data(monkeypatch):
 def test_scoring_views_hold_no_context_and_score_the_same(tmp_path):
     from shambench.io import model_line
     from shambench.records import read_predictions
-    from shambench.runner import select_examples
+    from shambench.runs.runner import select_examples
 
     full = [
         Example(

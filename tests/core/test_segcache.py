@@ -13,9 +13,9 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shambench import text
+from shambench.scoring import text
 from shambench.cli import main
-from shambench.segcache import SegmentationStore, decode, encode, store_path
+from shambench.scoring.segcache import SegmentationStore, decode, encode, store_path
 from tests.conftest import require_shared
 
 

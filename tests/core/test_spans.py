@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shambench.schema import Example, Span
-from shambench.spans import merge_spans
+from shambench.scoring.spans import merge_spans
 
 
 def chars(spans) -> set[int]:

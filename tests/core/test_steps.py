@@ -1,4 +1,4 @@
-"""Step-level metrics (shambench.steps), each rule checked on small cases computed by hand."""
+"""Step-level metrics (shambench.scoring.steps), each rule checked on small cases computed by hand."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shambench.schema import Example, Prediction
-from shambench.scorer import score
-from shambench.steps import (
+from shambench.scoring.scorer import score
+from shambench.scoring.steps import (
     GRID,
     binary_rates,
     dataset_scores,

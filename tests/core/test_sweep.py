@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from shambench.cli import main
 from shambench.io import DataError
 from shambench.registry import UnknownPluginError
-from shambench.runner import JOURNAL, RESULTS, examples_hash, load_config
-from shambench.sweep import (
+from shambench.runs.runner import JOURNAL, RESULTS, examples_hash, load_config
+from shambench.runs.sweep import (
     SUMMARY,
     DetectorGrid,
     LocalBackend,
@@ -376,7 +376,7 @@ def require_dask():
 
 def test_dask_sweep_survives_a_killed_worker_with_results_identical_to_local(local_sweep, tmp_path):
     distributed = require_dask()
-    from shambench.sweep import DaskBackend
+    from shambench.runs.sweep import DaskBackend
 
     local_plan, _ = local_sweep
     plan = plan_sweep(write_sweep(tmp_path))
@@ -398,7 +398,7 @@ def test_dask_sweep_survives_a_killed_worker_with_results_identical_to_local(loc
 
 
 def test_sweep_over_real_data_defaults_to_the_shambench_sources(tmp_path, backend):
-    from shambench.benchmark import default_datasets, load_benchmark
+    from shambench.data.benchmark import default_datasets, load_benchmark
 
     shared = require_shared("mushroom")
     spec = tmp_path / "sweep.yaml"

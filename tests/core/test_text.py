@@ -8,8 +8,8 @@ from functools import cache
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shambench import text
-from shambench.text import segment, segment_all, segment_mixed, sentences, tokens
+from shambench.scoring import text
+from shambench.scoring.text import segment, segment_all, segment_mixed, sentences, tokens
 from tests.conftest import require_shared
 
 

@@ -118,7 +118,7 @@ def test_train_without_data_is_one_clear_error(tmp_path):
 def test_real_ragtruth_labels_fall_on_gold_spans():
     root = require_shared("ragtruth")
     require_models()
-    from shambench.adapter import adapters
+    from shambench.data.adapter import adapters
     from shambench.detectors.token_classifier import Encoded
 
     examples = adapters.get("ragtruth").factory().load(root.parent, "train").examples

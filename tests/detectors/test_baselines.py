@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shambench.detector import create_detector
+from shambench.detection.detector import create_detector
 from shambench.schema import Example
 
 

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from shambench.cli import main
-from shambench.detector import create_detector
+from shambench.detection.detector import create_detector
 from shambench.io import DataError
 from shambench.schema import Example
 

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from shambench.cli import main
-from shambench.detector import create_detector, detectors
+from shambench.detection.detector import create_detector, detectors
 from shambench.detectors.miprov2 import (
     Demo,
     ProgramFile,
@@ -190,7 +190,7 @@ def test_optimised_presets_read_the_program_optimize_saves(tmp_path, monkeypatch
 
 def test_listing_detectors_imports_neither_dspy_nor_torch():
     code = (
-        "import sys\nfrom shambench.detector import detectors\nnames = [e.name for e in detectors.entries()]\n"
+        "import sys\nfrom shambench.detection.detector import detectors\nnames = [e.name for e in detectors.entries()]\n"
         "assert 'miprov2' in names\nprint(sorted(m for m in ('dspy', 'torch', 'litellm') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -16,9 +16,9 @@ from click.testing import CliRunner
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from shambench.cache import cache_path
+from shambench.llm.cache import cache_path
 from shambench.cli import main
-from shambench.detector import create_detector, detectors
+from shambench.detection.detector import create_detector, detectors
 from shambench.detectors.prompted import presets
 from shambench.detectors.prompts import (
     PROMPT_HASH,
@@ -403,7 +403,7 @@ def test_missing_key_is_one_clear_error(tmp_path, monkeypatch):
 
 def test_listing_presets_imports_no_http_client():
     code = (
-        "import sys; from shambench.detector import detectors; detectors.entries(); "
+        "import sys; from shambench.detection.detector import detectors; detectors.entries(); "
         "print(sorted(m for m in ('aiohttp', 'openai', 'torch', 'rapidfuzz') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -26,7 +26,7 @@ from tests.detectors.tiny_models import require_models, save_tiny, tokenizer
 
 def test_listing_detectors_never_imports_torch():
     code = (
-        "import sys; from shambench.detector import detectors; "
+        "import sys; from shambench.detection.detector import detectors; "
         "names = [e.name for e in detectors.entries()]; "
         "assert 'token-classifier' in names and 'lettucedetect' in names, names; "
         "assert 'torch' not in sys.modules and 'transformers' not in sys.modules"
@@ -190,7 +190,7 @@ def test_missing_model_folder_is_one_clear_error(tmp_path):
 
 def test_lettucedetect_preset_scores_every_token_of_a_modernbert_folder(tmp_path):
     require_models()
-    from shambench.detector import create_detector
+    from shambench.detection.detector import create_detector
 
     folder = save_tiny(tmp_path / "mb", "AutoModelForTokenClassification", kind="modernbert", num_labels=2)
     det = create_detector(f"lettucedetect:{folder}", max_length=32, overlap=4, threshold=0.0)

@@ -11,11 +11,11 @@ import pytest
 from click.testing import CliRunner
 
 from shambench.cli import main
-from shambench.detector import create_detector
+from shambench.detection.detector import create_detector
 from shambench.io import DataError
 from shambench.leaderboard.build import DEFAULT_REPORTED, build, find_results, load_leaderboard, write_site
 from shambench.leaderboard.page import render
-from shambench.runner import score_run
+from shambench.runs.runner import score_run
 from tests.conftest import require_shared
 from tests.leaderboard.toy import (
     EXAMPLES,

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from shambench.cli import main
 from shambench.leaderboard.build import build, load_leaderboard, write_site
 from shambench.leaderboard.submit import SubmissionError, submit
-from shambench.results import Results
+from shambench.scoring.results import Results
 from tests.leaderboard.toy import RUNS
 
 EXACT = [{"id": i, "spans": spans} for i, spans in RUNS["exact"].items()]

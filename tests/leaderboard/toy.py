@@ -22,9 +22,9 @@ import json
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-from shambench.detector import Detector
+from shambench.detection.detector import Detector
 from shambench.io import Journal, write_json
-from shambench.runner import CONFIG, JOURNAL, make_config, run_predictions, score_run, select_examples
+from shambench.runs.runner import CONFIG, JOURNAL, make_config, run_predictions, score_run, select_examples
 from shambench.schema import Example, Prediction, Span
 
 EXAMPLES = [

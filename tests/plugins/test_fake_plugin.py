@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from shambench.cli import main
-from shambench.detector import detectors
+from shambench.detection.detector import detectors
 from shambench.io import write_jsonl
 from shambench.schema import Example
 from tests.plugins.installed import install_fake_plugin

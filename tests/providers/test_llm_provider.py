@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from shambench.context import ContextStore, add_context, create_provider
-from shambench.providers.llm import parse_evidence, question_text
+from shambench.data.context import ContextStore, add_context, create_provider
+from shambench.data.providers.llm import parse_evidence, question_text
 from shambench.schema import Example
 
 EVIDENCE = {"evidence": "Mount Etna is an active volcano in Sicily.", "sources": ["https://en.wikipedia.org/wiki/Etna"]}

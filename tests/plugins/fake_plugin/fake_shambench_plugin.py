@@ -6,7 +6,7 @@ import re
 import time
 
 from shambench import Example, Span
-from shambench.detector import Detector
+from shambench.detection.detector import Detector
 
 _DIGITS = re.compile(r"\d+")
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from shambench.results import GroupScores, Results
+from shambench.scoring.results import GroupScores, Results
 
 if TYPE_CHECKING:
     import pandas as pd

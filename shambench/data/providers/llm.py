@@ -13,9 +13,9 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from shambench.context import ContextProvider, ContextRecord, context_provider
-from shambench.detector import Monitor
-from shambench.providers.wikipedia import page_title
+from shambench.data.context import ContextProvider, ContextRecord, context_provider
+from shambench.detection.detector import Monitor
+from shambench.data.providers.wikipedia import page_title
 from shambench.schema import Example
 
 SYSTEM = (
@@ -81,12 +81,12 @@ class LLMProvider(ContextProvider):
         }
 
     def fetch(self, examples: Sequence[Example], monitor: Monitor | None = None) -> Iterator[ContextRecord]:
-        from shambench.llm import map_endpoint
+        from shambench.llm.client import map_endpoint
 
         yield from map_endpoint(self.endpoint, examples, self._one, monitor)
 
     async def _one(self, client: Any, example: Example) -> ContextRecord:
-        from shambench.llm import LLMError
+        from shambench.llm.client import LLMError
 
         system = SYSTEM.format(max_words=self.max_words)
 

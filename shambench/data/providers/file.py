@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shambench.context import ContextProvider, ContextRecord, content_hash, context_provider
+from shambench.data.context import ContextProvider, ContextRecord, content_hash, context_provider
 from shambench.io import DataError, iter_jsonl
 from shambench.schema import Example
 

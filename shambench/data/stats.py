@@ -3,7 +3,7 @@
 Per `task/dataset` partition and in total: the example count (beside the paper's), mean response tokens, mean
 hallucinated tokens, the mean per-example share of hallucinated tokens, and the share of examples with at least
 one gold span; per source, the rows its adapter dropped and why. Tokens are counted exactly as the scorer counts
-them (`shambench.text`), and a token is hallucinated when a gold span overlaps it by at least one character.
+them (`shambench.scoring.text`), and a token is hallucinated when a gold span overlaps it by at least one character.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import BaseModel
 
-from shambench.benchmark import Benchmark
+from shambench.data.benchmark import Benchmark
 from shambench.schema import Example
-from shambench.text import TOKENIZER, Segmentation, language_of, segment_mixed
+from shambench.scoring.text import TOKENIZER, Segmentation, language_of, segment_mixed
 
 # SHAM-Bench Table 1 (test split): how many examples the paper kept per partition.
 PAPER_COUNTS = {

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel
 
-from shambench import metrics
+from shambench.scoring import metrics
 from shambench.io import DataError
 from shambench.schema import Example, Prediction
 
@@ -161,7 +161,7 @@ def compare_predictions(
     excluded: tuple[int, int] = (0, 0),
 ) -> Comparison:
     """The paired comparison of two prediction sets on the same examples (predictions for other ids ignored)."""
-    from shambench.scorer import LEVELS, Scorer
+    from shambench.scoring.scorer import LEVELS, Scorer
 
     scorer = Scorer(examples, n_resamples=n_resamples, seed=seed)
     wanted = set(scorer.index)
@@ -202,7 +202,7 @@ def compare_runs(
     """The paired comparison of two run directories (their examples are re-created from their configs): over the
     shared ids both predicted successfully, or every shared id with `missing_as_empty`."""
     from shambench.io import Journal
-    from shambench.runner import JOURNAL, examples_of, load_config
+    from shambench.runs.runner import JOURNAL, examples_of, load_config
 
     loaded = []
     for run in (Path(run_a), Path(run_b)):

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from pydantic import BaseModel, Field
 
-from shambench.metrics import per_example_prf
+from shambench.scoring.metrics import per_example_prf
 from shambench.schema import Example, Prediction, Span
-from shambench.text import language_of, segment_mixed
+from shambench.scoring.text import language_of, segment_mixed
 
 RATE_BINS = tuple(round(x, 1) for x in np.linspace(0.0, 1.0, 11))
 

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from shambench import metrics
+from shambench.scoring import metrics
 from shambench.io import DataError
-from shambench.provenance import git_commit, now_iso, shambench_version
-from shambench.results import (
+from shambench.runs.provenance import git_commit, now_iso, shambench_version
+from shambench.scoring.results import (
     PRF,
     GroupScores,
     MushroomScores,
@@ -28,8 +28,8 @@ from shambench.results import (
     ThresholdFree,
 )
 from shambench.schema import Example, Prediction
-from shambench.shared_task import shared_task_group
-from shambench.text import SENTENCE_SPLITTER, TOKENIZER, convention, language_of, segment_mixed
+from shambench.scoring.shared_task import shared_task_group
+from shambench.scoring.text import SENTENCE_SPLITTER, TOKENIZER, convention, language_of, segment_mixed
 
 LEVELS = ("token", "sentence")
 # Up to this many bytes of bootstrap draw counts are kept between scorings (about 128,000 examples at 1000
@@ -300,7 +300,7 @@ class Scorer:
     def example_prf(self, predictions: Iterable[Prediction]) -> dict[str, np.ndarray]:
         """Per level in `LEVELS`, the per-example (precision, recall, F1): shape 3 × examples, in example order.
 
-        What a paired comparison of two runs resamples (see `shambench.compare`).
+        What a paired comparison of two runs resamples (see `shambench.reporting.compare`).
         """
         return self._counted(predictions)[2]
 
@@ -355,11 +355,11 @@ class Scorer:
         return results, ctx.per_example()
 
     def _math_group(self, pa: _PredictionArrays) -> dict:
-        """Step-level (math) metrics in their own group, apart from the overall (see `shambench.steps`)."""
+        """Step-level (math) metrics in their own group, apart from the overall (see `shambench.scoring.steps`)."""
         step_examples = [ex for ex in self.examples if ex.steps]
         if not step_examples:
             return {}
-        from shambench.steps import math_group
+        from shambench.scoring.steps import math_group
 
         predictions = {self.examples[i].id: p for i, p in pa.by_index.items()}
         return {"math": math_group(step_examples, predictions, seed=self.seed).model_dump(mode="json")}

@@ -25,7 +25,7 @@ What it guarantees:
   as many successes in a row;
 - accounting: input, output and reasoning tokens, cost from the price table (`shambench/pricing.yaml`, overridden
   by `$SHAMBENCH_PRICING` or `<user config dir>/shambench/pricing.yaml`), requests, retries and cache hits;
-- a response cache (`shambench.cache`) keyed by the server (`endpoint_url`), model, endpoint kind, generation
+- a response cache (`shambench.llm.cache`) keyed by the server (`endpoint_url`), model, endpoint kind, generation
   parameters and rendered prompt, so two servers never share answers;
 - no secrets kept: the API key is read from the environment when the client starts and never stored in
   parameters, cache records, usage records or error messages (redacted before any truncation); a base URL
@@ -74,8 +74,8 @@ import yaml
 from platformdirs import user_config_dir
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from shambench.cache import ResponseCache, cache_key
-from shambench.detector import Monitor
+from shambench.llm.cache import ResponseCache, cache_key
+from shambench.detection.detector import Monitor
 from shambench.io import DataError
 
 T = TypeVar("T")
@@ -352,7 +352,7 @@ def _read_prices(text: str, origin: str) -> dict[str, Price]:
 @cache
 def load_prices() -> dict[str, Price]:
     """The packaged price table, updated by the user's file when it exists (see `pricing_override_path`)."""
-    packaged = resources.files("shambench").joinpath("pricing.yaml").read_text(encoding="utf-8")
+    packaged = resources.files("shambench.llm").joinpath("pricing.yaml").read_text(encoding="utf-8")
     prices = _read_prices(packaged, "shambench/pricing.yaml")
     user = pricing_override_path()
     if user.is_file():

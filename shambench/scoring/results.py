@@ -166,7 +166,7 @@ class RunInfo(_Documented):
     dropped_rows: dict[str, dict[str, int]] = Field(default_factory=dict)
     """Per dataset, the source rows its adapter dropped (reason -> count), which no score includes."""
     examples_hash: str | None = None
-    """SHA-256 over the examples' ids, responses and gold spans (see `shambench.runner.examples_hash`)."""
+    """SHA-256 over the examples' ids, responses and gold spans (see `shambench.runs.runner.examples_hash`)."""
     dataset_revisions: dict[str, str] = Field(default_factory=dict)
     """Per dataset, the released revision its adapter reads (commit, version or date)."""
     dataset_counts: dict[str, int] = Field(default_factory=dict)
@@ -216,7 +216,7 @@ class Results(_Documented):
     overall: Overall | None
     """Mean over tasks; None when only step-level tasks were scored."""
     segmentation: dict[str, str] = Field(default_factory=dict)
-    """Per partition (`task/dataset`), the token and sentence convention of its language (`shambench.text`)."""
+    """Per partition (`task/dataset`), the token and sentence convention of its language (`shambench.scoring.text`)."""
     groups: dict[str, Any] = Field(default_factory=dict)
     """Result groups kept apart from the overall (e.g. `math` step-level verification metrics)."""
     run: RunInfo = Field(default_factory=RunInfo)
@@ -224,6 +224,6 @@ class Results(_Documented):
 
     def to_pandas(self) -> pd.DataFrame:
         """One row per partition, per task and the overall, with flat metric columns (`token_f1`, ...)."""
-        from shambench.frames import results_frame
+        from shambench.reporting.frames import results_frame
 
         return results_frame(self)

@@ -31,9 +31,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from shambench.detector import Detector, Monitor
+from shambench.detection.detector import Detector, Monitor
 from shambench.io import DataError, Journal, write_json
-from shambench.llm import (
+from shambench.llm.client import (
     Budget,
     Deferred,
     Endpoint,
@@ -50,7 +50,7 @@ from shambench.llm import (
     reply_of,
     wire_body,
 )
-from shambench.provenance import now_iso
+from shambench.runs.provenance import now_iso
 from shambench.schema import Example, Prediction
 
 STATE = "batches.json"
@@ -492,7 +492,7 @@ class BatchRun:
         on_prediction: Callable[[Prediction], None] | None = None,
     ) -> BatchOutcome:
         """Finish `examples` (or leave a batch running when not waiting); the outcome says which."""
-        from shambench.runner import run_predictions
+        from shambench.runs.runner import run_predictions
 
         todo = list(examples)
         while True:

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from shambench.results import GroupScores
+from shambench.scoring.results import GroupScores
 
 DATASET_PREFIX = "mushroom-"
 CONVENTION = (

@@ -16,15 +16,15 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from shambench.detector import Monitor
+from shambench.detection.detector import Monitor
 from shambench.io import Journal
 from shambench.paths import cache_dir
-from shambench.provenance import now_iso
+from shambench.runs.provenance import now_iso
 from shambench.registry import Registry
 from shambench.schema import Example
 
 providers: Registry[ContextProvider] = Registry(
-    "context provider", "shambench.context_providers", "shambench.providers"
+    "context provider", "shambench.context_providers", "shambench.data.providers"
 )
 context_provider = providers.register
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-from shambench.metrics import pooled_prf
+from shambench.scoring.metrics import pooled_prf
 from shambench.schema import Example, Prediction
 
 UNPARSEABLE = -2
@@ -518,7 +518,7 @@ def with_sopo_compat(
     results: Any, examples: Sequence[Example], predictions: Mapping[str, Prediction], seed: int, console: Any
 ) -> None:
     """Recompute `results.groups["math"]` with the SOPO compatibility figures, printing the warning."""
-    from shambench.report import warn
+    from shambench.reporting.tables import warn
 
     warn(console, SOPO_WARNING)
     usable = {pid: p for pid, p in predictions.items() if p.error is None}

@@ -31,14 +31,14 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from shambench.adapter import adapters, resolve_data_dir
-from shambench.benchmark import default_datasets, split_names
-from shambench.detector import Detector, Monitor, create_detector, detectors
+from shambench.data.adapter import adapters, resolve_data_dir
+from shambench.data.benchmark import default_datasets, split_names
+from shambench.detection.detector import Detector, Monitor, create_detector, detectors
 from shambench.io import DataError, Journal, model_line, write_json
-from shambench.provenance import now_iso
+from shambench.runs.provenance import now_iso
 from shambench.records import check_detector_prediction
-from shambench.results import ExampleScores, Results
-from shambench.runner import (
+from shambench.scoring.results import ExampleScores, Results
+from shambench.runs.runner import (
     CONFIG,
     JOURNAL,
     RESULTS,
@@ -52,7 +52,7 @@ from shambench.runner import (
     write_scores,
 )
 from shambench.schema import Example
-from shambench.text import Segmentation, language_of, remember, segment_mixed
+from shambench.scoring.text import Segmentation, language_of, remember, segment_mixed
 
 SUMMARY = "sweep.json"
 
@@ -763,8 +763,8 @@ def run_batch_cell(
     monitor: Monitor | None,
     on_predictions: Callable[[int, int], None] | None,
 ) -> int:
-    """Journal a cell's predictions by batch (see `shambench.batch`), on the driver; returns how many arrived."""
-    from shambench.batch import BatchRun, BatchSettings
+    """Journal a cell's predictions by batch (see `shambench.llm.batch`), on the driver; returns how many arrived."""
+    from shambench.llm.batch import BatchRun, BatchSettings
 
     det = create_detector(cell.detector, **cell.params)
     arrived = 0

@@ -4,7 +4,7 @@ response text that any earlier process has tokenised under the same convention.
 One SQLite file, `cache_dir()/segmentation.sqlite`, in write-ahead-log mode: readers never block, concurrent
 writers from many processes queue on SQLite's own lock (`busy_timeout`), and a row is written with
 `INSERT OR IGNORE`, so two processes segmenting the same text store it once. A row is keyed by the segmentation
-convention (tokenizer, spaCy version, language; see `shambench.text.convention`) and the BLAKE2b hash of the
+convention (tokenizer, spaCy version, language; see `shambench.scoring.text.convention`) and the BLAKE2b hash of the
 text; its value is the int32 array `[n_tokens, n_units, token starts, token ends, unit starts, unit ends]`.
 The cache is an optimisation only: when it cannot be read or written, segmentation goes on without it.
 """

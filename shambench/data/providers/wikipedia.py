@@ -13,7 +13,7 @@ from urllib.parse import unquote, urlparse
 
 import httpx
 
-from shambench.context import ContextProvider, ContextRecord, context_provider
+from shambench.data.context import ContextProvider, ContextRecord, context_provider
 from shambench.schema import Example
 
 USER_AGENT = "shambench (https://github.com/shambench/shambench; hallucination benchmark evidence retrieval)"

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from shambench.adapter import Adapter, LoadResult, adapters, resolve_data_dir
+from shambench.data.adapter import Adapter, LoadResult, adapters, resolve_data_dir
 from shambench.io import DataError
 from shambench.schema import Example
 
@@ -193,7 +193,7 @@ def dataset_card(benches: list[Benchmark]) -> str:
     revision, homepage and citation."""
     import yaml
 
-    from shambench.provenance import shambench_version
+    from shambench.runs.provenance import shambench_version
 
     sources = {name: adapter for bench in benches for name, adapter in bench.sources.items()}
     header = {

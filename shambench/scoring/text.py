@@ -9,7 +9,7 @@ language (`.!?`, Arabic/Persian `؟ ۔`, Devanagari `। ॥`, CJK `。！？`, 
 last non-whitespace token.
 
 Both are computed once per distinct (language, text) and convention (`cache_convention`): kept in a process-wide cache, so
-rescoring the same responses never tokenises again, and on disk (`shambench.segcache`), so a new process does not
+rescoring the same responses never tokenises again, and on disk (`shambench.scoring.segcache`), so a new process does not
 either. Many texts not cached anywhere are tokenised on every core (`PARALLEL_MIN_CHARS`), with the same result as
 one process.
 """
@@ -30,7 +30,7 @@ from importlib.metadata import version
 
 import numpy as np
 
-from shambench.segcache import SegmentationStore, decode, encode, text_key, warn_unusable
+from shambench.scoring.segcache import SegmentationStore, decode, encode, text_key, warn_unusable
 
 DEFAULT_LANG = "en"
 TOKENIZER = "spacy.blank('en') rule-based tokenizer; whitespace tokens excluded"

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from shambench.results import PRF, GroupScores, Results
+from shambench.scoring.results import PRF, GroupScores, Results
 
 
 def _ci(prf: PRF) -> str:
@@ -109,7 +109,7 @@ def warn(console: Console, message: str) -> None:
 
 def print_results(results: Results, console: Console | None = None, title: str = "SHAM-Bench scores") -> None:
     """Print the results table, and the Mu-SHROOM shared-task view when the run scored its language partitions."""
-    from shambench.shared_task import shared_task_table
+    from shambench.scoring.shared_task import shared_task_table
 
     console = console or make_console()
     console.print(results_table(results, title))

@@ -6,8 +6,8 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-from shambench.analysis import RunAnalysis
-from shambench.results import Results
+from shambench.reporting.analysis import RunAnalysis
+from shambench.scoring.results import Results
 
 # What the tables call each level (token-level scores are the "span F1" of the tables and the leaderboard).
 LEVEL_NAMES = {"token": "span", "sentence": "sentence"}

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from shambench.detector import Monitor
+from shambench.detection.detector import Monitor
 from shambench.io import Journal
 from shambench.schema import Example, Span
 
@@ -111,12 +111,12 @@ class Judge:
 
     def judge(self, items: Sequence[tuple[Example, Span]], monitor: Monitor | None = None) -> Iterator[Judgement]:
         """A judgement per (example, span), yielded as they complete."""
-        from shambench.llm import map_endpoint
+        from shambench.llm.client import map_endpoint
 
         yield from map_endpoint(self.endpoint, items, self._one, monitor, structured=self.structured)
 
     async def _one(self, client: Any, item: tuple[Example, Span]) -> Judgement:
-        from shambench.llm import LLMError
+        from shambench.llm.client import LLMError
 
         ex, span = item
         base = {"id": span_key(ex, span), "example_id": ex.id, "partition": ex.partition}

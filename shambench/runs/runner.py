@@ -27,14 +27,14 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 from pydantic_core import to_jsonable_python
 
-from shambench.benchmark import load_benchmark
-from shambench.detector import Detector, Monitor
+from shambench.data.benchmark import load_benchmark
+from shambench.detection.detector import Detector, Monitor
 from shambench.io import DataError, Journal, write_json, write_jsonl
 from shambench.records import check_detector_prediction, read_examples
-from shambench.provenance import git_commit, now_iso, package_versions, shambench_version
-from shambench.results import ExampleScores, Results, RunInfo
+from shambench.runs.provenance import git_commit, now_iso, package_versions, shambench_version
+from shambench.scoring.results import ExampleScores, Results, RunInfo
 from shambench.schema import Example, Prediction
-from shambench.scorer import UNSCORED_EXAMPLE_FIELDS, Scorer, scoring_view
+from shambench.scoring.scorer import UNSCORED_EXAMPLE_FIELDS, Scorer, scoring_view
 
 CONFIG = "config.json"
 JOURNAL = "predictions.jsonl"
@@ -182,7 +182,7 @@ def select_examples(
     if not examples:
         raise DataError("no examples selected (check --datasets, --examples and --data-dir)")
     if context:
-        from shambench.context import apply_context, stored_context
+        from shambench.data.context import apply_context, stored_context
 
         examples, provenance = (apply_context if fetch_context else stored_context)(context, examples, context_params)
         selection |= {"context": context, "context_params": context_params or {}, "context_provenance": provenance}
@@ -456,7 +456,7 @@ def served_model(predictions: Sequence[Prediction]) -> str | None:
 
 def dataset_revisions(names: Sequence[str]) -> dict[str, str]:
     """The released revision each named dataset's adapter reads (adapters without one are left out)."""
-    from shambench.adapter import adapters
+    from shambench.data.adapter import adapters
 
     revisions = {name: adapters.get(name).factory().revision for name in names}
     return {name: rev for name, rev in revisions.items() if rev}

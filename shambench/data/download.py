@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 
-from shambench.adapter import Adapter, RemoteFile
+from shambench.data.adapter import Adapter, RemoteFile
 from shambench.io import DataError
 
 CHUNK = 1 << 16

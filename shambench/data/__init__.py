@@ -1,0 +1,1 @@
+"""Where examples come from: adapter base, benchmark loading, downloads, evidence (context providers)."""

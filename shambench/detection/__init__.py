@@ -1,0 +1,1 @@
+"""What detectors are: the plugin base class, and placing quoted strings in a response."""

@@ -1,0 +1,1 @@
+"""What API-backed detectors share: the OpenAI-compatible client, response cache, prices, batches."""

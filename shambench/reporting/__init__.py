@@ -1,0 +1,1 @@
+"""Showing results: tables, figures, highlighted examples, analyses, comparisons, the LLM judge."""

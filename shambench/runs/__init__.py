@@ -1,0 +1,1 @@
+"""Running a detector: run directories, the prediction journal, sweeps, provenance."""

@@ -1,0 +1,1 @@
+"""Scoring: segmentation, span arithmetic, the vectorised scorer, metrics, step-level sets, results."""
