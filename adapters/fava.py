@@ -32,8 +32,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.adapters._released import example_at, json_array_rows, source_file
+from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 
 FILE = "annotations.json"
 EXPECTED = "a JSON array of FAVA records with prompt, output and annotated"

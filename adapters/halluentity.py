@@ -21,8 +21,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.adapters._released import example_at, jsonl_rows, source_file
+from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 
 FILE = "HalluEntity.jsonl"
 EXPECTED = "HalluEntity JSON lines with prompt, response, entity (list of strings) and entity_label (list of booleans)"

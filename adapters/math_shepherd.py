@@ -22,8 +22,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from shambench.data.adapter import Adapter, LoadResult, RemoteFile, SourceError, adapter
 from shambench.adapters._released import example_at, jsonl_rows, parquet_rows
+from shambench.data.adapter import Adapter, LoadResult, RemoteFile, SourceError, adapter
 from shambench.schema import Example
 from shambench.scoring.steps import step_fields
 

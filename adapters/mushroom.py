@@ -14,8 +14,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.adapters._released import example_at, jsonl_rows, source_file
+from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 
 COMMIT = "7fea78a0e5af887d196931721147ace5b4c4d9a8"
 RAW = f"https://raw.githubusercontent.com/Helsinki-NLP/mu-shroom/{COMMIT}"

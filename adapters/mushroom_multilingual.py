@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.adapters._released import example_at, jsonl_rows, source_file
 from shambench.adapters.mushroom import EXPECTED, MushroomRow
+from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.io import DataError
 
 LANGUAGES = ("ar", "ca", "cs", "de", "en", "es", "eu", "fa", "fi", "fr", "hi", "it", "sv", "zh")

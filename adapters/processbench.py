@@ -15,8 +15,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shambench.data.adapter import Adapter, LoadResult, RemoteFile, SourceError, adapter
 from shambench.adapters._released import example_at, json_array_rows, source_file
+from shambench.data.adapter import Adapter, LoadResult, RemoteFile, SourceError, adapter
 from shambench.scoring.steps import step_fields
 
 SUBSETS = ("gsm8k", "math", "olympiadbench", "omnimath")

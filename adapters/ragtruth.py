@@ -30,8 +30,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from shambench.data.adapter import Adapter, LoadResult, RemoteFile, SourceError, adapter
 from shambench.adapters._released import _validated, jsonl_rows, source_file
+from shambench.data.adapter import Adapter, LoadResult, RemoteFile, SourceError, adapter
 from shambench.schema import Example, Span
 
 TASKS = {"QA": "context_qa", "Summary": "summ", "Data2txt": "data2txt"}

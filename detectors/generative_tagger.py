@@ -207,9 +207,9 @@ def make_tagger(
     **overrides: Any,
 ) -> GenerativeTagger:
     """A tagger from its name, the endpoint options and generation overrides (`-p max_tokens=...`)."""
+    from shambench.detection.locate import MIN_SIMILARITY
     from shambench.detectors.prompted import generation_params
     from shambench.llm.client import DEFAULT_KEY_ENV, Endpoint
-    from shambench.detection.locate import MIN_SIMILARITY
 
     cls = TAGGERS[name]
     if prompt_hash is not None and prompt_hash != template_hash(*cls.templates):

@@ -145,8 +145,8 @@ class PromptedDetector(Detector):
         )
 
     async def _predict_one(self, client: Any, example: Example, body: dict[str, Any]) -> Prediction:
-        from shambench.llm.client import LLMError
         from shambench.detection.locate import locate
+        from shambench.llm.client import LLMError
 
         meta: dict[str, Any] = {"prompt_hash": self.prompt_hash}
         try:
@@ -219,8 +219,8 @@ def make_prompted(
         generation: generation settings sent with each request (temperature, max_tokens, ...).
         prompt_hash: the prompt hash a resumed run was made with (checked, not chosen).
     """
-    from shambench.llm.client import Endpoint
     from shambench.detection.locate import MIN_SIMILARITY
+    from shambench.llm.client import Endpoint
 
     preset = presets()[preset_name]
     if prompt_hash is not None and prompt_hash != PROMPT_HASH:

@@ -14,8 +14,8 @@ from pydantic import BaseModel, Field, ValidationError
 from shambench.io import DataError, Journal, write_atomic, write_json
 from shambench.leaderboard.schema import TASK_ORDER, Cell, Coverage, Entry, Leaderboard, Level
 from shambench.runs.provenance import now_iso, shambench_version
-from shambench.scoring.results import PRF, GroupScores, Results
 from shambench.runs.runner import RESULTS
+from shambench.scoring.results import PRF, GroupScores, Results
 
 SITE_JSON = "leaderboard.json"
 SITE_HTML = "index.html"

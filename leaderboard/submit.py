@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from shambench.io import DataError, iter_lines, parse_json_line, write_json, write_jsonl
 from shambench.leaderboard.build import display_path, load_leaderboard, run_entry, with_entry, write_site
 from shambench.leaderboard.schema import Leaderboard
+from shambench.records import parse_record
 from shambench.runs.runner import (
     CONFIG,
     JOURNAL,
@@ -33,7 +34,6 @@ from shambench.runs.runner import (
     run_info,
     select_examples,
 )
-from shambench.records import parse_record
 from shambench.schema import Prediction
 from shambench.scoring.scorer import Scorer
 

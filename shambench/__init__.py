@@ -2,8 +2,8 @@
 
 from shambench.data.benchmark import Benchmark, load_benchmark
 from shambench.runs.provenance import shambench_version
-from shambench.scoring.results import Results
 from shambench.schema import Example, Prediction, SoftSpan, Span, Step
+from shambench.scoring.results import Results
 from shambench.scoring.scorer import Scorer, score
 
 __version__ = shambench_version()

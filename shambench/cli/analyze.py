@@ -12,8 +12,8 @@ from shambench.cli.options import base_url_option, parse_params
 def _load_run(run_dir: Path):
     """Examples, predictions and results of a run directory (scored now if it has no results yet)."""
     from shambench.io import DataError
-    from shambench.scoring.results import Results
     from shambench.runs.runner import JOURNAL, RESULTS, Journal, examples_of, load_config, score_run
+    from shambench.scoring.results import Results
 
     config = load_config(run_dir)
     examples = examples_of(config)
@@ -57,9 +57,9 @@ def analyze(run_dirs, out, no_figures, categorise, judge_preset, params, **endpo
       f1_tasks.png       per-task span F1 with 95% bootstrap intervals, one bar per run
       pr_scatter.png     precision against recall per task and run
     """
+    from shambench.io import write_json
     from shambench.reporting import figures
     from shambench.reporting.analysis import analyse
-    from shambench.io import write_json
     from shambench.reporting.tables import make_console
 
     console = make_console()
@@ -92,8 +92,8 @@ def analyze(run_dirs, out, no_figures, categorise, judge_preset, params, **endpo
 
 def _categories(judge, examples, predictions, out_dir, run_dir, n_runs, console):
     """Judge a run's missed gold spans (journaled under the output folder) and print the tally."""
-    from shambench.reporting.analysis import missed_spans
     from shambench.cli.progress import ProgressMonitor
+    from shambench.reporting.analysis import missed_spans
     from shambench.reporting.judge import categorise
 
     missed = missed_spans(examples, predictions)

@@ -20,8 +20,8 @@ def status(run_dir: str) -> None:
     Batches not yet applied are checked with the API (same server and key variable as the run's detector).
     `shambench eval --resume RUN_DIR` waits for them and finishes the run.
     """
-    from shambench.llm.batch import load_state, status_lines
     from shambench.detection.detector import create_detector
+    from shambench.llm.batch import load_state, status_lines
     from shambench.reporting.tables import make_console
     from shambench.runs.runner import load_config
 

@@ -113,8 +113,8 @@ def stats(datasets: str | None, split: str, data_dir: str | None, as_json: bool)
     """Per task/dataset partition and in total: examples (beside the paper's count), mean response tokens, mean
     hallucinated tokens, mean per-example hallucinated-token rate, share of examples with a span, and the rows
     each source dropped, by reason (the layout of SHAM-Bench's Table 1)."""
-    from shambench.reporting.tables import make_console
     from shambench.data.stats import benchmark_stats
+    from shambench.reporting.tables import make_console
 
     bench = _load(datasets, split, data_dir, make_console(stderr=True))
     figures = benchmark_stats(bench)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING
-
 import click
 
+from shambench.cli.exits import allow_failures_option
 from shambench.cli.options import (
     base_url_option,
     data_selection,
@@ -17,20 +15,13 @@ from shambench.cli.options import (
     parse_params,
     scoring,
 )
-from shambench.cli.exits import allow_failures_option
 from shambench.scoring.steps import SUITES as STEP_SUITES
 
 # `--suite mushroom` runs the 14 Mu-SHROOM languages; `print_results` adds the shared task's per-language view.
 SUITES = {**STEP_SUITES, "mushroom": "mushroom-multilingual"}
 
-if TYPE_CHECKING:
-    from shambench.detection.detector import Detector
-
 # Endpoint options of API-backed detectors; passed to the detector factory only when given.
 ENDPOINT_OPTIONS = ("model", "base_url", "api_key_env", "max_concurrency", "timeout")
-# Recorded parameters that route the API key: on --resume they come from the command line (or the preset), never
-# from config.json, so that a doctored file cannot send the key to another server or read another variable.
-CREDENTIAL_ROUTING = ("base_url", "api_key_env")
 # What a resumed run takes from its config.json; giving any of these with --resume is an error, not ignored.
 FIXED_ON_RESUME = (
     "detector_spec",
@@ -116,7 +107,6 @@ FIXED_ON_RESUME = (
 @click.option(
     "--poll",
     type=click.FloatRange(min=0, min_open=True),
-    metavar="SECONDS",
     default=5.0,
     show_default=True,
     help="With --batch: seconds between the first two status checks (each further wait is 1.5 times longer, at most 5 min).",
@@ -125,7 +115,7 @@ FIXED_ON_RESUME = (
     "--dry-run",
     is_flag=True,
     help="Print the requests the run would send (after the cache), their input tokens and estimated cost, "
-    "with and without the batch discount; sends nothing and writes no run directory.",
+    "with and without the batch discount; send and write nothing.",
 )
 @click.option(
     "--max-cost",
@@ -183,101 +173,65 @@ def eval_command(
     budget or an expired or cancelled batch left unanswered are failed predictions (exit status 3) that --resume
     runs. A run by batch also keeps batches.json.
     """
-    from shambench.llm.batch import BatchRun, BatchSettings, has_batches, require_routes
     from shambench.cli import UserError
+    from shambench.cli.exits import INTERRUPTED, command_line, finish, print_failures
     from shambench.cli.progress import ProgressMonitor
     from shambench.data.context import evidence_gaps
-    from shambench.detection.detector import create_detector
-    from shambench.cli.exits import INTERRUPTED, command_line, finish, print_failures
     from shambench.io import write_json
-    from shambench.llm.client import AuthenticationStopped, Budget
+    from shambench.llm.batch import BatchSettings
+    from shambench.llm.client import AuthenticationStopped
     from shambench.reporting.tables import make_console, print_results, warn
-    from shambench.runs.runner import (
-        CONFIG,
-        JOURNAL,
-        RESULTS,
-        Journal,
-        SystematicFailure,
-        examples_of,
-        failures,
-        load_config,
-        make_config,
-        new_run_dir,
-        pending,
-        run_lock,
-        run_predictions,
-        score_run,
-        select_examples,
-        served_model,
-    )
+    from shambench.runs.evaluate import open_run, run_open
+    from shambench.runs.runner import RESULTS, SystematicFailure, failures
 
     console = make_console(stderr=json_to_stdout(out, as_json))
     detector_params = parse_params(params)
     detector_params.update({k: opts[k] for k in ENDPOINT_OPTIONS if opts.get(k) is not None})
-    selection_opts = {k: opts[k] for k in ("datasets", "examples_file", "split", "data_dir", "limit", "context")}
-    selection_opts["context_params"] = parse_params(opts["context_params"])
+    selection = {k: opts[k] for k in ("datasets", "examples_file", "split", "data_dir", "limit", "context")}
+    selection["context_params"] = parse_params(opts["context_params"])
     if opts["sopo_compat"] and opts["suite"] != "math-shepherd":
         raise click.UsageError("--sopo-compat needs --suite math-shepherd")
     if opts["suite"]:
         if opts["datasets"] or opts["examples_file"]:
             raise click.UsageError("give --suite or --datasets/--examples, not both")
-        selection_opts["datasets"] = SUITES[opts["suite"]]
+        selection["datasets"] = SUITES[opts["suite"]]
+    if opts["no_wait"] and not opts["batch"] and not resume_dir:
+        raise click.UsageError("--no-wait goes with --batch (or --resume of a run by batch)")
     if resume_dir:
         fixed = given_options(click.get_current_context(), *FIXED_ON_RESUME)
         if fixed:
             raise click.UsageError(
                 f"--resume takes the detector and the data from the run's config.json; drop {', '.join(fixed)}"
             )
-        run_path = Path(resume_dir)
+        opened = open_run(resume_dir=resume_dir, write=not opts["dry_run"], **detector_params)
+    elif not detector_spec:
+        raise click.UsageError("--detector is required (or --resume RUN_DIR)")
     else:
-        if not detector_spec:
-            raise click.UsageError("--detector is required (or --resume RUN_DIR)")
-        run_path = Path(run_dir) if run_dir else new_run_dir(runs_root, detector_spec)
-        _check_new_run_dir(run_path)
-        detector = create_detector(detector_spec, **detector_params)
+        where = {"run_dir": run_dir, "runs_root": runs_root}
+        opened = open_run(detector_spec, **selection, **where, write=not opts["dry_run"], **detector_params)
+    batch = BatchSettings(wait=not opts["no_wait"], poll=opts["poll"], max_cost=opts["max_cost"])
+    with opened as run:
+        if opts["dry_run"]:
+            _print_estimate(run, console)
+            return
+        todo = run.todo()
+        console.print(f"run directory: {run.run_dir}  ({len(todo)} of {len(run.examples)} examples to run)")
+        _print_dropped(run.config.dropped_rows, console)
+        resume = ["shambench", "eval", "--resume", str(run.run_dir), *_resume_options(opts)]
         try:
-            examples, selection = select_examples(**selection_opts)
-        except BaseException:
-            detector.close()
-            raise
-    if opts["dry_run"]:
-        if resume_dir:
-            config = load_config(run_path)
-            examples = examples_of(config, same_evidence=True)
-            detector = resumed_detector(config, detector_params)
-        _dry_run(detector, examples, run_path, console)
-        return
-    # The lock is taken before config.json is read or written, so no other process can adopt or change the run.
-    with run_lock(run_path):
-        if resume_dir:
-            config = load_config(run_path)
-            examples = examples_of(config, same_evidence=True)
-            detector = resumed_detector(config, detector_params)
-        else:
-            _check_new_run_dir(run_path)
-            config = make_config(detector, examples, selection)
-            write_json(run_path / CONFIG, config)
-        journal = Journal(run_path / JOURNAL)
-        todo = pending(examples, journal)
-        batch_mode = opts["batch"] or has_batches(run_path)
-        if opts["no_wait"] and not batch_mode:
-            detector.close()
-            raise click.UsageError("--no-wait goes with --batch")
-        if opts["max_cost"] is not None and not batch_mode:
-            require_routes(detector, "--max-cost")
-            detector.budget = Budget(opts["max_cost"])
-        console.print(f"run directory: {run_path}  ({len(todo)} of {len(examples)} examples to run)", soft_wrap=True)
-        _print_dropped(config.dropped_rows, console)
-        resume = ["shambench", "eval", "--resume", str(run_path), *_resume_options(opts)]
-        outcome = None
-        try:
-            with ProgressMonitor(len(todo), detector.name, console, enabled=not no_progress) as monitor:
-                if batch_mode:
-                    settings = BatchSettings(wait=not opts["no_wait"], poll=opts["poll"], max_cost=opts["max_cost"])
-                    runner = BatchRun(detector, run_path, journal, settings, lambda line: console.print(line))
-                    outcome = runner.run(todo, monitor, monitor.done)
-                else:
-                    run_predictions(detector, todo, journal, monitor, monitor.done, fail_fast=not keep_going)
+            with ProgressMonitor(len(todo), run.detector.name, console, enabled=not no_progress) as monitor:
+                outcome = run_open(
+                    run,
+                    monitor,
+                    monitor.done,
+                    fail_fast=not keep_going,
+                    batch=opts["batch"],
+                    batch_settings=batch,
+                    max_cost=opts["max_cost"],
+                    on_message=console.print,
+                    n_resamples=n_resamples,
+                    seed=seed,
+                )
         except KeyboardInterrupt:
             console.print(f"interrupted; finish the run with: {command_line(resume)}", markup=False, soft_wrap=True)
             raise click.exceptions.Exit(INTERRUPTED) from None
@@ -285,71 +239,29 @@ def eval_command(
             raise UserError(f"{err}\nafter the fix, continue with: {command_line(resume)}") from None
         except AuthenticationStopped as err:
             raise UserError(f"{err}; nothing more was sent. Once fixed, resume with: {command_line(resume)}") from None
-        finally:
-            detector.close()
-        if outcome is not None and outcome.detached:
-            console.print(f"batch {outcome.detached} is still running; finish the run with: {command_line(resume)}")
-            return
-        served = served_model(list(journal.read().values()))
-        if served != config.served_model:
-            config.served_model = served
-            write_json(run_path / CONFIG, config)
-        results = score_run(run_path, examples, n_resamples=n_resamples, seed=seed)
-    print_results(results, console, title=f"{detector.name} on {len(examples)} examples")
+    if outcome.detached_batch:
+        console.print(f"batch {outcome.detached_batch} is still running; finish the run with: {command_line(resume)}")
+        return
+    results = outcome.results
+    assert results is not None  # a run not left to a batch is always scored
+    print_results(results, console, title=f"{run.detector.name} on {len(run.examples)} examples")
     if opts["suite"] in STEP_SUITES:
         from shambench.scoring.steps import print_suite, with_sopo_compat
 
         if opts["sopo_compat"]:
-            with_sopo_compat(results, examples, journal.read(), seed, console)
-            write_json(run_path / RESULTS, results)
+            with_sopo_compat(results, run.examples, run.journal.read(), seed, console)
+            write_json(run.run_dir / RESULTS, results)
         print_suite(results, opts["suite"], console, opts["sopo_compat"])
-    console.print(f"results: {run_path / RESULTS}", soft_wrap=True)
-    gaps = evidence_gaps(config.context_provenance)
+    console.print(f"results: {run.run_dir / RESULTS}", soft_wrap=True)
+    gaps = evidence_gaps(run.config.context_provenance)
     if gaps:
         warn(console, gaps)
     emit_json(results, out, as_json, console)
-    for line in outcome.unfinished if outcome is not None else ():
+    for line in outcome.unfinished_batches:
         warn(console, f"batch {line}: its unanswered requests are failed predictions")
-    failed = failures(examples, journal)
+    failed = failures(run.examples, run.journal)
     print_failures(console, failed, retry=resume)
     finish(len(failed), allow_failures)
-
-
-def _check_new_run_dir(run_path: Path) -> None:
-    """UsageError when `run_path` already holds a run, or a journal whose run config is missing."""
-    from shambench.runs.runner import CONFIG, JOURNAL
-
-    if (run_path / CONFIG).exists():
-        raise click.UsageError(f"{run_path} already holds a run; use --resume {run_path} or another --run-dir")
-    if (run_path / JOURNAL).exists():
-        raise click.UsageError(
-            f"{run_path} holds {JOURNAL} but no {CONFIG}: where its predictions came from is unknown; "
-            "use another --run-dir (or delete the folder)"
-        )
-
-
-def resumed_detector(config, given: dict) -> Detector:
-    """The detector of a run being resumed: its recorded parameters, except those that route the API key, which
-    come from the command line or the preset; UsageError when anything recorded would change."""
-    from shambench.detection.detector import create_detector
-
-    recorded = {k: v for k, v in config.params.items() if k not in CREDENTIAL_ROUTING}
-    detector = create_detector(config.detector, **{**recorded, **given})
-    changed = _changed_params(config.params, detector.params())
-    if changed:
-        detector.close()
-        routing = [k for k in changed if k in CREDENTIAL_ROUTING]
-        if routing:
-            flags = " ".join(f"--{k.replace('_', '-')} {config.params.get(k)}" for k in routing)
-            raise click.UsageError(
-                f"the run was made with {flags}; the API key is sent only where the command line says, so pass "
-                f"{'it' if len(routing) == 1 else 'them'} again to resume against that server (or start a new run)"
-            )
-        raise click.UsageError(
-            f"--resume would change {', '.join(changed)}, which define the detector's output "
-            "(its predictions would no longer match config.json); start a new run instead"
-        )
-    return detector
 
 
 def _resume_options(opts: dict) -> list[str]:
@@ -368,23 +280,13 @@ def _print_dropped(dropped: dict[str, dict[str, int]], console) -> None:
         console.print(f"{name}: {sum(reasons.values())} source rows dropped by the adapter ({detail})", soft_wrap=True)
 
 
-def _dry_run(detector, examples, run_path: Path, console) -> None:
-    """The `--dry-run` report of a new run (nothing is written) or of a run being resumed (read only)."""
-    from shambench.runs.runner import JOURNAL, Journal, pending
-
-    journal = Journal(run_path / JOURNAL)
-    try:
-        _print_estimate(detector, pending(examples, journal), journal, run_path, console)
-    finally:
-        detector.close()
-
-
-def _print_estimate(detector, todo, journal, run_path: Path, console) -> None:
+def _print_estimate(run, console) -> None:
     """The `--dry-run` report: requests after the cache, input tokens, and cost with and without batching."""
     from shambench.llm.batch import estimate_run, require_routes
 
+    detector = run.detector
     require_routes(detector, "--dry-run")
-    est = estimate_run(detector, todo, journal, run_path)
+    est = estimate_run(detector, run.todo(), run.journal, run.run_dir)
     price = "" if est.priced else f" ({est.model} is not in the price table: costs show as 0)"
     lines = [
         f"dry run: {detector.name} ({est.model}), nothing sent{price}",
@@ -402,11 +304,3 @@ def _print_estimate(detector, todo, journal, run_path: Path, console) -> None:
         )
     for line in lines:
         console.print(line, soft_wrap=True, highlight=False)
-
-
-def _changed_params(recorded: dict, current: dict) -> list[str]:
-    """The parameter names whose values differ between a run's config and the detector rebuilt to resume it."""
-    from pydantic_core import to_jsonable_python
-
-    current = to_jsonable_python(current)
-    return sorted(k for k in recorded.keys() | current.keys() if recorded.get(k) != current.get(k))

@@ -125,8 +125,8 @@ def submit(predictions, name, meta_file, runs_dir, site_dir, n_resamples, seed, 
         n_resamples=n_resamples,
         seed=seed,
     )
-    from shambench.scoring.results import Results
     from shambench.runs.runner import RESULTS
+    from shambench.scoring.results import Results
 
     results = Results.model_validate_json((run_dir / RESULTS).read_text(encoding="utf-8"))
     click.echo(f"accepted: {name} -> {run_dir}" + (f" (added to {site_dir})" if site_dir else ""))

@@ -90,8 +90,8 @@ def optimize(out, params, datasets, no_progress, **opts) -> None:
     from the cache. The program file records the instructions, demos, base preset, endpoint, trainset and
     held-out ids, scores before and after optimisation, and the DSPy version (evaluation needs the same one).
     """
-    from shambench.data.benchmark import split_names
     from shambench.cli.progress import ProgressMonitor
+    from shambench.data.benchmark import split_names
     from shambench.detectors.miprov2 import preset_program_path
     from shambench.optimize import OptimizeConfig
     from shambench.optimize import optimize as run_optimize

@@ -45,8 +45,8 @@ def show(run_dir, example_id, html_out, context_chars) -> None:
     if example_id is not None and example_id not in examples:
         raise DataError(f"{run}: no example with id {example_id!r}")
     if html_out:
-        from shambench.reporting.highlight import examples_page
         from shambench.io import write_atomic
+        from shambench.reporting.highlight import examples_page
 
         chosen = [examples[example_id]] if example_id else list(examples.values())
         write_atomic(html_out, examples_page(f"{config.detector}: {run.name}", chosen, predictions))

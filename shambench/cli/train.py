@@ -76,8 +76,8 @@ def token_classifier(no_progress: bool, attention_dropout: str, datasets: str | 
     scores of the model and of the `random` baseline). Evaluate it with
     `shambench eval --detector token-classifier:OUT`.
     """
-    from shambench.data.benchmark import split_names
     from shambench.cli.progress import counting_progress
+    from shambench.data.benchmark import split_names
     from shambench.reporting.tables import make_console
     from shambench.train import TrainConfig, train_token_classifier
 

@@ -74,9 +74,9 @@ import yaml
 from platformdirs import user_config_dir
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from shambench.llm.cache import ResponseCache, cache_key
 from shambench.detection.detector import Monitor
 from shambench.io import DataError
+from shambench.llm.cache import ResponseCache, cache_key
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -352,7 +352,7 @@ def _read_prices(text: str, origin: str) -> dict[str, Price]:
 @cache
 def load_prices() -> dict[str, Price]:
     """The packaged price table, updated by the user's file when it exists (see `pricing_override_path`)."""
-    packaged = resources.files("shambench.llm").joinpath("pricing.yaml").read_text(encoding="utf-8")
+    packaged = resources.files("shambench.llm.client").joinpath("pricing.yaml").read_text(encoding="utf-8")
     prices = _read_prices(packaged, "shambench/pricing.yaml")
     user = pricing_override_path()
     if user.is_file():

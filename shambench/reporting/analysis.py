@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from pydantic import BaseModel, Field
 
-from shambench.scoring.metrics import per_example_prf
 from shambench.schema import Example, Prediction, Span
+from shambench.scoring.metrics import per_example_prf
 from shambench.scoring.text import language_of, segment_mixed
 
 RATE_BINS = tuple(round(x, 1) for x in np.linspace(0.0, 1.0, 11))

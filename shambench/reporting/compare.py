@@ -24,9 +24,9 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel
 
-from shambench.scoring import metrics
 from shambench.io import DataError
 from shambench.schema import Example, Prediction
+from shambench.scoring import metrics
 
 LEVEL_NAMES = {"token": "span", "sentence": "sentence"}
 CONVENTION = (

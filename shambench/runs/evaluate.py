@@ -16,10 +16,9 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from shambench.llm.batch import BatchSettings
 from shambench.detection.detector import Detector, Monitor, create_detector
 from shambench.io import DataError, write_json
-from shambench.scoring.results import Results
+from shambench.llm.batch import BatchSettings
 from shambench.runs.runner import (
     CONFIG,
     JOURNAL,
@@ -37,6 +36,7 @@ from shambench.runs.runner import (
     served_model,
 )
 from shambench.schema import Example
+from shambench.scoring.results import Results
 
 # Recorded parameters that route the API key: on resume they come from the caller (or the preset), never from
 # config.json, so that a doctored file cannot send the key to another server or read another variable.
@@ -78,7 +78,9 @@ class RunOutcome:
     """Batches that expired or were cancelled with requests unanswered (those are failed predictions)."""
 
 
-def run_differences(config: RunConfig, detector: str, params: dict[str, Any], examples_hash: str | None = None) -> list[str]:
+def run_differences(
+    config: RunConfig, detector: str, params: dict[str, Any], examples_hash: str | None = None
+) -> list[str]:
     """What differs between a recorded run and the run asked for: `detector`, the names of output-defining
     parameters whose values differ, and `examples` when the examples no longer hash the same (not checked when
     `examples_hash` is None). Empty: it is the same run."""

@@ -32,8 +32,8 @@ from shambench.detection.detector import Detector, Monitor
 from shambench.io import DataError, Journal, write_json, write_jsonl
 from shambench.records import check_detector_prediction, read_examples
 from shambench.runs.provenance import git_commit, now_iso, package_versions, shambench_version
-from shambench.scoring.results import ExampleScores, Results, RunInfo
 from shambench.schema import Example, Prediction
+from shambench.scoring.results import ExampleScores, Results, RunInfo
 from shambench.scoring.scorer import UNSCORED_EXAMPLE_FIELDS, Scorer, scoring_view
 
 CONFIG = "config.json"

@@ -35,9 +35,8 @@ from shambench.data.adapter import adapters, resolve_data_dir
 from shambench.data.benchmark import default_datasets, split_names
 from shambench.detection.detector import Detector, Monitor, create_detector, detectors
 from shambench.io import DataError, Journal, model_line, write_json
-from shambench.runs.provenance import now_iso
 from shambench.records import check_detector_prediction
-from shambench.scoring.results import ExampleScores, Results
+from shambench.runs.provenance import now_iso
 from shambench.runs.runner import (
     CONFIG,
     JOURNAL,
@@ -52,6 +51,7 @@ from shambench.runs.runner import (
     write_scores,
 )
 from shambench.schema import Example
+from shambench.scoring.results import ExampleScores, Results
 from shambench.scoring.text import Segmentation, language_of, remember, segment_mixed
 
 SUMMARY = "sweep.json"

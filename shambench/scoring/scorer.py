@@ -14,20 +14,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from shambench.scoring import metrics
 from shambench.io import DataError
 from shambench.runs.provenance import git_commit, now_iso, shambench_version
+from shambench.schema import Example, Prediction
+from shambench.scoring import metrics
 from shambench.scoring.results import (
     PRF,
+    ExampleScores,
     GroupScores,
     MushroomScores,
     Overall,
     OverallLevel,
     Results,
-    ExampleScores,
     ThresholdFree,
 )
-from shambench.schema import Example, Prediction
 from shambench.scoring.shared_task import shared_task_group
 from shambench.scoring.text import SENTENCE_SPLITTER, TOKENIZER, convention, language_of, segment_mixed
 

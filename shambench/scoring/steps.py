@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-from shambench.scoring.metrics import pooled_prf
 from shambench.schema import Example, Prediction
+from shambench.scoring.metrics import pooled_prf
 
 UNPARSEABLE = -2
 GRID = tuple(round(0.10 + 0.05 * i, 2) for i in range(17))

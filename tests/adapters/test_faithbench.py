@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from shambench.data.adapter import SourceError, adapters
 from shambench.adapters.faithbench import BATCHES
+from shambench.data.adapter import SourceError, adapters
 from tests.conftest import require_shared
 
 

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shambench.data.adapter import SourceError, adapters
 from shambench.adapters.halluentity import LENGTHS, NO_ENTITY, UNPLACED, locate
+from shambench.data.adapter import SourceError, adapters
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from shambench.data.adapter import SourceError, adapters
 from shambench.adapters.mushroom import FILES
+from shambench.data.adapter import SourceError, adapters
 from shambench.io import DataError
 from tests.conftest import require_shared
 

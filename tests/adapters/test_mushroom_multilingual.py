@@ -7,8 +7,8 @@ from collections import Counter
 
 import pytest
 
-from shambench.data.adapter import adapters
 from shambench.adapters.mushroom_multilingual import LANGUAGES
+from shambench.data.adapter import adapters
 from shambench.data.benchmark import default_datasets, load_benchmark
 from shambench.schema import Prediction
 from shambench.scoring.scorer import Scorer

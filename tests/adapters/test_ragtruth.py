@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shambench.data.adapter import SourceError, adapters
 from shambench.adapters.ragtruth import CR_SOURCES, CR_TABLE, FAITHJUDGE_FILES, record_lines
+from shambench.data.adapter import SourceError, adapters
 from shambench.data.benchmark import load_benchmark
 from shambench.io import DataError
 from tests.conftest import require_shared

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shambench.data.adapter import SourceError, adapters
 from shambench.adapters.zhou import SYSTEMS, spans_of_labels
+from shambench.data.adapter import SourceError, adapters
 from tests.conftest import require_shared
 
 

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from shambench.data.adapter import RemoteFile
 from shambench.adapters.fava import DUPLICATE, EMPTY, MISMATCH
 from shambench.adapters.mushroom import FILES, MushroomAdapter
-from shambench.data.benchmark import example_from_hf, load_benchmark
 from shambench.cli import main
+from shambench.data.adapter import RemoteFile
+from shambench.data.benchmark import example_from_hf, load_benchmark
 from shambench.records import read_examples
 
 FIXTURES = Path(__file__).parents[1] / "adapters" / "fixtures"

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from shambench.llm.batch import BatchRecord, answer_of, custom_id, key_of, load_state, state_path
 from shambench.cli import main
 from shambench.detection.detector import create_detector
 from shambench.detectors.prompts import RESPONSE_FORMAT, messages_for
+from shambench.llm.batch import BatchRecord, answer_of, custom_id, key_of, load_state, state_path
 from shambench.llm.client import cost_of
 from tests.batch_server import BatchServer
 from tests.conftest import require_shared
@@ -344,7 +344,11 @@ def test_max_cost_by_batch_submits_only_what_the_estimate_fits(batch_server, tmp
     run = tmp_path / "run"
     result = invoke("eval", *args, "--batch", "--max-cost", f"{2.5 * one:.10f}", "--run-dir", str(run), *FAST)
     assert result.exit_code == 3, result.output
-    assert lines_of(batch_server, "batch_0001") == 2 and "3 predictions failed:" in result.output and "  not run\n" in result.output
+    assert (
+        lines_of(batch_server, "batch_0001") == 2
+        and "3 predictions failed:" in result.output
+        and "  not run\n" in result.output
+    )
     record: BatchRecord = load_state(run).batches[0]
     assert record.estimated_cost == pytest.approx(2 * one)
 

@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shambench import load_benchmark
-from shambench.data.adapter import Adapter, LoadResult, adapters
 from shambench.adapters.mushroom import FILES
+from shambench.data.adapter import Adapter, LoadResult, adapters
 from shambench.data.benchmark import dev_rank, dev_selection, example_from_hf
 from shambench.registry import Entry
 from shambench.schema import Example, Step

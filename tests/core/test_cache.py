@@ -8,8 +8,8 @@ import threading
 
 from click.testing import CliRunner
 
-from shambench.llm.cache import ResponseCache, cache_key, cache_path
 from shambench.cli import main
+from shambench.llm.cache import ResponseCache, cache_key, cache_path
 
 
 def test_key_is_canonical_and_content_sensitive():

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shambench.cli import main
-from shambench.reporting.compare import compare_predictions, compare_runs, p_value, shared_examples
 from shambench.io import DataError
+from shambench.reporting.compare import compare_predictions, compare_runs, p_value, shared_examples
 from shambench.schema import Example, Prediction
 from tests.leaderboard.toy import EXAMPLES, make_run, predictions, write_examples
 

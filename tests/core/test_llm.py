@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shambench.llm.cache import ResponseCache
 from shambench.io import DataError
+from shambench.llm.cache import ResponseCache
 from shambench.llm.client import (
     Endpoint,
     LLMClient,

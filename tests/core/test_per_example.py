@@ -11,9 +11,9 @@ import pytest
 
 from shambench.data.benchmark import load_benchmark
 from shambench.detection.detector import create_detector
+from shambench.schema import Example, Prediction, SoftSpan
 from shambench.scoring.results import ExampleScores, Results
 from shambench.scoring.scorer import Scorer
-from shambench.schema import Example, Prediction, SoftSpan
 from tests.conftest import require_shared
 
 TEN = "abcdefghij"

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from shambench.data.stats import PAPER_COUNTS
 from shambench.schema import Example, Prediction, SoftSpan, Span, Step
 from shambench.scoring.scorer import Scorer, ScoringError, score
-from shambench.data.stats import PAPER_COUNTS
 from shambench.scoring.text import sentences, tokens
 from tests.conftest import require_shared
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
+from shambench.schema import Example, Prediction, Span
 from shambench.scoring import scorer
 from shambench.scoring.results import Results
-from shambench.schema import Example, Prediction, Span
 from tests.conftest import SHARED_DATA, require_shared
 
 PINNED = Path(__file__).parent / "fixtures" / "scorer_pinned.json"

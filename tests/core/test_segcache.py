@@ -13,8 +13,8 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shambench.scoring import text
 from shambench.cli import main
+from shambench.scoring import text
 from shambench.scoring.segcache import SegmentationStore, decode, encode, store_path
 from tests.conftest import require_shared
 

@@ -16,7 +16,6 @@ from click.testing import CliRunner
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from shambench.llm.cache import cache_path
 from shambench.cli import main
 from shambench.detection.detector import create_detector, detectors
 from shambench.detectors.prompted import presets
@@ -29,6 +28,7 @@ from shambench.detectors.prompts import (
     parse_spans,
 )
 from shambench.io import DataError
+from shambench.llm.cache import cache_path
 from shambench.schema import Example
 from tests.conftest import require_shared
 from tests.openai_server import Fault, fail_rate

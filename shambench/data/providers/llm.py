@@ -14,8 +14,8 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from shambench.data.context import ContextProvider, ContextRecord, context_provider
-from shambench.detection.detector import Monitor
 from shambench.data.providers.wikipedia import page_title
+from shambench.detection.detector import Monitor
 from shambench.schema import Example
 
 SYSTEM = (
