@@ -23,7 +23,7 @@ What it guarantees:
 - a server that states its slot count (llama-server's `/props`) gets no more concurrent requests than that;
 - a server that answers 429 gets fewer attempts at once: the bound halves on a 429 and grows back by one after
   as many successes in a row;
-- accounting: input, output and reasoning tokens, cost from the price table (`shambench/pricing.yaml`, overridden
+- accounting: input, output and reasoning tokens, cost from the price table (`shambench/llm/pricing.yaml`, overridden
   by `$SHAMBENCH_PRICING` or `<user config dir>/shambench/pricing.yaml`), requests, retries and cache hits;
 - a response cache (`shambench.llm.cache`) keyed by the server (`endpoint_url`), model, endpoint kind, generation
   parameters and rendered prompt, so two servers never share answers;
@@ -352,8 +352,8 @@ def _read_prices(text: str, origin: str) -> dict[str, Price]:
 @cache
 def load_prices() -> dict[str, Price]:
     """The packaged price table, updated by the user's file when it exists (see `pricing_override_path`)."""
-    packaged = resources.files("shambench.llm.client").joinpath("pricing.yaml").read_text(encoding="utf-8")
-    prices = _read_prices(packaged, "shambench/pricing.yaml")
+    packaged = resources.files("shambench.llm").joinpath("pricing.yaml").read_text(encoding="utf-8")
+    prices = _read_prices(packaged, "shambench/llm/pricing.yaml")
     user = pricing_override_path()
     if user.is_file():
         prices.update(_read_prices(user.read_text(encoding="utf-8"), str(user)))

@@ -79,14 +79,21 @@ class RunOutcome:
 
 
 def run_differences(
-    config: RunConfig, detector: str, params: dict[str, Any], examples_hash: str | None = None
+    config: RunConfig,
+    detector: str,
+    params: dict[str, Any],
+    examples_hash: str | None = None,
+    *,
+    all_params: bool = True,
 ) -> list[str]:
     """What differs between a recorded run and the run asked for: `detector`, the names of output-defining
-    parameters whose values differ, and `examples` when the examples no longer hash the same (not checked when
-    `examples_hash` is None). Empty: it is the same run."""
+    parameters whose values differ (only those in `params` when not `all_params`, as a sweep file names some),
+    and `examples` when the examples no longer hash the same (unchecked when `examples_hash` is None). Empty: it
+    is the same run."""
     current = to_jsonable_python(params)
+    names = config.params.keys() | current.keys() if all_params else current.keys()
     out = ["detector"] if config.detector != detector else []
-    out += sorted(k for k in config.params.keys() | current.keys() if config.params.get(k) != current.get(k))
+    out += sorted(k for k in names if config.params.get(k) != current.get(k))
     if examples_hash is not None and examples_hash != config.examples_hash:
         out.append("examples")
     return out

@@ -36,6 +36,7 @@ from shambench.data.benchmark import default_datasets, split_names
 from shambench.detection.detector import Detector, Monitor, create_detector, detectors
 from shambench.io import DataError, Journal, model_line, write_json
 from shambench.records import check_detector_prediction
+from shambench.runs.evaluate import run_differences
 from shambench.runs.provenance import now_iso
 from shambench.runs.runner import (
     CONFIG,
@@ -702,11 +703,11 @@ def check_existing(cell: Cell, data: SharedData) -> RunConfig | None:
     if not (cell.run_dir / CONFIG).is_file():
         return None
     config = load_config(cell.run_dir)
-    same_params = all(config.params.get(k) == v for k, v in cell.params.items())
-    if config.detector != cell.detector or not same_params:
-        raise CellError(f"{cell.run_dir} holds a run of {config.detector} {config.params}, not of this cell")
-    if config.examples_hash != data.hash:
+    differences = run_differences(config, cell.detector, cell.params, data.hash, all_params=False)
+    if differences == ["examples"]:
         raise CellError(f"{cell.run_dir}: the examples changed since the run began; delete the folder to rerun it")
+    if differences:
+        raise CellError(f"{cell.run_dir} holds a run of {config.detector} {config.params}, not of this cell")
     return config
 
 
