@@ -172,7 +172,7 @@ class RagTruthTagger(GenerativeTagger):
         return f"[INST] {body.strip()} [/INST]"
 
     def parse(self, completion: Any) -> list[str]:
-        from shambench.detectors.prompts import reply_json_values
+        from shambench.llm.replies import reply_json_values
 
         for value in reversed(reply_json_values(completion.text)):
             if isinstance(value, dict) and isinstance(value.get("hallucination list"), list):
@@ -208,8 +208,8 @@ def make_tagger(
 ) -> GenerativeTagger:
     """A tagger from its name, the endpoint options and generation overrides (`-p max_tokens=...`)."""
     from shambench.detection.locate import MIN_SIMILARITY
-    from shambench.detectors.prompted import generation_params
     from shambench.llm.client import DEFAULT_KEY_ENV, Endpoint
+    from shambench.llm.presets import generation_params
 
     cls = TAGGERS[name]
     if prompt_hash is not None and prompt_hash != template_hash(*cls.templates):

@@ -347,8 +347,8 @@ def critic(
     **overrides: Any,
 ) -> Detector:
     """Prompted step critic (OpenAI-compatible chat): a verdict per step, or the first wrong step."""
-    from shambench.detectors.prompted import generation_params
     from shambench.llm.client import Endpoint
+    from shambench.llm.presets import generation_params
 
     if not model:
         raise DataError("--detector critic needs --model NAME (and --base-url URL for a local server)")

@@ -26,12 +26,13 @@ import json
 import os
 from importlib import metadata
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Literal
 
 from platformdirs import user_data_dir
 from pydantic import BaseModel, Field, ValidationError
 
-from shambench.detection.detector import detectors
+from shambench.detection.detector import detectors, optimizer
 from shambench.io import DataError
 from shambench.paths import cache_dir
 from shambench.schema import Example
@@ -380,3 +381,11 @@ def _register() -> None:
 
 
 _register()
+
+
+@optimizer("miprov2")
+def miprov2_optimizer() -> ModuleType:
+    """DSPy MIPROv2 optimisation of a prompted preset's prompt (`shambench optimize`)."""
+    from shambench.detectors import _miprov2_compile
+
+    return _miprov2_compile

@@ -1,6 +1,6 @@
 """Prompted detectors: a chat model over an OpenAI-compatible API marks the unsupported spans of each response.
 
-Each preset in `presets.yaml` registers one detector name (`gpt5mini`, `qwen3-4b-thinking`, ..., and `openai`
+Each preset in `shambench/llm/presets.yaml` registers one detector name (`gpt5mini`, `qwen3-4b-thinking`, ..., and `openai`
 for any model). The model gets the prompt of `prompts.py`, answers `{"incorrect_spans": [...]}`, and every
 string is placed in the response by `shambench.detection.locate` (exact, then case/whitespace-insensitive, then fuzzy).
 Each prediction keeps in `meta` the prompt hash, the parsed strings, their placements, the unplaced strings and
@@ -13,80 +13,16 @@ the usage; failures keep their reason in `error` and are retried by `shambench e
 
 from __future__ import annotations
 
-import copy
 import functools
 from collections.abc import Iterator, Sequence
-from importlib import resources
 from typing import Any
-
-import yaml
-from pydantic import BaseModel, Field
 
 from shambench.detection.detector import Detector, Monitor, detectors
 from shambench.io import DataError
+from shambench.llm.presets import preset_settings, presets
 from shambench.schema import Example, Prediction, Span
 
 from .prompts import PROMPT_HASH, RESPONSE_FORMAT, ParsedReply, messages_for, parse_reply
-
-# Request-body parameters a preset or `-p` may set (anything else is a typo until proven otherwise).
-GENERATION_KEYS = frozenset(
-    {
-        "temperature",
-        "top_p",
-        "max_tokens",
-        "max_completion_tokens",
-        "reasoning_effort",
-        "verbosity",
-        "seed",
-        "stop",
-        "presence_penalty",
-        "frequency_penalty",
-        "extra_body",
-    }
-)
-
-
-class Preset(BaseModel):
-    """A named configuration of the prompted detector, read from `presets.yaml`."""
-
-    description: str
-    """One line for `shambench list detectors`."""
-    model: str | None = None
-    """Model name as the server knows it; None means the user must give --model."""
-    base_url: str | None = None
-    """OpenAI-compatible base URL; None means OpenAI's API."""
-    api_key_env: str = "OPENAI_API_KEY"
-    """Environment variable holding the API key."""
-    max_concurrency: int = Field(default=16, ge=1)
-    """Requests in flight at once."""
-    timeout: float = Field(default=120.0, gt=0)
-    """Seconds per request."""
-    structured: bool | str = "auto"
-    """Structured output: `auto` (negotiated with the server, see `shambench.llm.client.STRUCTURED_MODES`), one mode
-    to force, or false for the prompt alone (true means auto)."""
-    generation: dict[str, Any] = Field(default_factory=dict)
-    """Request-body parameters (temperature, max_tokens, reasoning_effort, extra_body, ...)."""
-
-
-@functools.cache
-def presets() -> dict[str, Preset]:
-    """The presets shipped in `presets.yaml`, by name."""
-    text = resources.files(__package__).joinpath("presets.yaml").read_text(encoding="utf-8")
-    return {name: Preset.model_validate(entry) for name, entry in yaml.safe_load(text).items()}
-
-
-def generation_params(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
-    """`base` updated by `overrides`; `enable_thinking` goes to `extra_body.chat_template_kwargs`."""
-    out = copy.deepcopy(base)
-    for key, value in overrides.items():
-        if key == "enable_thinking":
-            out.setdefault("extra_body", {}).setdefault("chat_template_kwargs", {})["enable_thinking"] = bool(value)
-        elif key in GENERATION_KEYS:
-            out[key] = value
-        else:
-            known = ", ".join(sorted(GENERATION_KEYS | {"enable_thinking"}))
-            raise DataError(f"unknown parameter {key!r} for a prompted detector (known: {known})")
-    return out
 
 
 class PromptedDetector(Detector):
@@ -220,46 +156,32 @@ def make_prompted(
         prompt_hash: the prompt hash a resumed run was made with (checked, not chosen).
     """
     from shambench.detection.locate import MIN_SIMILARITY
-    from shambench.llm.client import Endpoint
 
-    preset = presets()[preset_name]
     if prompt_hash is not None and prompt_hash != PROMPT_HASH:
         raise DataError(
             f"the run was made with prompt {prompt_hash} but this shambench has prompt {PROMPT_HASH}; "
             "resuming would mix two prompts: start a new run"
         )
-    model = model or preset.model
-    if not model:
-        raise DataError(f"--detector {preset_name} needs --model NAME (and usually --base-url URL)")
-    given = {"max_retries": max_retries, "backoff_base": backoff_base}
-    endpoint = Endpoint(
+    settings = preset_settings(
+        preset_name,
         model=model,
-        base_url=base_url or preset.base_url,
-        api_key_env=api_key_env or preset.api_key_env,
-        max_concurrency=max_concurrency or preset.max_concurrency,
-        timeout=timeout or preset.timeout,
-        **{k: v for k, v in given.items() if v is not None},
+        base_url=base_url,
+        api_key_env=api_key_env,
+        max_concurrency=max_concurrency,
+        timeout=timeout,
+        max_retries=max_retries,
+        backoff_base=backoff_base,
+        structured=structured,
+        generation=generation,
+        **overrides,
     )
     return PromptedDetector(
-        endpoint,
-        generation_params(preset.generation if generation is None else generation, overrides),
-        structured_setting(preset.structured if structured is None else structured),
+        settings.endpoint,
+        settings.generation,
+        settings.structured,
         MIN_SIMILARITY if min_similarity is None else float(min_similarity),
         use_cache=bool(cache),
     )
-
-
-def structured_setting(value: bool | str) -> str:
-    """The structured-output setting of `-p structured=VALUE`: true is `auto`, false is `prompt`, or a mode."""
-    from shambench.llm.client import STRUCTURED_SETTINGS
-
-    if isinstance(value, bool):
-        return "auto" if value else "prompt"
-    text = str(value).strip().lower()
-    named = {"true": "auto", "false": "prompt", "none": "prompt"}.get(text, text)
-    if named not in STRUCTURED_SETTINGS:
-        raise DataError(f"structured={value!r}: expected true, false or one of {', '.join(STRUCTURED_SETTINGS)}")
-    return named
 
 
 def _register() -> None:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from typing import Any, NamedTuple
 
+from shambench.llm.replies import FENCE, THINK, preview, reply_json_values
 from shambench.schema import Example
 
 SYSTEM = """\
@@ -105,29 +105,6 @@ def messages_for(example: Example) -> list[dict[str, str]]:
     ]
 
 
-_FENCE = re.compile(r"```[A-Za-z]*\s*\n?(.*?)```", re.DOTALL)
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
-
-
-def _json_values(text: str) -> list[Any]:
-    """Every JSON object or array that starts at a `{` or `[` of the text and parses, in order."""
-    decoder = json.JSONDecoder()
-    found = []
-    i = 0
-    while i < len(text):
-        if text[i] in "{[":
-            try:
-                value, end = decoder.raw_decode(text, i)
-            except ValueError:
-                i += 1
-                continue
-            found.append(value)
-            i = end
-        else:
-            i += 1
-    return found
-
-
 def _as_strings(items: list[Any]) -> list[str]:
     out = []
     for item in items:
@@ -137,15 +114,6 @@ def _as_strings(items: list[Any]) -> list[str]:
             raise ValueError(f"span {item!r} is not a string")
         out.append(item)
     return out
-
-
-def reply_json_values(text: str) -> list[Any]:
-    """The JSON values of a model reply, after any `<think>` block: those inside code fences when there are
-    any, else all in the text. ValueError when the reasoning block never ended (the output was cut off)."""
-    if "<think>" in text and "</think>" not in text:
-        raise ValueError("the reasoning block never ended (</think> missing): the output was probably cut off")
-    text = _THINK.sub("", text)
-    return [v for block in _FENCE.findall(text) for v in _json_values(block)] or _json_values(text)
 
 
 class ParsedReply(NamedTuple):
@@ -164,22 +132,17 @@ def parse_reply(text: str) -> ParsedReply:
     keyed = [v["incorrect_spans"] for v in values if isinstance(v, dict) and isinstance(v.get("incorrect_spans"), list)]
     if keyed:
         return ParsedReply(_as_strings(keyed[-1]), "object")
-    whole = _THINK.sub("", text).strip()
-    fenced = _FENCE.fullmatch(whole)
+    whole = THINK.sub("", text).strip()
+    fenced = FENCE.fullmatch(whole)
     try:
         bare = json.loads(fenced.group(1) if fenced else whole)
     except ValueError:
         bare = None
     if isinstance(bare, list) and all(isinstance(x, str | dict) for x in bare):
         return ParsedReply(_as_strings(bare), "bare_list")
-    raise ValueError(f'no {{"incorrect_spans": [...]}} object in the output ({_preview(text)})')
+    raise ValueError(f'no {{"incorrect_spans": [...]}} object in the output ({preview(text)})')
 
 
 def parse_spans(text: str) -> list[str]:
     """The strings of a reply (see `parse_reply`)."""
     return parse_reply(text).spans
-
-
-def _preview(text: str, limit: int = 80) -> str:
-    text = " ".join(text.split())
-    return repr(text if len(text) <= limit else text[:limit] + "…")

@@ -92,21 +92,21 @@ def optimize(out, params, datasets, no_progress, **opts) -> None:
     """
     from shambench.cli.progress import ProgressMonitor
     from shambench.data.benchmark import split_names
-    from shambench.detectors.miprov2 import preset_program_path
-    from shambench.optimize import OptimizeConfig
-    from shambench.optimize import optimize as run_optimize
+    from shambench.detection.detector import optimizers
     from shambench.reporting.tables import make_console
 
+    # The optimiser belongs to the miprov2 detector family; the registry imports it only now.
+    miprov2 = optimizers.get("miprov2").factory()
     given = {k: opts.pop(k) for k in ENDPOINT_OPTIONS}
     endpoint = {k: v for k, v in given.items() if v is not None}
-    out = out or str(preset_program_path(opts["base"]))
-    config = OptimizeConfig(
+    out = out or str(miprov2.default_out(opts["base"]))
+    config = miprov2.OptimizeConfig(
         out=out, datasets=split_names(datasets), endpoint=endpoint, params=parse_params(params), **opts
     )
     console = make_console()
     console.file = sys.stdout  # the progress display stays visible while DSPy's own bars are silenced
     with ProgressMonitor(None, f"MIPROv2 {config.auto}", console, enabled=not no_progress) as monitor:
-        program = run_optimize(config, monitor)
+        program = miprov2.optimize(config, monitor)
     print_summary(program, out, console)
 
 
@@ -114,8 +114,9 @@ def print_summary(program, out: str, console) -> None:
     """Scores before and after on training and held-out examples, usage, and where the program went."""
     from rich.table import Table
 
-    from shambench.optimize import overfit_gap
+    from shambench.detection.detector import optimizers
 
+    overfit_gap = optimizers.get("miprov2").factory().overfit_gap
     table = Table(title=f"token F1 (per-example mean), {program.base} with MIPROv2 {program.auto}, seed {program.seed}")
     for column in ("examples", "n", "base", "optimised", "change"):
         table.add_column(column, justify="left" if column == "examples" else "right")

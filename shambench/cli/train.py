@@ -78,14 +78,16 @@ def token_classifier(no_progress: bool, attention_dropout: str, datasets: str | 
     """
     from shambench.cli.progress import counting_progress
     from shambench.data.benchmark import split_names
+    from shambench.detection.detector import trainers
     from shambench.reporting.tables import make_console
-    from shambench.train import TrainConfig, train_token_classifier
 
+    # Training belongs to the token-classifier detector family; the registry imports it only now.
+    training = trainers.get("token-classifier").factory()
     try:
         dropout = None if attention_dropout == "keep" else float(attention_dropout)
     except ValueError:
         raise click.BadParameter("expected a probability or `keep`", param_hint="--attention-dropout") from None
-    config = TrainConfig(datasets=split_names(datasets), attention_dropout=dropout, **opts)
+    config = training.TrainConfig(datasets=split_names(datasets), attention_dropout=dropout, **opts)
     console = make_console()
     progress = counting_progress(console, not no_progress)
     task = progress.add_task("training", total=None, stats="")
@@ -94,7 +96,7 @@ def token_classifier(no_progress: bool, attention_dropout: str, datasets: str | 
         progress.update(task, completed=step, total=total, stats=f"epoch={epoch} loss={loss:.4f}")
 
     with progress:
-        summary = train_token_classifier(config, on_step)
+        summary = training.train_token_classifier(config, on_step)
     console.print(f"trained on {summary.n_train} examples in {summary.steps} steps; model: {summary.out}")
     if summary.holdout_f1 is not None:
         console.print(

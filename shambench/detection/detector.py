@@ -21,6 +21,7 @@ shows its rows as labelled reference lines and never ranks them.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from types import ModuleType
 from typing import Any
 
 from shambench.registry import ParameterError, Registry, checked_params
@@ -28,6 +29,12 @@ from shambench.schema import Example, Prediction, Span
 
 detectors: Registry[Detector] = Registry("detector", "shambench.detectors", "shambench.detectors")
 detector = detectors.register
+# A detector family can also offer the procedure that makes its detectors (`shambench optimize`, `shambench
+# train`): a factory returning the module that holds it, imported only when the command runs.
+optimizers: Registry[ModuleType] = Registry("optimizer", "shambench.optimizers", "shambench.detectors")
+optimizer = optimizers.register
+trainers: Registry[ModuleType] = Registry("trainer", "shambench.trainers", "shambench.detectors")
+trainer = trainers.register
 
 
 class Monitor:

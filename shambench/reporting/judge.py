@@ -88,7 +88,7 @@ def messages_for(example: Example, span: Span, context_chars: int = 6000) -> lis
 
 def parse_verdict(text: str) -> tuple[str, str]:
     """`(category, reason)` from a reply; ValueError when it names no known category."""
-    from shambench.detectors.prompts import reply_json_values
+    from shambench.llm.replies import reply_json_values
 
     for value in reversed(reply_json_values(text)):
         if isinstance(value, dict) and value.get("category") in CATEGORIES:
@@ -100,14 +100,13 @@ class Judge:
     """Categorises missed spans with a prompted-detector preset's model and endpoint."""
 
     def __init__(self, preset: str, **overrides: Any):
-        from shambench.detectors.prompted import make_prompted
+        from shambench.llm.presets import preset_settings
 
-        # The preset machinery gives the endpoint and generation settings; the detector itself is not used.
-        det = make_prompted(preset, **overrides)
-        self.endpoint = det.endpoint
-        self.structured = det.structured
-        fmt = {"response_format": {"type": "json_object"}} if det.structured != "prompt" else {}
-        self.body = {**det.generation, **fmt}
+        settings = preset_settings(preset, **overrides)
+        self.endpoint = settings.endpoint
+        self.structured = settings.structured
+        fmt = {"response_format": {"type": "json_object"}} if settings.structured != "prompt" else {}
+        self.body = {**settings.generation, **fmt}
 
     def judge(self, items: Sequence[tuple[Example, Span]], monitor: Monitor | None = None) -> Iterator[Judgement]:
         """A judgement per (example, span), yielded as they complete."""

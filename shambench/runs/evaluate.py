@@ -12,13 +12,12 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_jsonable_python
 
 from shambench.detection.detector import Detector, Monitor, create_detector
 from shambench.io import DataError, write_json
-from shambench.llm.batch import BatchSettings
 from shambench.runs.runner import (
     CONFIG,
     JOURNAL,
@@ -36,6 +35,9 @@ from shambench.runs.runner import (
     served_model,
 )
 from shambench.schema import Example
+
+if TYPE_CHECKING:
+    from shambench.llm.batch import BatchSettings
 from shambench.scoring.results import Results
 
 # Recorded parameters that route the API key: on resume they come from the caller (or the preset), never from
@@ -211,7 +213,7 @@ def run_open(
     failed predictions, which a resume runs. Raises SystematicFailure (fail fast) or AuthenticationStopped after
     journaling what arrived; KeyboardInterrupt loses only what was in flight.
     """
-    from shambench.llm.batch import BatchRun, has_batches, require_routes
+    from shambench.llm.batch import BatchRun, BatchSettings, has_batches, require_routes
     from shambench.llm.client import Budget
 
     todo = run.todo()

@@ -38,7 +38,7 @@ def is_placeholder(text: str) -> bool:
 def parse_evidence(text: str) -> tuple[str, list[str]]:
     """`(evidence, source URLs)` from a reply; ValueError when it holds no evidence, or only a placeholder such as
     the prompt's own `<text>` (placeholder URLs such as `<url>` are dropped from the sources)."""
-    from shambench.detectors.prompts import reply_json_values
+    from shambench.llm.replies import reply_json_values
 
     placeholders = []
     for value in reversed(reply_json_values(text)):
@@ -63,12 +63,11 @@ class LLMProvider(ContextProvider):
     """Asks a chat model (or OpenAI's Responses API with web search) for the evidence behind each question."""
 
     def __init__(self, preset: str = "gpt5mini", web_search: bool = False, max_words: int = 400, **overrides: Any):
-        from shambench.detectors.prompted import make_prompted
+        from shambench.llm.presets import preset_settings
 
-        # Only the preset's endpoint and generation settings are used, not its span-finding prompt.
-        det = make_prompted(preset, **overrides)
+        settings = preset_settings(preset, **overrides)
         self.preset, self.web_search, self.max_words = preset, bool(web_search), int(max_words)
-        self.endpoint, self.generation = det.endpoint, det.generation
+        self.endpoint, self.generation = settings.endpoint, settings.generation
 
     def params(self) -> dict[str, Any]:
         return {

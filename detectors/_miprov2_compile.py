@@ -42,6 +42,7 @@ from shambench.detectors.miprov2 import (
     gold_strings,
     import_dspy,
     inputs_of,
+    preset_program_path,
     program_detector,
     prompt_of,
     span_program,
@@ -55,6 +56,12 @@ from shambench.scoring.scorer import Scorer
 DEFAULT_HELDOUT_SHARE = 0.2
 # Errors MIPROv2's evaluations tolerate before stopping: in effect none stops it (see `strict_adapter`).
 MAX_ERRORS = 1_000_000
+
+
+def default_out(base: str) -> Path:
+    """Where a program optimised from preset `base` is saved when no --out is given (the preset's own path, which
+    the `<base>-miprov2` detector loads)."""
+    return preset_program_path(base)
 
 
 class OptimizeConfig(BaseModel):
