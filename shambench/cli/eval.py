@@ -204,7 +204,7 @@ def eval_command(
         print_suite(results, opts["suite"], console, opts["sopo_compat"])
     console.print(f"results: {run_path / RESULTS}", soft_wrap=True)
     failed = failures(examples, journal)
-    print_failures(console, failed, retry=resume)
+    print_failures(console, failed, retry=f"retry them with: {command_line(resume)}")
     finish(len(failed), allow_failures)
 
 
