@@ -142,7 +142,7 @@ class PRMDetector(Detector):
         def one(example: Example) -> Prediction:
             try:
                 scores = score(prm_input(example))
-            except (OSError, ValueError, KeyError, TypeError) as err:
+            except (OSError, ValueError, KeyError, TypeError, IndexError, RecursionError) as err:
                 return Prediction(id=example.id, error=f"{type(err).__name__}: {err}")
             n = len(example.steps or [])
             meta = {"n_scores": len(scores)} if len(scores) != n else {}
@@ -179,8 +179,10 @@ class PRMDetector(Detector):
     def _pooling_scores(self):
         import httpx
 
+        from shambench.llm import check_base_url
+
         opts = self.options
-        base = (opts.get("base_url") or "").rstrip("/")
+        base = (check_base_url(opts.get("base_url") or None) or "").rstrip("/")
         if not base:
             raise DataError("the openai PRM backend needs --base-url (a vLLM server with the STEP pooler)")
         url = re.sub(r"/v1$", "", base) + "/pooling"
