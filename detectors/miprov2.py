@@ -89,6 +89,10 @@ class Usage(BaseModel):
     """Completion tokens billed (reasoning included)."""
     cost: float = 0.0
     """US dollars, from shambench's price table (0 for models it does not list)."""
+    failed_calls: int = 0
+    """Calls that failed for good (DSPy scored those examples as wrong; so do the score reports)."""
+    failures: list[str] = Field(default_factory=list)
+    """The reasons of the first few failed calls."""
 
 
 class Scores(BaseModel):

@@ -42,6 +42,7 @@ from shambench.detectors.miprov2 import (
     prompt_of,
     span_program,
 )
+from shambench.exits import FIRST_REASONS
 from shambench.io import DataError, read_models, write_json
 from shambench.provenance import now_iso, shambench_version
 from shambench.schema import Example, Prediction, Span
@@ -212,7 +213,7 @@ class ClientEngine:
         try:
             done = future.result()
         except LLMError as err:
-            self._add(err.usage)
+            self._add(err.usage, failure=err.reason)
             raise
         self._add(done.usage)
         u = done.usage
@@ -228,7 +229,7 @@ class ClientEngine:
             ),
         )
 
-    def _add(self, usage: Any) -> None:
+    def _add(self, usage: Any, failure: str | None = None) -> None:
         with self._lock:
             self.usage = add_usage(
                 self.usage,
@@ -238,6 +239,7 @@ class ClientEngine:
                 usage.output_tokens,
                 usage.cost,
                 calls=1,
+                failures=[failure] if failure else [],
             )
 
     def stream(self, request: Any) -> Any:
@@ -258,9 +260,16 @@ def _text(system: Any) -> str:
 
 
 def add_usage(
-    total: Usage, requests: int, cache_hits: int, input_tokens: int, output_tokens: int, cost: float, calls: int
+    total: Usage,
+    requests: int,
+    cache_hits: int,
+    input_tokens: int,
+    output_tokens: int,
+    cost: float,
+    calls: int,
+    failures: Sequence[str] = (),
 ) -> Usage:
-    """`total` with one more batch of calls added."""
+    """`total` with one more batch of calls added (`failures`: the reasons of those that failed)."""
     return Usage(
         lm_calls=total.lm_calls + calls,
         requests=total.requests + requests,
@@ -268,6 +277,8 @@ def add_usage(
         input_tokens=total.input_tokens + input_tokens,
         output_tokens=total.output_tokens + output_tokens,
         cost=total.cost + cost,
+        failed_calls=total.failed_calls + len(failures),
+        failures=[*total.failures, *failures][:FIRST_REASONS],
     )
 
 
@@ -337,6 +348,7 @@ def score_prompts(
                 u.get("output_tokens", 0),
                 u.get("cost", 0.0),
                 calls=1,
+                failures=[p.error] if p.error else [],
             )
     return scores, usage
 

@@ -290,3 +290,23 @@ def test_light_compile_on_the_real_mushroom_dev_set(openai_server, tmp_path):
         program.train.optimized > program.train.base and program.heldout_scores.optimized > program.heldout_scores.base
     )
     assert program.train.optimized == pytest.approx(1.0) and program.heldout_scores.optimized == pytest.approx(1.0)
+
+
+def test_failed_calls_are_counted_with_their_first_reasons():
+    from shambench.detectors.miprov2 import Usage
+    from shambench.optimize import add_usage, score_prompts
+    from shambench.schema import Prediction
+
+    class Failing:
+        def predict(self, examples, monitor):
+            for i, ex in enumerate(examples):
+                error = f"HTTP 500: boom {i}" if i % 2 else None
+                yield Prediction(id=ex.id, error=error, meta={"usage": {"requests": 2 if error else 1}})
+
+    examples = invented(0, 14)
+    _, usage = score_prompts([Failing()], examples, None, Usage())
+    # 7 of the 14 predictions failed; the program file keeps the first five reasons.
+    assert (usage.lm_calls, usage.requests, usage.failed_calls) == (14, 21, 7)
+    assert usage.failures == [f"HTTP 500: boom {i}" for i in (1, 3, 5, 7, 9)]
+    more = add_usage(usage, 1, 0, 0, 0, 0.0, calls=1, failures=["timeout"])
+    assert more.failed_calls == 8 and len(more.failures) == 5
