@@ -126,6 +126,10 @@ class PRMDetector(Detector):
             raise DataError(f"unknown PRM backend {backend!r} (use openai or transformers)")
         if not model:
             raise DataError("the prm detector needs a model: prm:PATH_OR_NAME or --model NAME")
+        from shambench.llm import check_base_url
+
+        # Refused before the run records its parameters: credentials in the URL would reach config.json.
+        check_base_url(options.get("base_url") or None)
         self.model, self.backend, self.span_threshold = model, backend, float(span_threshold)
         self.options = options
         self._scorer: Any = None
@@ -179,10 +183,8 @@ class PRMDetector(Detector):
     def _pooling_scores(self):
         import httpx
 
-        from shambench.llm import check_base_url
-
         opts = self.options
-        base = (check_base_url(opts.get("base_url") or None) or "").rstrip("/")
+        base = (opts.get("base_url") or "").rstrip("/")
         if not base:
             raise DataError("the openai PRM backend needs --base-url (a vLLM server with the STEP pooler)")
         url = re.sub(r"/v1$", "", base) + "/pooling"
