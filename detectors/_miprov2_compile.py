@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from shambench.cli.exits import FIRST_REASONS
 from shambench.detection.detector import Monitor
 from shambench.detectors.miprov2 import (
     ProgramFile,
@@ -227,7 +228,7 @@ class ClientEngine:
         try:
             done = future.result()
         except LLMError as err:
-            self._add(err.usage)
+            self._add(err.usage, failure=err.reason)
             raise
         self._add(done.usage)
         self._last.key = done.key
@@ -244,7 +245,7 @@ class ClientEngine:
             ),
         )
 
-    def _add(self, usage: Any) -> None:
+    def _add(self, usage: Any, failure: str | None = None) -> None:
         with self._lock:
             self.usage = add_usage(
                 self.usage,
@@ -254,6 +255,7 @@ class ClientEngine:
                 usage.output_tokens,
                 usage.cost,
                 calls=1,
+                failures=[failure] if failure else [],
             )
 
     def reject_last(self) -> None:
@@ -287,9 +289,16 @@ def _text(system: Any) -> str:
 
 
 def add_usage(
-    total: Usage, requests: int, cache_hits: int, input_tokens: int, output_tokens: int, cost: float, calls: int
+    total: Usage,
+    requests: int,
+    cache_hits: int,
+    input_tokens: int,
+    output_tokens: int,
+    cost: float,
+    calls: int,
+    failures: Sequence[str] = (),
 ) -> Usage:
-    """`total` with one more batch of calls added."""
+    """`total` with one more batch of calls added (`failures`: the reasons of those that failed)."""
     return total.model_copy(
         update=dict(
             lm_calls=total.lm_calls + calls,
@@ -298,6 +307,8 @@ def add_usage(
             input_tokens=total.input_tokens + input_tokens,
             output_tokens=total.output_tokens + output_tokens,
             cost=total.cost + cost,
+            failed_calls=total.failed_calls + len(failures),
+            failures=[*total.failures, *failures][:FIRST_REASONS],
         )
     )
 
@@ -415,6 +426,7 @@ def score_prompts(
                 u.get("output_tokens", 0),
                 u.get("cost", 0.0),
                 calls=1,
+                failures=[p.error] if p.error else [],
             )
     return scores, usage
 

@@ -128,6 +128,10 @@ class PRMDetector(Detector):
             raise DataError(f"unknown PRM backend {backend!r} (use openai or transformers)")
         if not model:
             raise DataError("the prm detector needs a model: prm:PATH_OR_NAME or --model NAME")
+        from shambench.llm.client import check_base_url
+
+        # Refused before the run records its parameters: credentials in the URL would reach config.json.
+        check_base_url(options.get("base_url") or None)
         self.model, self.backend, self.span_threshold = model, backend, float(span_threshold)
         self.options = options
         self._scorer: Any = None
@@ -144,7 +148,7 @@ class PRMDetector(Detector):
         def one(example: Example) -> Prediction:
             try:
                 scores = score(prm_input(example))
-            except (OSError, ValueError, KeyError, TypeError) as err:
+            except (OSError, ValueError, KeyError, TypeError, IndexError, RecursionError) as err:
                 return Prediction(id=example.id, error=f"{type(err).__name__}: {err}")
             n = len(example.steps or [])
             meta = {"n_scores": len(scores)} if len(scores) != n else {}

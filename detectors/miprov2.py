@@ -94,6 +94,10 @@ class Usage(BaseModel):
     """Replies DSPy could not parse: each is a failed trial, demo or proposal (and is not kept in the cache)."""
     failed_proposals: int = 0
     """Of those, instruction proposals: the predictor keeps its current instructions for that candidate."""
+    failed_calls: int = 0
+    """Calls that failed for good (DSPy scored those examples as wrong; so do the score reports)."""
+    failures: list[str] = Field(default_factory=list)
+    """The reasons of the first few failed calls."""
 
 
 class Scores(BaseModel):

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from shambench.cli.exits import allow_failures_option
 from shambench.cli.options import base_url_option, parse_params
 
 
@@ -43,13 +44,15 @@ def _load_run(run_dir: Path):
 @click.option("--api-key-env", metavar="VAR", help="Environment variable holding the judge's API key.")
 @click.option("--max-concurrency", type=click.IntRange(min=1), help="Judge requests in flight at once.")
 @click.option("--param", "-p", "params", multiple=True, metavar="KEY=VALUE", help="Judge parameter (repeatable).")
-def analyze(run_dirs, out, no_figures, categorise, judge_preset, params, **endpoint) -> None:
+@allow_failures_option
+def analyze(run_dirs, out, no_figures, categorise, judge_preset, params, allow_failures, **endpoint) -> None:
     """Explain a run's errors: which gold spans were found, how far boundaries are off, false alarms,
     and predicted against gold hallucination rates. Several RUN_DIRS are analysed side by side.
 
     With --categorise, every missed gold span goes to an LLM judge (a prompted preset, with its cache and
     retries) that names one of: labelling_error, overgeneralisation, unsupported_detail, misattribution,
     subjective_language. Verdicts are journaled in judgements.jsonl, so a re-run judges only what is missing.
+    When some spans could not be judged, a summary is printed and the exit status is 3 (0 with --allow-failures).
 
     \b
     Writes analysis.json (definitions included) and PNG figures:
@@ -57,6 +60,7 @@ def analyze(run_dirs, out, no_figures, categorise, judge_preset, params, **endpo
       f1_tasks.png       per-task span F1 with 95% bootstrap intervals, one bar per run
       pr_scatter.png     precision against recall per task and run
     """
+    from shambench.cli.exits import finish, print_failures
     from shambench.io import write_json
     from shambench.reporting import figures
     from shambench.reporting.analysis import analyse
@@ -71,12 +75,15 @@ def analyze(run_dirs, out, no_figures, categorise, judge_preset, params, **endpo
 
         given = {k: v for k, v in endpoint.items() if v is not None}
         judge = Judge(judge_preset, **given, **parse_params(params))
-    analyses, scored = [], []
+    analyses, scored, failed = [], [], []
     for run_dir in paths:
         config, examples, predictions, results = _load_run(run_dir)
         analysis = analyse(examples, predictions, str(run_dir), config.detector)
         if judge is not None:
-            analysis.categories = _categories(judge, examples, predictions, out_dir, run_dir, len(paths), console)
+            analysis.categories, unjudged = _categories(
+                judge, examples, predictions, out_dir, run_dir, len(paths), console
+            )
+            failed += unjudged
         analyses.append(analysis)
         scored.append((config.detector, results))
     scored = list(zip(figures.run_labels([d for d, _ in scored], paths), [r for _, r in scored]))
@@ -88,13 +95,17 @@ def analyze(run_dirs, out, no_figures, categorise, judge_preset, params, **endpo
         figures.pr_scatter(scored, out_dir / "pr_scatter.png")
     console.print(analysis_table(analyses))
     console.print(f"analysis written to {out_dir}", soft_wrap=True)
+    print_failures(console, failed, what="judgements", retry="retry them: run the same command again")
+    finish(len(failed), allow_failures)
 
 
 def _categories(judge, examples, predictions, out_dir, run_dir, n_runs, console):
-    """Judge a run's missed gold spans (journaled under the output folder) and print the tally."""
+    """Judge a run's missed gold spans (journaled under the output folder) and print the tally; the tally and
+    `(span key, reason)` of the spans that could not be judged."""
     from shambench.cli.progress import ProgressMonitor
+    from shambench.io import Journal
     from shambench.reporting.analysis import missed_spans
-    from shambench.reporting.judge import categorise
+    from shambench.reporting.judge import JUDGEMENTS, Judgement, categorise, span_key
 
     missed = missed_spans(examples, predictions)
     folder = out_dir / run_dir.name if n_runs > 1 else out_dir
@@ -102,7 +113,9 @@ def _categories(judge, examples, predictions, out_dir, run_dir, n_runs, console)
         tally = categorise(judge, missed, folder, monitor)
     for part, counts in tally.items():
         console.print(f"{run_dir.name} {part}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
-    return tally
+    judged = Journal(folder / JUDGEMENTS, Judgement).read()
+    keys = [span_key(ex, span) for ex, span in missed]
+    return tally, [(k, judged[k].error) for k in keys if k in judged and judged[k].error]
 
 
 def _pct(x: float | None) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from shambench.cli.exits import allow_failures_option
 from shambench.cli.options import data_selection, parse_params
 
 
@@ -11,7 +12,8 @@ from shambench.cli.options import data_selection, parse_params
 @click.option("--provider", "spec", required=True, metavar="NAME", help="Context provider: file:PATH, wikipedia, llm.")
 @click.option("--param", "-p", "params", multiple=True, metavar="KEY=VALUE", help="Provider parameter (repeatable).")
 @data_selection
-def add_context_command(spec, params, datasets, examples_file, split, data_dir, limit) -> None:
+@allow_failures_option
+def add_context_command(spec, params, datasets, examples_file, split, data_dir, limit, allow_failures) -> None:
     """Fetch evidence for the selected open-domain examples and store it in the shambench cache.
 
     \b
@@ -21,10 +23,14 @@ def add_context_command(spec, params, datasets, examples_file, split, data_dir, 
     Each record keeps its provenance (provider, parameters, source URLs, retrieval time, content hash). Examples
     that already have evidence are skipped, so a re-run fetches only what is missing or failed. Use the evidence
     with `shambench eval --context SPEC` (with the same provider parameters).
+
+    Exit status: 0 when every selected example has evidence; 3 when some fetches failed (a summary is printed;
+    --allow-failures makes this 0); 2 for usage or input errors.
     """
+    from shambench.cli.exits import finish, print_failures
     from shambench.cli.progress import ProgressMonitor
     from shambench.data.context import ContextStore, add_context, create_provider
-    from shambench.reporting.tables import make_console, styled
+    from shambench.reporting.tables import make_console
     from shambench.runs.runner import select_examples
 
     console = make_console()
@@ -40,7 +46,8 @@ def add_context_command(spec, params, datasets, examples_file, split, data_dir, 
         f"{len(open_domain)} open-domain examples ({len(examples) - len(open_domain)} have their own context): "
         f"{counts['fetched']} fetched, {counts['failed']} failed, {counts['cached']} already stored"
     )
-    failed = [r for r in ContextStore(provider).read().values() if r.error][:5]
-    for rec in failed:
-        console.print(styled((rec.id, "yellow"), f": {rec.error}"))
+    stored = ContextStore(provider).read()
+    failed = [(ex.id, stored[ex.id].error) for ex in open_domain if ex.id in stored and stored[ex.id].error]
     console.print(f"store: {ContextStore(provider).path}", soft_wrap=True)
+    print_failures(console, failed, what="fetches", retry="retry them: run the same command again")
+    finish(len(failed), allow_failures)

@@ -260,7 +260,7 @@ def eval_command(
     for line in outcome.unfinished_batches:
         warn(console, f"batch {line}: its unanswered requests are failed predictions")
     failed = failures(run.examples, run.journal)
-    print_failures(console, failed, retry=resume)
+    print_failures(console, failed, retry=f"retry them with: {command_line(resume)}")
     finish(len(failed), allow_failures)
 
 

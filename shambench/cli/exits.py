@@ -53,13 +53,13 @@ def failure_lines(failures: Sequence[tuple[str, str]], what: str = "predictions"
 
 
 def print_failures(
-    console: Any, failures: Sequence[tuple[str, str]], what: str = "predictions", retry: Sequence[str] = ()
+    console: Any, failures: Sequence[tuple[str, str]], what: str = "predictions", retry: str = ""
 ) -> None:
-    """Print the failure summary and, when given, the command that retries the failed items."""
+    """Print the failure summary and, when given, how to retry the failed items (e.g. the --resume command)."""
     for line in failure_lines(failures, what):
         console.print(line, style="yellow", markup=False, highlight=False, soft_wrap=True)
     if failures and retry:
-        console.print(f"retry them with: {command_line(retry)}", markup=False, highlight=False, soft_wrap=True)
+        console.print(retry, markup=False, highlight=False, soft_wrap=True)
 
 
 def command_line(args: Sequence[str]) -> str:

@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from shambench.cli.exits import allow_failures_option
 from shambench.cli.options import base_url_option, data_dir_option, parse_params
 
 # Endpoint options of `shambench eval`, applied to the base preset when given.
@@ -76,7 +77,8 @@ ENDPOINT_OPTIONS = ("model", "base_url", "api_key_env", "max_concurrency", "time
 @click.option("--timeout", type=click.FloatRange(min=0.1), help="Per-request timeout in seconds.")
 @click.option("--no-progress", is_flag=True, help="Do not show the progress display.")
 @click.option("--verbose", is_flag=True, help="Also show DSPy's own per-trial log and progress bars.")
-def optimize(out, params, datasets, no_progress, **opts) -> None:
+@allow_failures_option
+def optimize(out, params, datasets, no_progress, allow_failures, **opts) -> None:
     """Optimise the prompt of a prompted detector with DSPy's MIPROv2 and save the program.
 
     \b
@@ -89,7 +91,11 @@ def optimize(out, params, datasets, no_progress, **opts) -> None:
     response cache, so the LM calls, tokens and cost are reported, and a re-run with the same seed is replayed
     from the cache. The program file records the instructions, demos, base preset, endpoint, trainset and
     held-out ids, scores before and after optimisation, and the DSPy version (evaluation needs the same one).
+
+    Exit status: 3 when some LM calls failed for good (the program is still saved, its scores count those
+    examples as wrong; --allow-failures makes this 0), 2 for usage or input errors, else 0.
     """
+    from shambench.cli.exits import finish
     from shambench.cli.progress import ProgressMonitor
     from shambench.data.benchmark import split_names
     from shambench.detection.detector import optimizers
@@ -108,6 +114,12 @@ def optimize(out, params, datasets, no_progress, **opts) -> None:
     with ProgressMonitor(None, f"MIPROv2 {config.auto}", console, enabled=not no_progress) as monitor:
         program = miprov2.optimize(config, monitor)
     print_summary(program, out, console)
+    failed = program.usage.failed_calls
+    if failed:
+        console.print(f"{failed} LM calls failed; first reasons:", style="yellow", markup=False)
+        for reason in program.usage.failures:
+            console.print(f"  {reason}", markup=False, soft_wrap=True)
+    finish(failed, allow_failures)
 
 
 def print_summary(program, out: str, console) -> None:

@@ -6,6 +6,7 @@ import os
 
 import click
 
+from shambench.cli.exits import allow_failures_option
 from shambench.detection.detector import Monitor
 
 
@@ -34,7 +35,20 @@ from shambench.detection.detector import Monitor
 @click.option("--plan", "plan_only", is_flag=True, help="Print the cells and their state; run nothing.")
 @click.option("--no-leaderboard", is_flag=True, help="Do not build the leaderboard at the end.")
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
-def sweep(spec_file, backend, workers, scheduler, runs, data_dir, retries, plan_only, no_leaderboard, no_progress):
+@allow_failures_option
+def sweep(
+    spec_file,
+    backend,
+    workers,
+    scheduler,
+    runs,
+    data_dir,
+    retries,
+    plan_only,
+    no_leaderboard,
+    no_progress,
+    allow_failures,
+):
     """Run every detector of SWEEP.yaml on every dataset, one run directory per cell, then build the leaderboard.
 
     \b
@@ -58,8 +72,13 @@ def sweep(spec_file, backend, workers, scheduler, runs, data_dir, retries, plan_
     RUNS/<dataset>/<detector_params>. Cells already complete are skipped and interrupted ones resume, so a stopped
     sweep is continued by running the same command again. Only this process writes files: workers compute and
     send back. A task that fails (or whose worker dies) is sent again up to --retries times; cells that still
-    fail are listed, recorded in RUNS/sweep.json, and the command exits with status 1.
+    fail are listed and recorded in RUNS/sweep.json.
+
+    Exit status: 0 when every cell and every prediction succeeded; 3 when cells or predictions failed (a summary
+    is printed; --allow-failures makes this 0); 2 for usage or input errors. A sweep file may not set
+    api_key_env: the key is read from the preset's variable.
     """
+    from shambench.cli.exits import finish, print_failures
     from shambench.reporting.tables import make_console, styled
     from shambench.runs.sweep import make_backend, plan_sweep, run_sweep
 
@@ -77,10 +96,20 @@ def sweep(spec_file, backend, workers, scheduler, runs, data_dir, retries, plan_
         console.print(f"leaderboard: {report.leaderboard}")
     if report.leaderboard_error:
         console.print(styled(("leaderboard not built", "yellow"), f": {report.leaderboard_error}"))
-    if report.failed:
-        raise click.ClickException(
-            f"{len(report.failed)} of {len(report.cells)} cells failed; run the same command again to retry them"
-        )
+    failures = sweep_failures(report)
+    print_failures(console, failures, what="cells", retry="retry them: run the same command again")
+    finish(len(failures), allow_failures)
+
+
+def sweep_failures(report) -> list[tuple[str, str]]:
+    """`(cell, reason)` for each cell that failed or holds failed predictions."""
+    out = [(c.cell, c.error or "failed") for c in report.failed]
+    out += [
+        (c.cell, f"failed predictions: {c.failed_predictions} (rescored as empty)")
+        for c in report.cells
+        if c.status != "failed" and c.failed_predictions
+    ]
+    return out
 
 
 def plan_table(plan):

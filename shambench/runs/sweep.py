@@ -82,6 +82,14 @@ class DetectorGrid(BaseModel):
     def _from_name(cls, value: Any) -> Any:
         return {"detector": value} if isinstance(value, str) else value
 
+    @field_validator("params", "grid")
+    @classmethod
+    def _no_key_variable(cls, value: dict[str, Any]) -> dict[str, Any]:
+        # A file never chooses which environment variable's secret is sent: that is the preset's or the default.
+        if "api_key_env" in value:
+            raise ValueError("a sweep file may not set api_key_env (the key comes from the preset's variable)")
+        return value
+
     def combinations(self) -> list[dict[str, Any]]:
         """The parameters of each cell: the fixed ones plus one combination of the grid's values."""
         keys = sorted(self.grid)

@@ -127,6 +127,21 @@ def test_rescoring_never_fetches_and_resume_refuses_evidence_that_changed(tmp_pa
     assert runner.invoke(main, ["score", str(tmp_path / "ctx"), "--bootstrap", "20"]).exit_code == 0
 
 
+def test_add_context_exits_3_when_a_fetch_failed(tmp_path, flaky_provider):
+    ex, _ = _files(tmp_path)
+    runner = CliRunner()
+    failed = runner.invoke(add_context_command, ["--provider", "test-flaky", "--examples", str(ex)])
+    assert failed.exit_code == 3, failed.output
+    assert "1 fetches failed:" in failed.output and "q2: page not found" in failed.output
+    allowed = runner.invoke(
+        add_context_command, ["--provider", "test-flaky", "--examples", str(ex), "--allow-failures"]
+    )
+    assert allowed.exit_code == 0 and "1 fetches failed:" in allowed.output
+    flaky_provider.healed = True
+    healed = runner.invoke(add_context_command, ["--provider", "test-flaky", "--examples", str(ex)])
+    assert healed.exit_code == 0 and "failed:" not in healed.output
+
+
 def test_add_context_command_counts_and_skips_stored(tmp_path):
     ex, ev = _files(tmp_path)
     runner = CliRunner()

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from shambench.cli import main
@@ -250,3 +251,35 @@ def test_credentials_in_the_base_url_are_refused_and_reach_no_file(openai_server
     assert "must not contain credentials" in res.stderr and "hunter2" not in res.stderr + res.output
     assert not (tmp_path / "run").exists() and openai_server.count() == 0
     assert not any("hunter2" in p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize("detector", ["openai", "prm"])
+def test_credentials_given_as_a_detector_parameter_are_refused_too(tmp_path, detector):
+    examples = examples_file(tmp_path / "ex.jsonl", 1)
+    res = invoke("--detector", detector, "--model", "m", "-p", "base_url=http://bob:s3cret@127.0.0.1:9/v1",
+                 "--examples", examples, "--run-dir", tmp_path / "run")  # fmt: skip
+    assert res.exit_code == 2 and "must not contain credentials" in res.stderr and "s3cret" not in res.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_rows_an_adapter_drops_are_printed_by_eval_and_recorded_in_results(tmp_path, monkeypatch):
+    from shambench.data.adapter import Adapter, LoadResult, adapters
+    from shambench.schema import Example
+
+    class Dropping(Adapter):
+        name, tasks, suite = "dropper", ("open_qa",), "test"
+
+        def available(self, data_dir):
+            return True
+
+        def load(self, data_dir, split="test"):
+            ex = Example(id="d/0", dataset="dropper", task="open_qa", response="Paris is big.", hallu_spans=[[0, 5]])
+            return LoadResult(examples=[ex], dropped={"no labels": 3, "empty response": 1})
+
+    adapters.entries()  # load the built-ins first, so the test entry is not overwritten
+    monkeypatch.setitem(adapters._entries, "dropper", Entry("dropper", Dropping, "test", __name__))
+    run = tmp_path / "run"
+    res = invoke("--detector", "all", "--datasets", "dropper", "--data-dir", tmp_path, "--run-dir", run, *FAST[:3])
+    assert res.exit_code == 0, res.output
+    assert "dropper: 4 source rows dropped by the adapter (1 empty response, 3 no labels)" in res.output
+    assert results_of(run)["run"]["dropped_rows"] == {"dropper": {"no labels": 3, "empty response": 1}}

@@ -320,12 +320,24 @@ def test_cli_plan_run_and_failure_exit_status(tmp_path):
     assert "toy/all" in planned.output and "toy/random_rate=2" in planned.output and "new" in planned.output
 
     ran = runner.invoke(main, ["sweep", str(spec), "--workers", "1", "--no-progress"])
-    assert ran.exit_code == 1
-    assert "1 of 2 cells failed; run the same command again to retry them" in ran.output
+    assert ran.exit_code == 3
+    assert "1 cells failed:" in ran.output and "retry them: run the same command again" in ran.output
+    assert "toy/random_rate=2: " in ran.output
     assert (tmp_path / "runs" / "sweep" / "toy" / "all" / RESULTS).is_file()
+    allowed = runner.invoke(main, ["sweep", str(spec), "--workers", "1", "--no-progress", "--allow-failures"])
+    assert allowed.exit_code == 0 and "1 cells failed:" in allowed.output
 
     replanned = runner.invoke(main, ["sweep", str(spec), "--plan"])
     assert re.search(r"toy/all .* complete", replanned.output)
+
+
+def test_a_sweep_file_may_not_choose_the_key_variable(tmp_path):
+    spec = write_sweep(
+        tmp_path, "examples: [toy.jsonl]\ndetectors:\n  - {detector: gpt5mini, params: {api_key_env: AWS_SECRET}}\n"
+    )
+    result = CliRunner().invoke(main, ["sweep", str(spec), "--plan"])
+    assert result.exit_code == 2
+    assert "may not set api_key_env" in result.output
 
 
 def test_cli_bad_spec_is_one_line_error(tmp_path):

@@ -327,3 +327,23 @@ def test_an_unparsable_proposal_is_a_failed_trial_and_a_rerun_asks_again(openai_
     assert second.exit_code == 0, second.output + repr(second.exception)
     assert len(asked) == 1 and [r.key for r in openai_server.log] == [script.spoiled]
     assert load_program(tmp_path / "b.json").usage.failed_proposals == 1
+
+
+def test_failed_calls_are_counted_with_their_first_reasons():
+    from shambench.detectors._miprov2_compile import add_usage, score_prompts
+    from shambench.detectors.miprov2 import Usage
+    from shambench.schema import Prediction
+
+    class Failing:
+        def predict(self, examples, monitor):
+            for i, ex in enumerate(examples):
+                error = f"HTTP 500: boom {i}" if i % 2 else None
+                yield Prediction(id=ex.id, error=error, meta={"usage": {"requests": 2 if error else 1}})
+
+    examples = invented(0, 14)
+    _, usage = score_prompts([Failing()], examples, None, Usage())
+    # 7 of the 14 predictions failed; the program file keeps the first five reasons.
+    assert (usage.lm_calls, usage.requests, usage.failed_calls) == (14, 21, 7)
+    assert usage.failures == [f"HTTP 500: boom {i}" for i in (1, 3, 5, 7, 9)]
+    more = add_usage(usage, 1, 0, 0, 0, 0.0, calls=1, failures=["timeout"])
+    assert more.failed_calls == 8 and len(more.failures) == 5

@@ -175,7 +175,8 @@ def test_bespoke_minicheck_without_logprobs_fails_the_example_with_the_reason(op
         main, ["eval", "--detector", "bespoke-minicheck", "--base-url", openai_server.base_url, "--examples",
                str(path), "--run-dir", str(tmp_path / "run"), "--no-progress", "--bootstrap", "10"],
     )  # fmt: skip
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 3, result.output  # finished, with a failed prediction
+    assert "1 predictions failed:" in result.output
     pred = json.loads((tmp_path / "run" / "predictions.jsonl").read_text().splitlines()[0])
     assert pred["error"].startswith("3 of 3 (chunk, sentence) checks failed: unusable output: the server returned")
 
