@@ -17,7 +17,7 @@ from shambench.adapters.fava import DUPLICATE, EMPTY, MISMATCH
 from shambench.adapters.mushroom import FILES, MushroomAdapter
 from shambench.benchmark import example_from_hf, load_benchmark
 from shambench.cli import main
-from shambench.io import read_models
+from shambench.records import read_examples
 from shambench.schema import Example
 
 FIXTURES = Path(__file__).parents[1] / "adapters" / "fixtures"
@@ -117,14 +117,20 @@ def test_a_corrupt_source_is_reported_and_the_others_still_load(tmp_path):
 def test_no_examples_is_one_clear_error(tmp_path):
     result = run("data", "stats", "--data-dir", str(tmp_path))
     assert result.exit_code == 2
-    assert result.output.startswith("error: no examples for split 'test' in ")
+    assert result.output.startswith(
+        f"error: no dataset could be loaded for split 'test' from data directory {tmp_path} (given by --data-dir): "
+    )
+    assert f"ragtruth: {tmp_path / 'ragtruth'}: source files not found" in result.output
+    missing = run("data", "stats", "--data-dir", str(tmp_path / "nowhere"))
+    assert missing.exit_code == 2
+    assert f"data directory {tmp_path / 'nowhere'} (given by --data-dir) does not exist" in missing.output
 
 
 def test_dump_writes_the_examples_format_with_stable_ids(tmp_path):
     out = tmp_path / "dev.jsonl"
     result = run("data", "dump", "--out", str(out), "--data-dir", str(FIXTURES), "--datasets", MINE, "--split", "dev")
     assert result.exit_code == 0, result.output
-    dumped = read_models(out, Example)
+    dumped = read_examples(out)
     assert dumped == load_benchmark(MINE, "dev", FIXTURES).examples
     assert len(dumped) == 15 and {ex.split for ex in dumped} == {"dev"}
     first = json.loads(out.read_text().splitlines()[0])
