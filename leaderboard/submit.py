@@ -8,7 +8,6 @@ temporary folder and renamed into place) that `shambench leaderboard build`, `sh
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -22,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from shambench.io import DataError, iter_lines, parse_json_line, write_json, write_jsonl
 from shambench.leaderboard.build import display_path, load_leaderboard, run_entry, with_entry, write_site
 from shambench.leaderboard.schema import Leaderboard
+from shambench.records import parse_record
 from shambench.runner import (
     CONFIG,
     JOURNAL,
@@ -34,7 +34,6 @@ from shambench.runner import (
     run_info,
     select_examples,
 )
-from shambench.records import parse_record
 from shambench.schema import Prediction
 from shambench.scorer import Scorer
 

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from shambench.schema import Prediction
 
+
 class DataError(ValueError):
     """Input that cannot be read: the message names the file, the line and what was expected."""
 

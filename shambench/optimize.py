@@ -43,8 +43,8 @@ from shambench.detectors.miprov2 import (
     span_program,
 )
 from shambench.io import DataError, write_json
-from shambench.records import read_examples
 from shambench.provenance import now_iso, shambench_version
+from shambench.records import read_examples
 from shambench.schema import Example, Prediction, Span
 from shambench.scorer import Scorer
 

@@ -17,7 +17,6 @@ from pydantic import BaseModel, ValidationError
 from shambench.io import MAX_DEPTH, DataError, _describe, iter_lines, parse_json_line
 from shambench.schema import Example, Prediction
 
-
 # Fields holding character ranges: `[start, end]`, `[start, end, label]` or an object with `start` and `end`.
 RANGE_FIELDS = {
     Prediction: ("spans", "scores", "soft_spans"),

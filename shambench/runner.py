@@ -27,8 +27,8 @@ from pydantic_core import to_jsonable_python
 from shambench.benchmark import load_benchmark
 from shambench.detector import Detector, Monitor
 from shambench.io import DataError, Journal, write_json, write_jsonl
-from shambench.records import check_detector_prediction, read_examples
 from shambench.provenance import git_commit, now_iso, package_versions, shambench_version
+from shambench.records import check_detector_prediction, read_examples
 from shambench.results import ExampleScores, Results, RunInfo
 from shambench.schema import Example, Prediction
 from shambench.scorer import Scorer

@@ -19,12 +19,12 @@ from shambench.io import DataError
 from shambench.provenance import git_commit, now_iso, shambench_version
 from shambench.results import (
     PRF,
+    ExampleScores,
     GroupScores,
     MushroomScores,
     Overall,
     OverallLevel,
     Results,
-    ExampleScores,
     ThresholdFree,
 )
 from shambench.schema import Example, Prediction

@@ -171,9 +171,7 @@ def eval_command(
         write_json(run_path / CONFIG, config)
     journal = Journal(run_path / JOURNAL)
     todo = pending(examples, journal)
-    console.print(
-        f"run directory: {run_path}  ({len(todo)} of {len(examples)} examples to run)", soft_wrap=True
-    )
+    console.print(f"run directory: {run_path}  ({len(todo)} of {len(examples)} examples to run)", soft_wrap=True)
     try:
         with ProgressMonitor(len(todo), detector.name, console, enabled=not no_progress) as monitor:
             run_predictions(detector, todo, journal, monitor, monitor.done)

@@ -18,7 +18,6 @@ from shambench.adapters.mushroom import FILES, MushroomAdapter
 from shambench.benchmark import example_from_hf, load_benchmark
 from shambench.cli import main
 from shambench.records import read_examples
-from shambench.schema import Example
 
 FIXTURES = Path(__file__).parents[1] / "adapters" / "fixtures"
 MINE = "mushroom,favabench,halluentity"

@@ -15,8 +15,8 @@ from shambench import load_benchmark
 from shambench.adapter import Adapter, LoadResult, adapters
 from shambench.adapters.mushroom import FILES
 from shambench.benchmark import dev_rank, dev_selection, example_from_hf
-from shambench.registry import Entry
 from shambench.io import DataError
+from shambench.registry import Entry
 from shambench.schema import Example, Step
 from tests.conftest import require_shared
 
@@ -152,7 +152,9 @@ def test_missing_corrupt_and_split_errors_leave_the_other_sources_loaded(tmp_pat
         f"no dataset could be loaded for split 'train' from data directory {tmp_path} (given by --data-dir): "
         "favabench: favabench has no split 'train' (it has: test, and dev)"
     )
-    with pytest.raises(DataError, match=f"data directory {tmp_path / 'nowhere'} \\(given by --data-dir\\) does not exist"):
+    with pytest.raises(
+        DataError, match=f"data directory {tmp_path / 'nowhere'} \\(given by --data-dir\\) does not exist"
+    ):
         load_benchmark(data_dir=tmp_path / "nowhere")
     with pytest.raises(DataError, match=r"from data directory .*; mushroom: \S*/mushroom: source files not found"):
         load_benchmark(data_dir=tmp_path / "halluentity")

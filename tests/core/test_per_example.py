@@ -12,8 +12,8 @@ import pytest
 from shambench.benchmark import load_benchmark
 from shambench.detector import create_detector
 from shambench.results import ExampleScores, Results
-from shambench.scorer import Scorer
 from shambench.schema import Example, Prediction, SoftSpan
+from shambench.scorer import Scorer
 from tests.conftest import require_shared
 
 TEN = "abcdefghij"

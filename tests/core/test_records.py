@@ -79,7 +79,11 @@ def test_malformed_records_say_what_was_expected(obj, message):
 
 def test_soft_spans_alone_give_hard_spans_above_one_half():
     # Mu-SHROOM: prob > 0.5 makes a hard label; adjacent ranges merge.
-    soft = [{"start": 0, "end": 3, "prob": 0.9}, {"start": 3, "end": 5, "prob": 0.6}, {"start": 7, "end": 9, "prob": 0.5}]
+    soft = [
+        {"start": 0, "end": 3, "prob": 0.9},
+        {"start": 3, "end": 5, "prob": 0.6},
+        {"start": 7, "end": 9, "prob": 0.5},
+    ]
     pred = parse_line(json.dumps({"id": "a", "soft_spans": soft}), Prediction)
     assert [(s.start, s.end) for s in pred.spans] == [(0, 5)]
     # given spans are kept as they are
@@ -115,7 +119,10 @@ def test_detector_output_is_checked_before_it_is_journaled(tmp_path):
     good = Prediction(id="a", spans=[Span(start=12, end=17)])
     assert check_detector_prediction(good, EXAMPLE, "mine") is good
     cases = [
-        (Prediction(id="a", step_scores=[0.5, math.nan]), "detector 'mine', example 'a': step_scores.1: expected a finite"),
+        (
+            Prediction(id="a", step_scores=[0.5, math.nan]),
+            "detector 'mine', example 'a': step_scores.1: expected a finite",
+        ),
         (Prediction(id="a", spans=[Span(start=12, end=40)]), "predicted span [12, 40) ends past the response"),
         (Prediction(id="a", meta={"x": _nested(40)}), "nested deeper"),
     ]
