@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+from hypothesis.configuration import set_hypothesis_home_dir
 
 from tests.batch_server import batch_server  # noqa: F401  (the fixture, for every test)
 from tests.openai_server import openai_server  # noqa: F401  (the fixture, for every test)
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("SHAMBENCH_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+# Tests write nothing into the checkout: no hypothesis example database or caches (.hypothesis/); pytest's own
+# cache is off in pyproject.toml (-p no:cacheprovider).
+settings.register_profile("shambench", database=None)
+settings.load_profile("shambench")
+set_hypothesis_home_dir(tempfile.mkdtemp(prefix="shambench-hypothesis-"))
 
 # No test may reach the network: the hub clients and litellm must stay offline.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -144,7 +144,10 @@ def analysis_table(analyses):
         "F1 all-hallu",
         "rate gold/pred",
     ):
-        table.add_column(col, justify="left" if col in ("partition", "run") else "right", no_wrap=True)
+        left = col in ("partition", "run")
+        table.add_column(
+            col, justify="left" if left else "right", overflow="fold" if left else "ellipsis", no_wrap=not left
+        )
     for name in sorted({k for a in analyses for k in a.datasets}):
         for a in analyses:
             g = a.datasets.get(name)

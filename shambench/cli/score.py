@@ -21,8 +21,9 @@ from shambench.cli.options import data_selection, emit_json, given_options, json
 @click.option(
     "--per-example",
     "per_example_out",
-    type=click.Path(dir_okay=False),
-    help="Write each example's scores here as JSON lines (id, task, dataset, token/sentence P/R/F1, IoU/Cor).",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="Write each example's scores here as JSON lines (id, task, dataset, status, token/sentence P/R/F1, "
+    "IoU/Cor); `-` is stdout (the table then goes to stderr).",
 )
 @scoring
 def score(
@@ -62,13 +63,13 @@ def score(
     response is one error naming the file and line (exit status 2; nothing is written).
     RUN_DIR rescoring also rewrites RUN_DIR/per_example.jsonl.
     """
-    from shambench.io import write_jsonl
+    from shambench.io import model_line, write_jsonl
     from shambench.records import read_predictions
     from shambench.reporting.tables import make_console, print_results
     from shambench.runs.runner import PER_EXAMPLE, rescore_run, select_examples
     from shambench.scoring.scorer import UNSCORED_PREDICTION_FIELDS, Scorer, ScoringError
 
-    console = make_console(stderr=json_to_stdout(out, as_json))
+    console = make_console(stderr=json_to_stdout(out, as_json) or per_example_out == "-")
     if run_dir:
         if predictions:
             raise click.UsageError("give either RUN_DIR or --predictions, not both")
@@ -96,7 +97,11 @@ def score(
             raise ScoringError(f"{predictions}{f':{line}' if line else ''}: {err}") from None
         results.run = {"origin": "predictions", "predictions_file": str(Path(predictions).resolve())}
     print_results(results, console)
-    if per_example_out:
+    if per_example_out == "-" and json_to_stdout(out, as_json):
+        raise click.UsageError("--per-example - and the results JSON cannot both go to stdout")
+    if per_example_out == "-":
+        click.echo("".join(model_line(row) for row in per_example), nl=False)
+    elif per_example_out:
         write_jsonl(per_example_out, per_example)
         console.print(f"per-example scores written to {per_example_out}", soft_wrap=True)
     emit_json(results, out, as_json, console)

@@ -119,7 +119,7 @@ def plan_table(plan):
 
     table = Table(title=f"{len(plan.cells)} cells in {plan.runs}", title_justify="left", box=box.SIMPLE_HEAD)
     for col in ("cell", "detector", "params", "state"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for cell in plan.cells:
         table.add_row(cell.name, cell.detector, _params(cell.params), plan.state_of(cell))
     return table
@@ -132,7 +132,7 @@ def report_table(report):
 
     table = Table(title="sweep", title_justify="left", box=box.SIMPLE_HEAD)
     for col in ("cell", "status", "predicted", "span F1", "error"):
-        table.add_column(col, justify="right" if col in ("predicted", "span F1") else "left")
+        table.add_column(col, justify="right" if col in ("predicted", "span F1") else "left", overflow="fold")
     styles = {"done": "green", "skipped": "dim", "failed": "red"}
     for c in report.cells:
         f1 = f"{c.token_f1:.3f}" if c.token_f1 is not None else ""

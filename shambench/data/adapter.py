@@ -88,6 +88,15 @@ class Adapter:
             raise DataError(f"{self.name} has no {split!r} split (it offers: {', '.join(self.splits)})")
 
 
+def data_dir_origin(explicit: str | Path | None = None) -> str:
+    """Where `resolve_data_dir` took the data directory from, for error messages."""
+    if explicit:
+        return "given by --data-dir"
+    if os.environ.get(DATA_DIR_ENV):
+        return f"from ${DATA_DIR_ENV}"
+    return f"the default: neither --data-dir nor ${DATA_DIR_ENV} is set"
+
+
 def resolve_data_dir(explicit: str | Path | None = None) -> Path:
     """Where corpora are read from: the argument, else `$SHAMBENCH_DATA_DIR`, else `data/` in the cache."""
     if explicit:

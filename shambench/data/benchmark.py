@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from shambench.data.adapter import Adapter, LoadResult, adapters, resolve_data_dir
+from shambench.data.adapter import DATA_DIR_ENV, Adapter, LoadResult, adapters, data_dir_origin, resolve_data_dir
 from shambench.io import DataError
 from shambench.schema import Example
 
@@ -152,18 +152,21 @@ def load_benchmark(
     `split` is `test`, `dev` (the validation set, see the module docstring) or a source's own labelled split
     (`validation`, `train`). A source that is missing, corrupt or lacks the split is recorded in
     `Benchmark.errors` when it was named, and the others still load; an unknown name raises `UnknownPluginError`
-    with a suggestion.
+    with a suggestion. When no source at all loads, DataError says where it looked and what for.
     """
     root = resolve_data_dir(data_dir)
     names = split_names(datasets)
     chosen = [adapters.get(n) for n in names] if names else adapters.entries()
     bench = Benchmark(data_dir=root, split=split)
+    unused: dict[str, str] = {}
     for entry in chosen:
         adapter = entry.factory()
         problem = _unusable(adapter, entry.name, root, split)
         if problem or (not names and adapter.suite != DEFAULT_SUITE):
             if names and problem:
                 bench.errors[entry.name] = problem
+            elif problem and adapter.suite == DEFAULT_SUITE:
+                unused[entry.name] = problem
             continue
         try:
             bench.loads[entry.name] = load_dev(adapter, root) if split == DEV else adapter.load(root, split)
@@ -171,7 +174,20 @@ def load_benchmark(
             bench.errors[entry.name] = str(err)
             continue
         bench.sources[entry.name] = adapter
+    if not bench.loads:
+        raise DataError(_nothing_loaded(root, data_dir, split, bench.errors or unused))
     return bench
+
+
+def _nothing_loaded(root: Path, data_dir: str | Path | None, split: str, problems: dict[str, str]) -> str:
+    where = f"data directory {root} ({data_dir_origin(data_dir)})"
+    if not root.is_dir():
+        return (
+            f"{where} does not exist; pass --data-dir with the folder holding the corpora (e.g. ../shared/data), "
+            f"set ${DATA_DIR_ENV}, or run `shambench data download`"
+        )
+    listing = "; ".join(f"{name}: {problem}" for name, problem in problems.items())
+    return f"no dataset could be loaded for split {split!r} from {where}: {listing}"
 
 
 def default_datasets(root: Path, split: str = "test") -> list[str]:

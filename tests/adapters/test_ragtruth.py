@@ -341,6 +341,8 @@ def test_unknown_split_is_refused():
 def test_load_benchmark_reports_a_corrupt_source_and_keeps_going(tmp_path):
     root = _official_copy(tmp_path)
     (root / "source_info.jsonl").write_text('{"source_id": "1", "task_type": "QA"\n')
-    bench = load_benchmark("ragtruth", data_dir=tmp_path)
-    assert bench.loads == {}
-    assert "source_info.jsonl:1: not valid JSON" in bench.errors["ragtruth"]
+    # the only source asked for is corrupt: nothing loads, and the error says which file and line
+    with pytest.raises(
+        DataError, match=r"no dataset could be loaded .*ragtruth: .*source_info.jsonl:1: not valid JSON"
+    ):
+        load_benchmark("ragtruth", data_dir=tmp_path)

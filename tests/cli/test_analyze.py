@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 from click.testing import CliRunner
@@ -104,8 +105,29 @@ def test_show_html_page_and_leaderboard_links_to_it(tmp_path):
     assert res.exit_code == 0, res.output
     board = json.loads((site / "leaderboard.json").read_text())
     link = board["entries"][0]["examples_page"]
-    assert (site / link).read_text() == text.replace("overlap: overlap", "overlap: examples")
+    # the same page, without the per-example scores that show adds
+    scores = re.compile(r'<div class="scores">[^<]*</div>\n')
+    assert (site / link).read_text() == scores.sub("", text).replace("overlap: overlap", "overlap: examples")
     assert f'href="{link}"' in (site / "index.html").read_text()
+
+
+def test_show_html_sorts_and_filters_by_per_example_scores(tmp_path):
+    runner = _runs(tmp_path)
+    page = tmp_path / "p.html"
+    # `all` on a: P 1/5 (Lyon of 5 tokens), R 1 -> span F1 2/6; on b: no gold, 4 tokens flagged -> 0.
+    res = runner.invoke(main, ["show", str(tmp_path / "all"), "--html", str(page), "--sort", "-f1"])
+    assert res.exit_code == 0, res.output
+    text = page.read_text()
+    assert text.index('<section id="a">') < text.index('<section id="b">')
+    assert "span F1 0.333 (P 0.200, R 1.000) · sentence F1 1.000" in text
+    res = runner.invoke(main, ["show", str(tmp_path / "all"), "--html", str(page), "--sort", "f1"])
+    text = page.read_text()
+    assert text.index('<section id="b">') < text.index('<section id="a">')
+    res = runner.invoke(main, ["show", str(tmp_path / "all"), "--html", str(page), "--max-f1", "0.2"])
+    assert res.exit_code == 0 and "1 examples" in res.output
+    assert '<section id="b">' in page.read_text() and '<section id="a">' not in page.read_text()
+    res = runner.invoke(main, ["show", str(tmp_path / "all"), "--html", str(page), "--partition", "qa/toy"])
+    assert '<section id="a">' in page.read_text() and '<section id="b">' not in page.read_text()
 
 
 def test_show_html_escapes_everything(tmp_path):

@@ -116,7 +116,13 @@ def test_a_corrupt_source_is_reported_and_the_others_still_load(tmp_path):
 def test_no_examples_is_one_clear_error(tmp_path):
     result = run("data", "stats", "--data-dir", str(tmp_path))
     assert result.exit_code == 2
-    assert result.output.startswith("error: no examples for split 'test' in ")
+    assert result.output.startswith(
+        f"error: no dataset could be loaded for split 'test' from data directory {tmp_path} (given by --data-dir): "
+    )
+    assert f"ragtruth: {tmp_path / 'ragtruth'}: source files not found" in result.output
+    missing = run("data", "stats", "--data-dir", str(tmp_path / "nowhere"))
+    assert missing.exit_code == 2
+    assert f"data directory {tmp_path / 'nowhere'} (given by --data-dir) does not exist" in missing.output
 
 
 def test_dump_writes_the_examples_format_with_stable_ids(tmp_path):

@@ -120,6 +120,13 @@ def test_per_example_file_and_run_directory(nasty_run, tmp_path):
     group = results["datasets"]["qa[/]/d[bold]"]
     assert statistics.fmean(r["token"]["f1"] for r in rows) == group["token"]["f1"]
     assert statistics.fmean(r["sentence"]["recall"] for r in rows) == group["sentence"]["recall"]
+    piped = invoke(
+        "score", "--examples", examples, "--predictions", predictions, "--per-example", "-", "--bootstrap", 10
+    )
+    assert piped.exit_code == 0, piped.output
+    assert [json.loads(line) for line in piped.stdout.splitlines()] == rows
+    both = invoke("score", run, "--per-example", "-", "--json")
+    assert both.exit_code == 2 and "cannot both go to stdout" in both.stderr
 
 
 def test_list_detector_parameters_and_bad_params():

@@ -15,6 +15,7 @@ from shambench import load_benchmark
 from shambench.adapters.mushroom import FILES
 from shambench.data.adapter import Adapter, LoadResult, adapters
 from shambench.data.benchmark import dev_rank, dev_selection, example_from_hf
+from shambench.io import DataError
 from shambench.registry import Entry
 from shambench.schema import Example, Step
 from tests.conftest import require_shared
@@ -144,8 +145,19 @@ def test_missing_corrupt_and_split_errors_leave_the_other_sources_loaded(tmp_pat
     )
     # Unnamed sources that are absent are not errors.
     assert load_benchmark(data_dir=tmp_path).errors == {"halluentity": bench.errors["halluentity"]}
-    split = load_benchmark("favabench", "train", tmp_path)
-    assert split.errors == {"favabench": "favabench has no split 'train' (it has: test, and dev)"}
+    # Nothing loads at all: one error saying where it looked and what for, not an empty benchmark.
+    with pytest.raises(DataError) as err:
+        load_benchmark("favabench", "train", tmp_path)
+    assert str(err.value) == (
+        f"no dataset could be loaded for split 'train' from data directory {tmp_path} (given by --data-dir): "
+        "favabench: favabench has no split 'train' (it has: test, and dev)"
+    )
+    with pytest.raises(
+        DataError, match=f"data directory {tmp_path / 'nowhere'} \\(given by --data-dir\\) does not exist"
+    ):
+        load_benchmark(data_dir=tmp_path / "nowhere")
+    with pytest.raises(DataError, match=r"from data directory .*; mushroom: \S*/mushroom: source files not found"):
+        load_benchmark(data_dir=tmp_path / "halluentity")
 
 
 def test_to_hf_round_trips_the_examples():

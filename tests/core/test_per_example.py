@@ -104,3 +104,23 @@ def test_per_example_means_equal_the_reported_partition_scores_on_real_data():
     assert results.datasets["open_qa/mushroom"].mushroom is not None
     _assert_means_equal_the_partitions(results, rows)
     json.loads(results.model_dump_json())  # valid JSON: no NaN
+
+
+def test_the_results_schema_refuses_null_where_a_number_is_promised():
+    from jsonschema import Draft202012Validator
+
+    from shambench.leaderboard.schema import RESULTS_SCHEMA, SCHEMA_DIR
+
+    validator = Draft202012Validator(json.loads((SCHEMA_DIR / RESULTS_SCHEMA).read_text()))
+    examples = [_mushroom("m", soft=[SoftSpan(start=0, end=3, prob=1.0)], gold=[[0, 3]])]
+    results = json.loads(Scorer(examples, n_resamples=10).score([Prediction(id="m", spans=[[0, 3]])]).model_dump_json())
+    assert list(validator.iter_errors(results)) == []
+    for path in (("overall", "token", "f1"), ("datasets", "open_qa/mushroom", "mushroom", "cor"), ("n_examples",)):
+        broken = json.loads(json.dumps(results))
+        node = broken
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = None
+        errors = [list(e.absolute_path) for e in validator.iter_errors(broken)]
+        # refused (under a nullable parent, the error is reported at the parent)
+        assert errors and all(list(path)[: len(e)] == e for e in errors)

@@ -282,6 +282,19 @@ def test_a_failing_cell_is_retried_then_reported_and_the_others_finish(tmp_path,
     assert summary["cells"][1]["status"] == "failed" and "rate must be in [0, 1]" in summary["cells"][1]["error"]
 
 
+def test_a_bad_parameter_fails_its_cell_at_once_without_retries(tmp_path, backend):
+    spec = write_sweep(
+        tmp_path,
+        "examples: [toy.jsonl]\nbootstrap: 20\nretries: 2\nleaderboard: false\n"
+        "detectors:\n  - {detector: random, params: {rat: 0.2}}\n",
+    )
+    [bad] = run_sweep(plan_sweep(spec), backend).cells
+    assert bad.status == "failed"
+    # a ParameterError is the same on every attempt: sent once, not retries + 1 times
+    assert "after 1 attempts" in bad.error
+    assert "detector 'random' has no parameter 'rat'; did you mean 'rate'?" in bad.error
+
+
 def die_once(marker: str, value: int) -> int:
     """Kills its worker process the first time it runs (per marker file), then returns `value` doubled."""
     try:

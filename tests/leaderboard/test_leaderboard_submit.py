@@ -163,5 +163,9 @@ def test_cli_accepts_a_valid_file(board):
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     assert "accepted: cli-ok" in result.output
+    # the score it accepted, overall and per partition (exact predictions: 1 everywhere)
+    assert "overall span F1 1.000 (95% CI 1.000-1.000), sentence F1 1.000, over 2 tasks and 3 examples" in result.output
+    assert "  context_qa/toyqa: span F1 1.000, sentence F1 1.000 (n=2)" in result.output
     (run_dir,) = [p.parent for p in board["runs"].rglob("results.json")]
+    assert (run_dir / "per_example.jsonl").read_text().count("\n") == 3
     assert Results.model_validate_json((run_dir / "results.json").read_text()).overall.token.f1 == 1.0
