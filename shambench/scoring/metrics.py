@@ -77,8 +77,8 @@ _BLOCK = 64
 
 
 def _drawn_counts(n: int, name: str, n_resamples: int, seed: int) -> Iterator[np.ndarray]:
-    """How often each of `n` examples is drawn in each seeded resample: blocks of up to 64 resamples × n, in the
-    smallest unsigned integer type that holds them (uint8 in practice).
+    """How often each of `n` examples is drawn in each seeded resample: blocks of up to 64 resamples × n, in uint8
+    (widened for a block where an example is drawn more than 255 times, which no real group comes near).
 
     The generator is seeded with `(seed, crc32(name))`, so a group's interval does not change when other groups
     are added. Only one block of draws exists at a time: memory is 4 bytes per example and block row, whatever
@@ -88,11 +88,12 @@ def _drawn_counts(n: int, name: str, n_resamples: int, seed: int) -> Iterator[np
     for lo in range(0, n_resamples, _BLOCK):
         rows = min(_BLOCK, n_resamples - lo)
         idx = rng.integers(0, n, size=(rows, n), dtype=np.int32)
-        counts = [np.bincount(row, minlength=n) for row in idx]
-        top = max((int(c.max()) for c in counts if len(c)), default=0)
-        out = np.empty((rows, n), np.min_scalar_type(top))
-        for r, c in enumerate(counts):
-            out[r] = c
+        out = np.empty((rows, n), np.uint8)
+        for r, row in enumerate(idx):
+            counts = np.bincount(row, minlength=n)
+            if len(counts) and counts.max() > np.iinfo(out.dtype).max:
+                out = out.astype(np.min_scalar_type(counts.max()))
+            out[r] = counts
         yield out
 
 

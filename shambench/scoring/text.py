@@ -195,11 +195,12 @@ def _tokenised_flat(texts: list[str], batch_size: int = 256, lang: str = DEFAULT
 
 def _tokenised(texts: list[str], batch_size: int, lang: str = DEFAULT_LANG) -> list[Segmentation]:
     """The segmentations of the texts, on every core when there are many (`PARALLEL_MIN_CHARS`)."""
-    workers = _workers(sum(map(len, texts)))
+    reach = np.cumsum([len(t) for t in texts])
+    workers = _workers(int(reach[-1]) if len(reach) else 0)
     if workers < 2:
         return _tokenised_flat(texts, batch_size, lang).split()
     # Chunks of similar character counts, a few per worker so that a slow one does not hold the others up.
-    cuts = np.searchsorted(np.cumsum([len(t) for t in texts]), np.linspace(0, sum(map(len, texts)), 4 * workers + 1))
+    cuts = np.searchsorted(reach, np.linspace(0, reach[-1], 4 * workers + 1))
     bounds = sorted(set([0, *cuts[1:-1].tolist(), len(texts)]))
     chunks = [texts[a:b] for a, b in zip(bounds, bounds[1:])]
     _tokenizer(lang)  # loaded once here, inherited by forked workers
