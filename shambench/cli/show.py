@@ -25,13 +25,24 @@ def highlighted(text: str, gold, pred):
 @click.argument("run_dir", type=click.Path(file_okay=False, exists=True))
 @click.option("--id", "example_id", help="Example id (see predictions.jsonl); required unless --html is given.")
 @click.option("--html", "html_out", type=click.Path(dir_okay=False), help="Write a page of the examples here instead.")
+@click.option(
+    "--partition",
+    "partitions",
+    multiple=True,
+    metavar="TASK/DATASET",
+    help="With --html: only the examples of this partition (repeatable), for a smaller page.",
+)
 @click.option("--context-chars", default=1500, show_default=True, help="Show at most this much of the context.")
-def show(run_dir, example_id, html_out, context_chars) -> None:
+def show(run_dir, example_id, html_out, partitions, context_chars) -> None:
     """Print one example of RUN_DIR with gold and predicted spans highlighted, or write them all as a page.
 
     \b
     shambench show runs/RUN --id ragtruth/12345
     shambench show runs/RUN --html examples.html       every example, each at examples.html#<id>
+    shambench show runs/RUN --html summ.html --partition summ/ragtruth
+
+    The page shows each example's span F1 and filters by id, partition and F1 (e.g. F1 at most 0.2 for the
+    worst examples); examples off screen are not laid out, so pages of thousands of examples stay fast.
 
     Green: gold and predicted agree. Red: gold span missed. Yellow: predicted but not gold.
     """
@@ -49,6 +60,12 @@ def show(run_dir, example_id, html_out, context_chars) -> None:
         from shambench.io import write_atomic
 
         chosen = [examples[example_id]] if example_id else list(examples.values())
+        if partitions:
+            unknown = sorted(set(partitions) - {ex.partition for ex in chosen})
+            if unknown:
+                known = ", ".join(sorted({ex.partition for ex in examples.values()}))
+                raise DataError(f"{run}: no partition {', '.join(unknown)} in this run (it has {known})")
+            chosen = [ex for ex in chosen if ex.partition in partitions]
         write_atomic(html_out, examples_page(f"{config.detector}: {run.name}", chosen, predictions))
         click.echo(f"{len(chosen)} examples -> {html_out}")
         return
