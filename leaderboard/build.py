@@ -406,13 +406,20 @@ def named(entries: Sequence[Entry]) -> list[Entry]:
         varying = [k for k in keys if len({_param_text(o.params.get(k)) for o in alike}) > 1]
         name = " ".join([e.name, *(f"{k}={_param_text(e.params[k])}" for k in varying if k in e.params)])
         out.append(e.model_copy(update={"name": name}))
-    counts = defaultdict(int)
+    groups: dict[str, list[Entry]] = defaultdict(list)
     for e in out:
-        counts[e.name] += 1
+        groups[e.name].append(e)
     return [
-        e.model_copy(update={"name": f"{e.name} ({', '.join(sorted(e.span.datasets))})"}) if counts[e.name] > 1 else e
+        e.model_copy(update={"name": f"{e.name} ({_told_apart(e, groups[e.name])})"}) if len(groups[e.name]) > 1 else e
         for e in out
     ]
+
+
+def _told_apart(entry: Entry, alike: Sequence[Entry]) -> str:
+    """What tells a row from others of the same name: its run directory's name, else its partitions."""
+    folders = [Path(e.source.split(", ")[0]).name for e in alike]
+    folder = Path(entry.source.split(", ")[0]).name
+    return folder if folders.count(folder) == 1 else ", ".join(sorted(entry.span.datasets))
 
 
 def build(run_paths: Sequence[str | Path], reported_path: str | Path | None) -> Leaderboard:
