@@ -406,13 +406,20 @@ def named(entries: Sequence[Entry]) -> list[Entry]:
         varying = [k for k in keys if len({_param_text(o.params.get(k)) for o in alike}) > 1]
         name = " ".join([e.name, *(f"{k}={_param_text(e.params[k])}" for k in varying if k in e.params)])
         out.append(e.model_copy(update={"name": name}))
-    counts = defaultdict(int)
+    groups: dict[str, list[Entry]] = defaultdict(list)
     for e in out:
-        counts[e.name] += 1
+        groups[e.name].append(e)
     return [
-        e.model_copy(update={"name": f"{e.name} ({', '.join(sorted(e.span.datasets))})"}) if counts[e.name] > 1 else e
+        e.model_copy(update={"name": f"{e.name} ({_told_apart(e, groups[e.name])})"}) if len(groups[e.name]) > 1 else e
         for e in out
     ]
+
+
+def _told_apart(entry: Entry, alike: Sequence[Entry]) -> str:
+    """What tells a row from others of the same name: its run directory's name, else its partitions."""
+    folders = [Path(e.source.split(", ")[0]).name for e in alike]
+    folder = Path(entry.source.split(", ")[0]).name
+    return folder if folders.count(folder) == 1 else ", ".join(sorted(entry.span.datasets))
 
 
 def build(run_paths: Sequence[str | Path], reported_path: str | Path | None) -> Leaderboard:
@@ -446,7 +453,7 @@ def with_example_pages(board: Leaderboard, out_dir: str | Path) -> Leaderboard:
     """Write `examples/<row id>.html` (the `shambench show --html` view) for every reproduced row whose run
     directory is at hand, and link each from its row."""
     from shambench.reporting.highlight import examples_page
-    from shambench.runs.runner import JOURNAL, examples_of, load_config
+    from shambench.runs.runner import JOURNAL, example_scores, examples_of, load_config
 
     entries = []
     for entry in board.entries:
@@ -454,7 +461,8 @@ def with_example_pages(board: Leaderboard, out_dir: str | Path) -> Leaderboard:
         if (run_dir / JOURNAL).exists():
             link = f"examples/{entry.id}.html"
             examples = examples_of(load_config(run_dir))
-            page = examples_page(f"{entry.name}: examples", examples, Journal(run_dir / JOURNAL).read())
+            predictions = Journal(run_dir / JOURNAL).read()
+            page = examples_page(f"{entry.name}: examples", examples, predictions, example_scores(run_dir))
             write_atomic(Path(out_dir) / link, page)
             entry = entry.model_copy(update={"examples_page": link})
         entries.append(entry)

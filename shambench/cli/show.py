@@ -25,17 +25,23 @@ def highlighted(text: str, gold, pred):
 @click.argument("run_dir", type=click.Path(file_okay=False, exists=True))
 @click.option("--id", "example_id", help="Example id (see predictions.jsonl); required unless --html is given.")
 @click.option("--html", "html_out", type=click.Path(dir_okay=False), help="Write a page of the examples here instead.")
+@click.option(
+    "--partition",
+    "partitions",
+    multiple=True,
+    metavar="TASK/DATASET",
+    help="With --html: only the examples of this partition (repeatable), for a smaller page.",
+)
 @click.option("--context-chars", default=1500, show_default=True, help="Show at most this much of the context.")
 @click.option(
     "--sort",
     type=click.Choice(["run", "f1", "-f1"]),
     default="run",
     show_default=True,
-    help="Order of the page: the run's order, span F1 ascending (worst first) or descending.",
+    help="With --html: the run's order, span F1 ascending (worst first) or descending.",
 )
-@click.option("--max-f1", type=float, help="Only examples whose span F1 is at most this (with --html).")
-@click.option("--partition", help="Only examples of this task/dataset partition (with --html).")
-def show(run_dir, example_id, html_out, context_chars, sort, max_f1, partition) -> None:
+@click.option("--max-f1", type=float, help="With --html: only examples whose span F1 is at most this.")
+def show(run_dir, example_id, html_out, partitions, context_chars, sort, max_f1) -> None:
     """Print one example of RUN_DIR with gold and predicted spans highlighted, or write them all as a page.
 
     \b
@@ -43,12 +49,15 @@ def show(run_dir, example_id, html_out, context_chars, sort, max_f1, partition) 
     shambench show runs/RUN --html examples.html       every example, each at examples.html#<id>
     shambench show runs/RUN --html worst.html --sort f1 --max-f1 0.5 --partition summ/ragtruth
 
+    The page shows each example's scores and filters by id, partition and span F1 in the browser too; examples
+    off screen are not laid out, so pages of thousands of examples stay fast.
+
     The page gives each example's span and sentence scores (from the run's per_example.jsonl). In a terminal,
     green: gold and predicted agree, red: gold span missed, yellow: predicted but not gold. In a file or a pipe
     the spans are marked [[gold, missed]], {{predicted, not gold}} and [[{{both}}]].
     """
     from shambench.io import DataError
-    from shambench.runs.runner import JOURNAL, Journal, examples_of, load_config
+    from shambench.runs.runner import JOURNAL, Journal, example_scores, examples_of, load_config
 
     run = Path(run_dir)
     config = load_config(run)
@@ -60,12 +69,15 @@ def show(run_dir, example_id, html_out, context_chars, sort, max_f1, partition) 
         from shambench.io import write_atomic
         from shambench.reporting.highlight import examples_page
 
-        scores = _example_scores(run)
-        chosen = (
-            [examples[example_id]]
-            if example_id
-            else _selected(list(examples.values()), scores, sort, max_f1, partition)
-        )
+        scores = example_scores(run)
+        chosen = [examples[example_id]] if example_id else list(examples.values())
+        if partitions:
+            unknown = sorted(set(partitions) - {ex.partition for ex in chosen})
+            if unknown:
+                known = ", ".join(sorted({ex.partition for ex in examples.values()}))
+                raise DataError(f"{run}: no partition {', '.join(unknown)} in this run (it has {known})")
+            chosen = [ex for ex in chosen if ex.partition in partitions]
+        chosen = _selected(chosen, scores, sort, max_f1)
         write_atomic(html_out, examples_page(f"{config.detector}: {run.name}", chosen, predictions, scores))
         click.echo(f"{len(chosen)} examples -> {html_out}")
         return
@@ -74,21 +86,9 @@ def show(run_dir, example_id, html_out, context_chars, sort, max_f1, partition) 
     _print_example(examples[example_id], predictions.get(example_id), context_chars)
 
 
-def _example_scores(run: Path) -> dict:
-    """The run's per-example scores by id (rescored, which writes per_example.jsonl, when the run predates it)."""
-    from shambench.io import iter_jsonl
-    from shambench.runs.runner import PER_EXAMPLE, rescore_run
-    from shambench.scoring.results import ExampleScores
-
-    path = run / PER_EXAMPLE
-    if not path.is_file():
-        return {row.id: row for row in rescore_run(run)[1]}
-    return {row.id: row for row in (ExampleScores.model_validate(obj) for _, obj in iter_jsonl(path))}
-
-
-def _selected(examples: list, scores: dict, sort: str, max_f1: float | None, partition: str | None) -> list:
-    """The examples of the page: filtered by partition and span F1, sorted as asked (ties in the run's order)."""
-    chosen = [ex for ex in examples if partition is None or ex.partition == partition]
+def _selected(examples: list, scores: dict, sort: str, max_f1: float | None) -> list:
+    """The examples of the page: filtered by span F1, sorted as asked (ties in the run's order)."""
+    chosen = list(examples)
     if max_f1 is not None:
         chosen = [ex for ex in chosen if scores[ex.id].token.f1 <= max_f1]
     if sort != "run":

@@ -18,6 +18,30 @@ h2{font-size:1rem;margin:.2rem 0} .meta{color:#666;font-size:.85rem}
 .response{white-space:pre-wrap;background:#fafafa;padding:.5rem;border-radius:4px}
 mark{padding:0 1px;border-radius:2px} mark.both{background:#7fd68b} mark.gold{background:#f29b9b}
 mark.pred{background:#f5e17a} .scores{color:#444;font-size:.85rem} details{margin:.3rem 0} pre{white-space:pre-wrap;font-size:.85rem}
+section{content-visibility:auto;contain-intrinsic-size:auto 10rem}
+form.filter{position:sticky;top:0;background:#fff;padding:.5rem 0;border-bottom:1px solid #ddd;font-size:.9rem}
+form.filter input,form.filter select{margin-right:1rem}
+"""
+# Filters the sections by id, partition and per-example span F1; the page is complete without it. Sections the
+# browser does not show are not laid out (content-visibility), so pages of thousands of examples stay fast.
+SCRIPT = """"use strict";
+const form = document.querySelector("form.filter");
+const sections = [...document.querySelectorAll("section[data-f1]")];
+function apply() {
+  const id = form.elements.id.value.trim().toLowerCase();
+  const part = form.elements.partition.value;
+  const max = form.elements.f1max.value === "" ? Infinity : Number(form.elements.f1max.value);
+  let shown = 0;
+  for (const s of sections) {
+    const ok = (!id || s.id.toLowerCase().includes(id)) && (!part || s.dataset.partition === part) &&
+      Number(s.dataset.f1) <= max;
+    s.hidden = !ok;
+    shown += ok;
+  }
+  document.getElementById("shown").textContent = shown + " of " + sections.length + " shown";
+}
+form.addEventListener("input", apply);
+apply();
 """
 
 
@@ -54,9 +78,7 @@ def usable_spans(pred: Prediction | None) -> list[Span]:
     return pred.spans if pred is not None and pred.error is None else []
 
 
-def _scores_html(row: ExampleScores | None) -> str:
-    if row is None:
-        return ""
+def _scores_html(row: ExampleScores) -> str:
     t, s = row.token, row.sentence
     text = f"span F1 {t.f1:.3f} (P {t.precision:.3f}, R {t.recall:.3f}) · sentence F1 {s.f1:.3f}"
     if row.cor is not None:
@@ -64,18 +86,19 @@ def _scores_html(row: ExampleScores | None) -> str:
     return f'<div class="scores">{html.escape(text)}</div>'
 
 
-def _example_html(ex: Example, pred: Prediction | None, row: ExampleScores | None = None) -> str:
+def _example_html(ex: Example, pred: Prediction | None, row: ExampleScores) -> str:
     marked = "".join(
         html.escape(t) if kind is None else f'<mark class="{kind}">{html.escape(t)}</mark>'
         for t, kind in segments(ex.response, ex.hallu_spans, usable_spans(pred))
     )
     status = "no prediction" if pred is None else f"failed: {pred.error}" if pred.error else ""
     parts = [
-        f'<section id="{html.escape(ex.id, quote=True)}"><h2>{html.escape(ex.id)}</h2>',
-        f'<div class="meta">{html.escape(ex.partition)}{" · " + html.escape(status) if status else ""}</div>',
+        f'<section id="{html.escape(ex.id, quote=True)}" data-partition="{html.escape(ex.partition, quote=True)}" '
+        f'data-f1="{row.token.f1:.3f}"><h2>{html.escape(ex.id)}</h2>',
+        f'<div class="meta">{html.escape(ex.partition)} · span F1 {row.token.f1:.3f}'
+        f"{' · ' + html.escape(status) if status else ''}</div>",
+        _scores_html(row),
     ]
-    if row is not None:
-        parts.append(_scores_html(row))
     if ex.question:
         parts.append(f"<p><b>Question:</b> {html.escape(ex.question)}</p>")
     if ex.context:
@@ -84,18 +107,37 @@ def _example_html(ex: Example, pred: Prediction | None, row: ExampleScores | Non
     return "\n".join(parts)
 
 
+def _filter_form(examples: Sequence[Example]) -> str:
+    options = "".join(
+        f'<option value="{html.escape(p, quote=True)}">{html.escape(p)}</option>'
+        for p in sorted({ex.partition for ex in examples})
+    )
+    return (
+        '<form class="filter">id <input name="id" type="search" size="18"> partition <select name="partition">'
+        f'<option value="">all</option>{options}</select> span F1 at most '
+        '<input name="f1max" type="number" min="0" max="1" step="0.05" style="width:5em"> '
+        '<span id="shown"></span></form>'
+    )
+
+
 def examples_page(
     title: str,
     examples: Sequence[Example],
     predictions: dict[str, Prediction],
-    scores: dict[str, ExampleScores] | None = None,
+    scores: dict[str, ExampleScores],
 ) -> str:
-    """A self-contained HTML page of the examples, in the order given, each with an anchor `#<id>` and, when
-    `scores` are given, its per-example scores (everything escaped)."""
+    """A self-contained HTML page of the examples, in the order given, each with an anchor `#<id>` and its own
+    scores (a run's `example_scores`), filterable by id, partition and span F1 (everything escaped; the only
+    script is ours, allowed by its hash)."""
+    from shambench.leaderboard.page import csp_hash
+
     legend = " ".join(f'<mark class="{k}">{html.escape(v)}</mark>' for k, v in LEGEND.items())
-    body = "\n".join(_example_html(ex, predictions.get(ex.id), (scores or {}).get(ex.id)) for ex in examples)
+    body = "\n".join(_example_html(ex, predictions.get(ex.id), scores[ex.id]) for ex in examples)
+    csp = f"default-src 'none'; style-src {csp_hash(CSS)}; script-src {csp_hash(SCRIPT)}; img-src 'none'"
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{html.escape(csp, quote=True)}">'
         f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>"
-        f"<h1>{html.escape(title)}</h1><p>{legend}</p>\n{body}\n</body></html>\n"
+        f"<h1>{html.escape(title)}</h1><p>{legend}</p>\n{_filter_form(examples)}\n{body}\n"
+        f"<script>{SCRIPT}</script></body></html>\n"
     )

@@ -29,7 +29,7 @@ from pydantic_core import to_jsonable_python
 
 from shambench.data.benchmark import load_benchmark
 from shambench.detection.detector import Detector, Monitor
-from shambench.io import DataError, Journal, write_json, write_jsonl
+from shambench.io import DataError, Journal, iter_jsonl, write_json, write_jsonl
 from shambench.records import check_detector_prediction, read_examples
 from shambench.runs.provenance import git_commit, now_iso, package_versions, shambench_version
 from shambench.schema import Example, Prediction
@@ -371,6 +371,15 @@ def score_run(
 ) -> Results:
     """Score a run directory's journal (never calls the detector) and write its `results.json`."""
     return rescore_run(run_dir, examples, n_resamples, seed)[0]
+
+
+def example_scores(run_dir: Path) -> dict[str, ExampleScores]:
+    """A run's per-example scores by id, from its `per_example.jsonl` (rescored, which writes the file, when the
+    run predates it)."""
+    path = Path(run_dir) / PER_EXAMPLE
+    if not path.is_file():
+        return {row.id: row for row in rescore_run(run_dir)[1]}
+    return {row.id: row for row in (ExampleScores.model_validate(obj) for _, obj in iter_jsonl(path))}
 
 
 def rescore_run(

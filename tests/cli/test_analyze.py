@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import html
 import json
-import re
 
 import numpy as np
+import pytest
 from click.testing import CliRunner
 
 from shambench.cli import main
@@ -87,7 +88,8 @@ def test_show_html_page_and_leaderboard_links_to_it(tmp_path):
     assert res.exit_code == 0, res.output
     text = page.read_text()
     # overlap flags exactly the gold "Lyon": marked as agreement, in example a's section
-    assert '<section id="a">' in text and 'The capital is <mark class="both">Lyon</mark>.' in text
+    assert '<section id="a" data-partition="qa/toy" data-f1="1.000">' in text
+    assert 'The capital is <mark class="both">Lyon</mark>.' in text
     site = tmp_path / "site"
     res = runner.invoke(
         main,
@@ -105,9 +107,8 @@ def test_show_html_page_and_leaderboard_links_to_it(tmp_path):
     assert res.exit_code == 0, res.output
     board = json.loads((site / "leaderboard.json").read_text())
     link = board["entries"][0]["examples_page"]
-    # the same page, without the per-example scores that show adds
-    scores = re.compile(r'<div class="scores">[^<]*</div>\n')
-    assert (site / link).read_text() == scores.sub("", text).replace("overlap: overlap", "overlap: examples")
+    # the same page as `show --html` writes, under the board's title
+    assert (site / link).read_text() == text.replace("overlap: overlap", "overlap: examples")
     assert f'href="{link}"' in (site / "index.html").read_text()
 
 
@@ -118,16 +119,16 @@ def test_show_html_sorts_and_filters_by_per_example_scores(tmp_path):
     res = runner.invoke(main, ["show", str(tmp_path / "all"), "--html", str(page), "--sort", "-f1"])
     assert res.exit_code == 0, res.output
     text = page.read_text()
-    assert text.index('<section id="a">') < text.index('<section id="b">')
+    assert text.index('<section id="a"') < text.index('<section id="b"')
     assert "span F1 0.333 (P 0.200, R 1.000) · sentence F1 1.000" in text
     res = runner.invoke(main, ["show", str(tmp_path / "all"), "--html", str(page), "--sort", "f1"])
     text = page.read_text()
-    assert text.index('<section id="b">') < text.index('<section id="a">')
+    assert text.index('<section id="b"') < text.index('<section id="a"')
     res = runner.invoke(main, ["show", str(tmp_path / "all"), "--html", str(page), "--max-f1", "0.2"])
     assert res.exit_code == 0 and "1 examples" in res.output
-    assert '<section id="b">' in page.read_text() and '<section id="a">' not in page.read_text()
+    assert '<section id="b"' in page.read_text() and '<section id="a"' not in page.read_text()
     res = runner.invoke(main, ["show", str(tmp_path / "all"), "--html", str(page), "--partition", "qa/toy"])
-    assert '<section id="a">' in page.read_text() and '<section id="b">' not in page.read_text()
+    assert '<section id="a"' in page.read_text() and '<section id="b"' not in page.read_text()
 
 
 def test_show_html_escapes_everything(tmp_path):
@@ -146,3 +147,48 @@ def test_show_html_escapes_everything(tmp_path):
     text = (tmp_path / "p.html").read_text()
     assert "<script>alert" not in text and "<img src=x" not in text and "<b>q</b>" not in text
     assert '<mark class="both">&lt;script&gt;</mark>' in text
+
+
+def test_show_html_gives_per_example_f1_filters_and_one_partition(tmp_path):
+    runner = _runs(tmp_path)
+    page = tmp_path / "all.html"
+    res = runner.invoke(main, ["show", str(tmp_path / "all"), "--html", str(page)])
+    assert res.exit_code == 0, res.output
+    text = page.read_text()
+    # `all` on a: 5 tokens predicted, 1 gold -> P 1/5, R 1, F1 1/3; on b: a prediction without gold -> 0.
+    assert '<section id="a" data-partition="qa/toy" data-f1="0.333">' in text and "span F1 0.333" in text
+    assert '<section id="b" data-partition="summ/toy" data-f1="0.000">' in text
+    assert text.count("<script>") == 1 and "script-src 'sha256-" in html.unescape(text)
+    one = tmp_path / "summ.html"
+    res = runner.invoke(main, ["show", str(tmp_path / "all"), "--html", str(one), "--partition", "summ/toy"])
+    assert res.exit_code == 0 and "1 examples" in res.output
+    assert '<section id="b"' in one.read_text() and '<section id="a"' not in one.read_text()
+    bad = runner.invoke(main, ["show", str(tmp_path / "all"), "--html", str(one), "--partition", "mt/toy"])
+    assert bad.exit_code == 2 and "no partition mt/toy in this run (it has qa/toy, summ/toy)" in bad.output
+
+
+def test_show_html_filter_runs_in_a_browser(tmp_path):
+    from tests.leaderboard.cdp import Browser, chromium_path
+
+    if chromium_path() is None:
+        pytest.skip("chromium is not installed")
+    runner = _runs(tmp_path)
+    page = tmp_path / "all.html"
+    assert runner.invoke(main, ["show", str(tmp_path / "all"), "--html", str(page)]).exit_code == 0
+    browser = Browser(chromium_path(), tmp_path / "profile")
+    try:
+        browser.open(page.as_uri())
+        shown = "[...document.querySelectorAll('section')].filter(s => !s.hidden).map(s => s.id)"
+        assert browser.evaluate(shown) == ["a", "b"]
+        set_value = (
+            "{{ const f = document.querySelector('form.filter'); f.elements.{0}.value = {1!r}; "
+            "f.dispatchEvent(new Event('input')); }}"
+        )
+        browser.evaluate(set_value.format("f1max", "0.2"))
+        assert browser.evaluate(shown) == ["b"]
+        assert browser.evaluate("document.getElementById('shown').textContent") == "1 of 2 shown"
+        browser.evaluate(set_value.format("f1max", ""))
+        browser.evaluate(set_value.format("id", "A"))
+        assert browser.evaluate(shown) == ["a"]
+    finally:
+        browser.close()

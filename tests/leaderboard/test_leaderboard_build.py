@@ -277,3 +277,10 @@ def test_builds_with_the_packaged_reported_scores_from_any_folder(toy_runs, tmp_
 def test_packaged_reported_scores_are_the_shared_figures():
     shared = require_shared("sham_bench_reported", "reported_f1.json")
     assert json.loads(DEFAULT_REPORTED.read_text()) == json.loads(shared.read_text())
+
+
+def test_rows_of_one_configuration_on_the_same_data_are_named_by_their_run_directory(toy_runs, tmp_path):
+    shutil.copytree(toy_runs / "runs" / "exact", tmp_path / "again")
+    board = build([toy_runs / "runs" / "exact", tmp_path / "again"], None)
+    # The same data twice: not merged, each ranked, told apart by the folder they came from.
+    assert sorted((e.name, e.rank) for e in board.entries) == [("exact (again)", 1), ("exact (exact)", 2)]
