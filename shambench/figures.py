@@ -5,12 +5,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from shambench.analysis import RunAnalysis
 from shambench.results import Results
 
 
-def _pyplot():
+def _pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -19,7 +20,7 @@ def _pyplot():
     return plt
 
 
-def _save(fig, path: Path) -> Path:
+def _save(fig: Any, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110, bbox_inches="tight")
     _pyplot().close(fig)

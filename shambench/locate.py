@@ -19,6 +19,8 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
+from shambench.schema import Span
+
 MIN_SIMILARITY = 0.8
 _WORD = re.compile(r"\w+")
 # Quotes and whitespace a model may wrap around a quoted substring.
@@ -43,6 +45,12 @@ class Placement(BaseModel):
     def placed(self) -> bool:
         """Whether the string was found."""
         return self.start is not None
+
+    def as_span(self, label: str | None = None) -> Span:
+        """The placed string as a span (labelled `label`); ValueError when it was not placed."""
+        if self.start is None or self.end is None:
+            raise ValueError(f"{self.text!r} was not placed")
+        return Span(start=self.start, end=self.end, label=label)
 
 
 class _Normalized:

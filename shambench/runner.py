@@ -15,7 +15,7 @@ import hashlib
 import json
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -306,7 +306,7 @@ def dataset_revisions(names: Sequence[str]) -> dict[str, str]:
     return {name: rev for name, rev in revisions.items() if rev}
 
 
-def usage_totals(predictions) -> dict[str, float]:
+def usage_totals(predictions: Iterable[Prediction]) -> dict[str, float]:
     """Token and cost totals summed over the predictions' `meta.usage` records."""
     totals: dict[str, float] = {}
     for pred in predictions:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -26,7 +27,7 @@ from shambench.results import (
     ThresholdFree,
 )
 from shambench.schema import Example, Prediction
-from shambench.text import SENTENCE_SPLITTER, TOKENIZER, segment_all
+from shambench.text import SENTENCE_SPLITTER, TOKENIZER, Segmentation, segment_all
 
 LEVELS = ("token", "sentence")
 
@@ -114,12 +115,14 @@ class _Units:
         return _counts(self.owner, pred, self.gold, n_examples)
 
 
-def _counts(owner: np.ndarray, pred: np.ndarray, gold: np.ndarray, n: int):
+def _counts(owner: np.ndarray, pred: np.ndarray, gold: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     tp = np.bincount(owner, weights=pred & gold, minlength=n)
     return tp, np.bincount(owner, weights=pred, minlength=n), np.bincount(owner, weights=gold, minlength=n)
 
 
-def _units(starts: list[np.ndarray], ends: list[np.ndarray], offsets: np.ndarray, gs, ge) -> _Units:
+def _units(
+    starts: list[np.ndarray], ends: list[np.ndarray], offsets: np.ndarray, gs: np.ndarray, ge: np.ndarray
+) -> _Units:
     sizes = np.array([len(a) for a in starts], dtype=np.int64)
     owner = np.repeat(np.arange(len(starts)), sizes)
     glob_s = np.concatenate(starts + [np.empty(0, np.int64)]) + offsets[owner]
@@ -196,7 +199,7 @@ class Scorer:
         return np.searchsorted(self.offsets, global_starts, side="right") - 1
 
     @staticmethod
-    def _unit_bounds(ex: Example, seg) -> tuple[np.ndarray, np.ndarray]:
+    def _unit_bounds(ex: Example, seg: Segmentation) -> tuple[np.ndarray, np.ndarray]:
         if ex.steps:
             return (
                 np.array([s.start for s in ex.steps], np.int64),
@@ -204,7 +207,9 @@ class Scorer:
             )
         return seg.sentence_starts, seg.sentence_ends
 
-    def _global(self, per_example: Iterable[Iterable], owners: Iterable[int] | None = None):
+    def _global(
+        self, per_example: Iterable[Iterable], owners: Iterable[int] | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         s, e = [], []
         for i, spans in zip(owners if owners is not None else range(len(self.examples)), per_example):
             off = self.offsets[i]
@@ -250,7 +255,7 @@ class Scorer:
                 )
         return _PredictionArrays(s, e, present, failed, labels, self._scored(usable), usable)
 
-    def _scored(self, usable: dict[int, Prediction]):
+    def _scored(self, usable: dict[int, Prediction]) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         if not any(p.scores is not None or any(sp.score is not None for sp in p.spans) for p in usable.values()):
             return None
         s, e, v = [], [], []
@@ -270,7 +275,9 @@ class Scorer:
         """
         return self._counted(predictions)[2]
 
-    def _counted(self, predictions: Iterable[Prediction]):
+    def _counted(
+        self, predictions: Iterable[Prediction]
+    ) -> tuple[_PredictionArrays, dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], dict[str, np.ndarray]]:
         """The prediction arrays, per-level (tp, predicted, gold) counts and per-example P/R/F1."""
         pa = self._prediction_arrays(predictions)
         n = len(self.examples)
@@ -378,7 +385,9 @@ class _GroupContext:
             for li, lvl in enumerate(LEVELS)
         }
         pooled = {
-            key: PRF(**dict(zip(("precision", "recall", "f1"), metrics.pooled_prf(*(c[idx].sum() for c in cnt)))))
+            key: PRF.model_validate(
+                dict(zip(("precision", "recall", "f1"), metrics.pooled_prf(*(c[idx].sum() for c in cnt))))
+            )
             for key, cnt in (("token_pooled", self.counts["token"]), ("char_pooled", self.counts["char"]))
         }
         scores = GroupScores(
@@ -428,7 +437,7 @@ class _GroupContext:
         )
 
 
-def _soft_vector(length: int, ranges) -> np.ndarray:
+def _soft_vector(length: int, ranges: Iterable[Any]) -> np.ndarray:
     vec = np.zeros(length)
     for r in ranges:
         start, end, prob = (r.start, r.end, r.prob) if hasattr(r, "prob") else r

@@ -14,6 +14,8 @@ import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -38,7 +40,7 @@ class Segmentation:
 
 
 @cache
-def _tokenizer():
+def _tokenizer() -> tuple[Any, int]:
     """spaCy's blank English tokenizer, and the id of a lexeme flag marking the sentencizer's final characters."""
     nlp = _import_spacy_without_torch().blank("en")
     from spacy.pipeline import Sentencizer
@@ -48,7 +50,7 @@ def _tokenizer():
     return nlp.tokenizer, nlp.vocab.add_flag(lambda text: text in final)
 
 
-def _import_spacy_without_torch():
+def _import_spacy_without_torch() -> ModuleType:
     # thinc (under spaCy) imports torch whenever it is installed, which costs seconds per process, though the
     # rule-based tokeniser never touches it. Hiding torch for the import makes thinc record "no torch"; torch
     # stays importable for everything else afterwards. When torch is already loaded there is nothing to save.
