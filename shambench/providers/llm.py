@@ -10,12 +10,15 @@ Responses API with its web-search tool, so the evidence comes from live pages ra
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shambench.context import ContextProvider, ContextRecord, context_provider
 from shambench.detector import Monitor
 from shambench.providers.wikipedia import page_title
 from shambench.schema import Example
+
+if TYPE_CHECKING:
+    from shambench.llm import Completion
 
 SYSTEM = (
     "You gather evidence for fact-checking. Given a question (and sometimes the subject it is about), write the "
@@ -73,7 +76,7 @@ class LLMProvider(ContextProvider):
 
         system = SYSTEM.format(max_words=self.max_words)
 
-        def accept(completion) -> tuple[str, list[str]]:
+        def accept(completion: Completion) -> tuple[str, list[str]]:
             return parse_evidence(completion.text)
 
         try:
