@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 
 from shambench.detector import Detector, Monitor, detectors
 from shambench.io import DataError
-from shambench.schema import Example, Prediction, Span
+from shambench.schema import Example, Prediction
 
 from .prompts import PROMPT_HASH, RESPONSE_FORMAT, messages_for, parse_spans
 
@@ -162,7 +162,7 @@ class PromptedDetector(Detector):
             unplaced=unplaced,
             n_unplaced=len(unplaced),
         )
-        spans = [Span(start=p.start, end=p.end) for p in placements if p.placed]
+        spans = [p.as_span() for p in placements if p.placed]
         return Prediction(id=example.id, spans=spans, raw=reply.text, meta=meta)
 
 
@@ -207,7 +207,7 @@ def make_prompted(
     model = model or preset.model
     if not model:
         raise DataError(f"--detector {preset_name} needs --model NAME (and usually --base-url URL)")
-    given = {"max_retries": max_retries, "backoff_base": backoff_base}
+    given: dict[str, Any] = {"max_retries": max_retries, "backoff_base": backoff_base}
     endpoint = Endpoint(
         model=model,
         base_url=base_url or preset.base_url,
