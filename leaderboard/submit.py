@@ -135,7 +135,9 @@ def check_predictions(path: str | Path, scorer: Scorer) -> tuple[list[Prediction
         return [], [f"cannot read the predictions file ({err.strerror})"]
     except UnicodeDecodeError as err:
         return [], [f"not UTF-8 text (byte {err.start})"]
-    predictions, problems, first_line = [], [], {}
+    predictions: list[Prediction] = []
+    problems: list[str] = []
+    first_line: dict[str, int] = {}
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -207,6 +209,6 @@ def submit(
     results.run = run_info(config, run_dir, examples, predictions)
     results.run.finished_at = results.created_at
     _write_run(run_dir, config, predictions, results)
-    if board is not None:
+    if board is not None and site_dir:
         write_site(with_entry(board, run_entry(results, display_path(run_dir))), site_dir)
     return run_dir
