@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from shambench.cli.options import parse_params
 
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
 
-def _load_run(run_dir: Path):
+    from shambench.analysis import RunAnalysis
+    from shambench.judge import Judge
+    from shambench.results import Results
+    from shambench.runner import RunConfig
+    from shambench.schema import Example, Prediction
+
+
+def _load_run(run_dir: Path) -> tuple[RunConfig, list[Example], dict[str, Any], Results]:
     """Examples, predictions and results of a run directory (scored now if it has no results yet)."""
     from shambench.io import DataError
     from shambench.results import Results
@@ -43,7 +55,15 @@ def _load_run(run_dir: Path):
 @click.option("--api-key-env", metavar="VAR", help="Environment variable holding the judge's API key.")
 @click.option("--max-concurrency", type=click.IntRange(min=1), help="Judge requests in flight at once.")
 @click.option("--param", "-p", "params", multiple=True, metavar="KEY=VALUE", help="Judge parameter (repeatable).")
-def analyze(run_dirs, out, no_figures, categorise, judge_preset, params, **endpoint) -> None:
+def analyze(
+    run_dirs: tuple[str, ...],
+    out: str | None,
+    no_figures: bool,
+    categorise: bool,
+    judge_preset: str,
+    params: tuple[str, ...],
+    **endpoint: Any,
+) -> None:
     """Explain a run's errors: which gold spans were found, how far boundaries are off, false alarms,
     and predicted against gold hallucination rates. Several RUN_DIRS are analysed side by side.
 
@@ -89,7 +109,15 @@ def analyze(run_dirs, out, no_figures, categorise, judge_preset, params, **endpo
     console.print(f"analysis written to {out_dir}", soft_wrap=True)
 
 
-def _categories(judge, examples, predictions, out_dir, run_dir, n_runs, console):
+def _categories(
+    judge: Judge,
+    examples: list[Example],
+    predictions: dict[str, Prediction],
+    out_dir: Path,
+    run_dir: Path,
+    n_runs: int,
+    console: Console,
+) -> dict[str, dict[str, int]]:
     """Judge a run's missed gold spans (journaled under the output folder) and print the tally."""
     from shambench.analysis import missed_spans
     from shambench.cli.progress import ProgressMonitor
@@ -112,7 +140,7 @@ def _num(x: float | None) -> str:
     return "-" if x is None else f"{x:.1f}"
 
 
-def analysis_table(analyses):
+def analysis_table(analyses: Sequence[RunAnalysis]) -> Table:
     """One row per partition and run: recovery, boundaries, false alarms, edge-case F1, rates."""
     from rich import box
     from rich.table import Table

@@ -12,7 +12,7 @@ from shambench.cli.options import scoring
 @click.argument("run_b", type=click.Path(file_okay=False, exists=True))
 @click.option("--out", type=click.Path(dir_okay=False), help="Also write the comparison as JSON here (atomically).")
 @scoring
-def compare(run_a, run_b, out, n_resamples, seed) -> None:
+def compare(run_a: str, run_b: str, out: str | None, n_resamples: int, seed: int) -> None:
     """Compare two runs: F1 of A minus F1 of B, overall and per task, with a 95% interval and a p-value.
 
     \b

@@ -11,7 +11,15 @@ from shambench.cli.options import data_selection, parse_params
 @click.option("--provider", "spec", required=True, metavar="NAME", help="Context provider: file:PATH, wikipedia, llm.")
 @click.option("--param", "-p", "params", multiple=True, metavar="KEY=VALUE", help="Provider parameter (repeatable).")
 @data_selection
-def add_context_command(spec, params, datasets, examples_file, split, data_dir, limit) -> None:
+def add_context_command(
+    spec: str,
+    params: tuple[str, ...],
+    datasets: str | None,
+    examples_file: str | None,
+    split: str,
+    data_dir: str | None,
+    limit: int | None,
+) -> None:
     """Fetch evidence for the selected open-domain examples and store it in the shambench cache.
 
     \b

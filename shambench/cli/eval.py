@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -85,7 +86,17 @@ FIXED_ON_RESUME = (
 )
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
 @scoring
-def eval_command(detector_spec, params, resume_dir, run_dir, runs_root, no_progress, n_resamples, seed, **opts) -> None:
+def eval_command(
+    detector_spec: str,
+    params: tuple[str, ...],
+    resume_dir: str | None,
+    run_dir: str | None,
+    runs_root: str,
+    no_progress: bool,
+    n_resamples: int,
+    seed: int,
+    **opts: Any,
+) -> None:
     """Run a detector over examples, write a run directory and print the scores.
 
     \b

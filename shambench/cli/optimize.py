@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from shambench.cli.options import data_dir_option, parse_params
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from shambench.detectors.miprov2 import ProgramFile
 
 # Endpoint options of `shambench eval`, applied to the base preset when given.
 ENDPOINT_OPTIONS = ("model", "base_url", "api_key_env", "max_concurrency", "timeout")
@@ -76,7 +82,7 @@ ENDPOINT_OPTIONS = ("model", "base_url", "api_key_env", "max_concurrency", "time
 @click.option("--timeout", type=click.FloatRange(min=0.1), help="Per-request timeout in seconds.")
 @click.option("--no-progress", is_flag=True, help="Do not show the progress display.")
 @click.option("--verbose", is_flag=True, help="Also show DSPy's own per-trial log and progress bars.")
-def optimize(out, params, datasets, no_progress, **opts) -> None:
+def optimize(out: str | None, params: tuple[str, ...], datasets: str | None, no_progress: bool, **opts: Any) -> None:
     """Optimise the prompt of a prompted detector with DSPy's MIPROv2 and save the program.
 
     \b
@@ -110,7 +116,7 @@ def optimize(out, params, datasets, no_progress, **opts) -> None:
     print_summary(program, out, console)
 
 
-def print_summary(program, out: str, console) -> None:
+def print_summary(program: ProgramFile, out: str, console: Console) -> None:
     """Scores before and after on training and held-out examples, usage, and where the program went."""
     from rich.table import Table
 

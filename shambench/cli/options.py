@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 import yaml
 
+F = TypeVar("F", bound=Callable[..., Any])
+
 DATA_DIR_HELP = "Folder holding the corpora (default: $SHAMBENCH_DATA_DIR, else the user cache directory)."
 
 
-def data_dir_option(func):
+def data_dir_option(func: F) -> F:
     """--data-dir: where the corpora are."""
     return click.option("--data-dir", type=click.Path(file_okay=False), help=DATA_DIR_HELP)(func)
 
 
-def datasets_option(func):
+def datasets_option(func: F) -> F:
     """--datasets/-d: which sources (default: the SHAM-Bench sources present)."""
     return click.option(
         "--datasets",
@@ -25,7 +29,7 @@ def datasets_option(func):
     )(func)
 
 
-def data_selection(func):
+def data_selection(func: Callable[..., Any]) -> Callable[..., Any]:
     """--datasets/--examples/--split/--data-dir/--limit: which examples to use."""
 
     @datasets_option
@@ -39,13 +43,13 @@ def data_selection(func):
     @data_dir_option
     @click.option("--limit", type=click.IntRange(min=1), help="Use only the first N examples of each partition.")
     @functools.wraps(func)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
         return func(*args, **kwargs)
 
     return wrapper
 
 
-def scoring(func):
+def scoring(func: Callable[..., Any]) -> Callable[..., Any]:
     """--bootstrap/--seed: confidence-interval settings."""
 
     @click.option(
@@ -58,7 +62,7 @@ def scoring(func):
     )
     @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap.")
     @functools.wraps(func)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
         return func(*args, **kwargs)
 
     return wrapper

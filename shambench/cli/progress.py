@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -32,7 +34,7 @@ def counting_progress(console: Console | None, enabled: bool = True) -> Progress
 class ProgressMonitor(Monitor):
     """Counts predictions and detector counters into a live progress bar."""
 
-    def __init__(self, total: int, description: str, console: Console | None = None, enabled: bool = True):
+    def __init__(self, total: int | None, description: str, console: Console | None = None, enabled: bool = True):
         self.counters: dict[str, float] = {}
         self.progress = counting_progress(console, enabled)
         self.task = self.progress.add_task(description, total=total, stats="")
@@ -41,7 +43,7 @@ class ProgressMonitor(Monitor):
         self.counters[key] = self.counters.get(key, 0) + n
         self._refresh()
 
-    def done(self, item) -> None:
+    def done(self, item: Any) -> None:
         """One prediction (or context record) is finished."""
         if item.error is not None:
             self.counters["failed"] = self.counters.get("failed", 0) + 1
@@ -56,7 +58,7 @@ class ProgressMonitor(Monitor):
         self.progress.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.progress.stop()
 
 

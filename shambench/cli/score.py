@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from shambench.cli.options import data_selection, given_options, scoring
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 @click.command("score")
@@ -19,7 +24,18 @@ from shambench.cli.options import data_selection, given_options, scoring
 )
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the results JSON here (atomically).")
 @scoring
-def score(run_dir, datasets, examples_file, split, data_dir, limit, predictions, out, n_resamples, seed) -> None:
+def score(
+    run_dir: str | None,
+    datasets: str | None,
+    examples_file: str | None,
+    split: str,
+    data_dir: str | None,
+    limit: int | None,
+    predictions: str | None,
+    out: str | None,
+    n_resamples: int,
+    seed: int,
+) -> None:
     """Score predictions, or rescore RUN_DIR from its journal (never calls the detector).
 
     \b
@@ -32,6 +48,7 @@ def score(run_dir, datasets, examples_file, split, data_dir, limit, predictions,
     """
     from shambench.io import read_models, write_json
     from shambench.report import make_console, print_results
+    from shambench.results import RunInfo
     from shambench.runner import score_run, select_examples
     from shambench.schema import Prediction
     from shambench.scorer import Scorer, ScoringError
@@ -58,14 +75,16 @@ def score(run_dir, datasets, examples_file, split, data_dir, limit, predictions,
             results = Scorer(examples, n_resamples=n_resamples, seed=seed).score(preds)
         except ScoringError as err:
             raise ScoringError(f"{_where(predictions, err.prediction_id)}: {err}") from None
-        results.run = {"origin": "predictions", "predictions_file": str(Path(predictions).resolve())}
+        results.run = RunInfo.model_validate(
+            {"origin": "predictions", "predictions_file": str(Path(predictions).resolve())}
+        )
     print_results(results, console)
     if out:
         write_json(out, results)
         console.print(f"results written to {out}", soft_wrap=True)
 
 
-def _warn(console):
+def _warn(console: Console) -> Callable[[str, str], None]:
     def warn(name: str, message: str) -> None:
         console.print(f"[yellow]warning:[/] dataset {name} not loaded: {message}")
 

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from rich.text import Text
+
+    from shambench.schema import Example, Prediction, Span
 
 STYLES = {"both": "bold black on green", "gold": "bold white on red", "pred": "black on yellow"}
 
 
-def highlighted(text: str, gold, pred):
+def highlighted(text: str, gold: Sequence[Span], pred: Sequence[Span]) -> Text:
     """A rich Text of the response: green where gold and prediction agree, red missed, yellow false alarm."""
     from rich.text import Text
 
@@ -26,7 +33,7 @@ def highlighted(text: str, gold, pred):
 @click.option("--id", "example_id", help="Example id (see predictions.jsonl); required unless --html is given.")
 @click.option("--html", "html_out", type=click.Path(dir_okay=False), help="Write a page of the examples here instead.")
 @click.option("--context-chars", default=1500, show_default=True, help="Show at most this much of the context.")
-def show(run_dir, example_id, html_out, context_chars) -> None:
+def show(run_dir: str, example_id: str | None, html_out: str | None, context_chars: int) -> None:
     """Print one example of RUN_DIR with gold and predicted spans highlighted, or write them all as a page.
 
     \b
@@ -57,7 +64,7 @@ def show(run_dir, example_id, html_out, context_chars) -> None:
     _print_example(examples[example_id], predictions.get(example_id), context_chars)
 
 
-def _print_example(ex, pred, context_chars: int) -> None:
+def _print_example(ex: Example, pred: Prediction | None, context_chars: int) -> None:
     from rich.panel import Panel
 
     from shambench.highlight import LEGEND, usable_spans

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 import click
 
 from shambench.detector import Monitor
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from shambench.sweep import CellReport, SweepPlan, SweepReport
 
 
 @click.command("sweep")
@@ -34,7 +41,18 @@ from shambench.detector import Monitor
 @click.option("--plan", "plan_only", is_flag=True, help="Print the cells and their state; run nothing.")
 @click.option("--no-leaderboard", is_flag=True, help="Do not build the leaderboard at the end.")
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
-def sweep(spec_file, backend, workers, scheduler, runs, data_dir, retries, plan_only, no_leaderboard, no_progress):
+def sweep(
+    spec_file: str,
+    backend: str,
+    workers: int,
+    scheduler: str | None,
+    runs: str | None,
+    data_dir: str | None,
+    retries: int | None,
+    plan_only: bool,
+    no_leaderboard: bool,
+    no_progress: bool,
+) -> None:
     """Run every detector of SWEEP.yaml on every dataset, one run directory per cell, then build the leaderboard.
 
     \b
@@ -83,7 +101,7 @@ def sweep(spec_file, backend, workers, scheduler, runs, data_dir, retries, plan_
         )
 
 
-def plan_table(plan):
+def plan_table(plan: SweepPlan) -> Table:
     """The cells of a plan and their state on disk."""
     from rich import box
     from rich.table import Table
@@ -96,7 +114,7 @@ def plan_table(plan):
     return table
 
 
-def report_table(report):
+def report_table(report: SweepReport) -> Table:
     """One row per cell: its status, predictions made now, overall token F1, and the error of a failed cell."""
     from rich import box
     from rich.table import Table
@@ -118,7 +136,7 @@ def _params(params: dict) -> str:
 class SweepProgress(Monitor):
     """Two bars, cells and predictions, plus the counters detectors report on the workers."""
 
-    def __init__(self, plan, console, enabled: bool):
+    def __init__(self, plan: SweepPlan, console: Console, enabled: bool):
         from shambench.cli.progress import counting_progress
 
         self.progress = counting_progress(console, enabled)
@@ -138,15 +156,15 @@ class SweepProgress(Monitor):
         if failed:
             self.count("failed", failed)
 
-    def cell(self, report) -> None:
+    def cell(self, report: CellReport) -> None:
         """One cell finished."""
         self.progress.advance(self.cells)
         if report.status == "failed":
             self.progress.console.print(f"[red]failed[/red] {report.cell}: {report.error}")
 
-    def __enter__(self):
+    def __enter__(self) -> SweepProgress:
         self.progress.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.progress.stop()
