@@ -49,13 +49,13 @@ def lay_out(tree: Path, dirs: dict[str, Path]) -> None:
                 (here / entry.name).symlink_to(entry)
 
 
-def in_checkout(line: str) -> str:
-    """The mypy output line with a path inside the symlink tree replaced by the file's path in the checkout."""
+def in_checkout(line: str, tree: Path = TREE) -> str:
+    """The mypy output line with a path inside the symlink `tree` replaced by the file's path in the checkout."""
     located = LOCATED.match(line)
     if located is None:
         return line
     path = Path(located["path"]).absolute()
-    if not path.is_relative_to(TREE):
+    if not path.is_relative_to(tree):
         return line
     return f"{path.resolve().relative_to(ROOT)}{located['rest']}"
 

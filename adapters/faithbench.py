@@ -169,6 +169,7 @@ def _example(batch: int, sample: Sample) -> Example:
     for ann in sample.annotations:
         labels = [lab for lab in ann.label or [] if HALLUCINATED.match(lab)]
         if labels:
+            assert ann.summary_start is not None and ann.summary_end is not None  # _defect drops those without
             spans.append(Span(start=ann.summary_start, end=ann.summary_end, label="|".join(labels)))
     return Example(
         id=f"faithbench/{batch}-{sample.sample_id}",

@@ -184,7 +184,7 @@ class MathShepherdAdapter(Adapter):
         return LoadResult(examples=examples, dropped=dict(dropped), files=[path.name])
 
     def _load_trl(self, root: Path, paths: list[Path], split: str) -> LoadResult:
-        examples = []
+        examples: list[Example] = []
         for path in paths:
             for where, row in parquet_rows(path, TrlRow, TRL_EXPECTED):
                 if len(row.completions) != len(row.labels) or not row.completions:

@@ -210,7 +210,7 @@ def _cr_rows(root: Path) -> Iterator[tuple[str, dict[str, str]]]:
             where = f"{path}:{reader.line_num}"
             # DictReader fills a short row with None and files a long row's surplus under the key None.
             if None in row or None in row.values():
-                raise SourceError(f"{where}: expected {len(reader.fieldnames)} tab-separated fields")
+                raise SourceError(f"{where}: expected {len(reader.fieldnames or [])} tab-separated fields")
             yield where, row
 
 
@@ -239,7 +239,7 @@ def _cr_source(root: Path, source_id: str, task_type: str) -> SourceRow:
 
 def _constrainedreasoner_load(root: Path) -> LoadResult:
     sources: dict[str, SourceRow] = {}
-    rows = []
+    rows: list[tuple[ResponseRow, SourceRow | None]] = []
     for where, raw in _cr_rows(root):
         row = _cr_response(where, raw)
         if row.source_id not in sources:
@@ -253,7 +253,7 @@ def _constrainedreasoner_load(root: Path) -> LoadResult:
 def _faithjudge_train_load(root: Path) -> LoadResult:
     # The test split's sources are those of the complete test table; every other FaithJudge source is train.
     test_sources = {raw["EncounterID"] for _, raw in _cr_rows(root)}
-    rows = []
+    rows: list[tuple[ResponseRow, SourceRow | None]] = []
     for task_type, name in FAITHJUDGE_FILES.items():
         path = source_file(root, name, "ragtruth", _EXPECTED_FAITHJUDGE)
         for _, item in jsonl_rows(path, FaithJudgeSource, _EXPECTED_FAITHJUDGE):
@@ -283,6 +283,7 @@ def _examples(rows: list[tuple[ResponseRow, SourceRow | None]], layout: str, dro
         if reason:
             dropped[reason] += 1
             continue
+        assert source is not None  # a missing source is a reason above
         question, context = _rendered(source)
         meta: dict[str, Any] = {"source_id": row.source_id, "model": row.model, "layout": layout}
         if row.temperature is not None:
@@ -330,10 +331,10 @@ def _well_shaped(source: SourceRow) -> bool:
 def _rendered(source: SourceRow) -> tuple[str, str]:
     """`(question, context)`: the QA question and passages, the article, or the data-to-text record as text."""
     info = source.source_info
+    if isinstance(info, str):  # a Summary article (`_defect` matched the type to the task)
+        return "", info.strip()
     if source.task_type == "QA":
         return info["question"].strip(), info["passages"].strip()
-    if source.task_type == "Summary":
-        return "", info.strip()
     return "", "\n".join(record_lines(info))
 
 

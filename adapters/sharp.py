@@ -217,7 +217,7 @@ class SharpAdapter(Adapter):
                 return NOT_ANSWER
             if clean != fields["response"]:
                 found.append("whitespace reflow")
-        fields["hallu_spans"] = [list(s) for s in located]
+        fields["hallu_spans"] = [list(s) for s in located or []]
         return example_at(
             where,
             id=ident,

@@ -181,7 +181,8 @@ def _defect(target: str, labels: list[str], key: str, seen: set[str]) -> str | N
 def spans_of_labels(target: str, labels: list[str]) -> list[Span]:
     """Character spans of `target` covering each run of consecutive tokens labelled `1`."""
     spans: list[Span] = []
-    run_start = run_end = None
+    run_start: int | None = None
+    run_end = 0
     for match, label in zip(_TOKEN.finditer(target), labels):
         if label == "1":
             if run_start is None:

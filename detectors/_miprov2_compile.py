@@ -51,7 +51,7 @@ from shambench.detectors.miprov2 import (
 from shambench.io import DataError, write_json
 from shambench.records import read_examples
 from shambench.runs.provenance import now_iso, shambench_version
-from shambench.schema import Example, Prediction, Span
+from shambench.schema import Example, Prediction
 from shambench.scoring.scorer import Scorer
 
 DEFAULT_HELDOUT_SHARE = 0.2
@@ -185,7 +185,7 @@ class TokenF1:
 
         example = self.scorer.examples[self.scorer.index[gold.id]]
         strings = [str(s) for s in (getattr(pred, "incorrect_spans", None) or [])]
-        spans = [Span(start=p.start, end=p.end) for p in locate(example.response, strings) if p.placed]
+        spans = [p.as_span() for p in locate(example.response, strings) if p.placed]
         self.monitor.count("evaluations")
         return float(
             self.scorer.example_prf([Prediction(id=example.id, spans=spans)])["token"][2][self.scorer.index[example.id]]

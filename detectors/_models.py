@@ -98,7 +98,7 @@ class PairTemplate:
         """Input ids, token type ids (None when the model has none) and the position of `second`'s first token."""
         head = [*self.prefix, *first, *self.middle]
         ids = [*head, *second, *self.suffix]
-        if self.type_a is None:
+        if self.type_a is None or self.type_b is None:
             return ids, None, len(head)
         types = [self.type_a] * len(head) + [self.type_b] * (len(second) + len(self.suffix))
         return ids, types, len(head)

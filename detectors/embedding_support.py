@@ -137,7 +137,8 @@ class EmbeddingSupport(Detector):
                 yield self._prediction(ex, support)
 
     def _prediction(self, example: Example, support: np.ndarray) -> Prediction:
-        spans, scores = [], []
+        spans: list[Span] = []
+        scores: list[Span] = []
         words, numbers = known_terms(example)
         for (start, end), sup in zip(sentences(example.response), support.tolist()):
             doubt = float(np.clip(1.0 - sup, 0.0, 1.0))

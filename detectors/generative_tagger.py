@@ -130,7 +130,7 @@ class GenerativeTagger(Detector):
         from shambench.detection.locate import locate
 
         placements = locate(example.response, list(texts), self.min_similarity)
-        spans = [Span(start=p.start, end=p.end, label=lab) for p, lab in zip(placements, labels) if p.placed]
+        spans = [p.as_span(lab) for p, lab in zip(placements, labels) if p.placed]
         return spans, [p.text for p in placements if not p.placed]
 
 
@@ -184,7 +184,7 @@ class RagTruthTagger(GenerativeTagger):
 
 
 TAGGERS = {"fava": FavaTagger, "ragtruth-tagger": RagTruthTagger}
-DEFAULT_GENERATION = {
+DEFAULT_GENERATION: dict[str, dict[str, Any]] = {
     # FAVA rewrites the whole passage: room for a long response plus its tags.
     "fava": {"max_tokens": 2048, "temperature": 0.0, "top_p": 1.0},
     # RAGTruth's own prediction script samples with these settings and 512 new tokens.
@@ -217,7 +217,7 @@ def make_tagger(
     model = model or DEFAULT_MODELS[name]
     if not model or not base_url:
         raise DataError(f"--detector {name} needs --base-url of the server (vLLM) and --model as it serves it")
-    given = {"max_concurrency": max_concurrency, "timeout": timeout}
+    given: dict[str, Any] = {"max_concurrency": max_concurrency, "timeout": timeout}
     endpoint = Endpoint(
         model=model,
         base_url=base_url,

@@ -356,10 +356,11 @@ def critic(
 
     if not model:
         raise DataError("--detector critic needs --model NAME (and --base-url URL for a local server)")
+    given: dict[str, Any] = {"max_concurrency": max_concurrency, "timeout": timeout}
     endpoint = Endpoint(
         model=model,
         base_url=base_url,
         api_key_env=api_key_env or "OPENAI_API_KEY",
-        **{k: v for k, v in {"max_concurrency": max_concurrency, "timeout": timeout}.items() if v is not None},
+        **{k: v for k, v in given.items() if v is not None},
     )
     return CriticDetector(endpoint, mode, generation_params(generation or {}, overrides), use_cache=bool(cache))

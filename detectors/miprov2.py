@@ -27,7 +27,7 @@ import os
 from importlib import metadata
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from platformdirs import user_data_dir
 from pydantic import BaseModel, Field, ValidationError
@@ -40,7 +40,7 @@ from shambench.schema import Example
 from .prompted import PromptedDetector, make_prompted, presets
 from .prompts import SYSTEM, WORKED_EXAMPLES
 
-FORMAT = "shambench-miprov2"
+FORMAT: Final = "shambench-miprov2"
 PROGRAMS_ENV = "SHAMBENCH_PROGRAMS_DIR"
 INPUTS = ("question", "context", "answer")
 NONE = "(none)"

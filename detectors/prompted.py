@@ -20,7 +20,7 @@ from typing import Any
 from shambench.detection.detector import Detector, Monitor, detectors
 from shambench.io import DataError
 from shambench.llm.presets import preset_settings, presets
-from shambench.schema import Example, Prediction, Span
+from shambench.schema import Example, Prediction
 
 from .prompts import PROMPT_HASH, RESPONSE_FORMAT, ParsedReply, messages_for, parse_reply
 
@@ -107,7 +107,7 @@ class PromptedDetector(Detector):
             unplaced=unplaced,
             n_unplaced=len(unplaced),
         )
-        spans = [Span(start=p.start, end=p.end) for p in placements if p.placed]
+        spans = [p.as_span() for p in placements if p.placed]
         return Prediction(id=example.id, spans=spans, raw=reply.text, meta=meta)
 
 

@@ -380,7 +380,7 @@ def bespoke_minicheck(
 
     if not base_url:
         raise DataError("bespoke-minicheck needs --base-url of the vLLM server serving Bespoke-MiniCheck-7B")
-    given = {"max_concurrency": max_concurrency, "timeout": timeout}
+    given: dict[str, Any] = {"max_concurrency": max_concurrency, "timeout": timeout}
     endpoint = Endpoint(
         model=model,
         base_url=base_url,

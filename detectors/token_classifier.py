@@ -38,7 +38,7 @@ SETTINGS_FILE = "shambench.json"
 """Written by `shambench train` beside the weights: the input format, max length and threshold to use."""
 LETTUCEDETECT_LARGE = "KRLabsOrg/lettucedect-large-modernbert-en-v1"
 LETTUCEDETECT_BASE = "KRLabsOrg/lettucedect-base-modernbert-en-v1"
-AGGREGATES = {"min": np.min, "max": np.max, "mean": np.mean}
+AGGREGATES: dict[str, Callable[..., np.ndarray]] = {"min": np.min, "max": np.max, "mean": np.mean}
 _PASSAGE = re.compile(r"^passage \d+:", re.IGNORECASE | re.MULTILINE)
 
 

@@ -169,7 +169,8 @@ class Journal:
             if not line.strip():
                 continue
             try:
-                rec = self.model.model_validate_json(line)
+                # any journal model: each has the `id` its records are keyed by
+                rec: Any = self.model.model_validate_json(line)
             except ValidationError as err:
                 raise DataError(
                     f"{self.path}:{lineno}: not a {self.model.__name__} ({err.errors()[0]['msg']})"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from typing import IO, Any
 
 import click
 
@@ -34,7 +35,7 @@ USER_ERRORS = (DataError, UnknownPluginError, FileNotFoundError)
 class LazyGroup(click.Group):
     """A click group whose subcommands are imported on demand, and which turns user errors into one line."""
 
-    def __init__(self, *args, lazy: dict[str, str] | None = None, **kwargs):
+    def __init__(self, *args: Any, lazy: dict[str, str] | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.lazy = lazy or {}
 
@@ -61,7 +62,7 @@ class UserError(click.ClickException):
 
     exit_code = USAGE
 
-    def show(self, file=None) -> None:
+    def show(self, file: IO[Any] | None = None) -> None:
         click.secho(f"error: {self.format_message()}", fg="red", err=True)
 
 

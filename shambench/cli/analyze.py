@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from shambench.cli.exits import allow_failures_option
 from shambench.cli.options import base_url_option, parse_params
 
+if TYPE_CHECKING:
+    from rich.table import Table
 
-def _load_run(run_dir: Path):
+    from shambench.reporting.analysis import RunAnalysis
+    from shambench.runs.runner import RunConfig
+    from shambench.schema import Example
+    from shambench.scoring.results import Results
+
+
+def _load_run(run_dir: Path) -> tuple[RunConfig, list[Example], dict[str, Any], Results]:
     """Examples, predictions and results of a run directory (scored now if it has no results yet)."""
     from shambench.io import DataError
     from shambench.runs.runner import JOURNAL, RESULTS, Journal, examples_of, load_config, score_run
@@ -126,7 +136,7 @@ def _num(x: float | None) -> str:
     return "-" if x is None else f"{x:.1f}"
 
 
-def analysis_table(analyses):
+def analysis_table(analyses: Sequence[RunAnalysis]) -> Table:
     """One row per partition and run: recovery, boundaries, false alarms, edge-case F1, rates."""
     from rich import box
     from rich.table import Table

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from shambench.cli.context import add_context_command
 from shambench.cli.options import data_dir_option, datasets_option
 from shambench.io import DataError
+
+if TYPE_CHECKING:
+    from rich.console import Console, JustifyMethod
+    from rich.progress import Progress, TaskID
+
+    from shambench.data.benchmark import Benchmark
+    from shambench.data.stats import BenchmarkStats
 
 
 @click.group("data")
@@ -27,7 +35,7 @@ def data_group() -> None:
     """
 
 
-def _load(datasets: str | None, split: str, data_dir: str | None, console):
+def _load(datasets: str | None, split: str, data_dir: str | None, console: Console) -> Benchmark:
     """The benchmark, after warning about every source that did not load; DataError when nothing did."""
     from shambench.data.benchmark import load_benchmark
     from shambench.reporting.tables import warn
@@ -75,12 +83,16 @@ def download(names: tuple[str, ...], data_dir: str | None, no_progress: bool) ->
                 continue
             for remote, dest in targets(adapter, root):
                 task = progress.add_task(f"{adapter.name}/{remote.path}", total=None)
+
+                def advance(done: int, total: int | None, t: TaskID = task) -> None:
+                    progress.update(t, completed=done, total=total)
+
                 try:
                     fresh = fetch(
                         client,
                         remote,
                         dest,
-                        lambda done, total, t=task: progress.update(t, completed=done, total=total),
+                        advance,
                     )
                 except DownloadError as err:
                     failed[adapter.name] = str(err)
@@ -91,7 +103,7 @@ def download(names: tuple[str, ...], data_dir: str | None, no_progress: bool) ->
         raise DataError("; ".join(f"{name}: {message}" for name, message in failed.items()))
 
 
-def _transfer_progress(console, no_progress: bool):
+def _transfer_progress(console: Console, no_progress: bool) -> Progress:
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
     return Progress(
@@ -124,12 +136,18 @@ def stats(datasets: str | None, split: str, data_dir: str | None, as_json: bool)
     _print_stats(figures, make_console())
 
 
-def _print_stats(figures, console) -> None:
+def _print_stats(figures: BenchmarkStats, console: Console) -> None:
     from rich import box
     from rich.table import Table
 
     table = Table(title=f"SHAM-Bench composition ({figures.split} split)", title_justify="left", box=box.SIMPLE_HEAD)
-    for col, justify in (("task", "left"), ("dataset", "left"), ("n", "right"), ("paper n", "right")):
+    justified: tuple[tuple[str, JustifyMethod], ...] = (
+        ("task", "left"),
+        ("dataset", "left"),
+        ("n", "right"),
+        ("paper n", "right"),
+    )
+    for col, justify in justified:
         table.add_column(col, justify=justify)
     for col in ("resp. tokens", "hallu. tokens", "hallu. rate", "with span"):
         table.add_column(col, justify="right")

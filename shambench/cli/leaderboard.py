@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import click
 
-from shambench.cli.options import data_selection, scoring
+from shambench.cli.options import F, data_selection, scoring
 
 
 @click.group("leaderboard")
@@ -15,7 +16,7 @@ def leaderboard_group() -> None:
     """Build the static leaderboard page, add submissions to it, export its JSON Schemas."""
 
 
-def _reported_option(func):
+def _reported_option(func: F) -> F:
     return click.option(
         "--reported",
         type=click.Path(dir_okay=False),
@@ -51,7 +52,9 @@ def _reported_path(reported: str | None, no_reported: bool) -> Path | None:
     is_flag=True,
     help="Also write examples/<row>.html per run (every example with gold and predicted spans; needs the data).",
 )
-def build(run_paths, out_dir, reported, no_reported, example_pages) -> None:
+def build(
+    run_paths: tuple[str, ...], out_dir: str, reported: str | None, no_reported: bool, example_pages: bool
+) -> None:
     """Write OUT/leaderboard.json and a self-contained OUT/index.html from scored runs.
 
     \b
@@ -102,7 +105,16 @@ def build(run_paths, out_dir, reported, no_reported, example_pages) -> None:
     help="Also add the entry to this built site (its leaderboard.json and index.html are rewritten).",
 )
 @scoring
-def submit(predictions, name, meta_file, runs_dir, site_dir, n_resamples, seed, **selection) -> None:
+def submit(
+    predictions: str,
+    name: str,
+    meta_file: str | None,
+    runs_dir: str,
+    site_dir: str | None,
+    n_resamples: int,
+    seed: int,
+    **selection: Any,
+) -> None:
     """Validate a predictions file, score it and add it to the leaderboard as a run.
 
     \b
@@ -147,7 +159,7 @@ def submit(predictions, name, meta_file, runs_dir, site_dir, n_resamples, seed, 
     type=click.Path(file_okay=False),
     help="Folder for results.schema.json and leaderboard.schema.json (default: the leaderboard package).",
 )
-def schema(out_dir) -> None:
+def schema(out_dir: str | None) -> None:
     """Export the JSON Schemas of results.json and leaderboard.json."""
     from shambench.leaderboard.schema import SCHEMA_DIR, export_schemas
 

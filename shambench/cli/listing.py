@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import click
 from rich.table import Table
 
@@ -14,7 +16,7 @@ def list_group() -> None:
     """List the registered detectors or datasets (built-in and installed plugins)."""
 
 
-def _table(title: str, rows: list[tuple[str, ...]], columns: tuple[str, ...]) -> None:
+def _table(title: str, rows: Sequence[tuple[str, ...]], columns: tuple[str, ...]) -> None:
     table = Table(title=title, title_justify="left")
     for col in columns:
         table.add_column(col, overflow="fold")

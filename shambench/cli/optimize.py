@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from shambench.cli.exits import allow_failures_option
 from shambench.cli.options import base_url_option, data_dir_option, parse_params
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from shambench.detectors.miprov2 import ProgramFile
 
 # Endpoint options of `shambench eval`, applied to the base preset when given.
 ENDPOINT_OPTIONS = ("model", "base_url", "api_key_env", "max_concurrency", "timeout")
@@ -122,7 +128,7 @@ def optimize(out, params, datasets, no_progress, allow_failures, **opts) -> None
     finish(failed, allow_failures)
 
 
-def print_summary(program, out: str, console) -> None:
+def print_summary(program: ProgramFile, out: str, console: Console) -> None:
     """Scores before and after on training and held-out examples, usage, and where the program went."""
     from rich.table import Table
 

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 import yaml
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 DATA_DIR_HELP = "Folder holding the corpora (default: $SHAMBENCH_DATA_DIR, else the user cache directory)."
 
@@ -36,7 +40,7 @@ def data_dir_option(func):
     return click.option("--data-dir", type=click.Path(file_okay=False), help=DATA_DIR_HELP)(func)
 
 
-def datasets_option(func):
+def datasets_option(func: F) -> F:
     """--datasets/-d: which sources (default: the SHAM-Bench sources present)."""
     return click.option(
         "--datasets",
@@ -46,7 +50,7 @@ def datasets_option(func):
     )(func)
 
 
-def data_selection(func):
+def data_selection(func: Callable[..., Any]) -> Callable[..., Any]:
     """--datasets/--examples/--split/--data-dir/--limit: which examples to use."""
 
     @datasets_option
@@ -60,13 +64,13 @@ def data_selection(func):
     @data_dir_option
     @click.option("--limit", type=click.IntRange(min=1), help="Use only the first N examples of each partition.")
     @functools.wraps(func)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
         return func(*args, **kwargs)
 
     return wrapper
 
 
-def scoring(func):
+def scoring(func: Callable[..., Any]) -> Callable[..., Any]:
     """--bootstrap/--seed: confidence-interval settings."""
 
     @click.option(
@@ -79,7 +83,7 @@ def scoring(func):
     )
     @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap.")
     @functools.wraps(func)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
         return func(*args, **kwargs)
 
     return wrapper

@@ -34,7 +34,7 @@ def counting_progress(console: Console | None, enabled: bool = True) -> Progress
 class ProgressMonitor(Monitor):
     """Counts predictions and detector counters into a live progress bar."""
 
-    def __init__(self, total: int, description: str, console: Console | None = None, enabled: bool = True):
+    def __init__(self, total: int | None, description: str, console: Console | None = None, enabled: bool = True):
         self.counters: dict[str, float] = {}
         self.progress = counting_progress(console, enabled)
         self.task = self.progress.add_task(description, total=total, stats="")
@@ -62,7 +62,7 @@ class ProgressMonitor(Monitor):
         self.progress.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.progress.stop()
 
 

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from shambench.cli.options import data_selection, emit_json, given_options, json_outputs, json_to_stdout, scoring
+
+if TYPE_CHECKING:
+    pass
 
 
 @click.command("score")

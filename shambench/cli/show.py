@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from rich.text import Text
+
+    from shambench.schema import Span
 
 STYLES = {"both": "bold black on green", "gold": "bold white on red", "pred": "black on yellow"}
 
 
-def highlighted(text: str, gold, pred):
+def highlighted(text: str, gold: Sequence[Span], pred: Sequence[Span]) -> Text:
     """A rich Text of the response: green where gold and prediction agree, red missed, yellow false alarm."""
     from rich.text import Text
 

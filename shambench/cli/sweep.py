@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 import click
 
 from shambench.cli.exits import allow_failures_option
 from shambench.detection.detector import Monitor
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from shambench.runs.sweep import CellReport, SweepPlan, SweepReport
 
 
 @click.command("sweep")
@@ -112,7 +119,7 @@ def sweep_failures(report) -> list[tuple[str, str]]:
     return out
 
 
-def plan_table(plan):
+def plan_table(plan: SweepPlan) -> Table:
     """The cells of a plan and their state on disk."""
     from rich import box
     from rich.table import Table
@@ -125,7 +132,7 @@ def plan_table(plan):
     return table
 
 
-def report_table(report):
+def report_table(report: SweepReport) -> Table:
     """One row per cell: its status, predictions made now, overall token F1, and the error of a failed cell."""
     from rich import box
     from rich.table import Table
@@ -147,7 +154,7 @@ def _params(params: dict) -> str:
 class SweepProgress(Monitor):
     """Two bars, cells and predictions, plus the counters detectors report on the workers."""
 
-    def __init__(self, plan, console, enabled: bool):
+    def __init__(self, plan: SweepPlan, console: Console, enabled: bool):
         from shambench.cli.progress import counting_progress
 
         self.progress = counting_progress(console, enabled)
@@ -167,7 +174,7 @@ class SweepProgress(Monitor):
         if failed:
             self.count("failed", failed)
 
-    def cell(self, report) -> None:
+    def cell(self, report: CellReport) -> None:
         """One cell finished."""
         from shambench.reporting.tables import styled
 
@@ -175,9 +182,9 @@ class SweepProgress(Monitor):
         if report.status == "failed":
             self.progress.console.print(styled(("failed", "red"), f" {report.cell}: {report.error}"))
 
-    def __enter__(self):
+    def __enter__(self) -> SweepProgress:
         self.progress.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.progress.stop()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from shambench.cli.options import data_dir_option
@@ -65,7 +67,7 @@ def train_group() -> None:
 @click.option("--threshold", default=0.5, show_default=True, type=click.FloatRange(0, 1), help="Detector threshold.")
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda, cuda:N or mps.")
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
-def token_classifier(no_progress: bool, attention_dropout: str, datasets: str | None, **opts) -> None:
+def token_classifier(no_progress: bool, attention_dropout: str, datasets: str | None, **opts: Any) -> None:
     """Fine-tune a token classifier with LettuceDetect-style labels on answer tokens.
 
     \b

@@ -110,7 +110,9 @@ def dev_rank(example_id: str) -> str:
     return hashlib.sha256(f"{DEV_SALT}:{example_id}".encode()).hexdigest()
 
 
-def dev_selection(preferred: Iterable[Example], fallback: Iterable[Example], per_partition: int = DEV_PER_PARTITION):
+def dev_selection(
+    preferred: Iterable[Example], fallback: Iterable[Example], per_partition: int = DEV_PER_PARTITION
+) -> list[Example]:
     """`per_partition` examples of each partition, from `preferred` first, each group ranked by `dev_rank`.
 
     The chosen examples come back partition by partition, with `split="dev"` and `meta["source_split"]`.

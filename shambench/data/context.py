@@ -130,7 +130,7 @@ def add_context(
     todo = [ex for ex in examples if ex.id not in have]
     monitor = monitor or Monitor()
 
-    def tracked():
+    def tracked() -> Iterator[ContextRecord]:
         for rec in provider.fetch(todo, monitor):
             monitor.done(rec)
             yield rec
@@ -150,7 +150,8 @@ def with_context(
     (id, content hash) pairs of the evidence used.
     """
     records = ContextStore(provider, root).read()
-    out, parts = [], {}
+    out: list[Example] = []
+    parts: dict[str, dict[str, Any]] = {}
     for ex in examples:
         part = parts.setdefault(ex.partition, {"pairs": [], "missing": 0, "failed": 0, "own": 0})
         if ex.context:
@@ -158,9 +159,9 @@ def with_context(
             part["own"] += 1
             continue
         rec = records.get(ex.id)
-        ok = rec is not None and rec.error is None
-        out.append(ex.model_copy(update={"context": rec.context if ok else ""}))
-        part["pairs"].append((ex.id, rec.content_hash if ok else ""))
+        good = rec if rec is not None and rec.error is None else None
+        out.append(ex.model_copy(update={"context": good.context if good is not None else ""}))
+        part["pairs"].append((ex.id, good.content_hash if good is not None else ""))
         if rec is None:
             part["missing"] += 1
         elif rec.error:

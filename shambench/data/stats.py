@@ -121,8 +121,9 @@ def benchmark_stats(bench: Benchmark) -> BenchmarkStats:
         by_partition.setdefault(ex.partition, []).append(ex)
     test = bench.split == "test"
     rows = [
-        group_stats(*name.split("/", 1), exs, PAPER_COUNTS.get(name) if test else None)
+        group_stats(task, dataset, exs, PAPER_COUNTS.get(name) if test else None)
         for name, exs in sorted(by_partition.items())
+        for task, dataset in [name.split("/", 1)]
     ]
     return BenchmarkStats(
         split=bench.split,

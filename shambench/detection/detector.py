@@ -43,7 +43,7 @@ class Monitor:
     def count(self, key: str, n: float = 1) -> None:
         """Add `n` to the counter `key`."""
 
-    def done(self, item) -> None:
+    def done(self, item: Any) -> None:
         """One item (a prediction, a context record) is finished; `item.error` says whether it failed."""
 
     def note(self, message: str) -> None:

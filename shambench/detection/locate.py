@@ -24,6 +24,8 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
+from shambench.schema import Span
+
 MIN_SIMILARITY = 0.8
 # Character pairs (needle length x window length, summed over the windows compared) the fuzzy pass may spend on one
 # string: at most a few seconds of rapidfuzz on these machines (a 700-character near miss still places).
@@ -53,6 +55,12 @@ class Placement(BaseModel):
     def placed(self) -> bool:
         """Whether the string was found."""
         return self.start is not None
+
+    def as_span(self, label: str | None = None) -> Span:
+        """The placed string as a span (labelled `label`); ValueError when it was not placed."""
+        if self.start is None or self.end is None:
+            raise ValueError(f"{self.text!r} was not placed")
+        return Span(start=self.start, end=self.end, label=label)
 
 
 class _Normalized:

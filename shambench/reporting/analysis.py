@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 
 from shambench.schema import Example, Prediction, Span
 from shambench.scoring.metrics import per_example_prf
-from shambench.scoring.text import language_of, segment_mixed
+from shambench.scoring.text import Segmentation, language_of, segment_mixed
 
 RATE_BINS = tuple(round(x, 1) for x in np.linspace(0.0, 1.0, 11))
 
@@ -121,7 +121,7 @@ def _overlaps(a: Span, b: Span) -> bool:
     return a.start < b.end and b.start < a.end
 
 
-def example_facts(example: Example, spans: Sequence[Span], seg) -> _ExampleFacts:
+def example_facts(example: Example, spans: Sequence[Span], seg: Segmentation) -> _ExampleFacts:
     """Recovery, false alarms and boundary errors of one prediction against one example."""
     gold, pred = example.hallu_spans, list(spans)
     gold_toks = _token_sets(seg.token_starts, seg.token_ends, gold)
@@ -224,7 +224,7 @@ def analyse(
 
 def missed_spans(examples: Sequence[Example], predictions: dict[str, Prediction]) -> list[tuple[Example, Span]]:
     """Gold spans that no prediction overlaps, with their example, in example order."""
-    out = []
+    out: list[tuple[Example, Span]] = []
     for ex in examples:
         pred = predictions.get(ex.id)
         spans = pred.spans if pred is not None and pred.error is None else []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from shambench.reporting.analysis import RunAnalysis
 from shambench.scoring.results import Results
@@ -27,7 +28,7 @@ def run_labels(detectors: Sequence[str | None], run_dirs: Sequence[Path]) -> lis
     return labels
 
 
-def _pyplot():
+def _pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -36,7 +37,7 @@ def _pyplot():
     return plt
 
 
-def _save(fig, path: Path) -> Path:
+def _save(fig: Any, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110, bbox_inches="tight")
     _pyplot().close(fig)

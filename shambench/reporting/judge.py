@@ -118,7 +118,7 @@ class Judge:
         from shambench.llm.client import LLMError
 
         ex, span = item
-        base = {"id": span_key(ex, span), "example_id": ex.id, "partition": ex.partition}
+        base: dict[str, Any] = {"id": span_key(ex, span), "example_id": ex.id, "partition": ex.partition}
         base |= {"start": span.start, "end": span.end}
         try:
             reply = await client.chat(messages_for(ex, span), self.body, accept=lambda c: parse_verdict(c.text))

@@ -18,7 +18,7 @@ import json
 import os
 import re
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -471,7 +471,7 @@ def dataset_revisions(names: Sequence[str]) -> dict[str, str]:
     return {name: rev for name, rev in revisions.items() if rev}
 
 
-def usage_totals(predictions) -> dict[str, float]:
+def usage_totals(predictions: Iterable[Prediction]) -> dict[str, float]:
     """Token and cost totals summed over the predictions' `meta.usage` records."""
     totals: dict[str, float] = {}
     for pred in predictions:

@@ -29,7 +29,7 @@ from shambench.scoring.results import (
     ThresholdFree,
 )
 from shambench.scoring.shared_task import shared_task_group
-from shambench.scoring.text import SENTENCE_SPLITTER, TOKENIZER, convention, language_of, segment_mixed
+from shambench.scoring.text import SENTENCE_SPLITTER, TOKENIZER, Segmentation, convention, language_of, segment_mixed
 
 LEVELS = ("token", "sentence")
 # Up to this many bytes of bootstrap draw counts are kept between scorings (about 128,000 examples at 1000
@@ -230,7 +230,7 @@ class Scorer:
         return np.searchsorted(self.offsets, global_starts, side="right") - 1
 
     @staticmethod
-    def _unit_bounds(ex: Example, seg) -> tuple[np.ndarray, np.ndarray]:
+    def _unit_bounds(ex: Example, seg: Segmentation) -> tuple[np.ndarray, np.ndarray]:
         if ex.steps:
             return (
                 np.array([s.start for s in ex.steps], np.int64),
@@ -238,7 +238,9 @@ class Scorer:
             )
         return seg.sentence_starts, seg.sentence_ends
 
-    def _global(self, per_example: Iterable[Iterable], owners: Iterable[int] | None = None):
+    def _global(
+        self, per_example: Iterable[Iterable], owners: Iterable[int] | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         s, e = [], []
         for i, spans in zip(owners if owners is not None else range(len(self.examples)), per_example):
             off = self.offsets[i]
@@ -284,7 +286,7 @@ class Scorer:
                 )
         return _PredictionArrays(s, e, present, failed, labels, self._scored(usable), usable)
 
-    def _scored(self, usable: dict[int, Prediction]):
+    def _scored(self, usable: dict[int, Prediction]) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         if not any(p.scores is not None or any(sp.score is not None for sp in p.spans) for p in usable.values()):
             return None
         s, e, v = [], [], []
@@ -304,7 +306,9 @@ class Scorer:
         """
         return self._counted(predictions)[2]
 
-    def _counted(self, predictions: Iterable[Prediction]):
+    def _counted(
+        self, predictions: Iterable[Prediction]
+    ) -> tuple[_PredictionArrays, dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], dict[str, np.ndarray]]:
         """The prediction arrays, per-level (tp, predicted, gold) counts and per-example P/R/F1."""
         pa = self._prediction_arrays(predictions)
         n = len(self.examples)
@@ -445,7 +449,9 @@ class _GroupContext:
             for li, lvl in enumerate(LEVELS)
         }
         pooled = {
-            key: PRF(**dict(zip(("precision", "recall", "f1"), metrics.pooled_prf(*(c[idx].sum() for c in cnt)))))
+            key: PRF.model_validate(
+                dict(zip(("precision", "recall", "f1"), metrics.pooled_prf(*(c[idx].sum() for c in cnt))))
+            )
             for key, cnt in (("token_pooled", self.counts["token"]), ("char_pooled", self.counts["char"]))
         }
         scores = GroupScores(

@@ -16,13 +16,16 @@ import statistics
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import numpy as np
 from pydantic import BaseModel
 
 from shambench.schema import Example, Prediction
 from shambench.scoring.metrics import pooled_prf
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 UNPARSEABLE = -2
 GRID = tuple(round(0.10 + 0.05 * i, 2) for i in range(17))
@@ -109,12 +112,15 @@ class Rates(BaseModel):
     @classmethod
     def of(cls, tpr: float | None, tnr: float | None, n_correct: int, n_erroneous: int) -> Rates:
         """Rates from the two recalls (fractions), scaled to percentages."""
-        both = tpr is not None and tnr is not None
         return cls(
             tpr=None if tpr is None else 100 * tpr,
             tnr=None if tnr is None else 100 * tnr,
-            balanced_accuracy=100 * (tpr + tnr) / 2 if both else None,
-            balanced_f1=(100 * 2 * tpr * tnr / (tpr + tnr) if tpr + tnr else 0.0) if both else None,
+            balanced_accuracy=100 * (tpr + tnr) / 2 if tpr is not None and tnr is not None else None,
+            balanced_f1=(
+                (100 * 2 * tpr * tnr / (tpr + tnr) if tpr + tnr else 0.0)
+                if tpr is not None and tnr is not None
+                else None
+            ),
             n_correct=n_correct,
             n_erroneous=n_erroneous,
         )
@@ -201,7 +207,7 @@ def _has_step_output(pred: Prediction) -> bool:
     return any(x is not None for x in (pred.step_verdicts, pred.step_scores, pred.first_error, pred.sentence_labels))
 
 
-def _usable(pred: Prediction | None) -> bool:
+def _usable(pred: Prediction | None) -> TypeGuard[Prediction]:
     return pred is not None and pred.error is None
 
 
@@ -256,12 +262,14 @@ class _Outcome:
 
 def outcome(ex: Example, pred: Prediction | None, threshold: float | None = None) -> _Outcome:
     """Gold and predicted labels of one response at step, response and first-error level."""
+    if ex.first_error is None:
+        raise ValueError(f"example {ex.id!r} has no steps to score at step level")
     gold = [s.label for s in ex.steps or []]
     verdicts = verdicts_of(ex, pred, threshold)
     fixed = fixed_verdicts(verdicts, gold)
     labelled = [i for i, g in enumerate(gold) if g is not None]
     return _Outcome(
-        step_gold=[gold[i] for i in labelled],
+        step_gold=[g for g in gold if g is not None],
         step_pred=[fixed[i] for i in labelled],
         response_gold=0 if 0 in gold else 1,
         response_pred=0 if 0 in fixed[: len(verdicts)] else 1,
@@ -351,9 +359,9 @@ def char_scores(
         if sopo:
             pred = _sopo_snapped(ex, pred)
         counts += (np.count_nonzero(gold & pred), np.count_nonzero(pred), np.count_nonzero(gold))
-        g, p = bool(gold.any()), bool(pred.any())
-        cases += (g and p, p, g)
-        correct_cases += g == p
+        has_g, has_p = bool(gold.any()), bool(pred.any())
+        cases += (has_g and has_p, has_p, has_g)
+        correct_cases += has_g == has_p
     p, r, f = pooled_prf(*counts)
     cp, cr, cf = pooled_prf(*cases)
     return CharScores(
@@ -447,7 +455,7 @@ def math_group(
                 char=suite in CHAR_LEVEL_SUITES,
                 sopo=sopo_compat,
             )
-        f1s = [datasets[n].first_error.balanced_f1 for n in members if datasets[n].first_error.balanced_f1 is not None]
+        f1s = [f1 for n in members if (f1 := datasets[n].first_error.balanced_f1) is not None]
         suites[suite] = SuiteScores(
             datasets=sorted(members), mean_f1=float(np.mean(f1s)) if f1s else None, threshold=choice
         )
@@ -458,7 +466,7 @@ def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1f}"
 
 
-def suite_table(group: MathGroup, suite: str, sopo_compat: bool = False):
+def suite_table(group: MathGroup, suite: str, sopo_compat: bool = False) -> Table:
     """A rich table of one suite: a row per subset, then the mean F1 (ProcessBench's headline)."""
     from rich import box
     from rich.table import Table

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from shambench.detection.locate import locate, place
+from shambench.schema import Span
 
 RESPONSE = "The capital of Australia is Sydney, and Sydney has  a population of 5 million."
 #           0123456789012345678901234567890123456789012345678901234567890123456789012345678
@@ -18,6 +20,12 @@ def test_exact_match_gives_offsets():
     p = place(RESPONSE, "Sydney")
     # "The capital of Australia is " is 28 characters, so Sydney is [28, 34).
     assert (p.start, p.end, p.method, p.similarity) == (28, 34, "exact", 1.0)
+
+
+def test_as_span_of_a_placed_string_and_refusal_of_an_unplaced_one():
+    assert place(RESPONSE, "Sydney").as_span("city") == Span(start=28, end=34, label="city")
+    with pytest.raises(ValueError, match="'Melbourne' was not placed"):
+        place(RESPONSE, "Melbourne").as_span()
 
 
 def test_cursor_maps_a_repeated_string_to_its_next_occurrence():

@@ -14,6 +14,7 @@ from shambench.scoring.steps import (
     dataset_scores,
     first_error_rates,
     math_group,
+    outcome,
     step_fields,
     suite_of,
     tune_threshold,
@@ -32,6 +33,19 @@ def test_step_fields_offsets_and_gold_spans():
     assert fields["response"] == "ab\n\ncde\n\nf"
     assert [(s["start"], s["end"], s["label"]) for s in fields["steps"]] == [(0, 2, 1), (4, 7, 0), (9, 10, None)]
     assert fields["hallu_spans"] == [[4, 7]]
+
+
+def test_outcome_refuses_an_example_without_steps():
+    # its gold first error is None, which the first-error rates cannot count
+    plain = Example(id="x", dataset="ragtruth", task="qa", response="no steps here")
+    with pytest.raises(ValueError, match="'x' has no steps"):
+        outcome(plain, None)
+
+
+def test_outcome_first_error_by_hand():
+    # steps labelled 1, 0, None: gold first error at 1; the unlabelled step is left out of the step labels
+    o = outcome(make("m", [1, 0, None]), Prediction(id="m", step_verdicts=[1, 1, 0]))
+    assert (o.first_gold, o.first_pred, o.step_gold, o.step_pred) == (1, 2, [1, 0], [1, 1])
 
 
 def test_binary_rates_by_hand():

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shambench.data.context import ContextProvider, ContextRecord, context_provider
 from shambench.data.providers.wikipedia import page_title
 from shambench.detection.detector import Monitor
 from shambench.schema import Example
+
+if TYPE_CHECKING:
+    from shambench.llm.client import Completion
 
 SYSTEM = (
     "You gather evidence for fact-checking. Given a question (and sometimes the subject it is about), write the "
@@ -89,7 +92,7 @@ class LLMProvider(ContextProvider):
 
         system = SYSTEM.format(max_words=self.max_words)
 
-        def accept(completion) -> tuple[str, list[str]]:
+        def accept(completion: Completion) -> tuple[str, list[str]]:
             return parse_evidence(completion.text)
 
         try:

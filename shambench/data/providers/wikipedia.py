@@ -9,6 +9,7 @@ spaced by `min_interval` seconds (Wikimedia asks clients to be gentle) and retri
 from __future__ import annotations
 
 import time
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 import httpx
@@ -92,7 +93,7 @@ class WikipediaProvider(ContextProvider):
             pages = self._query(title).get("query", {}).get("pages", [])
         except (httpx.HTTPError, ValueError) as err:
             return self.record(example, error=f"{type(err).__name__}: {err}")
-        page = pages[0] if pages else {"missing": True}
+        page: dict[str, Any] = pages[0] if pages else {"missing": True}
         if page.get("missing") or page.get("invalid"):
             return self.record(example, error=f"Wikipedia page {title!r} does not exist")
         text = (page.get("extract") or "")[: self.max_chars]
@@ -106,6 +107,6 @@ class WikipediaProvider(ContextProvider):
 
 
 @context_provider("wikipedia")
-def wikipedia_provider(**params) -> ContextProvider:
+def wikipedia_provider(**params: Any) -> ContextProvider:
     """The Wikipedia page the example points to (MediaWiki API; rate-limited, retried)."""
     return WikipediaProvider(**params)
