@@ -387,3 +387,9 @@ def test_failure_reasons_suggest_the_fix(openai_server):
     openai_server.faults = lambda req: Fault("400")
     (rejected,) = det.predict(invented(2)[1:])
     assert rejected.error.startswith("HTTP 400") and "-p structured=false" in rejected.error
+
+
+def test_the_prompt_keeps_the_answers_language_and_quotes_verbatim():
+    from shambench.detectors.prompts import SYSTEM
+
+    assert "keep the answer's language" in SYSTEM and "verbatim" in SYSTEM
