@@ -59,7 +59,8 @@ def build(run_paths, out_dir, reported, no_reported, example_pages) -> None:
 
     Every results.json found is one row, ranked by overall span-level F1. The paper's reported scores are
     added as rows marked "reported in paper", in their own section. The page needs no server or network:
-    open index.html in a browser.
+    open index.html in a browser. Runs of the 14-language Mu-SHROOM suite also get OUT/mushroom.html, one tab per
+    language with the official IoU/Cor, beside the organisers' reported rows (never ranked with runs).
     """
     from shambench.leaderboard.build import build as build_board
     from shambench.leaderboard.build import with_example_pages, write_site
@@ -69,6 +70,11 @@ def build(run_paths, out_dir, reported, no_reported, example_pages) -> None:
         board = with_example_pages(board, out_dir)
     json_path, html_path = write_site(board, out_dir)
     click.echo(f"{len(board.entries)} runs, {len(board.reported)} reported rows -> {html_path}, {json_path}")
+    from shambench.leaderboard.mushroom import mushroom_runs, write_page
+
+    runs = mushroom_runs(run_paths)
+    if runs:
+        click.echo(f"Mu-SHROOM per language: {len(runs)} runs -> {write_page(runs, out_dir)}")
 
 
 @leaderboard_group.command("submit")
