@@ -3,8 +3,9 @@
 `overlap` flags response tokens that carry content (content words, numbers, capitalised names) and do not occur
 in the question or context. Tokens are the scorer's, in the example's language (`meta["lang"]`); stop words are
 the small English list below for English and spaCy's stop-word list of the language otherwise; for Chinese
-(one token per character) every character of the question and context counts as known. It needs no model and is the floor every real detector should beat; on open-domain
-examples with no context it flags every content token, which is why it does badly there.
+(one token per character) every character of the question and context counts as known. It needs no model and
+is the floor every real detector should beat; on open-domain examples with no context it flags every content
+token, which is why it does badly there.
 """
 
 from __future__ import annotations
