@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from shambench.results import PRF, GroupScores, Results
+from shambench.text import convention
 
 
 def _ci(prf: PRF) -> str:
@@ -68,6 +69,9 @@ def _caption(results: Results) -> str:
         "population std over tasks",
         f"tokenizer: {results.conventions.get('tokenizer', '?')}",
     ]
+    own = [p for p, c in results.segmentation.items() if c != convention()]
+    if own:
+        parts.append(f"{len(own)} partition(s) tokenised in their own language (results.json: segmentation)")
     if results.missing_predictions:
         parts.append(
             f"{results.missing_predictions} example(s) without a usable prediction were scored as empty "
