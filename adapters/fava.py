@@ -17,9 +17,45 @@ Spans are stripped of surrounding whitespace and labelled with their error type.
 hallucinations, as in FAVA's own metric (subjective and unverifiable statements are unsupported claims).
 
 The clean text must equal `output`; when they differ only in whitespace or `</s>` artefacts the spans are moved
-onto `output` through a character alignment (difflib). Dropped, each counted by reason: rows repeating an
-earlier (prompt, output) pair (the release has duplicates), rows with an empty output, and rows whose tagged
-text does not reproduce the output. Rows without any tag are kept as responses without hallucination.
+onto `output` by pairing up their non-space characters.
+
+Rows and duplicates (measured on the released file, 460 rows, 267 distinct (prompt, output) pairs, 307 rows with
+a tag, no tag repair needed). 146 pairs occur 2-5 times; in 118 of them the annotated strings differ (in 103 the spans still differ
+after dropping rows that do not fit), so the repeats are separate annotations of one response, not copies. 28 rows
+do not reproduce their `output`: their tagged text is another generation for the same prompt (it departs from
+`output` after 42-80 non-space characters; difflib similarity 0.08-0.47), so no alignment can place their tags and
+they are always dropped. Every pair still has at least one row that fits.
+
+Options (`FavaAdapter(...)`, or `adapters.create("favabench", ...)`):
+- `duplicates`: which rows of a pair give its gold spans. `first-matching` (default): the first row whose tags
+  reproduce the output; `first`: the pair's first row, the pair dropped when that row does not fit (the rule of
+  earlier versions); `union`: the union of the spans of every fitting row.
+- `keep_untagged` (default True): a response no annotator tagged is a response without hallucination;
+  False drops it.
+- `exclude_types` (default none): error types not counted, e.g. `("subjective", "unverifiable")`.
+
+Each variant's figures (harness tokens, i.e. `shambench data stats`; in brackets whitespace words), against
+SHAM-Bench Table 1 (261 examples, 278.4 mean response words, 42.5 mean hallucinated words, rate 0.142):
+
+| variant | examples | response tokens | hallucinated tokens | rate |
+|---|---|---|---|---|
+| first-matching (default) | 267 | 296.7 (249.8) | 35.0 (30.4) | 0.106 (0.109) |
+| first | 253 | 293.3 (246.8) | 34.2 (29.7) | 0.105 (0.109) |
+| union | 267 | 296.7 (249.8) | 46.8 (40.5) | 0.153 (0.157) |
+| first-matching, keep_untagged=False | 186 | 318.2 (267.4) | 50.2 (43.6) | 0.152 (0.157) |
+| first, keep_untagged=False | 172 | 314.8 (264.4) | 50.3 (43.7) | 0.154 (0.160) |
+| union, keep_untagged=False | 203 | 314.2 (264.1) | 61.6 (53.2) | 0.201 (0.206) |
+| first-matching, without subjective/unverifiable | 267 | 296.7 (249.8) | 25.1 (21.7) | 0.069 (0.071) |
+
+(rate = mean over examples of hallucinated / response tokens.) No variant reproduces Table 1; its count (261)
+lies between the one-example-per-response variants (267) and the legacy rule (253), and its rate between the
+default's and the union's. The default keeps one example per released response, annotated by one annotator as a
+whole: a union would mark text that the other annotators of the same response judged correct (the release's own
+issue tracker reports contradictory duplicates) and makes the gold depend on how often a pair was repeated;
+dropping untagged responses would remove the clean answers a detector must leave alone; and FAVA's own metric
+counts subjective and unverifiable statements as hallucinations. `dropped` counts every row not used, by reason:
+duplicate (another row of the pair was used), tags not reproducing the output, empty output, and (when asked)
+untagged responses.
 """
 
 from __future__ import annotations
@@ -27,7 +63,8 @@ from __future__ import annotations
 import logging
 import re
 from collections import Counter
-from difflib import SequenceMatcher
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -62,6 +99,9 @@ log = logging.getLogger(__name__)
 DUPLICATE = "duplicate (prompt, output)"
 EMPTY = "empty output"
 MISMATCH = "annotated text does not reproduce output"
+UNTAGGED = "no error tag (keep_untagged=False)"
+FIRST_MATCHING, FIRST, UNION = "first-matching", "first", "union"
+DUPLICATE_RULES = (FIRST_MATCHING, FIRST, UNION)
 
 
 class FavaRow(BaseModel):
@@ -150,16 +190,22 @@ def _comparable(text: str) -> str:
     return "".join(ARTEFACT.sub("", text).split())
 
 
+def _kept_positions(text: str) -> list[int]:
+    """Positions of the characters `_comparable` keeps (neither whitespace nor part of a `</s>` artefact)."""
+    artefact = {i for m in ARTEFACT.finditer(text) for i in range(m.start(), m.end())}
+    return [i for i, c in enumerate(text) if not c.isspace() and i not in artefact]
+
+
 def spans_on_output(tagged: Tagged, output: str) -> list[tuple[int, int, str]] | None:
     """The spans moved from the clean text onto `output`; None when the two texts differ beyond whitespace."""
     if tagged.clean == output:
         return tagged.spans
     if _comparable(tagged.clean) != _comparable(output):
         return None
+    # The two texts hold the same non-space characters in the same order: pair them up.
     where = [-1] * len(tagged.clean)
-    for block in SequenceMatcher(None, tagged.clean, output, autojunk=False).get_matching_blocks():
-        for k in range(block.size):
-            where[block.a + k] = block.b + k
+    for a, b in zip(_kept_positions(tagged.clean), _kept_positions(output)):
+        where[a] = b
     moved = []
     for start, end, kind in tagged.spans:
         placed = [where[i] for i in range(start, end) if where[i] >= 0]
@@ -172,7 +218,7 @@ def spans_on_output(tagged: Tagged, output: str) -> list[tuple[int, int, str]] |
 
 
 class FavaAdapter(Adapter):
-    """Reads FAVABench's `annotations.json`."""
+    """Reads FAVABench's `annotations.json` (options: see the module docstring)."""
 
     name = "favabench"
     folder = "fava"
@@ -185,6 +231,16 @@ class FavaAdapter(Adapter):
         RemoteFile(url="https://huggingface.co/datasets/fava-uw/fava-data/resolve/main/annotations.json", path=FILE),
     )
 
+    def __init__(
+        self, duplicates: str = FIRST_MATCHING, keep_untagged: bool = True, exclude_types: tuple[str, ...] = ()
+    ):
+        if duplicates not in DUPLICATE_RULES:
+            raise ValueError(f"duplicates must be one of {', '.join(DUPLICATE_RULES)}, not {duplicates!r}")
+        unknown = set(exclude_types) - set(ERROR_TYPES)
+        if unknown:
+            raise ValueError(f"unknown error type(s) {sorted(unknown)}; types are {', '.join(ERROR_TYPES)}")
+        self.duplicates, self.keep_untagged, self.exclude_types = duplicates, keep_untagged, tuple(exclude_types)
+
     def available(self, data_dir: Path) -> bool:
         return (self.root(data_dir) / FILE).is_file()
 
@@ -192,37 +248,87 @@ class FavaAdapter(Adapter):
         self.check_split(split)
         path = source_file(self.root(data_dir), FILE, self.name, EXPECTED)
         dropped: Counter[str] = Counter()
-        seen: set[tuple[str, str]] = set()
-        examples = []
+        pairs: dict[tuple[str, str], list[_Read]] = {}
         for index, (where, row) in enumerate(json_array_rows(path, FavaRow, EXPECTED)):
-            key = (row.prompt, row.output)
-            reason = DUPLICATE if key in seen else EMPTY if not row.output.strip() else None
-            seen.add(key)
             tagged = parse_annotated(row.annotated)
-            spans = None if reason else spans_on_output(tagged, row.output)
-            if spans is None:
-                dropped[reason or MISMATCH] += 1
-                continue
-            meta = {"model": row.model, "record": index}
             if tagged.repairs:
-                meta["tag_repairs"] = tagged.repairs
                 log.info("%s: repaired %d unclosed, mismatched or stray error tag(s)", where, tagged.repairs)
-            examples.append(
-                example_at(
-                    where,
-                    id=f"favabench/{index}",
-                    dataset=self.name,
-                    task="open_qa",
-                    question=row.prompt,
-                    response=row.output,
-                    hallu_spans=[list(s) for s in spans],
-                    meta=meta,
-                )
-            )
-        return LoadResult(examples=examples, dropped=dict(dropped), files=[FILE])
+            pairs.setdefault((row.prompt, row.output), []).append(_Read(index, where, row, tagged))
+        examples = []
+        for reads in pairs.values():
+            chosen, reasons = self._annotations_of(reads)
+            dropped.update(reasons)
+            if not chosen:
+                continue
+            spans = [s for r in chosen for s in r.spans or [] if s[2] not in self.exclude_types]
+            if not spans and not self.keep_untagged:
+                dropped[UNTAGGED] += 1
+                continue
+            examples.append(self._example(chosen, spans))
+        return LoadResult(examples=examples, dropped={k: n for k, n in dropped.items() if n}, files=[FILE])
+
+    def _annotations_of(self, reads: list[_Read]) -> tuple[list[_Read], Counter[str]]:
+        """The rows whose tags make one response's gold spans, and why each other row of the pair is dropped."""
+        reasons: Counter[str] = Counter()
+        if not reads[0].row.output.strip():
+            reasons[EMPTY] += len(reads)
+            return [], reasons
+        # Only the rows tried are aligned (the costly step); the others need only the cheap text comparison.
+        candidates = [r for r in reads if r.fits]
+        if self.duplicates == FIRST:
+            candidates = reads[:1] if reads[0].fits else []
+        if self.duplicates == UNION:
+            chosen = [r for r in candidates if r.spans is not None]
+        else:
+            chosen = next(([r] for r in candidates if r.spans is not None), [])
+        tried_unplaced = sum(r.fits and "spans" in vars(r) and r.spans is None for r in reads)
+        reasons[MISMATCH] += sum(not r.fits for r in reads) + tried_unplaced
+        reasons[DUPLICATE] += len(reads) - len(chosen) - reasons[MISMATCH]
+        return chosen, reasons
+
+    def _example(self, chosen: list[_Read], spans: list[tuple[int, int, str]]):
+        first = chosen[0]
+        meta: dict = {"model": first.row.model, "record": first.index}
+        if len(chosen) > 1:
+            meta["records"] = [r.index for r in chosen]
+        repairs = sum(r.tagged.repairs for r in chosen)
+        if repairs:
+            meta["tag_repairs"] = repairs
+        return example_at(
+            first.where,
+            id=f"favabench/{first.index}",
+            dataset=self.name,
+            task="open_qa",
+            question=first.row.prompt,
+            response=first.row.output,
+            hallu_spans=[list(s) for s in spans],
+            meta=meta,
+        )
+
+
+@dataclass
+class _Read:
+    """One row as read: its position and parsed tags; its spans on `output` are aligned on first use."""
+
+    index: int
+    where: str
+    row: FavaRow
+    tagged: Tagged
+
+    @property
+    def fits(self) -> bool:
+        """Whether the tagged text is the output up to whitespace and `</s>` artefacts."""
+        return _comparable(self.tagged.clean) == _comparable(self.row.output)
+
+    @cached_property
+    def spans(self) -> list[tuple[int, int, str]] | None:
+        """The spans on `output`; None when they cannot be placed there."""
+        return spans_on_output(self.tagged, self.row.output)
 
 
 @adapter("favabench")
-def favabench() -> Adapter:
+def favabench(
+    duplicates: str = FIRST_MATCHING, keep_untagged: bool = True, exclude_types: tuple[str, ...] = ()
+) -> Adapter:
     """FAVABench (FAVA human annotations), open-domain QA: tagged error spans of ChatGPT/Llama-2 answers."""
-    return FavaAdapter()
+    return FavaAdapter(duplicates=duplicates, keep_untagged=keep_untagged, exclude_types=exclude_types)

@@ -1,19 +1,23 @@
 """Offline baselines: `none`, `all`, `random` and the lexical `overlap` detector.
 
 `overlap` flags response tokens that carry content (content words, numbers, capitalised names) and do not occur
-in the question or context. It needs no model and is the floor every real detector should beat; on open-domain
-examples with no context it flags every content token, which is why it does badly there.
+in the question or context. Tokens are the scorer's, in the example's language (`meta["lang"]`); stop words are
+the small English list below for English and spaCy's stop-word list of the language otherwise; for Chinese
+(one token per character) every character of the question and context counts as known. It needs no model and
+is the floor every real detector should beat; on open-domain examples with no context it flags every content
+token, which is why it does badly there.
 """
 
 from __future__ import annotations
 
 import re
+from functools import cache
 
 import numpy as np
 
 from shambench.detection.detector import Detector, detector
 from shambench.schema import Example, Span
-from shambench.scoring.text import segment
+from shambench.scoring.text import DEFAULT_LANG, language_of, segment
 
 # A small closed-class list (articles, pronouns, auxiliaries, prepositions, conjunctions): words that say nothing
 # checkable, so their absence from the context is no evidence of a hallucination.
@@ -160,12 +164,22 @@ CLITICS = frozenset(c.replace("'", q) for c in ("n't", "'s", "'re", "'ll", "'ve"
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
-def _content_key(token: str) -> str | None:
+@cache
+def stop_words(lang: str) -> frozenset[str]:
+    """The stop words of a language: the list above for English, spaCy's list for the others."""
+    if lang == DEFAULT_LANG:
+        return STOPWORDS | CLITICS
+    from spacy.util import get_lang_class
+
+    return frozenset(w.lower() for w in get_lang_class(lang).Defaults.stop_words)
+
+
+def _content_key(token: str, lang: str = DEFAULT_LANG) -> str | None:
     """The comparison key of a token that carries checkable content, or None for stopwords and punctuation."""
     if not any(ch.isalnum() for ch in token):
         return None
     key = token.lower()
-    if key in STOPWORDS or key in CLITICS:
+    if key in stop_words(lang):
         return None
     return key
 
@@ -210,7 +224,7 @@ class RandomDetector(Detector):
         return {"rate": self.rate, "seed": self.seed}
 
     def detect(self, example: Example) -> list[Span]:
-        seg = segment(example.response)
+        seg = segment(example.response, language_of(example.meta))
         rng = np.random.default_rng([self.seed, *example.id.encode()])
         flags = rng.random(len(seg.token_starts)) < self.rate
         return _spans_of_tokens(seg.token_starts, seg.token_ends, flags)
@@ -222,11 +236,15 @@ class OverlapDetector(Detector):
     family = "baseline"
 
     def detect(self, example: Example) -> list[Span]:
-        known = {w.lower() for w in _WORD.findall(example.question + "\n" + example.context)}
-        seg = segment(example.response)
+        lang = language_of(example.meta)
+        given = example.question + "\n" + example.context
+        known = {w.lower() for w in _WORD.findall(given)}
+        if lang == "zh":
+            known |= set(given)
+        seg = segment(example.response, lang)
         flags = []
         for s, e in zip(seg.token_starts, seg.token_ends):
-            key = _content_key(example.response[s:e])
+            key = _content_key(example.response[s:e], lang)
             parts = _WORD.findall(key) if key else []
             flags.append(bool(parts) and any(p not in known for p in parts))
         return _spans_of_tokens(seg.token_starts, seg.token_ends, np.array(flags, bool))

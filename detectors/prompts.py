@@ -23,6 +23,8 @@ is false according to well-established knowledge.
 
 Reply with JSON only, in this form: {"incorrect_spans": ["...", "..."]}
 - Copy each span exactly, character for character, from the answer: same spelling, case and punctuation.
+- The answer may be in any language or script: keep the answer's language, never translate, transliterate or \
+normalise a span; quote it verbatim as it appears in the answer.
 - List the spans in the order they appear in the answer.
 - Keep spans short: the smallest phrase that is wrong (a name, a number, a date, a few words). Mark a whole \
 sentence only when all of it is unsupported. Never include correct text around the error.

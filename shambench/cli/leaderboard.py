@@ -66,8 +66,10 @@ def build(
     (`random rate=0.3`). Only complete runs (test split, no --limit, every example predicted without failure)
     over all of the board's partitions are ranked, by overall span-level F1; reference baselines (none, all,
     random) are shown unranked, incomplete and partial-coverage runs in their own sections. The paper's
-    reported scores are added as rows marked "reported in paper", in their own section. The page needs no
-    server or network: open index.html in a browser.
+    reported scores are added as rows marked "reported in paper", in their own section. Runs of the 14-language
+    Mu-SHROOM suite also get OUT/mushroom.html, one tab per language with the official IoU/Cor, beside the
+    organisers' reported rows (never ranked with runs). The page needs no server or network: open index.html in a
+    browser.
     """
     from shambench.leaderboard.build import build as build_board
     from shambench.leaderboard.build import with_example_pages, write_site
@@ -79,6 +81,11 @@ def build(
     standings = Counter(e.standing for e in board.entries)
     counts = ", ".join(f"{standings[s]} {s}" for s in ("ranked", "reference", "partial", "incomplete"))
     click.echo(f"{len(board.entries)} runs ({counts}), {len(board.reported)} reported rows -> {html_path}, {json_path}")
+    from shambench.leaderboard.mushroom import mushroom_runs, write_page
+
+    runs = mushroom_runs(run_paths)
+    if runs:
+        click.echo(f"Mu-SHROOM per language: {len(runs)} runs -> {write_page(runs, out_dir)}")
 
 
 @leaderboard_group.command("submit")

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from shambench.scoring.results import PRF, GroupScores, Results
+from shambench.scoring.text import convention
 
 
 def _ci(prf: PRF) -> str:
@@ -69,6 +70,9 @@ def _caption(results: Results) -> str:
         "population std over tasks",
         f"tokenizer: {results.conventions.get('tokenizer', '?')}",
     ]
+    own = [p for p, c in results.segmentation.items() if c != convention()]
+    if own:
+        parts.append(f"{len(own)} partition(s) tokenised in their own language (results.json: segmentation)")
     if results.missing_predictions:
         parts.append(
             f"{results.missing_predictions} example(s) without a usable prediction were scored as empty "

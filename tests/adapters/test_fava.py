@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shambench.adapters.fava import DUPLICATE, EMPTY, MISMATCH, parse_annotated, spans_on_output
+from shambench.adapters.fava import DUPLICATE, EMPTY, MISMATCH, UNTAGGED, parse_annotated, spans_on_output
 from shambench.data.adapter import SourceError, adapters
+from tests.conftest import require_shared
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -140,3 +141,50 @@ def test_only_the_test_split_exists():
 
     with pytest.raises(DataError, match=r"favabench has no 'dev' split \(it offers: test\)"):
         adapters.create("favabench").load(FIXTURES, "dev")
+
+
+def _real(**options):
+    root = require_shared("fava", "annotations.json").parent.parent
+    return adapters.create("favabench", **options).load(root)
+
+
+@pytest.mark.parametrize(
+    ("options", "count", "dropped", "tagged"),
+    [
+        ({}, 267, {DUPLICATE: 165, MISMATCH: 28}, 186),
+        ({"duplicates": "first"}, 253, {DUPLICATE: 179, MISMATCH: 28}, 172),
+        ({"duplicates": "union"}, 267, {MISMATCH: 28}, 203),
+        ({"keep_untagged": False}, 186, {DUPLICATE: 165, MISMATCH: 28, UNTAGGED: 81}, 186),
+        ({"exclude_types": ("subjective", "unverifiable")}, 267, {DUPLICATE: 165, MISMATCH: 28}, 149),
+    ],
+)
+def test_real_file_counts_per_variant(options, count, dropped, tagged):
+    result = _real(**options)
+    assert len(result.examples) == count
+    assert result.dropped == dropped
+    assert sum(bool(ex.hallu_spans) for ex in result.examples) == tagged
+    # Every row is accounted for: used (once, or merged under `union`) or dropped with a reason.
+    used = sum(len(ex.meta.get("records", [ex.meta["record"]])) for ex in result.examples)
+    assert used + sum(dropped.values()) == 460
+
+
+def test_real_file_default_keeps_every_released_response_once():
+    rows = json.loads(require_shared("fava", "annotations.json").read_text(encoding="utf-8"))
+    result = _real()
+    assert len({(r["prompt"], r["output"]) for r in rows}) == len(result.examples) == 267
+    assert len({ex.id for ex in result.examples}) == 267
+
+
+def test_real_file_stats_of_the_default():
+    from shambench.data.stats import group_stats
+
+    stats = group_stats("open_qa", "favabench", _real().examples, 261)
+    assert (round(stats.mean_response_tokens, 1), round(stats.mean_hallucinated_tokens, 1)) == (296.7, 35.0)
+    assert round(stats.mean_hallucinated_rate, 3) == 0.106
+
+
+def test_unknown_options_are_refused():
+    with pytest.raises(ValueError, match="duplicates must be one of"):
+        adapters.create("favabench", duplicates="last")
+    with pytest.raises(ValueError, match="unknown error type"):
+        adapters.create("favabench", exclude_types=("opinion",))

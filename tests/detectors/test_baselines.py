@@ -71,3 +71,17 @@ def test_random_rate_bounds_and_seeding():
     assert any(_texts("random", EX, rate=0.5, seed=s) != a for s in range(4, 10))
     with pytest.raises(ValueError, match="rate must be in"):
         create_detector("random", rate=1.5)
+
+
+def test_overlap_uses_the_languages_stop_words():
+    det = create_detector("overlap")
+    ex = Example(id="d", dataset="x", task="open_qa", response="Die Stadt liegt am Rhein.", meta={"lang": "de"})
+    # "Die" and "am" are German stop words (spaCy's list); "Stadt" [4, 9), "liegt" [10, 15), "Rhein" [19, 24) are not.
+    assert [(s.start, s.end) for s in det.detect(ex)] == [(4, 9), (10, 15), (19, 24)]
+
+
+def test_overlap_on_chinese_compares_characters():
+    det = create_detector("overlap")
+    ex = Example(id="z", dataset="x", task="open_qa", question="北京", response="北京在中国。", meta={"lang": "zh"})
+    # One token per character; 北 and 京 occur in the question, 在 is a stop word, 中 [3, 4) and 国 [4, 5) are new.
+    assert [(s.start, s.end) for s in det.detect(ex)] == [(3, 4), (4, 5)]

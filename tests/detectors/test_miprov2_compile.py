@@ -4,7 +4,6 @@ evaluated through `shambench eval`, and no connection leaves the loopback."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import socket
@@ -34,7 +33,8 @@ def output_fields(system: str) -> list[str]:
 
 class Script:
     """The server's answers: the span task is answered right only when the instructions carry the marker; the
-    instruction proposer proposes the good or the bad instruction by a hash of its prompt (deterministic)."""
+    instruction proposer proposes the good and the bad instruction in turn (so both are offered whatever the
+    prompt's wording; a hash of the prompt made the test depend on every word of the span prompt)."""
 
     def __init__(self, gold: dict[str, list[str]] | None = None):
         self.gold = gold
@@ -53,7 +53,7 @@ class Script:
             return json.dumps({"incorrect_spans": self.correct(answer) if MARKER in system else answer.split()[:2]})
         reply = {name: "An observation." for name in fields}
         if "proposed_instruction" in fields:
-            good = int(hashlib.sha256(req.prompt.encode()).hexdigest(), 16) % 2 == 0
+            good = len(self.proposed) % 2 == 0
             reply["proposed_instruction"] = GOOD if good else BAD
             self.proposed.append(reply["proposed_instruction"])
         return json.dumps(reply)

@@ -423,3 +423,9 @@ def test_failure_reasons_suggest_the_fix(openai_server):
     # A forced mode the server rejects is not negotiated away: the reason names the fix.
     assert rejected.error.startswith("HTTP 500") and "-p structured=MODE" in rejected.error
     assert "json_object+schema" in rejected.error and rejected.meta["usage"]["requests"] == 1
+
+
+def test_the_prompt_keeps_the_answers_language_and_quotes_verbatim():
+    from shambench.detectors.prompts import SYSTEM
+
+    assert "keep the answer's language" in SYSTEM and "verbatim" in SYSTEM

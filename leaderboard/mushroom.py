@@ -1,0 +1,131 @@
+"""The Mu-SHROOM page of the leaderboard: one tab per language, official IoU and Cor beside token and sentence F1.
+
+Reproduced rows come from runs whose results carry `groups["mushroom"]` (the `mushroom-multilingual` source); per
+language they are ranked by IoU (ties by Cor), the shared task's own ranking, and a run with missing predictions
+is listed as incomplete, unranked. The organisers' rows (`mushroom_official.json`, shipped with the package: the
+printed figures of the official test leaderboards, with their source, and no corpus text) are listed below as
+reported and never ranked with reproduced runs.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from shambench.io import write_atomic
+from shambench.scoring.results import Results
+from shambench.scoring.shared_task import SharedTaskView
+
+OFFICIAL = Path(__file__).with_name("mushroom_official.json")
+PAGE = "mushroom.html"
+
+
+class Row(BaseModel):
+    """One row of a language's table."""
+
+    name: str
+    """Run (detector and run directory) or the organisers' row name."""
+    iou: float
+    """Official character IoU."""
+    cor: float
+    """Official Cor."""
+    token_f1: float | None = None
+    """Per-example token F1 (reproduced runs only)."""
+    sentence_f1: float | None = None
+    """Per-example sentence F1 (reproduced runs only)."""
+    rank: int | None = None
+    """Rank among the complete reproduced runs of the language; None for reported and incomplete rows."""
+    status: str = "complete"
+    """`complete`, `incomplete` (missing predictions) or `reported` (printed by the organisers)."""
+    source: str = ""
+    """Where a reported figure is printed, or the run's directory."""
+
+
+def official_rows() -> dict[str, list[Row]]:
+    """The organisers' baseline and best-team rows per language, marked as reported."""
+    data = json.loads(OFFICIAL.read_text(encoding="utf-8"))
+    return {
+        lang: [Row(name=r["name"], iou=r["iou"], cor=r["cor"], status="reported", source=r["source"]) for r in rows]
+        for lang, rows in data["languages"].items()
+    }
+
+
+def language_tables(runs: Sequence[tuple[str, Results]]) -> dict[str, list[Row]]:
+    """Per language, the ranked reproduced rows, then the unranked incomplete ones, then the reported rows."""
+    reproduced: dict[str, list[Row]] = {}
+    for source, results in runs:
+        group = results.groups.get("mushroom")
+        if not group:
+            continue
+        name = results.run.detector or source
+        complete = results.missing_predictions == 0
+        for lang, s in SharedTaskView.model_validate(group).languages.items():
+            reproduced.setdefault(lang, []).append(
+                Row(
+                    name=name,
+                    iou=s.iou,
+                    cor=s.cor,
+                    token_f1=s.token_f1,
+                    sentence_f1=s.sentence_f1,
+                    status="complete" if complete else "incomplete",
+                    source=source,
+                )
+            )
+    official = official_rows()
+    tables = {}
+    for lang in sorted(official.keys() | reproduced.keys()):
+        rows = reproduced.get(lang, [])
+        ranked = sorted((r for r in rows if r.status == "complete"), key=lambda r: (-r.iou, -r.cor))
+        ranked = [r.model_copy(update={"rank": i}) for i, r in enumerate(ranked, 1)]
+        tables[lang] = [*ranked, *(r for r in rows if r.status != "complete"), *official.get(lang, [])]
+    return tables
+
+
+def render(tables: dict[str, list[Row]]) -> str:
+    """A self-contained HTML page with one tab (a section linked from the top) per language."""
+
+    def num(v: float | None) -> str:
+        return "" if v is None else f"{v:.4f}"
+
+    tabs = " ".join(f'<a href="#{lang}">{lang}</a>' for lang in tables)
+    sections = []
+    for lang, rows in tables.items():
+        body = "".join(
+            f'<tr class="{r.status}"><td>{r.rank or ""}</td><td>{html.escape(r.name)}</td><td>{num(r.iou)}</td>'
+            f"<td>{num(r.cor)}</td><td>{num(r.token_f1)}</td><td>{num(r.sentence_f1)}</td>"
+            f'<td>{r.status}</td><td class="src">{html.escape(r.source)}</td></tr>'
+            for r in rows
+        )
+        sections.append(
+            f'<section id="{lang}"><h2>{lang}</h2><table><tr><th>#</th><th>system</th><th>IoU</th><th>Cor</th>'
+            f"<th>token F1</th><th>sentence F1</th><th>status</th><th>source</th></tr>{body}</table></section>"
+        )
+    return (
+        '<!doctype html><html><head><meta charset="utf-8"><title>Mu-SHROOM, per language</title><style>'
+        "body{font-family:sans-serif;margin:2em}td,th{padding:2px 8px;text-align:right}td:nth-child(2){text-align:left}"
+        ".reported,.incomplete{font-style:italic;color:#555}.src{font-size:70%;text-align:left}</style></head><body>"
+        "<h1>Mu-SHROOM (SemEval-2025 Task 3), per language</h1><p>Reproduced runs are ranked by official IoU (ties "
+        "by Cor). Rows marked <i>reported</i> are the organisers' printed figures, never ranked with reproduced "
+        f"runs; <i>incomplete</i> runs miss predictions and are not ranked.</p><nav>{tabs}</nav>"
+        + "".join(sections)
+        + "</body></html>"
+    )
+
+
+def mushroom_runs(run_paths: Sequence[str | Path]) -> list[tuple[str, Results]]:
+    """The scored runs under `run_paths` that hold the Mu-SHROOM per-language view, with their directories."""
+    from shambench.leaderboard.build import display_path, find_results, load_results
+
+    runs = [(display_path(p.parent), load_results(p)) for p in find_results(run_paths)]
+    return [(source, r) for source, r in runs if r.groups.get("mushroom")]
+
+
+def write_page(runs: Sequence[tuple[str, Results]], out_dir: str | Path) -> Path:
+    """Write `mushroom.html` into the site folder; its path."""
+    path = Path(out_dir) / PAGE
+    write_atomic(path, render(language_tables(runs)))
+    return path

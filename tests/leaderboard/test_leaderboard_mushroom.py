@@ -1,0 +1,52 @@
+"""The Mu-SHROOM page: per-language ranking of reproduced runs, reported rows kept apart and unranked."""
+
+from __future__ import annotations
+
+from shambench.adapters.mushroom_multilingual import LANGUAGES
+from shambench.leaderboard.mushroom import language_tables, official_rows, render, write_page
+from shambench.schema import Example, Prediction
+from shambench.scoring.scorer import score
+
+EXAMPLES = [
+    Example(
+        id=f"mushroom-de/{i}",
+        dataset="mushroom-de",
+        task="open_qa",
+        response="Berlin liegt am Rhein.",
+        hallu_spans=[(15, 20)],
+        soft_spans=[{"start": 15, "end": 20, "prob": 0.8}],
+        meta={"lang": "de"},
+    )
+    for i in range(2)
+]
+
+
+def _run(spans_per_example, detector):
+    preds = [Prediction(id=ex.id, spans=spans) for ex, spans in zip(EXAMPLES, spans_per_example) if spans is not None]
+    results = score(EXAMPLES, preds, n_resamples=10)
+    results.run.detector = detector
+    return (f"runs/{detector}", results)
+
+
+def test_runs_are_ranked_by_iou_and_incomplete_or_reported_rows_are_not():
+    exact = _run([[(15, 20)], [(15, 20)]], "exact")  # IoU 1 on both items
+    half = _run([[(10, 20)], [(15, 20)]], "half")  # IoU 5/10 and 1: mean 0.75
+    partial = _run([[(15, 20)], None], "partial")  # one prediction missing
+    table = language_tables([half, partial, exact])["de"]
+    assert [(r.name, r.rank, r.status) for r in table[:3]] == [
+        ("exact", 1, "complete"),
+        ("half", 2, "complete"),
+        ("partial", None, "incomplete"),
+    ]
+    assert table[1].iou == 0.75
+    reported = table[3:]
+    assert reported == official_rows()["de"] and all(r.rank is None and r.status == "reported" for r in reported)
+    assert reported[0].name == "Baseline (mark all)" and reported[0].iou == 0.345082
+
+
+def test_every_language_has_a_tab_even_without_runs(tmp_path):
+    tables = language_tables([])
+    assert list(tables) == list(LANGUAGES)
+    page = write_page([], tmp_path).read_text(encoding="utf-8")
+    assert page.count("<section id=") == 14 and 'href="#zh"' in page
+    assert render({"de": []}).count("<tr") == 1  # the header row only
