@@ -8,8 +8,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from shambench.data.adapter import SourceError
-from shambench.io import _describe
+from shambench.errors import SourceError
+from shambench.io import validation_message
 from shambench.schema import Example
 
 M = TypeVar("M", bound=BaseModel)
@@ -25,11 +25,11 @@ def source_file(root: Path, name: str, dataset: str, expected: str) -> Path:
     return path
 
 
-def _validated(model: type[M], obj: Any, where: str, expected: str) -> M:
+def validated(model: type[M], obj: Any, where: str, expected: str) -> M:
     try:
         return model.model_validate(obj)
     except ValidationError as err:
-        raise SourceError(f"{where}: {_describe(err)} (expected {expected})") from None
+        raise SourceError(f"{where}: {validation_message(err)} (expected {expected})") from None
 
 
 def jsonl_rows(path: Path, model: type[M], expected: str) -> list[tuple[str, M]]:
@@ -44,7 +44,7 @@ def jsonl_rows(path: Path, model: type[M], expected: str) -> list[tuple[str, M]]
                 obj = json.loads(line)
             except json.JSONDecodeError as err:
                 raise SourceError(f"{where}: not valid JSON ({err.msg}); expected {expected}") from None
-            rows.append((where, _validated(model, obj, where, expected)))
+            rows.append((where, validated(model, obj, where, expected)))
     return rows
 
 
@@ -56,9 +56,7 @@ def json_array_rows(path: Path, model: type[M], expected: str) -> list[tuple[str
         raise SourceError(f"{path}: not valid JSON ({err.msg} at line {err.lineno}); expected {expected}") from None
     if not isinstance(data, list):
         raise SourceError(f"{path}: expected a JSON array of records ({expected}), got {type(data).__name__}")
-    return [
-        (f"{path} record {i}", _validated(model, obj, f"{path} record {i}", expected)) for i, obj in enumerate(data)
-    ]
+    return [(f"{path} record {i}", validated(model, obj, f"{path} record {i}", expected)) for i, obj in enumerate(data)]
 
 
 def example_at(where: str, **fields: Any) -> Example:
@@ -66,7 +64,7 @@ def example_at(where: str, **fields: Any) -> Example:
     try:
         return Example(**fields)
     except ValidationError as err:
-        raise SourceError(f"{where}: {_describe(err)}") from None
+        raise SourceError(f"{where}: {validation_message(err)}") from None
 
 
 def parquet_rows(path: Path, model: type[M], expected: str) -> list[tuple[str, M]]:
@@ -77,4 +75,4 @@ def parquet_rows(path: Path, model: type[M], expected: str) -> list[tuple[str, M
         records = pq.read_table(path).to_pylist()
     except (OSError, ValueError) as err:  # pyarrow's ArrowInvalid is a ValueError
         raise SourceError(f"{path}: not a readable Parquet file ({err}); expected {expected}") from None
-    return [(f"{path} row {i}", _validated(model, obj, f"{path} row {i}", expected)) for i, obj in enumerate(records)]
+    return [(f"{path} row {i}", validated(model, obj, f"{path} row {i}", expected)) for i, obj in enumerate(records)]

@@ -19,8 +19,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shambench.adapters._released import _validated, source_file
-from shambench.data.adapter import Adapter, LoadResult, RemoteFile, SourceError, adapter
+from shambench.adapters._released import source_file, validated
+from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
+from shambench.errors import SourceError
 from shambench.schema import Example, Span
 
 BATCHES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16)
@@ -146,7 +147,7 @@ def _batch(root: Path, batch: int) -> Batch:
         data = json.loads(path.read_bytes())
     except ValueError as err:  # JSONDecodeError and UnicodeDecodeError
         raise SourceError(f"{path}: not valid JSON ({err}); expected {_EXPECTED}") from None
-    return _validated(Batch, data, str(path), _EXPECTED)
+    return validated(Batch, data, str(path), _EXPECTED)
 
 
 def _defect(sample: Sample) -> str | None:

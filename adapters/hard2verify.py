@@ -24,7 +24,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from shambench.adapters._released import example_at, parquet_rows
-from shambench.data.adapter import Adapter, LoadResult, RemoteFile, SourceError, adapter
+from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
+from shambench.errors import SourceError
 from shambench.scoring.steps import step_fields
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from shambench.adapters._released import example_at, jsonl_rows, parquet_rows
-from shambench.data.adapter import Adapter, LoadResult, RemoteFile, SourceError, adapter
+from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
+from shambench.errors import SourceError
 from shambench.schema import Example
 from shambench.scoring.steps import step_fields
 

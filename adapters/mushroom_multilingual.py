@@ -21,7 +21,7 @@ from pathlib import Path
 from shambench.adapters._released import example_at, jsonl_rows, source_file
 from shambench.adapters.mushroom import EXPECTED, MushroomRow
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
-from shambench.io import DataError
+from shambench.errors import DataError
 
 LANGUAGES = ("ar", "ca", "cs", "de", "en", "es", "eu", "fa", "fi", "fr", "hi", "it", "sv", "zh")
 VALIDATION_LANGUAGES = ("ar", "de", "en", "es", "fi", "fr", "hi", "it", "sv", "zh")

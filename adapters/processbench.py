@@ -16,7 +16,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from shambench.adapters._released import example_at, json_array_rows, source_file
-from shambench.data.adapter import Adapter, LoadResult, RemoteFile, SourceError, adapter
+from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
+from shambench.errors import SourceError
 from shambench.scoring.steps import step_fields
 
 SUBSETS = ("gsm8k", "math", "olympiadbench", "omnimath")

@@ -30,8 +30,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from shambench.adapters._released import _validated, jsonl_rows, source_file
-from shambench.data.adapter import Adapter, LoadResult, RemoteFile, SourceError, adapter
+from shambench.adapters._released import jsonl_rows, source_file, validated
+from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
+from shambench.errors import SourceError
 from shambench.schema import Example, Span
 
 TASKS = {"QA": "context_qa", "Summary": "summ", "Data2txt": "data2txt"}
@@ -221,7 +222,7 @@ def _cr_response(where: str, row: dict[str, str]) -> ResponseRow:
     except (ValueError, SyntaxError):
         raise SourceError(f"{where}: `labels` is not a Python list literal: {row['labels'][:80]!r}") from None
     fields = {**row, "source_id": row["EncounterID"], "labels": labels}
-    return _validated(ResponseRow, fields, where, _EXPECTED_CR)
+    return validated(ResponseRow, fields, where, _EXPECTED_CR)
 
 
 def _cr_source(root: Path, source_id: str, task_type: str) -> SourceRow:
@@ -234,7 +235,7 @@ def _cr_source(root: Path, source_id: str, task_type: str) -> SourceRow:
     except json.JSONDecodeError as err:
         raise SourceError(f"{path}: not valid JSON ({err.msg}); expected the {task_type} source record") from None
     fields = {"source_id": source_id, "task_type": task_type, "source_info": record}
-    return _validated(SourceRow, fields, str(path), f"the {task_type} source record as a JSON object")
+    return validated(SourceRow, fields, str(path), f"the {task_type} source record as a JSON object")
 
 
 def _constrainedreasoner_load(root: Path) -> LoadResult:

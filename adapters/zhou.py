@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shambench.adapters._released import source_file
-from shambench.data.adapter import Adapter, LoadResult, RemoteFile, SourceError, adapter
+from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
+from shambench.errors import SourceError
 from shambench.schema import Example, Span
 
 _COMMIT = "be14c9f378f8b9c0447c3b3d080263966d157b8c"

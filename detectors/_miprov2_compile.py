@@ -48,7 +48,8 @@ from shambench.detectors.miprov2 import (
     prompt_of,
     span_program,
 )
-from shambench.io import DataError, write_json
+from shambench.errors import DataError
+from shambench.io import write_json
 from shambench.records import read_examples
 from shambench.runs.provenance import now_iso, shambench_version
 from shambench.schema import Example, Prediction

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from shambench.io import DataError
+from shambench.errors import DataError
 
 T = TypeVar("T")
 DEVICES = ("auto", "cpu", "cuda", "mps")

@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field
 
-from shambench.io import DataError, write_json
+from shambench.errors import DataError
+from shambench.io import write_json
 from shambench.schema import Example, Prediction, Span
 
 ATTENTION_DROPOUT_KEYS = ("attention_dropout", "attention_probs_dropout_prob")

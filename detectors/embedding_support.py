@@ -25,7 +25,7 @@ import numpy as np
 
 from shambench.detection.detector import Detector, Monitor, detector
 from shambench.detectors._models import batched, pick_device, quiet_transformers
-from shambench.io import DataError
+from shambench.errors import DataError
 from shambench.schema import Example, Prediction, Span
 from shambench.scoring.text import sentences, tokens
 

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from shambench.detection.detector import Detector, Monitor, detector
-from shambench.io import DataError
+from shambench.errors import DataError
 from shambench.schema import Example, Prediction, Span
 
 FAVA_TEMPLATE = (

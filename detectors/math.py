@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from shambench.detection.detector import Detector, Monitor, detector
-from shambench.io import DataError
+from shambench.errors import DataError
 from shambench.schema import Example, Prediction, Span
 
 MARKER = "<extra_0>"

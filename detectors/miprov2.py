@@ -33,7 +33,7 @@ from platformdirs import user_data_dir
 from pydantic import BaseModel, Field, ValidationError
 
 from shambench.detection.detector import detectors, optimizer
-from shambench.io import DataError
+from shambench.errors import DataError
 from shambench.paths import cache_dir
 from shambench.schema import Example
 

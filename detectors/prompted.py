@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from shambench.detection.detector import Detector, Monitor, detectors
-from shambench.io import DataError
+from shambench.errors import DataError
 from shambench.llm.presets import preset_settings, presets
 from shambench.schema import Example, Prediction
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from shambench.detection.detector import Detector, Monitor, detector
 from shambench.detectors._models import batched, load_pretrained, pick_device
-from shambench.io import DataError
+from shambench.errors import DataError
 from shambench.schema import Example, Prediction, Span
 from shambench.scoring.text import sentences
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from shambench.detection.detector import Detector, Monitor, detector, trainer
 from shambench.detectors._models import PairTemplate, batched, load_pretrained, pad_batch, pick_device, window_bounds
-from shambench.io import DataError
+from shambench.errors import DataError
 from shambench.schema import Example, Prediction, Span
 
 SETTINGS_FILE = "shambench.json"

@@ -11,7 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from shambench.io import DataError, Journal, write_atomic, write_json
+from shambench.errors import DataError
+from shambench.io import Journal, write_atomic, write_json
 from shambench.leaderboard.schema import TASK_ORDER, Cell, Coverage, Entry, Leaderboard, Level
 from shambench.runs.provenance import now_iso, shambench_version
 from shambench.runs.runner import RESULTS
@@ -152,7 +153,7 @@ def coverage(results: Results) -> Coverage:
 def is_reference(results: Results) -> bool:
     """True for runs of a detector registered as a reference baseline (`@detector(name, reference=True)`)."""
     from shambench.detection.detector import detectors
-    from shambench.registry import UnknownPluginError
+    from shambench.errors import UnknownPluginError
 
     run = results.run
     if run.origin != "run" or not run.detector:

@@ -18,7 +18,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from shambench.io import DataError, iter_lines, parse_json_line, write_json, write_jsonl
+from shambench.errors import DataError, SubmissionError
+from shambench.io import iter_lines, parse_json_line, write_json, write_jsonl
 from shambench.leaderboard.build import display_path, load_leaderboard, run_entry, with_entry, write_site
 from shambench.leaderboard.schema import Leaderboard
 from shambench.records import parse_record
@@ -36,17 +37,6 @@ from shambench.runs.runner import (
 )
 from shambench.schema import Prediction
 from shambench.scoring.scorer import Scorer
-
-
-class SubmissionError(DataError):
-    """A rejected submission; `problems` lists every reason, and nothing was written."""
-
-    def __init__(self, source: str, problems: Sequence[str]):
-        self.problems = list(problems)
-        listing = "\n".join(f"  - {p}" for p in self.problems)
-        super().__init__(
-            f"{source}: submission rejected ({len(self.problems)} problem(s)); nothing was added:\n{listing}"
-        )
 
 
 class SubmissionMeta(BaseModel):

@@ -12,14 +12,11 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from shambench.errors import DataError
 from shambench.schema import Prediction
 
 
-class DataError(ValueError):
-    """Input that cannot be read: the message names the file, the line and what was expected."""
-
-
-def _describe(err: ValidationError) -> str:
+def validation_message(err: ValidationError) -> str:
     """A pydantic error as `field.path: message; ...`."""
     parts = []
     for e in err.errors():

@@ -15,7 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from shambench.io import MAX_DEPTH, DataError, _describe, iter_lines, parse_json_line
+from shambench.errors import DataError
+from shambench.io import MAX_DEPTH, iter_lines, parse_json_line, validation_message
 from shambench.schema import Example, Prediction
 
 # Fields holding character ranges: `[start, end]`, `[start, end, label]` or an object with `start` and `end`.
@@ -134,7 +135,7 @@ def parse_record(obj: Any, model: type[BaseModel], drop: Sequence[str] = ()) -> 
     try:
         return model.model_validate(obj)
     except ValidationError as err:
-        raise ValueError(_describe(err)) from None
+        raise ValueError(validation_message(err)) from None
 
 
 def parse_line(line: bytes | str, model: type[BaseModel], drop: Sequence[str] = ()) -> Any:

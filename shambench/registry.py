@@ -23,16 +23,9 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
-from shambench.io import DataError
+from shambench.errors import ParameterError, UnknownPluginError
 
 T = TypeVar("T")
-
-
-class UnknownPluginError(KeyError):
-    """No plugin of that kind has that name."""
-
-    def __str__(self) -> str:
-        return str(self.args[0])
 
 
 @dataclass(frozen=True)
@@ -133,11 +126,6 @@ class Registry(Generic[T]):
     def create(self, name: str, **params: Any) -> T:
         """Call the factory of `name` with the given parameters."""
         return self.get(name).factory(**params)
-
-
-class ParameterError(DataError):
-    """A plugin parameter that the factory does not take, or a value of the wrong type (a user error, never
-    worth retrying)."""
 
 
 @dataclass(frozen=True)

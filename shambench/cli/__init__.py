@@ -8,8 +8,7 @@ from typing import IO, Any
 import click
 
 from shambench.cli.exits import USAGE
-from shambench.io import DataError
-from shambench.registry import UnknownPluginError
+from shambench.errors import DataError, UnknownPluginError
 
 # name -> "module:attribute"; each module imports its heavy dependencies inside the command body.
 COMMANDS = {
@@ -49,7 +48,7 @@ class LazyGroup(click.Group):
         return super().get_command(ctx, name)
 
     def invoke(self, ctx: click.Context):
-        from shambench.llm.client import AuthenticationStopped, EndpointError
+        from shambench.errors import AuthenticationStopped, EndpointError
 
         try:
             return super().invoke(ctx)

@@ -9,7 +9,7 @@ import click
 
 from shambench.cli.context import add_context_command
 from shambench.cli.options import data_dir_option, datasets_option
-from shambench.io import DataError
+from shambench.errors import DataError
 
 if TYPE_CHECKING:
     from rich.console import Console, JustifyMethod
@@ -66,7 +66,8 @@ def download(names: tuple[str, ...], data_dir: str | None, no_progress: bool) ->
     """
     from shambench.data.adapter import adapters, resolve_data_dir
     from shambench.data.benchmark import DEFAULT_SUITE, split_names
-    from shambench.data.download import DownloadError, fetch, make_client, targets
+    from shambench.data.download import fetch, make_client, targets
+    from shambench.errors import DownloadError
     from shambench.reporting.tables import make_console
 
     console = make_console(stderr=True)

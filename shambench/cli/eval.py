@@ -177,9 +177,9 @@ def eval_command(
     from shambench.cli.exits import INTERRUPTED, command_line, finish, print_failures
     from shambench.cli.progress import ProgressMonitor
     from shambench.data.context import evidence_gaps
+    from shambench.errors import AuthenticationStopped
     from shambench.io import write_json
     from shambench.llm.batch import BatchSettings
-    from shambench.llm.client import AuthenticationStopped
     from shambench.reporting.tables import make_console, print_results, warn
     from shambench.runs.evaluate import open_run, run_open
     from shambench.runs.runner import RESULTS, SystematicFailure, failures

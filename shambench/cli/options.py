@@ -17,7 +17,8 @@ DATA_DIR_HELP = "Folder holding the corpora (default: $SHAMBENCH_DATA_DIR, else 
 
 def _checked_base_url(ctx, param, value):
     """A --base-url without credentials (the check `shambench.llm.client.check_base_url` makes), as a usage error."""
-    from shambench.llm.client import EndpointError, check_base_url
+    from shambench.errors import EndpointError
+    from shambench.llm.client import check_base_url
 
     try:
         return check_base_url(value)

@@ -67,11 +67,12 @@ def score(
     response is one error naming the file and line (exit status 2; nothing is written).
     RUN_DIR rescoring also rewrites RUN_DIR/per_example.jsonl.
     """
+    from shambench.errors import ScoringError
     from shambench.io import model_line, write_jsonl
     from shambench.records import read_predictions
     from shambench.reporting.tables import make_console, print_results
     from shambench.runs.runner import PER_EXAMPLE, rescore_run, select_examples
-    from shambench.scoring.scorer import UNSCORED_PREDICTION_FIELDS, Scorer, ScoringError
+    from shambench.scoring.scorer import UNSCORED_PREDICTION_FIELDS, Scorer
 
     console = make_console(stderr=json_to_stdout(out, as_json) or per_example_out == "-")
     if run_dir:

@@ -63,7 +63,7 @@ def show(run_dir, example_id, html_out, partitions, context_chars, sort, max_f1)
     green: gold and predicted agree, red: gold span missed, yellow: predicted but not gold. In a file or a pipe
     the spans are marked [[gold, missed]], {{predicted, not gold}} and [[{{both}}]].
     """
-    from shambench.io import DataError
+    from shambench.errors import DataError
     from shambench.runs.runner import JOURNAL, Journal, example_scores, examples_of, load_config
 
     run = Path(run_dir)

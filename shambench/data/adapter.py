@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from shambench.io import DataError
+from shambench.errors import DataError
 from shambench.paths import cache_dir
 from shambench.registry import Registry
 from shambench.schema import Example
@@ -16,10 +16,6 @@ adapters: Registry[Adapter] = Registry("dataset", "shambench.adapters", "shamben
 adapter = adapters.register
 
 DATA_DIR_ENV = "SHAMBENCH_DATA_DIR"
-
-
-class SourceError(DataError):
-    """A source file is missing or not in the released format; the message names the file and the expectation."""
 
 
 class RemoteFile(BaseModel):

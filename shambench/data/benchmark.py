@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from shambench.data.adapter import DATA_DIR_ENV, Adapter, LoadResult, adapters, data_dir_origin, resolve_data_dir
-from shambench.io import DataError
+from shambench.errors import DataError
 from shambench.schema import Example
 
 if TYPE_CHECKING:

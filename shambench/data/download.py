@@ -18,16 +18,12 @@ from pathlib import Path
 import httpx
 
 from shambench.data.adapter import Adapter, RemoteFile
-from shambench.io import DataError
+from shambench.errors import DownloadError
 
 CHUNK = 1 << 16
 ATTEMPTS = 3
 # (bytes so far, total bytes or None when the server does not say)
 ProgressHook = Callable[[int, "int | None"], None]
-
-
-class DownloadError(DataError):
-    """A file could not be fetched or did not match its checksum; the message names the URL and the file."""
 
 
 def make_client(timeout: float = 60.0) -> httpx.Client:

@@ -24,7 +24,8 @@ from collections.abc import Iterator, Sequence
 from types import ModuleType
 from typing import Any
 
-from shambench.registry import ParameterError, Registry, checked_params
+from shambench.errors import ParameterError
+from shambench.registry import Registry, checked_params
 from shambench.schema import Example, Prediction, Span
 
 detectors: Registry[Detector] = Registry("detector", "shambench.detectors", "shambench.detectors")

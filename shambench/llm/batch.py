@@ -32,14 +32,14 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from shambench.detection.detector import Detector, Monitor
-from shambench.io import DataError, Journal, write_json
+from shambench.errors import DataError, MalformedReply
+from shambench.io import Journal, write_json
 from shambench.llm.client import (
     Budget,
     Deferred,
     Endpoint,
     LLMClient,
     LLMError,
-    MalformedReply,
     Reply,
     Route,
     Usage,

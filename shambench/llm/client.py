@@ -75,7 +75,7 @@ from platformdirs import user_config_dir
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from shambench.detection.detector import Monitor
-from shambench.io import DataError
+from shambench.errors import AuthenticationStopped, DataError, EndpointError, MalformedReply, ShambenchError
 from shambench.llm.cache import ResponseCache, cache_key
 
 T = TypeVar("T")
@@ -113,20 +113,6 @@ FLUSH_SECONDS = 0.05
 # (OpenAI bills batch requests at half price).
 BATCH_DISCOUNT = 0.5
 _FINISHED = object()
-
-
-class EndpointError(Exception):
-    """A base URL shambench refuses: not http(s), or carrying credentials. Not a ValueError, so that pydantic
-    passes it through unchanged and the command line shows it as one line."""
-
-
-class AuthenticationStopped(Exception):
-    """Raised out of `LLMClient.map` after too many consecutive 401/403 replies: the key or server is wrong, and
-    every further request would fail the same way."""
-
-
-class MalformedReply(ValueError):
-    """An HTTP-200 body that is not a well-formed completion; the message is a one-line reason."""
 
 
 def check_base_url(url: str | None, origin: str = "--base-url") -> str | None:
@@ -249,7 +235,7 @@ class Completion(BaseModel):
     """What the caller's `accept` function returned for it."""
 
 
-class LLMError(Exception):
+class LLMError(ShambenchError):
     """A request that failed for good: the reason, what the attempts consumed, any text received, and the HTTP
     status when the server refused it."""
 

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, Field
 
-from shambench.io import DataError
+from shambench.errors import DataError
 from shambench.llm.client import STRUCTURED_SETTINGS, Endpoint
 
 # Request-body parameters a preset or `-p` may set (anything else is a typo until proven otherwise).

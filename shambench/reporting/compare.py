@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel
 
-from shambench.io import DataError
+from shambench.errors import DataError
 from shambench.schema import Example, Prediction
 from shambench.scoring import metrics
 

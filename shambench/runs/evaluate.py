@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic_core import to_jsonable_python
 
 from shambench.detection.detector import Detector, Monitor, create_detector
-from shambench.io import DataError, write_json
+from shambench.errors import DataError
+from shambench.io import write_json
 from shambench.runs.runner import (
     CONFIG,
     JOURNAL,

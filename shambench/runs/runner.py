@@ -29,7 +29,8 @@ from pydantic_core import to_jsonable_python
 
 from shambench.data.benchmark import load_benchmark
 from shambench.detection.detector import Detector, Monitor
-from shambench.io import DataError, Journal, iter_jsonl, write_json, write_jsonl
+from shambench.errors import DataError, ShambenchError
+from shambench.io import Journal, iter_jsonl, write_json, write_jsonl
 from shambench.records import check_detector_prediction, read_examples
 from shambench.runs.provenance import git_commit, now_iso, package_versions, shambench_version
 from shambench.schema import Example, Prediction
@@ -291,7 +292,7 @@ def pending(examples: Sequence[Example], journal: Journal) -> list[Example]:
     return [ex for ex in examples if ex.id not in done]
 
 
-class SystematicFailure(Exception):
+class SystematicFailure(ShambenchError):
     """A run stopped because its predictions keep failing for one reason; what was journaled is kept."""
 
     def __init__(self, reason: str, count: int, from_start: bool):

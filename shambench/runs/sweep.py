@@ -34,7 +34,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from shambench.data.adapter import adapters, resolve_data_dir
 from shambench.data.benchmark import default_datasets, split_names
 from shambench.detection.detector import Detector, Monitor, create_detector, detectors
-from shambench.io import DataError, Journal, model_line, write_json
+from shambench.errors import CellError, DataError
+from shambench.io import Journal, model_line, write_json
 from shambench.records import check_detector_prediction
 from shambench.runs.evaluate import run_differences
 from shambench.runs.provenance import now_iso
@@ -526,10 +527,6 @@ def run_tasks(
 
 
 # ------------------------------------------------------------------------------------------------ the driver
-
-
-class CellError(Exception):
-    """A cell could not finish; its journal keeps every prediction that did arrive."""
 
 
 class RemoteDetector(Detector):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from shambench.io import DataError
+from shambench.errors import ScoringError
 from shambench.runs.provenance import git_commit, now_iso, shambench_version
 from shambench.schema import Example, Prediction
 from shambench.scoring import metrics
@@ -35,15 +35,6 @@ LEVELS = ("token", "sentence")
 # Up to this many bytes of bootstrap draw counts are kept between scorings (about 128,000 examples at 1000
 # resamples); larger corpora draw them again on each scoring, so memory stays linear.
 KEPT_RESAMPLES_BYTES = 256 * 2**20
-
-
-class ScoringError(DataError):
-    """Predictions that cannot be scored against the examples (unknown id, range past the response, ...)."""
-
-    def __init__(self, message: str, prediction_id: str | None = None):
-        super().__init__(message)
-        # The offending prediction's id, so that a caller that read the predictions from a file can name the line.
-        self.prediction_id = prediction_id
 
 
 def conventions(n_resamples: int, seed: int) -> dict[str, str]:

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from shambench.adapters.faithbench import BATCHES
-from shambench.data.adapter import SourceError, adapters
+from shambench.data.adapter import adapters
+from shambench.errors import SourceError
 from tests.conftest import require_shared
 
 

@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shambench.adapters.fava import DUPLICATE, EMPTY, MISMATCH, UNTAGGED, parse_annotated, spans_on_output
-from shambench.data.adapter import SourceError, adapters
+from shambench.data.adapter import adapters
+from shambench.errors import SourceError
 from tests.conftest import require_shared
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -137,7 +138,7 @@ def test_bad_files_name_the_file_and_the_record(tmp_path):
 
 def test_only_the_test_split_exists():
     from shambench.data.adapter import adapters
-    from shambench.io import DataError
+    from shambench.errors import DataError
 
     with pytest.raises(DataError, match=r"favabench has no 'dev' split \(it offers: test\)"):
         adapters.create("favabench").load(FIXTURES, "dev")

@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shambench.adapters.halluentity import LENGTHS, NO_ENTITY, UNPLACED, locate
-from shambench.data.adapter import SourceError, adapters
+from shambench.data.adapter import adapters
+from shambench.errors import SourceError
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

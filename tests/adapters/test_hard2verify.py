@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shambench.adapters.hard2verify import Hard2VerifyAdapter, decrypt_field
-from shambench.data.adapter import SourceError
+from shambench.errors import SourceError
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CANARY = "SHAMBENCH FIXTURE CANARY 3f9c1e27-invented-not-the-real-one"

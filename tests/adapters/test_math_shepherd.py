@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from shambench.adapters.math_shepherd import MathShepherdAdapter, RawRow, raw_steps
-from shambench.data.adapter import SourceError
+from shambench.errors import SourceError
 from tests.conftest import require_shared
 
 FIXTURES = Path(__file__).parent / "fixtures"

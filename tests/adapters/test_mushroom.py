@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from shambench.adapters.mushroom import FILES
-from shambench.data.adapter import SourceError, adapters
-from shambench.io import DataError
+from shambench.data.adapter import adapters
+from shambench.errors import DataError, SourceError
 from tests.conftest import require_shared
 
 FIXTURES = Path(__file__).parent / "fixtures"

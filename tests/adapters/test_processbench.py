@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from shambench.adapters.processbench import SUBSETS, ProcessBenchAdapter, step_labels
-from shambench.data.adapter import SourceError
+from shambench.errors import SourceError
 from tests.conftest import require_shared
 
 

@@ -16,9 +16,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shambench.adapters.ragtruth import CR_SOURCES, CR_TABLE, FAITHJUDGE_FILES, record_lines
-from shambench.data.adapter import SourceError, adapters
+from shambench.data.adapter import adapters
 from shambench.data.benchmark import load_benchmark
-from shambench.io import DataError
+from shambench.errors import DataError, SourceError
 from tests.conftest import require_shared
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from shambench.adapters.sharp import SharpAdapter, hal_spans, moved_spans, restore_right
-from shambench.data.adapter import SourceError
+from shambench.errors import SourceError
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shambench.adapters.zhou import SYSTEMS, spans_of_labels
-from shambench.data.adapter import SourceError, adapters
+from shambench.data.adapter import adapters
+from shambench.errors import SourceError
 from tests.conftest import require_shared
 
 

@@ -15,7 +15,7 @@ from shambench import load_benchmark
 from shambench.adapters.mushroom import FILES
 from shambench.data.adapter import Adapter, LoadResult, adapters
 from shambench.data.benchmark import dev_rank, dev_selection, example_from_hf
-from shambench.io import DataError
+from shambench.errors import DataError
 from shambench.registry import Entry
 from shambench.schema import Example, Step
 from tests.conftest import require_shared

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shambench.cli import main
-from shambench.io import DataError
+from shambench.errors import DataError
 from shambench.reporting.compare import compare_predictions, compare_runs, p_value, shared_examples
 from shambench.schema import Example, Prediction
 from tests.leaderboard.toy import EXAMPLES, make_run, predictions, write_examples

@@ -12,7 +12,8 @@ import httpx
 import pytest
 
 from shambench.data.adapter import RemoteFile
-from shambench.data.download import DownloadError, fetch, make_client, part_path
+from shambench.data.download import fetch, make_client, part_path
+from shambench.errors import DownloadError
 
 CONTENT = b"".join(b"line %03d of an invented released file\n" % i for i in range(200))  # 38 bytes x 200 = 7600
 

@@ -8,7 +8,7 @@ import pytest
 
 import shambench
 from shambench import Detector, Example, Span
-from shambench.io import DataError
+from shambench.errors import DataError
 from shambench.runs.evaluate import run_differences
 from shambench.runs.runner import load_config
 from tests.runs import eval_run, write_jsonl

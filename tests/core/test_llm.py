@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shambench.io import DataError
+from shambench.errors import DataError
 from shambench.llm.cache import ResponseCache
 from shambench.llm.client import (
     Endpoint,

@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shambench.detection.detector import Detector
-from shambench.io import DataError, Journal, write_atomic
+from shambench.errors import DataError
+from shambench.io import Journal, write_atomic
 from shambench.records import check_detector_prediction, parse_line, read_examples, read_predictions
 from shambench.runs.runner import run_predictions
 from shambench.schema import Example, Prediction, SoftSpan, Span

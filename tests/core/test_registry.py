@@ -8,7 +8,7 @@ import pytest
 
 from shambench import registry
 from shambench.detection.detector import create_detector, detectors
-from shambench.registry import UnknownPluginError
+from shambench.errors import UnknownPluginError
 
 GROUP = "shambench.detectors"
 

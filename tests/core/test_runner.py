@@ -15,7 +15,8 @@ from click.testing import CliRunner
 
 from shambench.cli import main
 from shambench.detection.detector import Detector, detectors
-from shambench.io import DataError, write_json, write_jsonl
+from shambench.errors import DataError
+from shambench.io import write_json, write_jsonl
 from shambench.registry import Entry
 from shambench.runs.runner import JOURNAL, Journal
 from shambench.schema import Example, Prediction

@@ -13,8 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shambench.data.stats import PAPER_COUNTS
+from shambench.errors import ScoringError
 from shambench.schema import Example, Prediction, SoftSpan, Span, Step
-from shambench.scoring.scorer import Scorer, ScoringError, score
+from shambench.scoring.scorer import Scorer, score
 from shambench.scoring.text import sentences, tokens
 from tests.conftest import require_shared
 

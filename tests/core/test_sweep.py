@@ -14,8 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shambench.cli import main
-from shambench.io import DataError
-from shambench.registry import UnknownPluginError
+from shambench.errors import DataError, UnknownPluginError
 from shambench.runs.runner import JOURNAL, RESULTS, examples_hash, load_config
 from shambench.runs.sweep import (
     SUMMARY,

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from shambench.cli import main
 from shambench.detection.detector import create_detector
-from shambench.io import DataError
+from shambench.errors import DataError
 from shambench.schema import Example
 
 CONTEXT = "Marie Curie was born in Warsaw in 1867."

@@ -26,7 +26,7 @@ from shambench.detectors.miprov2 import (
     span_program,
 )
 from shambench.detectors.prompts import SYSTEM, WORKED_EXAMPLES
-from shambench.io import DataError
+from shambench.errors import DataError
 from shambench.schema import Example
 
 EXAMPLE = Example(

@@ -27,7 +27,7 @@ from shambench.detectors.prompts import (
     parse_reply,
     parse_spans,
 )
-from shambench.io import DataError
+from shambench.errors import DataError
 from shambench.llm.cache import cache_path
 from shambench.schema import Example
 from tests.conftest import require_shared

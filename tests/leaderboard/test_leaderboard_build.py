@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from shambench.cli import main
 from shambench.detection.detector import create_detector
-from shambench.io import DataError
+from shambench.errors import DataError
 from shambench.leaderboard.build import DEFAULT_REPORTED, build, find_results, load_leaderboard, write_site
 from shambench.leaderboard.page import render
 from shambench.runs.runner import score_run

@@ -9,8 +9,9 @@ import pytest
 from click.testing import CliRunner
 
 from shambench.cli import main
+from shambench.errors import SubmissionError
 from shambench.leaderboard.build import build, load_leaderboard, write_site
-from shambench.leaderboard.submit import SubmissionError, submit
+from shambench.leaderboard.submit import submit
 from shambench.scoring.results import Results
 from tests.leaderboard.toy import RUNS
 

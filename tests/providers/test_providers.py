@@ -12,7 +12,7 @@ import pytest
 
 from shambench.data.context import ContextStore, add_context, content_hash, create_provider, providers, with_context
 from shambench.data.providers.wikipedia import page_title
-from shambench.io import DataError
+from shambench.errors import DataError
 from shambench.schema import Example
 
 PAGES = {"Ada Lovelace": "Ada Lovelace was an English mathematician.", "Mount Etna": "Etna is a volcano in Sicily."}

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from shambench.data.context import ContextProvider, ContextRecord, content_hash, context_provider
-from shambench.io import DataError, iter_jsonl
+from shambench.errors import DataError
+from shambench.io import iter_jsonl
 from shambench.schema import Example
 
 

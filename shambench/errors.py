@@ -1,0 +1,90 @@
+"""Every error shambench raises on purpose, in one hierarchy: catch `ShambenchError` for all of them.
+
+    ShambenchError
+    ├── DataError (also a ValueError)        input that cannot be read; the message names file, line, expectation
+    │   ├── SourceError                      a corpus file missing or not in its released format
+    │   ├── DownloadError                    a file not fetched, or not matching its checksum
+    │   ├── ParameterError                   a plugin parameter the factory does not take, or of the wrong type
+    │   ├── ScoringError                     predictions that cannot be scored against the examples
+    │   └── SubmissionError                  a rejected leaderboard submission, with every reason
+    ├── UnknownPluginError (also a KeyError) no plugin of that kind has that name
+    ├── EndpointError                        a base URL refused (not http(s), or carrying credentials)
+    ├── AuthenticationStopped                too many 401/403 replies in a row: the run stopped
+    ├── MalformedReply (also a ValueError)   an HTTP-200 body that is not a well-formed completion
+    ├── LLMError (shambench.llm.client)      a request that failed for good, with what it consumed
+    ├── SystematicFailure (shambench.runs.runner)  predictions failing for one reason: the run stopped
+    └── CellError                            a sweep cell that could not finish
+
+The command line turns DataError, UnknownPluginError, EndpointError and AuthenticationStopped into one line and
+exit status 2 (see `shambench.cli.exits`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class ShambenchError(Exception):
+    """Base of every error shambench raises on purpose."""
+
+
+class DataError(ShambenchError, ValueError):
+    """Input that cannot be read: the message names the file, the line and what was expected."""
+
+
+class SourceError(DataError):
+    """A source file is missing or not in the released format; the message names the file and the expectation."""
+
+
+class DownloadError(DataError):
+    """A file could not be fetched or did not match its checksum; the message names the URL and the file."""
+
+
+class ParameterError(DataError):
+    """A plugin parameter that the factory does not take, or a value of the wrong type (a user error, never
+    worth retrying)."""
+
+
+class ScoringError(DataError):
+    """Predictions that cannot be scored against the examples (unknown id, range past the response, ...)."""
+
+    def __init__(self, message: str, prediction_id: str | None = None):
+        super().__init__(message)
+        # The offending prediction's id, so that a caller that read the predictions from a file can name the line.
+        self.prediction_id = prediction_id
+
+
+class SubmissionError(DataError):
+    """A rejected submission; `problems` lists every reason, and nothing was written."""
+
+    def __init__(self, source: str, problems: Sequence[str]):
+        self.problems = list(problems)
+        listing = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(
+            f"{source}: submission rejected ({len(self.problems)} problem(s)); nothing was added:\n{listing}"
+        )
+
+
+class UnknownPluginError(ShambenchError, KeyError):
+    """No plugin of that kind has that name."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class EndpointError(ShambenchError):
+    """A base URL shambench refuses: not http(s), or carrying credentials. Not a ValueError, so that pydantic
+    passes it through unchanged and the command line shows it as one line."""
+
+
+class AuthenticationStopped(ShambenchError):
+    """Raised out of `LLMClient.map` after too many consecutive 401/403 replies: the key or server is wrong, and
+    every further request would fail the same way."""
+
+
+class MalformedReply(ShambenchError, ValueError):
+    """An HTTP-200 body that is not a well-formed completion; the message is a one-line reason."""
+
+
+class CellError(ShambenchError):
+    """A cell could not finish; its journal keeps every prediction that did arrive."""
