@@ -27,7 +27,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, redirect_stdout
 from hashlib import sha256
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -54,6 +54,9 @@ from shambench.records import read_examples
 from shambench.runs.provenance import now_iso, shambench_version
 from shambench.schema import Example, Prediction
 from shambench.scoring.scorer import Scorer
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 DEFAULT_HELDOUT_SHARE = 0.2
 # Errors MIPROv2's evaluations tolerate before stopping: in effect none stops it (see `strict_adapter`).
@@ -483,3 +486,38 @@ def overfit_gap(program: ProgramFile) -> float:
     train_gain = program.train.optimized - program.train.base
     held_gain = program.heldout_scores.optimized - program.heldout_scores.base
     return train_gain - held_gain
+
+
+def print_summary(program: ProgramFile, out: str, console: Console) -> None:
+    """Print the scores before and after on training and held-out examples, usage, and where the program went."""
+    from rich.table import Table
+
+    from shambench.reporting.tables import warn
+
+    table = Table(title=f"token F1 (per-example mean), {program.base} with MIPROv2 {program.auto}, seed {program.seed}")
+    for column in ("examples", "n", "base", "optimised", "change"):
+        table.add_column(column, justify="left" if column == "examples" else "right")
+    for name, scores in (("training", program.train), ("held-out", program.heldout_scores)):
+        change = scores.optimized - scores.base
+        table.add_row(name, str(scores.n), f"{scores.base:.3f}", f"{scores.optimized:.3f}", f"{change:+.3f}")
+    console.print(table)
+    gap = overfit_gap(program)
+    if gap > 0.05:
+        warn(
+            console,
+            f"the training gain exceeds the held-out gain by {gap:.3f}: the prompt may be adapted to its training "
+            "examples",
+        )
+    u = program.usage
+    console.print(
+        f"LM calls: {u.lm_calls} ({u.requests} requests, {u.cache_hits} cache hits); tokens: {u.input_tokens} in, "
+        f"{u.output_tokens} out; cost: ${u.cost:.4f}"
+    )
+    if u.unparsed:
+        warn(
+            console,
+            f"{u.unparsed} model replies could not be parsed ({u.failed_proposals} of them instruction "
+            "proposals): counted as failed trials, not cached, asked again on a re-run",
+        )
+    console.print(f"held-out: {program.heldout}; DSPy {program.dspy_version}")
+    console.print(f"program: {out}  (evaluate: shambench eval --detector miprov2:{out})")

@@ -3,17 +3,11 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
 
 import click
 
 from shambench.cli.exits import allow_failures_option
 from shambench.cli.options import base_url_option, data_dir_option, parse_params
-
-if TYPE_CHECKING:
-    from rich.console import Console
-
-    from shambench.detectors.miprov2 import ProgramFile
 
 # Endpoint options of `shambench eval`, applied to the base preset when given.
 ENDPOINT_OPTIONS = ("model", "base_url", "api_key_env", "max_concurrency", "timeout")
@@ -119,44 +113,10 @@ def optimize(out, params, datasets, no_progress, allow_failures, **opts) -> None
     console.file = sys.stdout  # the progress display stays visible while DSPy's own bars are silenced
     with ProgressMonitor(None, f"MIPROv2 {config.auto}", console, enabled=not no_progress) as monitor:
         program = miprov2.optimize(config, monitor)
-    print_summary(program, out, console)
+    miprov2.print_summary(program, out, console)
     failed = program.usage.failed_calls
     if failed:
         console.print(f"{failed} LM calls failed; first reasons:", style="yellow", markup=False)
         for reason in program.usage.failures:
             console.print(f"  {reason}", markup=False, soft_wrap=True)
     finish(failed, allow_failures)
-
-
-def print_summary(program: ProgramFile, out: str, console: Console) -> None:
-    """Scores before and after on training and held-out examples, usage, and where the program went."""
-    from rich.table import Table
-
-    from shambench.detection.detector import optimizers
-
-    overfit_gap = optimizers.get("miprov2").factory().overfit_gap
-    table = Table(title=f"token F1 (per-example mean), {program.base} with MIPROv2 {program.auto}, seed {program.seed}")
-    for column in ("examples", "n", "base", "optimised", "change"):
-        table.add_column(column, justify="left" if column == "examples" else "right")
-    for name, scores in (("training", program.train), ("held-out", program.heldout_scores)):
-        change = scores.optimized - scores.base
-        table.add_row(name, str(scores.n), f"{scores.base:.3f}", f"{scores.optimized:.3f}", f"{change:+.3f}")
-    console.print(table)
-    gap = overfit_gap(program)
-    if gap > 0.05:
-        console.print(
-            f"[yellow]warning: the training gain exceeds the held-out gain by {gap:.3f}: the prompt may be "
-            "adapted to its training examples[/yellow]"
-        )
-    u = program.usage
-    console.print(
-        f"LM calls: {u.lm_calls} ({u.requests} requests, {u.cache_hits} cache hits); tokens: {u.input_tokens} in, "
-        f"{u.output_tokens} out; cost: ${u.cost:.4f}"
-    )
-    if u.unparsed:
-        console.print(
-            f"[yellow]{u.unparsed} model replies could not be parsed ({u.failed_proposals} of them instruction "
-            "proposals): counted as failed trials, not cached, asked again on a re-run[/yellow]"
-        )
-    console.print(f"held-out: {program.heldout}; DSPy {program.dspy_version}")
-    console.print(f"program: {out}  (evaluate: shambench eval --detector miprov2:{out})")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -14,6 +13,7 @@ from rich.progress import (
 )
 
 from shambench.detection.detector import Monitor
+from shambench.reporting.tables import styled
 
 
 def counting_progress(console: Console | None, enabled: bool = True) -> Progress:
@@ -45,7 +45,7 @@ class ProgressMonitor(Monitor):
 
     def note(self, message: str) -> None:
         """Print a message above the bar."""
-        self.progress.console.print(f"[yellow]note:[/] {escape(message)}", soft_wrap=True)
+        self.progress.console.print(styled(("note:", "yellow"), " ", message), soft_wrap=True)
 
     def done(self, item) -> None:
         """One prediction (or context record) is finished."""

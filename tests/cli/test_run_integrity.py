@@ -125,7 +125,9 @@ def test_ctrl_c_prints_how_to_resume(tmp_path, monkeypatch):
 def test_a_requested_dataset_that_fails_to_load_is_exit_2(tmp_path):
     res = invoke("--detector", "overlap", "--datasets", "ragtruth", "--data-dir", tmp_path, "--run-dir", tmp_path / "r")
     assert res.exit_code == 2
-    assert res.stderr.startswith("error: dataset ragtruth not loaded:")
+    # One line naming the dataset, the data directory and what was not found there.
+    assert res.stderr.startswith("error: ") and res.stderr.count("\n") == 1
+    assert "ragtruth" in res.stderr and str(tmp_path) in res.stderr and "not found" in res.stderr
     assert not (tmp_path / "r").exists()
 
 

@@ -1,4 +1,4 @@
-"""`shambench.runs.evaluate()`: the same run as `shambench eval`, resumable, with detectors by name or as objects."""
+"""`shambench.evaluate()`: the same run as `shambench eval`, resumable, with detectors by name or as objects."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def scores(results: dict) -> dict:
 
 
 def test_evaluate_equals_the_cli_run_on_real_mushroom(shared_data, tmp_path):
-    results = shambench.runs.evaluate(
+    results = shambench.evaluate(
         "overlap", datasets="mushroom", data_dir=shared_data, run_dir=tmp_path / "api", n_resamples=20
     )
     assert results.n_examples == 154 and results.failed_predictions == 0
@@ -49,14 +49,14 @@ def test_a_detector_object_and_a_resume_with_nothing_left_to_do(tmp_path):
             return [Span(start=0, end=example.response.index(" "))]
 
     run = tmp_path / "run"
-    first = shambench.runs.evaluate(FirstWord(), examples_file=examples, run_dir=run, n_resamples=10)
+    first = shambench.evaluate(FirstWord(), examples_file=examples, run_dir=run, n_resamples=10)
     # a: "The" predicted, "cat" gold -> F1 0; b: "Paris" predicted, nothing gold -> F1 0.
     assert first.tasks["summ"].token.f1 == 0.0 and first.tasks["qa"].token.f1 == 0.0
     assert first.run.detector == "custom"
     run = tmp_path / "all"
-    done = shambench.runs.evaluate("all", examples_file=examples, run_dir=run, n_resamples=10)
+    done = shambench.evaluate("all", examples_file=examples, run_dir=run, n_resamples=10)
     journal = (run / "predictions.jsonl").read_text()
-    again = shambench.runs.evaluate("ignored: the run's config decides", resume=True, run_dir=run, n_resamples=10)
+    again = shambench.evaluate("ignored: the run's config decides", resume=True, run_dir=run, n_resamples=10)
     assert (run / "predictions.jsonl").read_text() == journal
     assert again.model_dump(include={"datasets", "tasks"}) == done.model_dump(include={"datasets", "tasks"})
 
@@ -65,9 +65,9 @@ def test_a_run_directory_is_never_adopted_twice(tmp_path):
     examples = write_jsonl(tmp_path / "ex.jsonl", ROWS)
     eval_run(examples, "all", tmp_path / "run")
     with pytest.raises(DataError, match="already holds a run"):
-        shambench.runs.evaluate("none", examples_file=examples, run_dir=tmp_path / "run")
+        shambench.evaluate("none", examples_file=examples, run_dir=tmp_path / "run")
     with pytest.raises(DataError, match="needs the run_dir"):
-        shambench.runs.evaluate("none", resume=True)
+        shambench.evaluate("none", resume=True)
 
 
 def test_run_differences_names_what_changed(tmp_path):

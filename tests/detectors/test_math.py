@@ -244,14 +244,16 @@ def test_verdictless_critic_replies_fail_and_resume_retries_them(openai_server, 
     run = tmp_path / "run"
     args = ["eval", "--detector", "critic", "--model", "judge", "--base-url", openai_server.base_url]
     first = CliRunner().invoke(main, [*args, "--examples", str(path), "--run-dir", str(run), "--no-progress"])
-    assert first.exit_code == 0, first.output
+    assert first.exit_code == 3, first.output
     journal = [json.loads(line) for line in (run / "predictions.jsonl").read_text().splitlines()]
     assert all(p["error"].startswith("unusable output: no 'Verdict:' line") for p in journal)
     assert all(p["raw"] == "Step 0 is right and step 1 is wrong, I believe." for p in journal)
     assert json.loads((run / "results.json").read_text())["failed_predictions"] == 3
     # Not cached: --resume asks again and takes the verdicts now given.
     openai_server.script = lambda req: "Reasoning.\nVerdict: yes, no"
-    again = CliRunner().invoke(main, ["eval", "--resume", str(run), "--no-progress"])
+    again = CliRunner().invoke(
+        main, ["eval", "--resume", str(run), "--base-url", openai_server.base_url, "--no-progress"]
+    )
     assert again.exit_code == 0, again.output
     assert json.loads((run / "results.json").read_text())["failed_predictions"] == 0
     # 3 first + 1 on resume: the three examples share one prompt, so once an answer is accepted (and cached)

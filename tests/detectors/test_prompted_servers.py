@@ -55,20 +55,24 @@ def test_systematic_failure_stops_the_run_and_resume_continues_after_the_fix(ope
         {"id": f"t/{i}", "dataset": "toy", "task": "open_qa", "response": f"Answer number {i}."} for i in range(30)
     ]
     examples.write_text("".join(json.dumps(x) + "\n" for x in lines))
-    openai_server.faults = lambda req: Fault("401", message="invalid api key")
+    # A deterministic rejection (not an authentication failure, which has its own stop after five in a row).
+    openai_server.faults = lambda req: Fault("404", message="model m does not exist")
+    openai_server.latency = 0.05  # as a real server: the run sees the failures while requests are still to send
     run = tmp_path / "run"
     args = ["--detector", "openai", "--model", "m", "--base-url", openai_server.base_url, "--examples", str(examples)]
     result = eval_cli(*args, "--run-dir", str(run), *FAST)
-    assert result.exit_code == 1
-    assert "stopped: the first 8 predictions failed for the same reason: HTTP 401: invalid api key" in result.output
-    assert "likely fix: the server refused the key" in result.output
+    assert result.exit_code == 2
+    assert "stopped: the first 8 predictions failed for the same reason: HTTP 404: model m does not exist" in (
+        result.output
+    )
+    assert "likely fix: check --base-url (it ends in /v1) and --model" in result.output
     assert f"shambench eval --resume {run}" in result.output
     # The run stopped early: well short of 30 requests, and the failures are journaled for --resume.
     assert len(openai_server.log) < 30
     journal = (run / "predictions.jsonl").read_text().splitlines()
     assert len(journal) >= 8 and all(json.loads(line)["error"] for line in journal)
     openai_server.faults = None
-    resumed = eval_cli("--resume", str(run), *FAST)
+    resumed = eval_cli("--resume", str(run), "--base-url", openai_server.base_url, *FAST)
     assert resumed.exit_code == 0, resumed.output
     assert json.loads((run / "results.json").read_text())["failed_predictions"] == 0
 
@@ -81,5 +85,6 @@ def test_keep_going_runs_every_example(openai_server, tmp_path):
     run = tmp_path / "run"
     args = ["--detector", "openai", "--model", "m", "--base-url", openai_server.base_url, "--examples", str(examples)]
     result = eval_cli(*args, "--run-dir", str(run), "--keep-going", *FAST)
-    assert result.exit_code == 0 and len(openai_server.log) == 12
+    # Every example was asked; the run finished with failed predictions: exit status 3.
+    assert result.exit_code == 3 and len(openai_server.log) == 12
     assert json.loads((run / "results.json").read_text())["failed_predictions"] == 12
