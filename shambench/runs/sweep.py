@@ -48,6 +48,7 @@ from shambench.runs.runner import (
     load_config,
     make_config,
     pending,
+    run_lock,
     score_predictions,
     select_examples,
     write_scores,
@@ -730,26 +731,28 @@ def run_cell(
     spec = data.plan.spec
     try:
         shared = data.get(cell.data)
-        config = check_existing(cell, shared)
-        journal = Journal(cell.run_dir / JOURNAL)
-        todo = pending(shared.examples, journal)
-        if (cell.run_dir / RESULTS).is_file() and not todo:
-            report.status = "skipped"
-            results = Results.model_validate_json((cell.run_dir / RESULTS).read_text(encoding="utf-8"))
-        else:
-            remote = RemoteDetector(cell, shared, backend, spec.retries)
+        # One writer per run directory: another sweep (or an eval --resume) on this cell fails it at once.
+        with run_lock(cell.run_dir):
+            config = check_existing(cell, shared)
+            journal = Journal(cell.run_dir / JOURNAL)
+            todo = pending(shared.examples, journal)
+            if (cell.run_dir / RESULTS).is_file() and not todo:
+                report.status = "skipped"
+                results = Results.model_validate_json((cell.run_dir / RESULTS).read_text(encoding="utf-8"))
+            else:
+                remote = RemoteDetector(cell, shared, backend, spec.retries)
 
-            def write_config() -> None:
-                if not (cell.run_dir / CONFIG).is_file():
-                    write_json(cell.run_dir / CONFIG, make_config(remote, shared.examples, shared.selection))
+                def write_config() -> None:
+                    if not (cell.run_dir / CONFIG).is_file():
+                        write_json(cell.run_dir / CONFIG, make_config(remote, shared.examples, shared.selection))
 
-            if todo and cell.batch:
-                report.predicted = run_batch_cell(cell, shared, journal, todo, monitor, on_predictions)
-            elif todo:
-                report.predicted = journal_outputs(remote, todo, journal, write_config, monitor, on_predictions)
-            config = config or load_config(cell.run_dir)
-            results, per_example = score_remotely(cell, config, shared, journal, backend, spec)
-            write_scores(cell.run_dir, results, per_example)
+                if todo and cell.batch:
+                    report.predicted = run_batch_cell(cell, shared, journal, todo, monitor, on_predictions)
+                elif todo:
+                    report.predicted = journal_outputs(remote, todo, journal, write_config, monitor, on_predictions)
+                config = config or load_config(cell.run_dir)
+                results, per_example = score_remotely(cell, config, shared, journal, backend, spec)
+                write_scores(cell.run_dir, results, per_example)
     except (CellError, DataError) as err:
         report.status, report.error = "failed", str(err)
         return report

@@ -294,6 +294,20 @@ def test_a_bad_parameter_fails_its_cell_at_once_without_retries(tmp_path, backen
     assert "detector 'random' has no parameter 'rat'; did you mean 'rate'?" in bad.error
 
 
+def test_a_cell_whose_run_directory_another_process_holds_fails_at_once(tmp_path, backend):
+    from shambench.runs.runner import run_lock
+
+    spec = write_sweep(tmp_path, "examples: [toy.jsonl]\nbootstrap: 20\nleaderboard: false\ndetectors: [none]\n")
+    plan = plan_sweep(spec)
+    (cell,) = plan.cells
+    with run_lock(cell.run_dir):  # as an `eval --resume` of that folder would
+        (report,) = run_sweep(plan, backend).cells
+    assert report.status == "failed" and "in use" in report.error
+    assert not (cell.run_dir / "predictions.jsonl").exists()
+    (report,) = run_sweep(plan_sweep(spec), backend).cells
+    assert report.status == "done"
+
+
 def die_once(marker: str, value: int) -> int:
     """Kills its worker process the first time it runs (per marker file), then returns `value` doubled."""
     try:
