@@ -16,11 +16,12 @@ the cache and `--resume` re-asks only what failed. Every prediction records the 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from shambench.detection.detector import Detector, Monitor, detector
+from shambench.detection.detector import Detector, detector
 from shambench.errors import DataError
+from shambench.llm.api import APIDetector
 from shambench.schema import Example, Prediction, Span
 
 FAVA_TEMPLATE = (
@@ -65,7 +66,7 @@ def ragtruth_task(example: Example) -> str:
     return "QA"
 
 
-class GenerativeTagger(Detector):
+class GenerativeTagger(APIDetector):
     """Base of the taggers: one completion per example, parsed into strings or spans and placed in the response."""
 
     family = "generative-tagger"
@@ -73,10 +74,9 @@ class GenerativeTagger(Detector):
     """The prompt templates (their hash is recorded)."""
 
     def __init__(self, endpoint: Any, generation: dict[str, Any], min_similarity: float, use_cache: bool = True):
-        self.endpoint = endpoint
+        super().__init__(endpoint, use_cache)
         self.generation = generation
         self.min_similarity = min_similarity
-        self.use_cache = use_cache
 
     @property
     def prompt_hash(self) -> str:
@@ -86,7 +86,7 @@ class GenerativeTagger(Detector):
     def params(self) -> dict[str, Any]:
         # The factory's own keywords, so that `--resume` rebuilds the same detector.
         return {
-            **self.endpoint.identity(),
+            **super().params(),
             "generation": self.generation,
             "min_similarity": self.min_similarity,
             "prompt_hash": self.prompt_hash,
@@ -104,12 +104,7 @@ class GenerativeTagger(Detector):
         """Spans on the response, and the strings that could not be placed."""
         raise NotImplementedError
 
-    def predict(self, examples: Sequence[Example], monitor: Monitor | None = None) -> Iterator[Prediction]:
-        from shambench.llm.client import map_endpoint
-
-        yield from map_endpoint(self.endpoint, examples, self._one, monitor, self.use_cache)
-
-    async def _one(self, client: Any, example: Example) -> Prediction:
+    async def predict_one(self, client: Any, example: Example) -> Prediction:
         from shambench.llm.client import LLMError
 
         meta: dict[str, Any] = {"prompt_hash": self.prompt_hash}

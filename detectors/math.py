@@ -23,16 +23,16 @@ the metric's rules.
 
 from __future__ import annotations
 
-import os
+import json
 import re
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
 from shambench.detection.detector import Detector, Monitor, detector
 from shambench.errors import DataError
+from shambench.llm.api import APIDetector
 from shambench.schema import Example, Prediction, Span
 
 MARKER = "<extra_0>"
@@ -118,8 +118,9 @@ def prm_input(example: Example) -> str:
     return PRM_QUESTION.format(question=example.question) + steps
 
 
-class PRMDetector(Detector):
-    """A process reward model behind a transformers or OpenAI-compatible (vLLM `/pooling`) backend."""
+class PRMDetector(APIDetector):
+    """A process reward model behind a transformers or OpenAI-compatible (vLLM `/pooling`) backend; the latter
+    through the shared client (retries, response cache, accounting) like every API-backed detector."""
 
     family = "prm"
 
@@ -128,36 +129,59 @@ class PRMDetector(Detector):
             raise DataError(f"unknown PRM backend {backend!r} (use openai or transformers)")
         if not model:
             raise DataError("the prm detector needs a model: prm:PATH_OR_NAME or --model NAME")
-        from shambench.llm.client import check_base_url
+        from shambench.llm.client import Endpoint, check_base_url
 
         # Refused before the run records its parameters: credentials in the URL would reach config.json.
         check_base_url(options.get("base_url") or None)
+        given = {k: options[k] for k in ("max_retries", "backoff_base") if options.get(k) is not None}
+        endpoint = Endpoint(
+            model=model,
+            base_url=options.get("base_url") or None,
+            api_key_env=options.get("api_key_env") or "OPENAI_API_KEY",
+            max_concurrency=int(options.get("max_concurrency") or 4),
+            timeout=float(options.get("timeout") or 120.0),
+            **given,
+        )
+        super().__init__(endpoint, use_cache=bool(options.get("cache", True)))
         self.model, self.backend, self.span_threshold = model, backend, float(span_threshold)
         self.options = options
-        self._scorer: Any = None
 
     def params(self) -> dict[str, Any]:
         safe = {k: v for k, v in self.options.items() if k != "api_key"}
         return {"model": self.model, "backend": self.backend, "span_threshold": self.span_threshold, **safe}
 
     def predict(self, examples: Sequence[Example], monitor: Monitor | None = None) -> Iterator[Prediction]:
+        if self.backend == "openai":
+            if not self.endpoint.base_url:
+                raise DataError("the openai PRM backend needs --base-url (a vLLM server with the STEP pooler)")
+            yield from self.map(examples, self.predict_one, monitor)
+            return
         monitor = monitor or Monitor()
-        score = self._transformers_scores() if self.backend == "transformers" else self._pooling_scores()
-        workers = 1 if self.backend == "transformers" else int(self.options.get("max_concurrency") or 4)
-
-        def one(example: Example) -> Prediction:
+        score = self._transformers_scores()
+        for example in examples:
             try:
                 scores = score(prm_input(example))
             except (OSError, ValueError, KeyError, TypeError, IndexError, RecursionError) as err:
-                return Prediction(id=example.id, error=f"{type(err).__name__}: {err}")
-            n = len(example.steps or [])
-            meta = {"n_scores": len(scores)} if len(scores) != n else {}
-            return prm_prediction(example, scores, self.span_threshold, meta=meta)
+                pred = Prediction(id=example.id, error=f"{type(err).__name__}: {err}")
+            else:
+                pred = self._prediction(example, scores, {})
+            monitor.count("failed" if pred.error else "scored")
+            yield pred
 
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            for pred in pool.map(one, examples):
-                monitor.count("failed" if pred.error else "scored")
-                yield pred
+    async def predict_one(self, client: Any, example: Example) -> Prediction:
+        """The step scores of one example from the server's pooling API (`/pooling`, STEP pooler)."""
+        from shambench.llm.client import LLMError
+
+        try:
+            reply = await client.request("pooling", {"input": prm_input(example)}, accept=lambda c: json.loads(c.text))
+        except LLMError as err:
+            return Prediction(id=example.id, error=err.reason, meta={"usage": err.usage.model_dump()})
+        return self._prediction(example, reply.parsed, {"usage": reply.usage.model_dump()})
+
+    def _prediction(self, example: Example, scores: list[float], meta: dict[str, Any]) -> Prediction:
+        if len(scores) != len(example.steps or []):
+            meta = {**meta, "n_scores": len(scores)}
+        return prm_prediction(example, scores, self.span_threshold, meta=meta)
 
     def _transformers_scores(self):
         import torch
@@ -179,29 +203,6 @@ class PRMDetector(Detector):
             logits = out.logits if hasattr(out, "logits") else out[0]
             at = ids["input_ids"][0] == marker_id
             return torch.softmax(logits[0][at].float(), dim=-1)[:, 1].tolist()
-
-        return score
-
-    def _pooling_scores(self):
-        import httpx
-
-        opts = self.options
-        base = (opts.get("base_url") or "").rstrip("/")
-        if not base:
-            raise DataError("the openai PRM backend needs --base-url (a vLLM server with the STEP pooler)")
-        url = re.sub(r"/v1$", "", base) + "/pooling"
-        key = os.environ.get(opts.get("api_key_env") or "OPENAI_API_KEY")
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        client = httpx.Client(timeout=float(opts.get("timeout") or 120.0), headers=headers)
-
-        def score(text: str) -> list[float]:
-            try:
-                reply = client.post(url, json={"model": self.model, "input": text})
-                reply.raise_for_status()
-                rows = reply.json()["data"][0]["data"]
-            except httpx.HTTPError as err:
-                raise OSError(str(err)) from None
-            return [float(row[-1] if isinstance(row, list) else row) for row in rows]
 
         return score
 
@@ -268,7 +269,7 @@ def _tail(text: str, limit: int = 80) -> str:
     return repr(text if len(text) <= limit else "…" + text[-limit:])
 
 
-class CriticDetector(Detector):
+class CriticDetector(APIDetector):
     """A chat model judging the steps (a verdict per step, or the first wrong step) through `shambench.llm.client`."""
 
     family = "critic"
@@ -276,21 +277,17 @@ class CriticDetector(Detector):
     def __init__(self, endpoint: Any, mode: str, generation: dict[str, Any], use_cache: bool = True):
         if mode not in CRITIC_TASKS:
             raise DataError(f"unknown critic mode {mode!r} (use {' or '.join(CRITIC_TASKS)})")
-        self.endpoint, self.mode, self.generation, self.use_cache = endpoint, mode, generation, use_cache
+        super().__init__(endpoint, use_cache)
+        self.mode, self.generation = mode, generation
 
     def params(self) -> dict[str, Any]:
         return {
-            **self.endpoint.identity(),
+            **super().params(),
             "mode": self.mode,
             "generation": self.generation,
         }
 
-    def predict(self, examples: Sequence[Example], monitor: Monitor | None = None) -> Iterator[Prediction]:
-        from shambench.llm.client import map_endpoint
-
-        yield from map_endpoint(self.endpoint, examples, self._one, monitor, self.use_cache)
-
-    async def _one(self, client: Any, example: Example) -> Prediction:
+    async def predict_one(self, client: Any, example: Example) -> Prediction:
         from shambench.llm.client import LLMError
 
         parse = parse_step_verdicts if self.mode == "steps" else parse_first_error

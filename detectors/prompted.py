@@ -17,25 +17,21 @@ import functools
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from shambench.detection.detector import Detector, Monitor, detectors
+from shambench.detection.detector import Monitor, detectors
 from shambench.errors import DataError
+from shambench.llm.api import APIDetector
 from shambench.llm.presets import preset_settings, presets
 from shambench.schema import Example, Prediction
 
 from .prompts import PROMPT_HASH, RESPONSE_FORMAT, ParsedReply, messages_for, parse_reply
 
 
-class PromptedDetector(Detector):
+class PromptedDetector(APIDetector):
     """Asks a chat model for the unsupported spans of each response and places them in the response."""
 
     family = "prompted"
     prompt_hash = PROMPT_HASH
     """Hash of the prompt template, recorded with every prediction (a subclass with its own prompt sets its own)."""
-    route: Any = None
-    """Where uncached requests go instead of the HTTP API (`shambench.llm.client.Route`, set by `--batch`); not a
-    parameter: it changes how answers are fetched, never what they are."""
-    budget: Any = None
-    """The `shambench.llm.client.Budget` that stops sending requests (set by `--max-cost`); not a parameter either."""
 
     def __init__(
         self,
@@ -45,16 +41,15 @@ class PromptedDetector(Detector):
         min_similarity: float,
         use_cache: bool = True,
     ):
-        self.endpoint = endpoint
+        super().__init__(endpoint, use_cache)
         self.generation = generation
         self.structured = structured
         self.min_similarity = min_similarity
-        self.use_cache = use_cache
 
     def params(self) -> dict[str, Any]:
         # Everything that fixes the output, in the factory's own keywords, so `--resume` rebuilds this detector.
         return {
-            **self.endpoint.identity(),
+            **super().params(),
             "generation": self.generation,
             "structured": self.structured,
             "min_similarity": self.min_similarity,
@@ -73,12 +68,7 @@ class PromptedDetector(Detector):
         return {**self.generation, "response_format": RESPONSE_FORMAT}
 
     def predict(self, examples: Sequence[Example], monitor: Monitor | None = None) -> Iterator[Prediction]:
-        from shambench.llm.client import map_endpoint
-
-        work = functools.partial(self._predict_one, body=self.body())
-        yield from map_endpoint(
-            self.endpoint, examples, work, monitor, self.use_cache, self.structured, self.route, self.budget
-        )
+        yield from self.map(examples, functools.partial(self._predict_one, body=self.body()), monitor)
 
     async def _predict_one(self, client: Any, example: Example, body: dict[str, Any]) -> Prediction:
         from shambench.detection.locate import locate

@@ -31,6 +31,7 @@ import numpy as np
 from shambench.detection.detector import Detector, Monitor, detector
 from shambench.detectors._models import batched, load_pretrained, pick_device
 from shambench.errors import DataError
+from shambench.llm.api import APIDetector
 from shambench.schema import Example, Prediction, Span
 from shambench.scoring.text import sentences
 
@@ -305,7 +306,7 @@ def yes_probability(completion: Any) -> float:
     return float(sum(math.exp(lp) for token, lp in top.items() if token.strip().lower() == "yes"))
 
 
-class BespokeMiniCheck(SentenceVerifier):
+class BespokeMiniCheck(SentenceVerifier, APIDetector):
     """Bespoke-MiniCheck-7B behind an OpenAI-compatible server (vLLM), read from its first token's logprobs."""
 
     # Its 32,768-token window less 300 for the claim and prompt, at about 1.3 tokens per word.
@@ -314,11 +315,11 @@ class BespokeMiniCheck(SentenceVerifier):
     """The request body: one token, greedy, with its five most likely alternatives."""
 
     def __init__(self, endpoint: Any, use_cache: bool = True, **kwargs: Any):
-        super().__init__(**kwargs)
-        self.endpoint, self.use_cache = endpoint, use_cache
+        SentenceVerifier.__init__(self, **kwargs)
+        APIDetector.__init__(self, endpoint, use_cache)
 
     def params(self) -> dict[str, Any]:
-        return {**super().params(), **self.endpoint.identity()}
+        return {**SentenceVerifier.params(self), **APIDetector.params(self)}
 
     @staticmethod
     def messages(doc: str, claim: str) -> list[dict[str, str]]:
@@ -331,7 +332,7 @@ class BespokeMiniCheck(SentenceVerifier):
     def support(
         self, pairs: Sequence[tuple[str, str]], monitor: Monitor | None = None
     ) -> tuple[np.ndarray, dict[int, str]]:
-        from shambench.llm.client import LLMError, map_endpoint
+        from shambench.llm.client import LLMError
 
         async def one(client: Any, item: tuple[int, tuple[str, str]]) -> tuple[int, float | None, str | None]:
             i, (doc, claim) = item
@@ -343,7 +344,7 @@ class BespokeMiniCheck(SentenceVerifier):
 
         out = np.full(len(pairs), np.nan)
         failures: dict[int, str] = {}
-        for i, prob, reason in map_endpoint(self.endpoint, list(enumerate(pairs)), one, monitor, self.use_cache):
+        for i, prob, reason in self.map(list(enumerate(pairs)), one, monitor):
             if reason is None:
                 out[i] = prob
             else:

@@ -87,7 +87,9 @@ OPENAI_URL = "https://api.openai.com/v1"
 # Sent to servers that need no key (vLLM, llama.cpp): some still insist on an Authorization header.
 PLACEHOLDER_KEY = "EMPTY"
 # The URL path of each request kind below the base URL.
-KIND_PATHS = {"chat": "chat/completions", "completions": "completions", "responses": "responses"}
+KIND_PATHS = {"chat": "chat/completions", "completions": "completions", "responses": "responses", "pooling": "pooling"}
+# Request kinds served at the server's root rather than under its /v1 (vLLM's pooling API).
+ROOT_KINDS = frozenset({"pooling"})
 # HTTP statuses worth another attempt: timeout, conflict, rate limit, and server errors.
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 # Authentication failures: not retried, and a run stops after `Endpoint.auth_failures_to_stop` in a row.
@@ -508,6 +510,8 @@ def message_parts(kind: str, response: dict[str, Any]) -> tuple[str, str | None,
     content or finish reason is not a string."""
     if kind == "responses":
         return _responses_parts(response)
+    if kind == "pooling":
+        return _pooling_text(response), None, None
     choices = _expect(response.get("choices"), list, "choices")
     if not choices:
         raise MalformedReply("malformed reply: choices is empty")
@@ -521,6 +525,22 @@ def message_parts(kind: str, response: dict[str, Any]) -> tuple[str, str | None,
     return text, reasoning if isinstance(reasoning, str) else None, finish
 
 
+def _pooling_text(response: dict[str, Any]) -> str:
+    """The scores of a pooling reply (`data[0].data`: a number, or a list whose last item is the score, per
+    pooled position) as a JSON list of floats; MalformedReply for any other shape."""
+    data = _expect(response.get("data"), list, "data")
+    if not data:
+        raise MalformedReply("malformed reply: data is empty")
+    rows = _expect(_expect(data[0], dict, "data[0]").get("data"), list, "data[0].data")
+    scores = []
+    for row in rows:
+        value = row[-1] if isinstance(row, list) and row else row
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise MalformedReply("malformed reply: a pooled score is not a finite number")
+        scores.append(float(value))
+    return json.dumps(scores)
+
+
 def _logprob(value: Any, where: str) -> float:
     """A finite log-probability."""
     _expect(value, (int, float), where)
@@ -532,7 +552,7 @@ def _logprob(value: Any, where: str) -> float:
 def first_token_logprobs(kind: str, response: dict[str, Any]) -> dict[str, float] | None:
     """Token -> log-probability of the first generated token's alternatives, from either endpoint's body; None
     when the body has none, MalformedReply when they have the wrong shape."""
-    if kind == "responses":
+    if kind in ("responses", "pooling"):
         return None
     choice = response["choices"][0]
     logprobs = _expect(choice.get("logprobs") or {}, dict, "logprobs")
@@ -910,7 +930,8 @@ class LLMClient:
         import aiohttp
 
         session = self._http()
-        url = f"{self.base_url()}/{KIND_PATHS[kind]}"
+        base = self.base_url().removesuffix("/v1") if kind in ROOT_KINDS else self.base_url()
+        url = f"{base}/{KIND_PATHS[kind]}"
         payload = wire_body(self.endpoint.model, body)
         attempts = 0
         while True:

@@ -175,7 +175,7 @@ def test_prm_pooling_backend():
 
 
 def test_prm_pooling_backend_failure_is_recorded():
-    det = create_detector("prm:my-prm", base_url="http://127.0.0.1:9/v1", timeout=1.0)
+    det = create_detector("prm:my-prm", base_url="http://127.0.0.1:9/v1", timeout=1.0, max_retries=1)
     (pred,) = det.predict([example()])
     assert pred.error and pred.step_scores is None
 

@@ -1,0 +1,54 @@
+"""The base of API-backed detectors: one request per item through the shared client.
+
+Prompted detectors, the generative taggers, the math critic, Bespoke-MiniCheck and the PRM pooling backend all
+ask an OpenAI-compatible server; through this base they share one client with its retries, structured-output
+negotiation, served-model check, response cache, token and cost accounting, Batch API route and cost budget. A
+subclass says what to ask of one example (`predict_one`); everything about how it is fetched lives here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from typing import Any, TypeVar
+
+from shambench.detection.detector import Detector, Monitor
+from shambench.llm.client import Endpoint, LLMClient, map_endpoint
+from shambench.schema import Example, Prediction
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class APIDetector(Detector):
+    """A detector whose predictions come from a model behind an OpenAI-compatible API."""
+
+    structured: str = "auto"
+    """Structured-output setting of its requests that ask for JSON (`auto` negotiates; see `shambench.llm.client`)."""
+    route: Any = None
+    """Where uncached requests go instead of the HTTP API (a `shambench.llm.client.Route`, set by `--batch`); not a
+    parameter: it changes how answers are fetched, never what they are."""
+    budget: Any = None
+    """The `shambench.llm.client.Budget` that stops sending requests (set by `--max-cost`); not a parameter either."""
+
+    def __init__(self, endpoint: Endpoint, use_cache: bool = True):
+        self.endpoint = endpoint
+        self.use_cache = use_cache
+
+    def params(self) -> dict[str, Any]:
+        """The endpoint's identity (model, server, key variable; never the key); subclasses add their own."""
+        return self.endpoint.identity()
+
+    async def predict_one(self, client: LLMClient, example: Example) -> Prediction:
+        """The prediction for one example, asked through `client` (a failed request is a failed prediction)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement predict_one()")
+
+    def predict(self, examples: Sequence[Example], monitor: Monitor | None = None) -> Iterator[Prediction]:
+        yield from self.map(examples, self.predict_one, monitor)
+
+    def map(
+        self, items: Sequence[T], work: Callable[[LLMClient, T], Awaitable[R]], monitor: Monitor | None = None
+    ) -> Iterator[R]:
+        """`work(client, item)` for every item through this detector's endpoint, yielded as they complete."""
+        yield from map_endpoint(
+            self.endpoint, items, work, monitor, self.use_cache, self.structured, self.route, self.budget
+        )
