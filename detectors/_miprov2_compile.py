@@ -323,7 +323,7 @@ def strict_adapter(engine: ClientEngine) -> Any:
     dspy = import_dspy()
     from dspy.utils.exceptions import AdapterParseError
 
-    class StrictJSONAdapter(dspy.JSONAdapter):
+    class StrictJSONAdapter(dspy.JSONAdapter):  # type: ignore[name-defined]  # dspy comes from import_dspy() at run time
         def parse(self, signature: Any, completion: str) -> dict[str, Any]:
             try:
                 return super().parse(signature, completion)

@@ -126,7 +126,9 @@ def missing_problem(missing: Sequence[str], total: int) -> str:
 
 def check_predictions(path: str | Path, scorer: Scorer) -> tuple[list[Prediction], list[str]]:
     """The valid predictions of a submission file and every problem with it (one entry per problem)."""
-    predictions, problems, first_line = [], [], {}
+    predictions: list[Prediction] = []
+    problems: list[str] = []
+    first_line: dict[str, int] = {}
     try:
         lines = list(iter_lines(path))
     except DataError as err:
@@ -199,6 +201,6 @@ def submit(
     results.run = run_info(config, run_dir, examples, predictions)
     results.run.finished_at = results.created_at
     _write_run(run_dir, config, predictions, results, per_example)
-    if board is not None:
+    if board is not None and site_dir:  # board is loaded only when site_dir is given
         write_site(with_entry(board, run_entry(results, display_path(run_dir))), site_dir)
     return run_dir

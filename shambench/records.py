@@ -147,7 +147,8 @@ def read_records(path: str | Path, model: type[BaseModel], drop: Sequence[str] =
     """Every record of a JSONL file with its line number, read line by line (`drop`: see `parse_record`);
     DataError `FILE:LINE: what was expected` at the first bad line, and at a repeated id (naming the line that
     first gave it)."""
-    out, first = [], {}
+    out: list[tuple[int, Any]] = []
+    first: dict[str, int] = {}
     for lineno, line in iter_lines(path):
         try:
             rec = parse_line(line, model, drop)

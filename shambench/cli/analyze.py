@@ -12,11 +12,13 @@ from shambench.cli.exits import allow_failures_option
 from shambench.cli.options import base_url_option, parse_params
 
 if TYPE_CHECKING:
+    from rich.console import Console
     from rich.table import Table
 
     from shambench.reporting.analysis import RunAnalysis
+    from shambench.reporting.judge import Judge
     from shambench.runs.runner import RunConfig
-    from shambench.schema import Example
+    from shambench.schema import Example, Prediction
     from shambench.scoring.results import Results
 
 
@@ -55,7 +57,16 @@ def _load_run(run_dir: Path) -> tuple[RunConfig, list[Example], dict[str, Any], 
 @click.option("--max-concurrency", type=click.IntRange(min=1), help="Judge requests in flight at once.")
 @click.option("--param", "-p", "params", multiple=True, metavar="KEY=VALUE", help="Judge parameter (repeatable).")
 @allow_failures_option
-def analyze(run_dirs, out, no_figures, categorise, judge_preset, params, allow_failures, **endpoint) -> None:
+def analyze(
+    run_dirs: tuple[str, ...],
+    out: str | None,
+    no_figures: bool,
+    categorise: bool,
+    judge_preset: str,
+    params: tuple[str, ...],
+    allow_failures: bool,
+    **endpoint: Any,
+) -> None:
     """Explain a run's errors: which gold spans were found, how far boundaries are off, false alarms,
     and predicted against gold hallucination rates. Several RUN_DIRS are analysed side by side.
 
@@ -109,7 +120,15 @@ def analyze(run_dirs, out, no_figures, categorise, judge_preset, params, allow_f
     finish(len(failed), allow_failures)
 
 
-def _categories(judge, examples, predictions, out_dir, run_dir, n_runs, console):
+def _categories(
+    judge: Judge,
+    examples: Sequence[Example],
+    predictions: dict[str, Prediction],
+    out_dir: Path,
+    run_dir: Path,
+    n_runs: int,
+    console: Console,
+) -> tuple[dict[str, dict[str, int]], list[tuple[str, str]]]:
     """Judge a run's missed gold spans (journaled under the output folder) and print the tally; the tally and
     `(span key, reason)` of the spans that could not be judged."""
     from shambench.cli.progress import ProgressMonitor
@@ -125,7 +144,7 @@ def _categories(judge, examples, predictions, out_dir, run_dir, n_runs, console)
         console.print(f"{run_dir.name} {part}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     judged = Journal(folder / JUDGEMENTS, Judgement).read()
     keys = [span_key(ex, span) for ex, span in missed]
-    return tally, [(k, judged[k].error) for k in keys if k in judged and judged[k].error]
+    return tally, [(k, rec.error) for k in keys if (rec := judged.get(k)) is not None and rec.error]
 
 
 def _pct(x: float | None) -> str:

@@ -17,7 +17,15 @@ from shambench.cli.options import emit_json, json_outputs, json_to_stdout, scori
 )
 @json_outputs
 @scoring
-def compare(run_a, run_b, missing_as_empty, out, as_json, n_resamples, seed) -> None:
+def compare(
+    run_a: str,
+    run_b: str,
+    missing_as_empty: bool,
+    out: str | None,
+    as_json: bool,
+    n_resamples: int,
+    seed: int,
+) -> None:
     """Compare two runs: F1 of A minus F1 of B, overall and per task, with a 95% interval and a p-value.
 
     \b
@@ -66,6 +74,8 @@ def compare(run_a, run_b, missing_as_empty, out, as_json, n_resamples, seed) -> 
             style="bold" if d.group == "overall" else None,
         )
     for label, name, c in (("A", result.run_a, result.counts_a), ("B", result.run_b, result.counts_b)):
+        if c is None:  # compare_runs always counts; only a comparison of bare predictions has no counts
+            continue
         console.print(
             f"run {label} ({name}): {c.predicted} predicted, {c.failed} failed, {c.missing} missing", soft_wrap=True
         )

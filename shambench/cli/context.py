@@ -13,7 +13,16 @@ from shambench.cli.options import data_selection, parse_params
 @click.option("--param", "-p", "params", multiple=True, metavar="KEY=VALUE", help="Provider parameter (repeatable).")
 @data_selection
 @allow_failures_option
-def add_context_command(spec, params, datasets, examples_file, split, data_dir, limit, allow_failures) -> None:
+def add_context_command(
+    spec: str,
+    params: tuple[str, ...],
+    datasets: str | None,
+    examples_file: str | None,
+    split: str,
+    data_dir: str | None,
+    limit: int | None,
+    allow_failures: bool,
+) -> None:
     """Fetch evidence for the selected open-domain examples and store it in the shambench cache.
 
     \b
@@ -47,7 +56,7 @@ def add_context_command(spec, params, datasets, examples_file, split, data_dir, 
         f"{counts['fetched']} fetched, {counts['failed']} failed, {counts['cached']} already stored"
     )
     stored = ContextStore(provider).read()
-    failed = [(ex.id, stored[ex.id].error) for ex in open_domain if ex.id in stored and stored[ex.id].error]
+    failed = [(ex.id, rec.error) for ex in open_domain if (rec := stored.get(ex.id)) is not None and rec.error]
     console.print(f"store: {ContextStore(provider).path}", soft_wrap=True)
     print_failures(console, failed, what="fetches", retry="retry them: run the same command again")
     finish(len(failed), allow_failures)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import click
 
 from shambench.cli.exits import allow_failures_option
@@ -16,6 +18,11 @@ from shambench.cli.options import (
     scoring,
 )
 from shambench.scoring.steps import SUITES as STEP_SUITES
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from shambench.runs.evaluate import OpenRun
 
 # `--suite mushroom` runs the 14 Mu-SHROOM languages; `print_results` adds the shared task's per-language view.
 SUITES = {**STEP_SUITES, "mushroom": "mushroom-multilingual"}
@@ -135,19 +142,19 @@ FIXED_ON_RESUME = (
 @json_outputs
 @scoring
 def eval_command(
-    detector_spec,
-    params,
-    resume_dir,
-    run_dir,
-    runs_root,
-    no_progress,
-    keep_going,
-    allow_failures,
-    out,
-    as_json,
-    n_resamples,
-    seed,
-    **opts,
+    detector_spec: str | None,
+    params: tuple[str, ...],
+    resume_dir: str | None,
+    run_dir: str | None,
+    runs_root: str,
+    no_progress: bool,
+    keep_going: bool,
+    allow_failures: bool,
+    out: str | None,
+    as_json: bool,
+    n_resamples: int,
+    seed: int,
+    **opts: Any,
 ) -> None:
     """Run a detector over examples, write a run directory and print the scores.
 
@@ -207,7 +214,7 @@ def eval_command(
     elif not detector_spec:
         raise click.UsageError("--detector is required (or --resume RUN_DIR)")
     else:
-        where = {"run_dir": run_dir, "runs_root": runs_root}
+        where: dict[str, Any] = {"run_dir": run_dir, "runs_root": runs_root}
         opened = open_run(detector_spec, **selection, **where, write=not opts["dry_run"], **detector_params)
     batch = BatchSettings(wait=not opts["no_wait"], poll=opts["poll"], max_cost=opts["max_cost"])
     with opened as run:
@@ -273,14 +280,14 @@ def _resume_options(opts: dict) -> list[str]:
     return out
 
 
-def _print_dropped(dropped: dict[str, dict[str, int]], console) -> None:
+def _print_dropped(dropped: dict[str, dict[str, int]], console: Console) -> None:
     """One line per dataset whose adapter dropped source rows (they are in no score)."""
     for name, reasons in sorted(dropped.items()):
         detail = ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items()))
         console.print(f"{name}: {sum(reasons.values())} source rows dropped by the adapter ({detail})", soft_wrap=True)
 
 
-def _print_estimate(run, console) -> None:
+def _print_estimate(run: OpenRun, console: Console) -> None:
     """The `--dry-run` report: requests after the cache, input tokens, and cost with and without batching."""
     from shambench.llm.batch import estimate_run, require_routes
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import shlex
 from collections import Counter
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import click
 
@@ -25,10 +25,12 @@ INTERRUPTED = 130
 # Reasons shown in full under the per-class counts.
 FIRST_REASONS = 5
 
+F = TypeVar("F", bound=Callable[..., Any])
+
 ALLOW_FAILURES_HELP = "Exit 0 even when some items failed (the default is 3, so scripts notice)."
 
 
-def allow_failures_option(func):
+def allow_failures_option(func: F) -> F:
     """--allow-failures: make exit status 3 (finished with failures) into 0."""
     return click.option("--allow-failures", is_flag=True, help=ALLOW_FAILURES_HELP)(func)
 

@@ -151,8 +151,10 @@ def submit(
     click.echo(f"accepted: {name} -> {run_dir}" + (f" (added to {site_dir})" if site_dir else ""))
     if results.overall:
         o = results.overall
+        # A results file may carry no interval (the schema allows None): then none is shown.
+        ci = f" (95% CI {o.token.ci[0]:.3f}-{o.token.ci[1]:.3f})" if o.token.ci else ""
         click.echo(
-            f"overall span F1 {o.token.f1:.3f} (95% CI {o.token.ci[0]:.3f}-{o.token.ci[1]:.3f}), "
+            f"overall span F1 {o.token.f1:.3f}{ci}, "
             f"sentence F1 {o.sentence.f1:.3f}, over {len(o.tasks)} tasks and {results.n_examples} examples"
         )
     for partition, g in results.datasets.items():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
@@ -78,7 +79,14 @@ ENDPOINT_OPTIONS = ("model", "base_url", "api_key_env", "max_concurrency", "time
 @click.option("--no-progress", is_flag=True, help="Do not show the progress display.")
 @click.option("--verbose", is_flag=True, help="Also show DSPy's own per-trial log and progress bars.")
 @allow_failures_option
-def optimize(out, params, datasets, no_progress, allow_failures, **opts) -> None:
+def optimize(
+    out: str | None,
+    params: tuple[str, ...],
+    datasets: str | None,
+    no_progress: bool,
+    allow_failures: bool,
+    **opts: Any,
+) -> None:
     """Optimise the prompt of a prompted detector with DSPy's MIPROv2 and save the program.
 
     \b

@@ -5,17 +5,20 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 import yaml
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 DATA_DIR_HELP = "Folder holding the corpora (default: $SHAMBENCH_DATA_DIR, else the user cache directory)."
 
 
-def _checked_base_url(ctx, param, value):
+def _checked_base_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """A --base-url without credentials (the check `shambench.llm.client.check_base_url` makes), as a usage error."""
     from shambench.errors import EndpointError
     from shambench.llm.client import check_base_url
@@ -26,7 +29,7 @@ def _checked_base_url(ctx, param, value):
         raise click.BadParameter(str(err).removeprefix("--base-url ").removeprefix("--base-url: ")) from None
 
 
-def base_url_option(func):
+def base_url_option(func: F) -> F:
     """--base-url: an OpenAI-compatible server; refused when it carries credentials (user:password@)."""
     return click.option(
         "--base-url",
@@ -36,7 +39,7 @@ def base_url_option(func):
     )(func)
 
 
-def data_dir_option(func):
+def data_dir_option(func: F) -> F:
     """--data-dir: where the corpora are."""
     return click.option("--data-dir", type=click.Path(file_okay=False), help=DATA_DIR_HELP)(func)
 
@@ -90,7 +93,7 @@ def scoring(func: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def json_outputs(func):
+def json_outputs(func: Callable[..., Any]) -> Callable[..., Any]:
     """--out FILE|- and --json: the JSON to a file, or to stdout with the human output moved to stderr."""
 
     @click.option(
@@ -100,7 +103,7 @@ def json_outputs(func):
     )
     @click.option("--json", "as_json", is_flag=True, help="Print the JSON to stdout (the human output goes to stderr).")
     @functools.wraps(func)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
         return func(*args, **kwargs)
 
     return wrapper
@@ -111,7 +114,7 @@ def json_to_stdout(out: str | None, as_json: bool) -> bool:
     return as_json or out == "-"
 
 
-def emit_json(obj, out: str | None, as_json: bool, console) -> None:
+def emit_json(obj: Any, out: str | None, as_json: bool, console: Console) -> None:
     """Print `obj` as JSON to stdout and/or write it to `out` (see `json_outputs`)."""
     from pydantic import BaseModel
 

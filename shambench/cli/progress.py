@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -47,7 +49,7 @@ class ProgressMonitor(Monitor):
         """Print a message above the bar."""
         self.progress.console.print(styled(("note:", "yellow"), " ", message), soft_wrap=True)
 
-    def done(self, item) -> None:
+    def done(self, item: Any) -> None:
         """One prediction (or context record) is finished."""
         if item.error is not None:
             self.counters["failed"] = self.counters.get("failed", 0) + 1

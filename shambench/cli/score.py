@@ -31,18 +31,18 @@ if TYPE_CHECKING:
 )
 @scoring
 def score(
-    run_dir,
-    datasets,
-    examples_file,
-    split,
-    data_dir,
-    limit,
-    predictions,
-    out,
-    as_json,
-    per_example_out,
-    n_resamples,
-    seed,
+    run_dir: str | None,
+    datasets: str | None,
+    examples_file: str | None,
+    split: str,
+    data_dir: str | None,
+    limit: int | None,
+    predictions: str | None,
+    out: str | None,
+    as_json: bool,
+    per_example_out: str | None,
+    n_resamples: int,
+    seed: int,
 ) -> None:
     """Score predictions, or rescore RUN_DIR from its journal (never calls the detector).
 
@@ -72,6 +72,7 @@ def score(
     from shambench.records import read_predictions
     from shambench.reporting.tables import make_console, print_results
     from shambench.runs.runner import PER_EXAMPLE, rescore_run, select_examples
+    from shambench.scoring.results import RunInfo
     from shambench.scoring.scorer import UNSCORED_PREDICTION_FIELDS, Scorer
 
     console = make_console(stderr=json_to_stdout(out, as_json) or per_example_out == "-")
@@ -100,7 +101,9 @@ def score(
         except ScoringError as err:
             line = next((n for n, p in lines if p.id == err.prediction_id), None)
             raise ScoringError(f"{predictions}{f':{line}' if line else ''}: {err}") from None
-        results.run = {"origin": "predictions", "predictions_file": str(Path(predictions).resolve())}
+        results.run = RunInfo.model_validate(
+            {"origin": "predictions", "predictions_file": str(Path(predictions).resolve())}
+        )
     print_results(results, console)
     if per_example_out == "-" and json_to_stdout(out, as_json):
         raise click.UsageError("--per-example - and the results JSON cannot both go to stdout")

@@ -11,7 +11,7 @@ import click
 if TYPE_CHECKING:
     from rich.text import Text
 
-    from shambench.schema import Span
+    from shambench.schema import Example, Prediction, Span
 
 STYLES = {"both": "bold black on green", "gold": "bold white on red", "pred": "black on yellow"}
 
@@ -48,7 +48,15 @@ def highlighted(text: str, gold: Sequence[Span], pred: Sequence[Span]) -> Text:
     help="With --html: the run's order, span F1 ascending (worst first) or descending.",
 )
 @click.option("--max-f1", type=float, help="With --html: only examples whose span F1 is at most this.")
-def show(run_dir, example_id, html_out, partitions, context_chars, sort, max_f1) -> None:
+def show(
+    run_dir: str,
+    example_id: str | None,
+    html_out: str | None,
+    partitions: tuple[str, ...],
+    context_chars: int,
+    sort: str,
+    max_f1: float | None,
+) -> None:
     """Print one example of RUN_DIR with gold and predicted spans highlighted, or write them all as a page.
 
     \b
@@ -103,7 +111,7 @@ def _selected(examples: list, scores: dict, sort: str, max_f1: float | None) -> 
     return chosen
 
 
-def _print_example(ex, pred, context_chars: int) -> None:
+def _print_example(ex: Example, pred: Prediction | None, context_chars: int) -> None:
     from rich.panel import Panel
 
     from shambench.reporting.highlight import LEGEND, PLAIN_MARKS, plain_marked, usable_spans
@@ -125,8 +133,8 @@ def _print_example(ex, pred, context_chars: int) -> None:
         for title, text in (("question", ex.question), ("context", ctx)):
             if text:
                 console.print(f"{title}:\n{text}\n", soft_wrap=True)
-        legend = "  ".join(f"{open_}{LEGEND[k]}{close}" for k, (open_, close) in PLAIN_MARKS.items())
-        console.print(f"response ({legend}):\n{plain_marked(ex.response, ex.hallu_spans, spans)}\n", soft_wrap=True)
+        marks = "  ".join(f"{open_}{LEGEND[k]}{close}" for k, (open_, close) in PLAIN_MARKS.items())
+        console.print(f"response ({marks}):\n{plain_marked(ex.response, ex.hallu_spans, spans)}\n", soft_wrap=True)
     if pred is None:
         console.print("no prediction recorded for this example", style="yellow")
     elif pred.error:

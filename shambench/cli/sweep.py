@@ -44,18 +44,18 @@ if TYPE_CHECKING:
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
 @allow_failures_option
 def sweep(
-    spec_file,
-    backend,
-    workers,
-    scheduler,
-    runs,
-    data_dir,
-    retries,
-    plan_only,
-    no_leaderboard,
-    no_progress,
-    allow_failures,
-):
+    spec_file: str,
+    backend: str,
+    workers: int,
+    scheduler: str | None,
+    runs: str | None,
+    data_dir: str | None,
+    retries: int | None,
+    plan_only: bool,
+    no_leaderboard: bool,
+    no_progress: bool,
+    allow_failures: bool,
+) -> None:
     """Run every detector of SWEEP.yaml on every dataset, one run directory per cell, then build the leaderboard.
 
     \b
@@ -108,7 +108,7 @@ def sweep(
     finish(len(failures), allow_failures)
 
 
-def sweep_failures(report) -> list[tuple[str, str]]:
+def sweep_failures(report: SweepReport) -> list[tuple[str, str]]:
     """`(cell, reason)` for each cell that failed or holds failed predictions."""
     out = [(c.cell, c.error or "failed") for c in report.failed]
     out += [

@@ -18,7 +18,7 @@ import hashlib
 import json
 import logging
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -95,7 +95,7 @@ def example_from_hf(row: dict) -> Example:
     return Example.model_validate({**row, "meta": json.loads(row["meta"])})
 
 
-def split_names(datasets: str | list[str] | None) -> list[str] | None:
+def split_names(datasets: str | Sequence[str] | None) -> list[str] | None:
     """Dataset names from a comma-separated string or a list; None means every available dataset."""
     if datasets is None:
         return None
@@ -147,7 +147,7 @@ def load_dev(adapter: Adapter, root: Path) -> LoadResult:
 
 
 def load_benchmark(
-    datasets: str | list[str] | None = None, split: str = "test", data_dir: str | Path | None = None
+    datasets: str | Sequence[str] | None = None, split: str = "test", data_dir: str | Path | None = None
 ) -> Benchmark:
     """The examples of the named datasets (default: every SHAM-Bench source whose files are present) for a split.
 

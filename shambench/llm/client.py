@@ -64,7 +64,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -1037,6 +1037,7 @@ class LLMClient:
                 try:
                     done.append(await work(item))
                 except Deferred as deferred:
+                    assert self.route is not None  # only a route defers a request
                     self.route.held(item, deferred)
 
         async def ticker() -> None:
@@ -1113,7 +1114,7 @@ class _AdaptiveGate:
 class _LoopThread:
     """Runs one coroutine on a fresh event loop in a daemon thread; `stop` cancels it and waits."""
 
-    def __init__(self, coro: Awaitable[None]):
+    def __init__(self, coro: Coroutine[Any, Any, None]):
         self._loop = asyncio.new_event_loop()
         self._task = self._loop.create_task(coro)
         self._thread = threading.Thread(target=self._run, name="shambench-llm", daemon=True)

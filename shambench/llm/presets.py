@@ -123,7 +123,7 @@ def preset_settings(
     model = model or preset.model
     if not model:
         raise DataError(f"--detector {preset_name} needs --model NAME (and usually --base-url URL)")
-    given = {"max_retries": max_retries, "backoff_base": backoff_base}
+    given: dict[str, Any] = {"max_retries": max_retries, "backoff_base": backoff_base}
     endpoint = Endpoint(
         model=model,
         base_url=base_url or preset.base_url,

@@ -18,7 +18,7 @@ Conventions (also stated in every `Comparison`):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -108,7 +108,7 @@ class Comparison(BaseModel):
     """Overall first, then per task, for each level."""
 
 
-def bootstrap_difference(f1_a: np.ndarray, f1_b: np.ndarray, weights) -> np.ndarray:
+def bootstrap_difference(f1_a: np.ndarray, f1_b: np.ndarray, weights: np.ndarray | Iterable[np.ndarray]) -> np.ndarray:
     """Replicates of mean(f1_a) - mean(f1_b) under the resamples (a resamples × examples matrix or `Resamples`)."""
     reps = metrics.bootstrap_replicates(np.stack([f1_a, f1_b]), weights)
     return reps[0] - reps[1]

@@ -97,7 +97,7 @@ def f1_bars(runs: Sequence[tuple[str, Results]], path: Path, level: str = "token
     return _save(fig, path)
 
 
-def _iso_f1(ax) -> None:
+def _iso_f1(ax: Any) -> None:
     """Grey curves of constant F1 (0.2, ..., 0.8) on a recall × precision plane, labelled at their top end."""
     import numpy as np
 

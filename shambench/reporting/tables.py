@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 from rich import box
 from rich.console import Console
@@ -94,7 +95,7 @@ def make_console(stderr: bool = False) -> Console:
     (rich would assume 80 columns and cut table cells).
     """
     stream = sys.stderr if stderr else sys.stdout
-    literal = {"markup": False, "emoji": False}
+    literal: dict[str, Any] = {"markup": False, "emoji": False}
     # Ask the stream itself: rich counts FORCE_COLOR (set by some libraries) as a terminal and then assumes 80.
     if "COLUMNS" in os.environ or stream.isatty():
         return Console(stderr=stderr, **literal)

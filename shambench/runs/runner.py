@@ -144,7 +144,7 @@ def limit_per_partition(examples: Sequence[Example], limit: int | None) -> list[
 
 
 def select_examples(
-    datasets: str | list[str] | None,
+    datasets: str | Sequence[str] | None,
     examples_file: str | Path | None,
     split: str,
     data_dir: str | Path | None,
@@ -353,7 +353,7 @@ def run_predictions(
     Each prediction is checked as a PRED file line would be (and against its example's response) before it is
     journaled: DataError names the detector and the example. With `fail_fast`, raises SystematicFailure (after
     journaling) when failures are systematic (`FailureWatch`)."""
-    wanted = {ex.id: ex for ex in examples}
+    wanted: dict[str | None, Example] = {ex.id: ex for ex in examples}  # a prediction without an id finds none
     watch = FailureWatch() if fail_fast else None
     n = 0
     with journal.appender() as append:

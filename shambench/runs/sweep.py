@@ -348,7 +348,7 @@ def predict_shard(spec: str, params: dict[str, Any], key: str, blob: bytes, indi
     examples = shared_examples(key, blob)
     det = kept_detector(spec, params)
     tally = Tally()
-    asked = {examples[i].id: examples[i] for i in indices}
+    asked: dict[str | None, Example] = {examples[i].id: examples[i] for i in indices}  # see run_predictions
     predictions = [
         check_detector_prediction(p, asked.get(getattr(p, "id", None)), spec)
         for p in det.predict(list(asked.values()), tally)

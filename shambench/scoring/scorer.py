@@ -16,7 +16,7 @@ import numpy as np
 
 from shambench.errors import ScoringError
 from shambench.runs.provenance import git_commit, now_iso, shambench_version
-from shambench.schema import Example, Prediction
+from shambench.schema import Example, Prediction, SoftSpan
 from shambench.scoring import metrics
 from shambench.scoring.results import (
     PRF,
@@ -121,9 +121,10 @@ class _Units:
         return _counts(self.owner, pred, self.gold, n_examples)
 
 
-def _counts(owner: np.ndarray, pred: np.ndarray, gold: np.ndarray, n: int):
+def _counts(owner: np.ndarray, pred: np.ndarray, gold: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     # Counting the owners of the positive items only: a weighted bincount would make float64 copies of the masks.
-    return tuple(np.bincount(owner[mask], minlength=n) for mask in (pred & gold, pred, gold))
+    tp, predicted, positive = (np.bincount(owner[mask], minlength=n) for mask in (pred & gold, pred, gold))
+    return tp, predicted, positive
 
 
 def _axis_dtype(total_chars: int) -> type:
@@ -131,13 +132,15 @@ def _axis_dtype(total_chars: int) -> type:
     return np.int32 if total_chars < np.iinfo(np.int32).max else np.int64
 
 
-def _units(starts: list[np.ndarray], ends: list[np.ndarray], offsets: np.ndarray, dtype: type, gs, ge) -> _Units:
+def _units(
+    starts: list[np.ndarray], ends: list[np.ndarray], offsets: np.ndarray, dtype: type, gs: np.ndarray, ge: np.ndarray
+) -> _Units:
     sizes = np.fromiter(map(len, starts), np.int64, len(starts))
     owner = np.repeat(np.arange(len(starts), dtype=np.int32), sizes)
-    shift = offsets.astype(dtype)[owner]
-    glob_s = np.concatenate(starts + [np.empty(0, dtype)], dtype=dtype, casting="same_kind")
+    shift: np.ndarray = offsets.astype(dtype)[owner]
+    glob_s: np.ndarray = np.concatenate(starts + [np.empty(0, dtype)], dtype=dtype, casting="same_kind")
     glob_s += shift
-    glob_e = np.concatenate(ends + [np.empty(0, dtype)], dtype=dtype, casting="same_kind")
+    glob_e: np.ndarray = np.concatenate(ends + [np.empty(0, dtype)], dtype=dtype, casting="same_kind")
     glob_e += shift
     del shift
     return _Units(glob_s, glob_e, owner, _covered(glob_s, glob_e, gs, ge))
@@ -409,7 +412,9 @@ class _GroupContext:
         for i, ex in enumerate(sc.examples):
             iou, cor = self._iou_cor(i) if sc.soft[i] else (None, None)
             status = "predicted" if pa.present[i] else "failed" if pa.failed[i] else "missing"
-            levels = {lvl: dict(zip(("precision", "recall", "f1"), values[lvl][i])) for lvl in LEVELS}
+            levels = {
+                lvl: PRF.model_validate(dict(zip(("precision", "recall", "f1"), values[lvl][i]))) for lvl in LEVELS
+            }
             rows.append(
                 ExampleScores(id=ex.id, dataset=ex.dataset, task=ex.task, status=status, iou=iou, cor=cor, **levels)
             )
@@ -422,6 +427,7 @@ class _GroupContext:
             tp, pred, gold = (float(c[i]) for c in self.counts["char"])
             iou = float(metrics.iou(np.array([tp]), np.array([pred + gold - tp]))[0])
             ex = sc.examples[i]
+            assert ex.soft_spans is not None  # asked only for the examples with soft labels (`Scorer.soft`)
             self.soft_scores[i] = (iou, metrics.cor(_soft_vector(len(ex.response), ex.soft_spans), self._pred_soft(i)))
         return self.soft_scores[i]
 
@@ -499,17 +505,17 @@ class _GroupContext:
         )
 
 
-def _mean(values) -> float:
+def _mean(values: np.ndarray | Sequence[float]) -> float:
     """The exactly rounded mean (see the `per_example` convention): independent of the order of the values."""
     values = np.asarray(values, dtype=np.float64).tolist()
     return math.fsum(values) / len(values)
 
 
-def _soft_vector(length: int, ranges) -> np.ndarray:
+def _soft_vector(length: int, ranges: Iterable[SoftSpan | tuple[int, int, float]]) -> np.ndarray:
     """Per-character probabilities, the ranges written in the order given (a later one overwrites)."""
     vec = np.zeros(length)
     for r in ranges:
-        start, end, prob = (r.start, r.end, r.prob) if hasattr(r, "prob") else r
+        start, end, prob = (r.start, r.end, r.prob) if isinstance(r, SoftSpan) else r
         vec[start:end] = prob
     return vec
 

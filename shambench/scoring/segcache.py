@@ -50,7 +50,9 @@ def text_key(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
-def encode(token_starts, token_ends, unit_starts, unit_ends) -> bytes | None:
+def encode(
+    token_starts: np.ndarray, token_ends: np.ndarray, unit_starts: np.ndarray, unit_ends: np.ndarray
+) -> bytes | None:
     """The stored form of one segmentation; None when an offset does not fit in int32 (such texts are not kept)."""
     parts = [np.array([len(token_starts), len(unit_starts)]), token_starts, token_ends, unit_starts, unit_ends]
     flat = np.concatenate(parts)

@@ -8,11 +8,14 @@ implies. It is stored in `Results.groups["mushroom"]`, apart from the SHAM-Bench
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from shambench.scoring.results import GroupScores
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 DATASET_PREFIX = "mushroom-"
 CONVENTION = (
@@ -76,7 +79,7 @@ def shared_task_group(datasets: dict[str, GroupScores]) -> dict[str, Any]:
     return {"mushroom": SharedTaskView(languages=languages, overall=overall).model_dump(mode="json")}
 
 
-def shared_task_table(results: Any):
+def shared_task_table(results: Any) -> Table | None:
     """A rich table of `results.groups["mushroom"]` (None when the run has no Mu-SHROOM language partition)."""
     from rich.table import Table
 

@@ -27,10 +27,16 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import version
+from multiprocessing.context import BaseContext
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from shambench.scoring.segcache import SegmentationStore, decode, encode, text_key, warn_unusable
+
+if TYPE_CHECKING:
+    from spacy.tokenizer import Tokenizer
 
 DEFAULT_LANG = "en"
 TOKENIZER = "spacy.blank('en') rule-based tokenizer; whitespace tokens excluded"
@@ -88,7 +94,7 @@ def language_of(meta: dict) -> str:
 
 
 @cache
-def _tokenizer(lang: str = DEFAULT_LANG):
+def _tokenizer(lang: str = DEFAULT_LANG) -> tuple[Tokenizer, int]:
     """spaCy's blank tokenizer for `lang`, and the id of a lexeme flag marking the sentencizer's final characters."""
     nlp = _import_spacy_without_torch().blank(lang)
     from spacy.pipeline import Sentencizer
@@ -98,7 +104,7 @@ def _tokenizer(lang: str = DEFAULT_LANG):
     return nlp.tokenizer, nlp.vocab.add_flag(lambda text: text in final)
 
 
-def _import_spacy_without_torch():
+def _import_spacy_without_torch() -> ModuleType:
     # thinc (under spaCy) imports torch whenever it is installed, which costs seconds per process, though the
     # rule-based tokeniser never touches it. Hiding torch for the import makes thinc record "no torch"; torch
     # stays importable for everything else afterwards. When torch is already loaded there is nothing to save.
@@ -222,7 +228,7 @@ def _workers(n_chars: int) -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def _pool_context():
+def _pool_context() -> BaseContext:
     # Forking is cheapest (the workers inherit the loaded tokenizer) but unsafe while other threads run.
     if "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1:
         return multiprocessing.get_context("fork")
