@@ -11,11 +11,13 @@ gold. No row is dropped.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from shambench.adapters._released import example_at, jsonl_rows, source_file
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
+from shambench.schema import Example
 
 COMMIT = "7fea78a0e5af887d196931721147ace5b4c4d9a8"
 RAW = f"https://raw.githubusercontent.com/Helsinki-NLP/mu-shroom/{COMMIT}"
@@ -93,21 +95,31 @@ class MushroomAdapter(Adapter):
         self.check_split(split)
         path = source_file(self.root(data_dir), FILES[split], self.name, EXPECTED)
         examples = [
-            example_at(
+            row_example(
                 where,
+                row,
                 id=f"mushroom/{row.id}",
                 dataset=self.name,
-                task="open_qa",
                 split=split,
-                question=row.model_input,
-                response=row.model_output_text,
-                hallu_spans=[list(pair) for pair in row.hard_labels],
-                soft_spans=[s.model_dump() for s in row.soft_labels],
                 meta={"model": row.model_id, "lang": row.lang, "wikipedia_url": row.wikipedia_url},
             )
             for where, row in jsonl_rows(path, MushroomRow, EXPECTED)
         ]
         return LoadResult(examples=examples, files=[FILES[split]])
+
+
+def row_example(where: str, row: MushroomRow, **fields: Any) -> Example:
+    """The example of one released Mu-SHROOM row (any language): the question, the answer, hard labels as spans
+    and soft labels kept; `fields` give its id, dataset, split and meta."""
+    return example_at(
+        where,
+        task="open_qa",
+        question=row.model_input,
+        response=row.model_output_text,
+        hallu_spans=[list(pair) for pair in row.hard_labels],
+        soft_spans=[s.model_dump() for s in row.soft_labels],
+        **fields,
+    )
 
 
 @adapter("mushroom")

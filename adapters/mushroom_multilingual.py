@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shambench.adapters._released import example_at, jsonl_rows, source_file
-from shambench.adapters.mushroom import EXPECTED, MushroomRow
+from shambench.adapters._released import jsonl_rows, source_file
+from shambench.adapters.mushroom import EXPECTED, MushroomRow, row_example
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.errors import DataError
 
@@ -97,16 +97,12 @@ class MushroomMultilingualAdapter(Adapter):
                 if row.lang.lower() != lang:
                     raise DataError(f"{where}: language {row.lang!r} in the {lang} file")
                 examples.append(
-                    example_at(
+                    row_example(
                         where,
+                        row,
                         id=f"{DATASET_PREFIX}{lang}/{row.id}",
                         dataset=f"{DATASET_PREFIX}{lang}",
-                        task="open_qa",
                         split=split,
-                        question=row.model_input,
-                        response=row.model_output_text,
-                        hallu_spans=[list(pair) for pair in row.hard_labels],
-                        soft_spans=[s.model_dump() for s in row.soft_labels],
                         meta={"model": row.model_id, "lang": lang},
                     )
                 )
