@@ -185,8 +185,8 @@ def _nothing_loaded(root: Path, data_dir: str | Path | None, split: str, problem
     where = f"data directory {root} ({data_dir_origin(data_dir)})"
     if not root.is_dir():
         return (
-            f"{where} does not exist; pass --data-dir with the folder holding the corpora (e.g. ../shared/data), "
-            f"set ${DATA_DIR_ENV}, or run `shambench data download`"
+            f"{where} does not exist; pass --data-dir (data_dir= in Python) with the folder holding the corpora "
+            f"(e.g. ../shared/data), set ${DATA_DIR_ENV}, or run `shambench data download`"
         )
     listing = "; ".join(f"{name}: {problem}" for name, problem in problems.items())
     return f"no dataset could be loaded for split {split!r} from {where}: {listing}"
