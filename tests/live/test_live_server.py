@@ -35,7 +35,8 @@ SMALL = ["-p", "max_tokens=512", "-p", "temperature=0"]
 
 def invoke(*args: str):
     result = CliRunner().invoke(main, list(args), terminal_width=200)
-    assert result.exit_code == 0, result.output + repr(result.exception)
+    # 0, or 3: finished, with some predictions failed (a small model's bad answers; checked below).
+    assert result.exit_code in (0, 3), result.output + repr(result.exception)
     return result
 
 
@@ -45,7 +46,7 @@ def journal(run: Path) -> list[dict]:
 
 def assert_failures_keep_their_reason(predictions: list[dict]) -> None:
     for p in predictions:
-        if p["error"] is not None:
+        if p.get("error") is not None:
             # A model answering badly is a failed prediction with its text; the transport must not fail.
             assert p["error"].startswith("unusable output"), p["error"]
             assert p["raw"]
@@ -59,7 +60,7 @@ def test_prompted_detector_negotiates_and_records_the_served_model(tmp_path):
     predictions = journal(run)
     assert len(predictions) == 3
     assert_failures_keep_their_reason(predictions)
-    answered = [p for p in predictions if p["error"] is None]
+    answered = [p for p in predictions if p.get("error") is None]
     assert all(p["meta"]["structured"] in STRUCTURED_MODES and p["meta"]["served_model"] for p in answered)
     results = json.loads((run / "results.json").read_text())
     assert results["run"]["served_model"] or not answered
@@ -73,7 +74,7 @@ def test_critic_on_processbench(tmp_path):
     predictions = journal(run)
     assert predictions
     assert_failures_keep_their_reason(predictions)
-    assert all(p["step_verdicts"] for p in predictions if p["error"] is None)
+    assert all(p["step_verdicts"] for p in predictions if p.get("error") is None)
 
 
 def test_optimize_light_on_the_dev_split(tmp_path):
