@@ -174,8 +174,9 @@ def eval_command(
 
     Exit status: 0 when every prediction succeeded; 3 when the run finished and wrote its results but some
     predictions failed (a summary and the --resume command are printed; --allow-failures makes this 0); 2 for
-    usage or input errors (including a dataset that fails to load, a run directory in use, and repeated
-    authentication errors); 130 when interrupted. On --resume the API key goes only to the --base-url given now
+    usage or input errors (including a dataset that fails to load, a run directory in use, repeated
+    authentication errors, and a run stopped because its predictions kept failing for one reason, see
+    --keep-going); 130 when interrupted. On --resume the API key goes only to the --base-url given now
     (or the preset's): a run made against another server needs that --base-url again. Examples a --max-cost
     budget or an expired or cancelled batch left unanswered are failed predictions (exit status 3) that --resume
     runs. A run by batch also keeps batches.json.
