@@ -16,6 +16,12 @@ from shambench.errors import DataError
 from shambench.schema import Prediction
 
 
+def json_type(value: Any) -> str:
+    """What kind of JSON value `value` is, as an error message names it (`an object`, `null`, `a number`, ...)."""
+    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+    return names.get(type(value), "a number")
+
+
 def validation_message(err: ValidationError) -> str:
     """A pydantic error as `field.path: message; ...`."""
     parts = []

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from shambench.errors import DataError
-from shambench.io import MAX_DEPTH, iter_lines, parse_json_line, validation_message
+from shambench.io import MAX_DEPTH, iter_lines, json_type, parse_json_line, validation_message
 from shambench.schema import Example, Prediction
 
 # Fields holding character ranges: `[start, end]`, `[start, end, label]` or an object with `start` and `end`.
@@ -87,7 +87,7 @@ def _range_problem(field: str, i: int, item: Any) -> str | None:
 def record_problem(obj: Any, model: type[BaseModel]) -> str | None:
     """What is wrong with a plain JSON value as a record of `model` (Prediction or Example), or None."""
     if not isinstance(obj, dict):
-        return f"expected a JSON object, got {_json_type(obj)}"
+        return f"expected a JSON object, got {json_type(obj)}"
     if _depth(obj) > MAX_DEPTH:
         return f"nested deeper than {MAX_DEPTH} levels"
     unknown = sorted(k for k in obj if k not in model.model_fields)
@@ -103,7 +103,7 @@ def record_problem(obj: Any, model: type[BaseModel]) -> str | None:
         if value is None:
             continue
         if not isinstance(value, list):
-            return f"{field}: expected a list of ranges, got {_json_type(value)}"
+            return f"{field}: expected a list of ranges, got {json_type(value)}"
         for i, item in enumerate(value):
             problem = _range_problem(field, i, item)
             if problem:
@@ -115,11 +115,6 @@ def record_problem(obj: Any, model: type[BaseModel]) -> str | None:
             if wrong:
                 return f"{field}: expected integers, got {json.dumps(wrong[0])}"
     return None
-
-
-def _json_type(value: Any) -> str:
-    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
-    return names.get(type(value), "a number")
 
 
 def parse_record(obj: Any, model: type[BaseModel], drop: Sequence[str] = ()) -> Any:

@@ -76,6 +76,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from shambench.detection.detector import Monitor
 from shambench.errors import AuthenticationStopped, DataError, EndpointError, MalformedReply, ShambenchError
+from shambench.io import json_type
 from shambench.llm.cache import ResponseCache, cache_key
 
 T = TypeVar("T")
@@ -434,7 +435,7 @@ def reply_of(kind: str, response: Any, model: str, batch: bool = False) -> Reply
     """The completion in a decoded response body (an HTTP-200 body, or a Batch API output line's `body`), priced
     at Batch API prices when `batch`; MalformedReply (a one-line reason) for anything that is not one."""
     if not isinstance(response, dict):
-        raise MalformedReply(f"malformed reply: expected a JSON object, got {_json_type(response)}")
+        raise MalformedReply(f"malformed reply: expected a JSON object, got {json_type(response)}")
     error = response.get("error")
     if error and "choices" not in response and "output" not in response:
         message = error.get("message") if isinstance(error, dict) else error
@@ -450,15 +451,10 @@ def reply_of(kind: str, response: Any, model: str, batch: bool = False) -> Reply
     )
 
 
-def _json_type(value: Any) -> str:
-    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
-    return names.get(type(value), "a number")
-
-
 def _expect(value: Any, types: type | tuple[type, ...], where: str) -> Any:
     """`value` when it is one of `types`; MalformedReply naming the field otherwise."""
     if not isinstance(value, types) or (isinstance(value, bool) and bool not in _as_tuple(types)):
-        raise MalformedReply(f"malformed reply: {where} is {_json_type(value)}")
+        raise MalformedReply(f"malformed reply: {where} is {json_type(value)}")
     return value
 
 
