@@ -182,12 +182,13 @@ class TokenF1:
 
     def __init__(self, examples: Sequence[Example], monitor: Monitor):
         self.scorer = Scorer(examples, n_resamples=10)
+        self.examples = {ex.id: ex for ex in examples}
         self.monitor = monitor
 
     def __call__(self, gold: Any, pred: Any, trace: Any = None) -> float:
         from shambench.detection.locate import locate
 
-        example = self.scorer.examples[self.scorer.index[gold.id]]
+        example = self.examples[gold.id]
         strings = [str(s) for s in (getattr(pred, "incorrect_spans", None) or [])]
         spans = [p.as_span() for p in locate(example.response, strings) if p.placed]
         self.monitor.count("evaluations")

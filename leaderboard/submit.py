@@ -106,7 +106,7 @@ def _line_problems(
         first_line[pid] = lineno
     try:
         pred = parse_record(obj, Prediction)
-        pred.check_against(scorer.examples[scorer.index[pred.id]])
+        pred.check_inside(scorer.response_length(pred.id))
     except ValueError as err:
         return None, [f"line {lineno}: {err}"]
     n_units = len(scorer.units_of(pred.id))
@@ -138,9 +138,9 @@ def check_predictions(path: str | Path, scorer: Scorer) -> tuple[list[Prediction
         problems.extend(line_problems)
         if pred is not None:
             predictions.append(pred)
-    missing = [ex.id for ex in scorer.examples if ex.id not in first_line]
+    missing = [i for i in scorer.corpus.ids if i not in first_line]
     if missing:
-        problems.append(missing_problem(missing, len(scorer.examples)))
+        problems.append(missing_problem(missing, len(scorer.corpus)))
     return predictions, problems
 
 

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from shambench.errors import DataError
-from shambench.io import MAX_DEPTH, iter_lines, json_type, parse_json_line, validation_message
+from shambench.io import MAX_DEPTH, iter_jsonl, iter_lines, json_type, parse_json_line, validation_message
 from shambench.schema import Example, Prediction
 
 # Fields holding character ranges: `[start, end]`, `[start, end, label]` or an object with `start` and `end`.
@@ -138,11 +138,10 @@ def parse_line(line: bytes | str, model: type[BaseModel], drop: Sequence[str] = 
     return parse_record(parse_json_line(line), model, drop)
 
 
-def read_records(path: str | Path, model: type[BaseModel], drop: Sequence[str] = ()) -> list[tuple[int, Any]]:
-    """Every record of a JSONL file with its line number, read line by line (`drop`: see `parse_record`);
-    DataError `FILE:LINE: what was expected` at the first bad line, and at a repeated id (naming the line that
-    first gave it)."""
-    out: list[tuple[int, Any]] = []
+def iter_records(path: str | Path, model: type[BaseModel], drop: Sequence[str] = ()) -> Iterator[tuple[int, Any]]:
+    """Each record of a JSONL file with its line number, read and checked as it is reached (`drop`: see
+    `parse_record`); DataError `FILE:LINE: what was expected` at the first bad line, and at a repeated id (naming
+    the line that first gave it)."""
     first: dict[str, int] = {}
     for lineno, line in iter_lines(path):
         try:
@@ -152,8 +151,21 @@ def read_records(path: str | Path, model: type[BaseModel], drop: Sequence[str] =
         if rec.id in first:
             raise DataError(f"{path}:{lineno}: id {rec.id!r} repeats line {first[rec.id]} (ids must be unique)")
         first[rec.id] = lineno
-        out.append((lineno, rec))
-    return out
+        yield lineno, rec
+
+
+def read_records(path: str | Path, model: type[BaseModel], drop: Sequence[str] = ()) -> list[tuple[int, Any]]:
+    """Every record of a JSONL file with its line number (see `iter_records`): a bad line fails before any
+    record is used."""
+    return list(iter_records(path, model, drop))
+
+
+def line_of_id(path: str | Path, record_id: str | None) -> int | None:
+    """The line of a JSONL file whose record has that id (read again: only an error message needs it)."""
+    for lineno, obj in iter_jsonl(path):
+        if obj.get("id") == record_id:
+            return lineno
+    return None
 
 
 def read_predictions(path: str | Path, drop: Sequence[str] = ()) -> list[tuple[int, Prediction]]:

@@ -221,7 +221,10 @@ class Prediction(BaseModel):
 
     def check_against(self, example: Example) -> None:
         """Raise ValueError naming the id when a range falls outside `example.response`."""
-        length = len(example.response)
+        self.check_inside(len(example.response))
+
+    def check_inside(self, length: int) -> None:
+        """Raise ValueError naming the id when a range falls outside a response of `length` characters."""
         _check_inside("predicted span", self.id, self.spans, length)
         _check_inside("scored range", self.id, self.scores or [], length)
         _check_inside("soft span", self.id, self.soft_spans or [], length)

@@ -69,9 +69,10 @@ def score(
     """
     from shambench.errors import ScoringError
     from shambench.io import model_line, write_jsonl
-    from shambench.records import read_predictions
+    from shambench.records import iter_records, line_of_id
     from shambench.reporting.tables import make_console, print_results
-    from shambench.runs.runner import PER_EXAMPLE, rescore_run, select_examples
+    from shambench.runs.runner import PER_EXAMPLE, examples_to_score, rescore_run
+    from shambench.schema import Prediction
     from shambench.scoring.results import RunInfo
     from shambench.scoring.scorer import UNSCORED_PREDICTION_FIELDS, Scorer
 
@@ -92,14 +93,15 @@ def score(
     else:
         if not predictions:
             raise click.UsageError("give RUN_DIR, or --predictions with --examples or --datasets")
-        examples, _ = select_examples(datasets, examples_file, split, data_dir, limit, scoring_only=True)
-        lines = read_predictions(predictions, UNSCORED_PREDICTION_FIELDS)
+        # Both files are read as the scorer consumes them: neither is ever held whole.
+        scorer = Scorer(
+            examples_to_score(datasets, examples_file, split, data_dir, limit), n_resamples=n_resamples, seed=seed
+        )
+        lines = iter_records(predictions, Prediction, UNSCORED_PREDICTION_FIELDS)
         try:
-            results, per_example = Scorer(examples, n_resamples=n_resamples, seed=seed).score_with_examples(
-                [p for _, p in lines]
-            )
+            results, per_example = scorer.score_with_examples(p for _, p in lines)
         except ScoringError as err:
-            line = next((n for n, p in lines if p.id == err.prediction_id), None)
+            line = line_of_id(predictions, err.prediction_id)
             raise ScoringError(f"{predictions}{f':{line}' if line else ''}: {err}") from None
         results.run = RunInfo.model_validate(
             {"origin": "predictions", "predictions_file": str(Path(predictions).resolve())}

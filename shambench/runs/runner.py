@@ -27,11 +27,11 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 from pydantic_core import to_jsonable_python
 
-from shambench.data.benchmark import load_benchmark
+from shambench.data.benchmark import Benchmark, load_benchmark
 from shambench.detection.detector import Detector, Monitor
 from shambench.errors import DataError, ShambenchError
 from shambench.io import Journal, iter_jsonl, write_json, write_jsonl
-from shambench.records import check_detector_prediction, read_examples
+from shambench.records import check_detector_prediction, iter_records, read_examples
 from shambench.runs.provenance import git_commit, now_iso, package_versions, shambench_version
 from shambench.schema import Example, Prediction
 from shambench.scoring.results import ExampleScores, Results, RunInfo
@@ -130,17 +130,54 @@ def examples_hash(examples: Sequence[Example]) -> str:
     return h.hexdigest()
 
 
-def limit_per_partition(examples: Sequence[Example], limit: int | None) -> list[Example]:
+NO_EXAMPLES = "no examples selected (check --datasets, --examples and --data-dir)"
+
+
+def limit_per_partition(examples: Iterable[Example], limit: int | None) -> list[Example]:
     """The first `limit` examples of each partition (all when limit is None)."""
-    if limit is None:
-        return list(examples)
-    seen: dict[str, int] = {}
-    out = []
+    return list(first_per_partition(examples, limit))
+
+
+def first_per_partition(examples: Iterable[Example], limit: int | None) -> Iterator[Example]:
+    """The first `limit` examples of each partition (all when limit is None), as they are read."""
+    seen: Counter[str] = Counter()
     for ex in examples:
-        seen[ex.partition] = seen.get(ex.partition, 0) + 1
-        if seen[ex.partition] <= limit:
-            out.append(ex)
-    return out
+        seen[ex.partition] += 1
+        if limit is None or seen[ex.partition] <= limit:
+            yield ex
+
+
+def loaded_benchmark(datasets: str | Sequence[str] | None, split: str, data_dir: str | Path | None) -> Benchmark:
+    """The benchmark of the named datasets; DataError when one of them fails to load (never a partition silently
+    left out)."""
+    bench = load_benchmark(datasets, split, data_dir)
+    if bench.errors:
+        raise DataError("; ".join(f"dataset {name} not loaded: {message}" for name, message in bench.errors.items()))
+    return bench
+
+
+def examples_to_score(
+    datasets: str | Sequence[str] | None,
+    examples_file: str | Path | None,
+    split: str,
+    data_dir: str | Path | None,
+    limit: int | None,
+) -> Iterator[Example]:
+    """The examples of a selection (as `select_examples`), each reduced to what the scorer reads (`scoring_view`).
+    An EXAMPLES file is read as the scorer consumes the examples: its texts are never all in memory."""
+    if examples_file and datasets:
+        raise DataError("give --datasets or --examples, not both")
+    read: Iterator[Example]
+    if examples_file:
+        read = (ex for _, ex in iter_records(examples_file, Example, UNSCORED_EXAMPLE_FIELDS))
+    else:
+        read = iter(loaded_benchmark(datasets, split, data_dir).examples)
+    n = 0
+    for ex in first_per_partition(read, limit):
+        n += 1
+        yield scoring_view(ex)
+    if not n:
+        raise DataError(NO_EXAMPLES)
 
 
 def select_examples(
@@ -152,27 +189,19 @@ def select_examples(
     context: str | None = None,
     fetch_context: bool = True,
     context_params: dict[str, Any] | None = None,
-    scoring_only: bool = False,
 ) -> tuple[list[Example], dict[str, Any]]:
     """Examples from an EXAMPLES file or from adapters (with a provider's evidence as context when `context`
     names one), and the selection fields of a `RunConfig`. With `fetch_context` false, only the evidence already
-    stored is used: the provider is never called. With `scoring_only`, each example keeps only what the scorer
-    reads (`scorer.scoring_view`; an EXAMPLES file is streamed so its contexts are never all in memory). A dataset
-    that fails to load is a DataError, never a partition silently left out."""
+    stored is used: the provider is never called. A dataset that fails to load is a DataError, never a partition
+    silently left out."""
     if examples_file and datasets:
         raise DataError("give --datasets or --examples, not both")
     if examples_file:
-        examples = read_examples(examples_file, UNSCORED_EXAMPLE_FIELDS if scoring_only else ())
-        if scoring_only:
-            examples = [scoring_view(ex) for ex in examples]
+        examples = read_examples(examples_file)
         selection: dict[str, Any] = {"examples_file": str(Path(examples_file).resolve())}
     else:
-        bench = load_benchmark(datasets, split, data_dir)
-        if bench.errors:
-            raise DataError(
-                "; ".join(f"dataset {name} not loaded: {message}" for name, message in bench.errors.items())
-            )
-        examples = [scoring_view(ex) for ex in bench.examples] if scoring_only else bench.examples
+        bench = loaded_benchmark(datasets, split, data_dir)
+        examples = bench.examples
         selection = {
             "datasets": sorted(bench.loads),
             "split": split,
@@ -181,7 +210,7 @@ def select_examples(
         }
     examples = limit_per_partition(examples, limit)
     if not examples:
-        raise DataError("no examples selected (check --datasets, --examples and --data-dir)")
+        raise DataError(NO_EXAMPLES)
     if context:
         from shambench.data.context import apply_context, stored_context
 
@@ -385,7 +414,7 @@ def example_scores(run_dir: Path) -> dict[str, ExampleScores]:
 
 def rescore_run(
     run_dir: Path, examples: Sequence[Example] | None = None, n_resamples: int = 1000, seed: int = 0
-) -> tuple[Results, list[ExampleScores]]:
+) -> tuple[Results, Sequence[ExampleScores]]:
     """`score_run`, also returning the per-example scores it wrote to `per_example.jsonl`."""
     config = load_config(run_dir)
     if examples is None:
@@ -409,7 +438,7 @@ def score_predictions(
     predictions: Sequence[Prediction],
     n_resamples: int = 1000,
     seed: int = 0,
-) -> tuple[Results, list[ExampleScores]]:
+) -> tuple[Results, Sequence[ExampleScores]]:
     """The `Results` of a run's predictions and its per-example scores; reads and writes no file, so a sweep can
     score on a remote worker."""
     results, per_example = Scorer(examples, n_resamples=n_resamples, seed=seed).score_with_examples(predictions)

@@ -368,7 +368,9 @@ def score_shared(
 ) -> tuple[Results, list[ExampleScores]]:
     """Worker task: the results and per-example scores of a cell, from its journal's text and the shared examples."""
     predictions = list(Journal(run_dir / JOURNAL).parse(journal).values())
-    return score_predictions(config, run_dir, shared_examples(key, blob), predictions, n_resamples, seed)
+    results, rows = score_predictions(config, run_dir, shared_examples(key, blob), predictions, n_resamples, seed)
+    # Made into a list here: the rows are sent back to the driver, which must not receive the whole scorer.
+    return results, list(rows)
 
 
 # ---------------------------------------------------------------------------------------------------- backends

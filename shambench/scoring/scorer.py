@@ -11,13 +11,15 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import overload
 
 import numpy as np
 
 from shambench.errors import ScoringError
 from shambench.runs.provenance import git_commit, now_iso, shambench_version
-from shambench.schema import Example, Prediction, SoftSpan
+from shambench.schema import Example, Prediction, SoftSpan, Span
 from shambench.scoring import metrics
+from shambench.scoring.corpus import Corpus, covered
 from shambench.scoring.results import (
     PRF,
     ExampleScores,
@@ -29,7 +31,7 @@ from shambench.scoring.results import (
     ThresholdFree,
 )
 from shambench.scoring.shared_task import shared_task_group
-from shambench.scoring.text import SENTENCE_SPLITTER, TOKENIZER, Segmentation, convention, language_of, segment_mixed
+from shambench.scoring.text import SENTENCE_SPLITTER, TOKENIZER
 
 LEVELS = ("token", "sentence")
 # Up to this many bytes of bootstrap draw counts are kept between scorings (about 128,000 examples at 1000
@@ -68,19 +70,6 @@ def conventions(n_resamples: int, seed: int) -> dict[str, str]:
     }
 
 
-def _covered(starts: np.ndarray, ends: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """Mask of the sorted, disjoint items `[starts, ends)` that overlap any range `[s, e)` by a character."""
-    n = len(starts)
-    # The ranges in the items' own dtype: searchsorted would otherwise copy the (large) item arrays to int64.
-    lo = np.searchsorted(ends, s.astype(ends.dtype), side="right")
-    hi = np.searchsorted(starts, e.astype(starts.dtype), side="left")
-    keep = lo < hi
-    diff = np.zeros(n + 1, np.int32)
-    np.add.at(diff, lo[keep], 1)
-    np.add.at(diff, hi[keep], -1)
-    return np.cumsum(diff[:n], out=diff[:n]) > 0
-
-
 def _char_counts(s: np.ndarray, e: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
     """Per example, how many characters the ranges `[s, e)` cover (overlaps counted once).
 
@@ -107,43 +96,9 @@ def _max_scores(starts: np.ndarray, ends: np.ndarray, s: np.ndarray, e: np.ndarr
     return out
 
 
-@dataclass
-class _Units:
-    """Items of one kind (tokens, sentence units or characters) of all examples, on the global axis."""
-
-    starts: np.ndarray
-    ends: np.ndarray
-    owner: np.ndarray
-    gold: np.ndarray
-
-    def counts(self, pred: np.ndarray, n_examples: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per-example true positives, predicted positives and gold positives."""
-        return _counts(self.owner, pred, self.gold, n_examples)
-
-
-def _counts(owner: np.ndarray, pred: np.ndarray, gold: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    # Counting the owners of the positive items only: a weighted bincount would make float64 copies of the masks.
-    tp, predicted, positive = (np.bincount(owner[mask], minlength=n) for mask in (pred & gold, pred, gold))
-    return tp, predicted, positive
-
-
-def _axis_dtype(total_chars: int) -> type:
-    """int32 global offsets while the whole corpus fits (halving the item arrays), else int64."""
-    return np.int32 if total_chars < np.iinfo(np.int32).max else np.int64
-
-
-def _units(
-    starts: list[np.ndarray], ends: list[np.ndarray], offsets: np.ndarray, dtype: type, gs: np.ndarray, ge: np.ndarray
-) -> _Units:
-    sizes = np.fromiter(map(len, starts), np.int64, len(starts))
-    owner = np.repeat(np.arange(len(starts), dtype=np.int32), sizes)
-    shift: np.ndarray = offsets.astype(dtype)[owner]
-    glob_s: np.ndarray = np.concatenate(starts + [np.empty(0, dtype)], dtype=dtype, casting="same_kind")
-    glob_s += shift
-    glob_e: np.ndarray = np.concatenate(ends + [np.empty(0, dtype)], dtype=dtype, casting="same_kind")
-    glob_e += shift
-    del shift
-    return _Units(glob_s, glob_e, owner, _covered(glob_s, glob_e, gs, ge))
+def _members(by_id: np.ndarray, codes: np.ndarray, names: list[str]) -> dict[str, np.ndarray]:
+    """Per name (sorted), the positions of its examples in id order (`codes`: each position's name, in that order)."""
+    return {name: by_id[codes == code] for code, name in sorted(enumerate(names), key=lambda item: item[1])}
 
 
 @dataclass
@@ -156,62 +111,70 @@ class _PredictionArrays:
     failed: np.ndarray
     sentence_labels: dict[int, list[int]]
     scored: tuple[np.ndarray, np.ndarray, np.ndarray] | None
-    by_index: dict[int, Prediction]
+    kept: dict[int, Prediction]
+    """The usable predictions of the examples whose scoring reads more than spans (soft labels, steps)."""
+
+
+class _Ranges:
+    """Global `[start, end)` ranges (with a score each) gathered one prediction at a time."""
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        self.values: list[float] = []
+
+    def add(self, ranges: Iterable[Span | SoftSpan], offset: int) -> None:
+        for r in ranges:
+            self.starts.append(r.start + offset)
+            self.ends.append(r.end + offset)
+            score = getattr(r, "score", None)
+            self.values.append(1.0 if score is None else score)
+
+    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.array(self.starts, np.int64), np.array(self.ends, np.int64)
+
+    def scored(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return (*self.bounds(), np.array(self.values, float))
 
 
 class Scorer:
-    """Scores predictions against a fixed list of examples; build once, score many times."""
+    """Scores predictions against a fixed list of examples; build once, score many times.
 
-    def __init__(self, examples: Sequence[Example], n_resamples: int = 1000, seed: int = 0):
-        if not examples:
-            raise ScoringError("no examples to score")
-        self.examples = list(examples)
+    The examples are read once (any iterable: a generator over a file is never held whole) into a `Corpus` of
+    columns; the predictions of each scoring are likewise read once into arrays.
+    """
+
+    def __init__(self, examples: Iterable[Example], n_resamples: int = 1000, seed: int = 0):
+        self.corpus = Corpus.of(examples)
         self.n_resamples = n_resamples
         self.seed = seed
-        self.index = {ex.id: i for i, ex in enumerate(self.examples)}
-        if len(self.index) != len(self.examples):
-            dup = next(ex.id for i, ex in enumerate(self.examples) if self.index[ex.id] != i)
-            raise ScoringError(f"duplicate example id {dup!r}")
-        self._prepare()
-
-    def _prepare(self) -> None:
-        exs = self.examples
-        lengths = np.array([len(ex.response) for ex in exs], dtype=np.int64)
-        self.offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
-        axis = _axis_dtype(int(lengths.sum()))
-        gs, ge = self._global([ex.hallu_spans for ex in exs])
-        self.gold_chars = (gs, ge, self._owner_of(gs))
-        langs = [language_of(ex.meta) for ex in exs]
-        segs = segment_mixed([ex.response for ex in exs], langs)
-        by_partition: dict[str, dict[str, None]] = {}
-        for ex, lang in zip(exs, langs):
-            by_partition.setdefault(ex.partition, {})[lang] = None
-        self.segmentation = {p: "; ".join(map(convention, ls)) for p, ls in sorted(by_partition.items())}
-        self.tokens = _units([s.token_starts for s in segs], [s.token_ends for s in segs], self.offsets, axis, gs, ge)
-        unit_bounds = [self._unit_bounds(ex, seg) for ex, seg in zip(exs, segs)]
-        self.n_units = np.array([len(b[0]) for b in unit_bounds], dtype=np.int64)
-        self.unit_first = np.cumsum(self.n_units) - self.n_units
-        self.units = _units([b[0] for b in unit_bounds], [b[1] for b in unit_bounds], self.offsets, axis, gs, ge)
+        self.index = self.corpus.index
+        corpus = self.corpus
+        self.tokens, self.units = corpus.tokens, corpus.units
+        n = len(corpus)
+        self.gold_chars = (corpus.gold_starts, corpus.gold_ends, corpus.owner_of(corpus.gold_starts))
+        self.segmentation = corpus.segmentation
         self.gold_counts = {
-            "token": np.bincount(self.tokens.owner[self.tokens.gold], minlength=len(exs)),
-            "sentence": np.bincount(self.units.owner[self.units.gold], minlength=len(exs)),
-            "char": _char_counts(*self.gold_chars, len(exs)),
+            "token": np.bincount(self.tokens.owner[self.tokens.gold], minlength=n),
+            "sentence": np.bincount(self.units.owner[self.units.gold], minlength=n),
+            "char": _char_counts(*self.gold_chars, n),
         }
-        self.soft = np.array([ex.soft_spans is not None for ex in exs])
+        self.soft = np.zeros(n, bool)
+        self.soft[list(corpus.soft)] = True
         # Group members are listed in id order, so that the bootstrap (which resamples positions) gives the
         # same interval whatever order the examples came in.
-        by_id = np.argsort(np.array([ex.id for ex in exs]), kind="stable")
-        partitions = np.array([ex.partition for ex in exs])[by_id]
-        tasks = np.array([ex.task for ex in exs])[by_id]
+        by_id = np.argsort(np.array(corpus.ids), kind="stable")
         self.groups = {
-            "datasets": {name: by_id[partitions == name] for name in sorted(set(partitions.tolist()))},
-            "tasks": {name: by_id[tasks == name] for name in sorted(set(tasks.tolist()))},
+            "datasets": _members(by_id, corpus.partition_code[by_id], corpus.partitions),
+            "tasks": _members(by_id, corpus.task_code[by_id], corpus.tasks),
         }
-        self.step_tasks = {t for t, idx in self.groups["tasks"].items() if all(exs[i].steps for i in idx)}
+        self.step_tasks = {
+            t for t, idx in self.groups["tasks"].items() if all(int(i) in corpus.with_steps for i in idx)
+        }
         self._resamples: dict[str, metrics.Resamples] = {}
         # Draw counts of every group take one byte per example, resample and grouping (datasets, tasks): kept for
         # cheap rescoring up to a budget, drawn again block by block on each scoring beyond it.
-        self._keep_resamples = len(exs) * self.n_resamples * len(self.groups) <= KEPT_RESAMPLES_BYTES
+        self._keep_resamples = n * self.n_resamples * len(self.groups) <= KEPT_RESAMPLES_BYTES
 
     def bootstrap_weights(self, name: str, n: int) -> metrics.Resamples:
         """The seeded resamples of the group `name` of `n` examples (see `metrics.Resamples`)."""
@@ -219,79 +182,59 @@ class Scorer:
             self._resamples[name] = metrics.Resamples(n, name, self.n_resamples, self.seed, self._keep_resamples)
         return self._resamples[name]
 
-    def _owner_of(self, global_starts: np.ndarray) -> np.ndarray:
-        """The example each global offset falls in (empty responses own nothing)."""
-        return np.searchsorted(self.offsets, global_starts, side="right") - 1
-
-    @staticmethod
-    def _unit_bounds(ex: Example, seg: Segmentation) -> tuple[np.ndarray, np.ndarray]:
-        if ex.steps:
-            return (
-                np.array([s.start for s in ex.steps], np.int64),
-                np.array([s.end for s in ex.steps], np.int64),
-            )
-        return seg.sentence_starts, seg.sentence_ends
-
-    def _global(
-        self, per_example: Iterable[Iterable], owners: Iterable[int] | None = None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        s, e = [], []
-        for i, spans in zip(owners if owners is not None else range(len(self.examples)), per_example):
-            off = self.offsets[i]
-            for span in spans:
-                s.append(span.start + off)
-                e.append(span.end + off)
-        return np.array(s, dtype=np.int64), np.array(e, dtype=np.int64)
-
     def units_of(self, example_id: str) -> list[tuple[int, int]]:
         """The sentence units (or steps) of an example, local offsets: what `sentence_labels` must label."""
         i = self.index[example_id]
-        cut = slice(self.unit_first[i], self.unit_first[i] + self.n_units[i])
-        off = self.offsets[i]
+        first = int(self.units.first[i])
+        cut = slice(first, first + int(self.units.count[i]))
+        off = self.corpus.offsets[i]
         return list(zip((self.units.starts[cut] - off).tolist(), (self.units.ends[cut] - off).tolist()))
 
+    def response_length(self, example_id: str) -> int:
+        """The length of an example's response: every predicted range must lie within it."""
+        return int(self.corpus.lengths[self.index[example_id]])
+
     def _prediction_arrays(self, predictions: Iterable[Prediction]) -> _PredictionArrays:
-        by_index: dict[int, Prediction] = {}
+        corpus = self.corpus
+        n = len(corpus)
+        seen = np.zeros(n, bool)
+        present = np.zeros(n, bool)
+        failed = np.zeros(n, bool)
+        spans, scored = _Ranges(), _Ranges()
+        has_scores = False
+        labels: dict[int, list[int]] = {}
+        kept: dict[int, Prediction] = {}
         for pred in predictions:
             i = self.index.get(pred.id)
             if i is None:
                 raise ScoringError(f"prediction for unknown example id {pred.id!r}", pred.id)
-            if i in by_index:
+            if seen[i]:
                 raise ScoringError(f"two predictions for example id {pred.id!r}", pred.id)
-            if pred.error is None:
-                try:
-                    pred.check_against(self.examples[i])
-                except ValueError as err:
-                    raise ScoringError(str(err), pred.id) from None
-            by_index[i] = pred
-        usable = {i: p for i, p in by_index.items() if p.error is None}
-        s, e = self._global([p.spans for p in usable.values()], usable.keys())
-        present = np.zeros(len(self.examples), bool)
-        present[list(usable)] = True
-        failed = np.zeros(len(self.examples), bool)
-        failed[[i for i, p in by_index.items() if p.error is not None]] = True
-        labels = {i: p.sentence_labels for i, p in usable.items() if p.sentence_labels is not None}
-        for i, lab in labels.items():
-            if len(lab) != self.n_units[i]:
-                raise ScoringError(
-                    f"prediction {self.examples[i].id!r}: {len(lab)} sentence_labels for "
-                    f"{self.n_units[i]} sentence units",
-                    self.examples[i].id,
-                )
-        return _PredictionArrays(s, e, present, failed, labels, self._scored(usable), usable)
-
-    def _scored(self, usable: dict[int, Prediction]) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-        if not any(p.scores is not None or any(sp.score is not None for sp in p.spans) for p in usable.values()):
-            return None
-        s, e, v = [], [], []
-        for i, p in usable.items():
-            ranges = p.scores if p.scores is not None else p.spans
-            off = self.offsets[i]
-            for r in ranges:
-                s.append(r.start + off)
-                e.append(r.end + off)
-                v.append(1.0 if r.score is None else r.score)
-        return np.array(s, np.int64), np.array(e, np.int64), np.array(v, float)
+            seen[i] = True
+            if pred.error is not None:
+                failed[i] = True
+                continue
+            try:
+                pred.check_inside(int(corpus.lengths[i]))
+            except ValueError as err:
+                raise ScoringError(str(err), pred.id) from None
+            present[i] = True
+            off = int(corpus.offsets[i])
+            spans.add(pred.spans, off)
+            scored.add(pred.scores if pred.scores is not None else pred.spans, off)
+            has_scores = has_scores or pred.scores is not None or any(sp.score is not None for sp in pred.spans)
+            if pred.sentence_labels is not None:
+                if len(pred.sentence_labels) != self.units.count[i]:
+                    raise ScoringError(
+                        f"prediction {pred.id!r}: {len(pred.sentence_labels)} sentence_labels for "
+                        f"{self.units.count[i]} sentence units",
+                        pred.id,
+                    )
+                labels[i] = pred.sentence_labels
+            if i in corpus.soft or i in corpus.with_steps:
+                kept[i] = pred
+        s, e = spans.bounds()
+        return _PredictionArrays(s, e, present, failed, labels, scored.scored() if has_scores else None, kept)
 
     def example_prf(self, predictions: Iterable[Prediction]) -> dict[str, np.ndarray]:
         """Per level in `LEVELS`, the per-example (precision, recall, F1): shape 3 × examples, in example order.
@@ -305,11 +248,12 @@ class Scorer:
     ) -> tuple[_PredictionArrays, dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], dict[str, np.ndarray]]:
         """The prediction arrays, per-level (tp, predicted, gold) counts and per-example P/R/F1."""
         pa = self._prediction_arrays(predictions)
-        n = len(self.examples)
-        tok_pred = _covered(self.tokens.starts, self.tokens.ends, pa.starts, pa.ends)
-        unit_pred = _covered(self.units.starts, self.units.ends, pa.starts, pa.ends)
+        n = len(self.corpus)
+        tok_pred = covered(self.tokens.starts, self.tokens.ends, pa.starts, pa.ends)
+        unit_pred = covered(self.units.starts, self.units.ends, pa.starts, pa.ends)
         for i, lab in pa.sentence_labels.items():
-            unit_pred[self.unit_first[i] : self.unit_first[i] + self.n_units[i]] = np.array(lab, bool)
+            first = int(self.units.first[i])
+            unit_pred[first : first + len(lab)] = np.array(lab, bool)
         counts = {
             "token": self.tokens.counts(tok_pred, n),
             "sentence": self.units.counts(unit_pred, n),
@@ -324,12 +268,13 @@ class Scorer:
 
     def score_with_examples(
         self, predictions: Iterable[Prediction] | Mapping[str, Prediction]
-    ) -> tuple[Results, list[ExampleScores]]:
-        """The results and, in example order, each example's own scores (what `per_example.jsonl` holds)."""
+    ) -> tuple[Results, ExampleRows]:
+        """The results and, in example order, each example's own scores (what `per_example.jsonl` holds; made
+        one row at a time as they are read)."""
         if isinstance(predictions, Mapping):
             predictions = predictions.values()
         pa, counts, prf = self._counted(predictions)
-        n = len(self.examples)
+        n = len(self.corpus)
         token_scores = None
         if pa.scored is not None:
             token_scores = _max_scores(self.tokens.starts, self.tokens.ends, *pa.scored)
@@ -350,23 +295,23 @@ class Scorer:
             segmentation=self.segmentation,
             groups={**self._math_group(pa), **shared_task_group(datasets)},
         )
-        return results, ctx.per_example()
+        return results, ExampleRows(ctx)
 
     def _math_group(self, pa: _PredictionArrays) -> dict:
         """Step-level (math) metrics in their own group, apart from the overall (see `shambench.scoring.steps`)."""
-        step_examples = [ex for ex in self.examples if ex.steps]
+        step_examples = list(self.corpus.with_steps.values())
         if not step_examples:
             return {}
         from shambench.scoring.steps import math_group
 
-        predictions = {self.examples[i].id: p for i, p in pa.by_index.items()}
+        predictions = {self.corpus.ids[i]: p for i, p in pa.kept.items()}
         return {"math": math_group(step_examples, predictions, seed=self.seed).model_dump(mode="json")}
 
     def _char_tp_pred_gold(self, pa: _PredictionArrays) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per-example character true positives, predicted and gold counts: |P∩G| = |P| + |G| - |P∪G|."""
-        n = len(self.examples)
+        n = len(self.corpus)
         gs, ge, g_owner = self.gold_chars
-        p_owner = self._owner_of(pa.starts)
+        p_owner = self.corpus.owner_of(pa.starts)
         pred = _char_counts(pa.starts, pa.ends, p_owner, n)
         union = _char_counts(
             np.concatenate([gs, pa.starts]), np.concatenate([ge, pa.ends]), np.concatenate([g_owner, p_owner]), n
@@ -404,32 +349,37 @@ class _GroupContext:
     token_scores: np.ndarray | None
     soft_scores: dict[int, tuple[float, float]] = field(default_factory=dict)
 
-    def per_example(self) -> list[ExampleScores]:
-        """Every example's P/R/F1 per level (and IoU/Cor with soft labels), from the arrays the groups average."""
+    def row(self, i: int) -> ExampleScores:
+        """Example `i`'s P/R/F1 per level (and IoU/Cor with soft labels), from the arrays the groups average."""
         sc, pa = self.scorer, self.pa
-        values = {lvl: self.prf[lvl].T.tolist() for lvl in LEVELS}
-        rows = []
-        for i, ex in enumerate(sc.examples):
-            iou, cor = self._iou_cor(i) if sc.soft[i] else (None, None)
-            status = "predicted" if pa.present[i] else "failed" if pa.failed[i] else "missing"
-            levels = {
-                lvl: PRF.model_validate(dict(zip(("precision", "recall", "f1"), values[lvl][i]))) for lvl in LEVELS
-            }
-            rows.append(
-                ExampleScores(id=ex.id, dataset=ex.dataset, task=ex.task, status=status, iou=iou, cor=cor, **levels)
-            )
-        return rows
+        iou, cor = self._iou_cor(i) if sc.soft[i] else (None, None)
+        status = "predicted" if pa.present[i] else "failed" if pa.failed[i] else "missing"
+        levels = {
+            lvl: PRF.model_validate(dict(zip(("precision", "recall", "f1"), self.prf[lvl][:, i].tolist())))
+            for lvl in LEVELS
+        }
+        corpus = sc.corpus
+        return ExampleScores(
+            id=corpus.ids[i],
+            dataset=corpus.dataset_of(i),
+            task=corpus.task_of(i),
+            status=status,
+            iou=iou,
+            cor=cor,
+            **levels,
+        )
 
     def _iou_cor(self, i: int) -> tuple[float, float]:
         """Mu-SHROOM IoU and Cor of example `i` (computed once per scoring pass)."""
         if i not in self.soft_scores:
-            sc = self.scorer
             tp, pred, gold = (float(c[i]) for c in self.counts["char"])
             iou = float(metrics.iou(np.array([tp]), np.array([pred + gold - tp]))[0])
-            ex = sc.examples[i]
-            assert ex.soft_spans is not None  # asked only for the examples with soft labels (`Scorer.soft`)
-            self.soft_scores[i] = (iou, metrics.cor(_soft_vector(len(ex.response), ex.soft_spans), self._pred_soft(i)))
+            gold_soft = _soft_vector(self._length(i), self.scorer.corpus.soft[i])
+            self.soft_scores[i] = (iou, metrics.cor(gold_soft, self._pred_soft(i)))
         return self.soft_scores[i]
+
+    def _length(self, i: int) -> int:
+        return int(self.scorer.corpus.lengths[i])
 
     def group(self, name: str, idx: np.ndarray) -> tuple[GroupScores, np.ndarray]:
         """A group's scores and its bootstrap replicates of (token F1, sentence F1)."""
@@ -481,8 +431,8 @@ class _GroupContext:
         return MushroomScores(iou=_mean(ious), cor=_mean(cors), n=len(soft))
 
     def _pred_soft(self, i: int) -> np.ndarray:
-        pred = self.pa.by_index.get(i)
-        length = len(self.scorer.examples[i].response)
+        pred = self.pa.kept.get(i)
+        length = self._length(i)
         if pred is None:
             return np.zeros(length)
         if pred.soft_spans is not None:
@@ -503,6 +453,31 @@ class _GroupContext:
             auroc=float(roc_auc_score(y, s)) if both else None,
             n_tokens=int(mask.sum()),
         )
+
+
+class ExampleRows(Sequence[ExampleScores]):
+    """Each example's own scores, in example order; a row is made when it is read, so a large corpus never holds
+    them all at once."""
+
+    def __init__(self, ctx: _GroupContext):
+        self._ctx = ctx
+
+    def __len__(self) -> int:
+        return len(self._ctx.scorer.corpus)
+
+    @overload
+    def __getitem__(self, i: int) -> ExampleScores: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[ExampleScores]: ...
+
+    def __getitem__(self, i: int | slice) -> ExampleScores | list[ExampleScores]:
+        if isinstance(i, slice):
+            return [self._ctx.row(k) for k in range(*i.indices(len(self)))]
+        k = i + len(self) if i < 0 else i
+        if not 0 <= k < len(self):
+            raise IndexError(i)
+        return self._ctx.row(k)
 
 
 def _mean(values: np.ndarray | Sequence[float]) -> float:
@@ -534,7 +509,7 @@ def scoring_view(example: Example) -> Example:
 
 
 def score(
-    examples: Sequence[Example], predictions: Iterable[Prediction], n_resamples: int = 1000, seed: int = 0
+    examples: Iterable[Example], predictions: Iterable[Prediction], n_resamples: int = 1000, seed: int = 0
 ) -> Results:
     """Score predictions against examples in one call (see `Scorer` to rescore cheaply)."""
     return Scorer(examples, n_resamples=n_resamples, seed=seed).score(predictions)

@@ -86,7 +86,7 @@ def test_scores_and_intervals_equal_the_pinned_ones_on_real_data(monkeypatch):
 def test_scoring_views_hold_no_context_and_score_the_same(tmp_path):
     from shambench.io import model_line
     from shambench.records import read_predictions
-    from shambench.runs.runner import select_examples
+    from shambench.runs.runner import examples_to_score
 
     full = [
         Example(
@@ -103,7 +103,7 @@ def test_scoring_views_hold_no_context_and_score_the_same(tmp_path):
     ]
     path = tmp_path / "examples.jsonl"
     path.write_text("".join(model_line(ex) for ex in full), encoding="utf-8")
-    slim, _ = select_examples(None, path, "test", None, None, scoring_only=True)
+    slim = list(examples_to_score(None, path, "test", None, None))
     assert [(ex.question, ex.context, ex.meta) for ex in slim] == [("", "", {})] * 6
     assert [(ex.id, ex.response, ex.hallu_spans) for ex in slim] == [
         (ex.id, ex.response, ex.hallu_spans) for ex in full

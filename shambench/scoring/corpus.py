@@ -1,0 +1,236 @@
+"""What the scorer keeps of the examples: columns, not objects.
+
+`Corpus.of(examples)` reads the examples once, in chunks, and keeps only what scoring reads: ids, partitions, tasks,
+response lengths, gold spans, and the tokens and sentence units of every response laid end to end on one global
+character axis (see `shambench.scoring.scorer`). Response texts, questions and contexts are dropped chunk by chunk,
+so an iterator over a file's examples is scored without ever holding them all. Only examples with steps are kept
+whole (the math metrics read them); of examples with soft labels (Mu-SHROOM's Cor), their soft labels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from itertools import islice
+
+import numpy as np
+
+from shambench.errors import ScoringError
+from shambench.schema import Example, SoftSpan
+from shambench.scoring.text import convention, language_of, segment_mixed
+
+# Examples segmented together: large enough that a chunk of uncached texts is tokenised on every core, small enough
+# that its texts cost little memory (about 10 MB of real responses).
+CHUNK_EXAMPLES = 16_384
+_INT32_MAX = int(np.iinfo(np.int32).max)
+
+
+def covered(starts: np.ndarray, ends: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Mask of the sorted, disjoint items `[starts, ends)` that overlap any range `[s, e)` by a character."""
+    n = len(starts)
+    # The ranges in the items' own dtype: searchsorted would otherwise copy the (large) item arrays to int64.
+    lo = np.searchsorted(ends, s.astype(ends.dtype), side="right")
+    hi = np.searchsorted(starts, e.astype(starts.dtype), side="left")
+    keep = lo < hi
+    diff = np.zeros(n + 1, np.int32)
+    np.add.at(diff, lo[keep], 1)
+    np.add.at(diff, hi[keep], -1)
+    return np.cumsum(diff[:n], out=diff[:n]) > 0
+
+
+@dataclass
+class Units:
+    """Items of one kind (tokens or sentence units) of all examples, on the global axis."""
+
+    starts: np.ndarray
+    """Global start offsets, sorted (int32 while the corpus has fewer than 2**31 characters, else int64)."""
+    ends: np.ndarray
+    """Global end offsets (half-open), same dtype."""
+    owner: np.ndarray
+    """The example (its position in the corpus) each item belongs to, int32."""
+    gold: np.ndarray
+    """Whether a gold span overlaps the item."""
+    first: np.ndarray
+    """Per example, the position of its first item."""
+    count: np.ndarray
+    """Per example, how many items it has."""
+
+    def counts(self, pred: np.ndarray, n_examples: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per-example true positives, predicted positives and gold positives."""
+        # Counting the owners of the positive items only: a weighted bincount would make float64 copies of the masks.
+        masks = (pred & self.gold, pred, self.gold)
+        tp, predicted, positive = (np.bincount(self.owner[mask], minlength=n_examples) for mask in masks)
+        return tp, predicted, positive
+
+
+class _Axis:
+    """Bounds of one kind of item, gathered chunk by chunk and laid on the global axis at the end."""
+
+    def __init__(self) -> None:
+        self.starts: list[np.ndarray] = []
+        self.ends: list[np.ndarray] = []
+        self.sizes: list[np.ndarray] = []
+
+    def add(self, starts: list[np.ndarray], ends: list[np.ndarray], offsets: np.ndarray, dtype: type) -> None:
+        """The local bounds of a chunk's examples, moved to the global axis by their examples' offsets."""
+        sizes = np.fromiter(map(len, starts), np.int64, len(starts))
+        shift: np.ndarray = np.repeat(offsets, sizes).astype(dtype)
+        for parts, out in ((starts, self.starts), (ends, self.ends)):
+            glob: np.ndarray = np.concatenate([*parts, np.empty(0, dtype)], dtype=dtype, casting="same_kind")
+            glob += shift
+            out.append(glob)
+        self.sizes.append(sizes)
+
+    def units(self, dtype: type, gold_starts: np.ndarray, gold_ends: np.ndarray) -> Units:
+        """The items of every chunk as one `Units` (each list freed as soon as it is joined)."""
+        starts = _joined(self.starts, dtype)
+        ends = _joined(self.ends, dtype)
+        count = _joined(self.sizes, np.int64)
+        owner = np.repeat(np.arange(len(count), dtype=np.int32), count)
+        return Units(
+            starts, ends, owner, covered(starts, ends, gold_starts, gold_ends), np.cumsum(count) - count, count
+        )
+
+
+def _joined(parts: list[np.ndarray], dtype: type) -> np.ndarray:
+    out: np.ndarray = np.concatenate([*parts, np.empty(0, dtype)], dtype=dtype, casting="same_kind")
+    parts.clear()
+    return out
+
+
+def _chunks(examples: Iterable[Example]) -> Iterator[list[Example]]:
+    it = iter(examples)
+    while chunk := list(islice(it, CHUNK_EXAMPLES)):
+        yield chunk
+
+
+@dataclass
+class Corpus:
+    """The examples as the scorer reads them (see the module docstring)."""
+
+    ids: list[str]
+    """Example ids, in input order."""
+    index: dict[str, int]
+    """Position of each id."""
+    partition_code: np.ndarray
+    """Per example, its `task/dataset` partition as a position in `partitions`."""
+    partitions: list[str]
+    """The partition names, in order of first appearance."""
+    task_code: np.ndarray
+    """Per example, its task as a position in `tasks`."""
+    tasks: list[str]
+    """The task names, in order of first appearance."""
+    dataset_code: np.ndarray
+    """Per example, its dataset as a position in `datasets`."""
+    datasets: list[str]
+    """The dataset names, in order of first appearance."""
+    lengths: np.ndarray
+    """Response lengths in characters (int64)."""
+    offsets: np.ndarray
+    """Where each response starts on the global axis (int64)."""
+    gold_starts: np.ndarray
+    """Global starts of the gold spans, in example order (int64)."""
+    gold_ends: np.ndarray
+    """Global ends of the gold spans (int64)."""
+    tokens: Units
+    """Non-whitespace tokens."""
+    units: Units
+    """Sentence units, or steps for examples that have them."""
+    soft: dict[int, list[SoftSpan]]
+    """Gold soft labels of the examples that have them, by position."""
+    with_steps: dict[int, Example]
+    """The examples that have steps, whole, by position (the math metrics read them)."""
+    segmentation: dict[str, str]
+    """Per partition, the segmentation conventions of its languages."""
+
+    @classmethod
+    def of(cls, examples: Iterable[Example]) -> Corpus:
+        """The corpus of the examples, read once, chunk by chunk."""
+        ids: list[str] = []
+        index: dict[str, int] = {}
+        codes: dict[str, dict[str, int]] = {"partition": {}, "task": {}, "dataset": {}}
+        coded: dict[str, list[int]] = {kind: [] for kind in codes}
+        lengths: list[int] = []
+        gold: tuple[list[int], list[int]] = ([], [])
+        soft: dict[int, list[SoftSpan]] = {}
+        with_steps: dict[int, Example] = {}
+        languages: dict[str, dict[str, None]] = {}
+        tokens, units = _Axis(), _Axis()
+        total = 0
+        wide = False
+        for chunk in _chunks(examples):
+            first = len(ids)
+            offsets = []
+            for i, ex in enumerate(chunk, first):
+                if index.setdefault(ex.id, i) != i:
+                    raise ScoringError(f"duplicate example id {ex.id!r}", ex.id)
+                ids.append(ex.id)
+                for kind, value in (("partition", ex.partition), ("task", ex.task), ("dataset", ex.dataset)):
+                    coded[kind].append(codes[kind].setdefault(value, len(codes[kind])))
+                offsets.append(total)
+                lengths.append(len(ex.response))
+                for span in ex.hallu_spans:
+                    gold[0].append(span.start + total)
+                    gold[1].append(span.end + total)
+                if ex.soft_spans is not None:
+                    soft[i] = ex.soft_spans
+                if ex.steps:
+                    with_steps[i] = ex
+                total += len(ex.response)
+            langs = [language_of(ex.meta) for ex in chunk]
+            for ex, lang in zip(chunk, langs):
+                languages.setdefault(ex.partition, {})[lang] = None
+            # int32 offsets while the corpus fits (halving the item arrays); a chunk past that goes int64.
+            wide = wide or total > _INT32_MAX
+            dtype = np.int64 if wide else np.int32
+            segs = segment_mixed([ex.response for ex in chunk], langs)
+            chunk_offsets = np.array(offsets, np.int64)
+            tokens.add([s.token_starts for s in segs], [s.token_ends for s in segs], chunk_offsets, dtype)
+            bounds = [_unit_bounds(ex, seg.sentence_starts, seg.sentence_ends) for ex, seg in zip(chunk, segs)]
+            units.add([b[0] for b in bounds], [b[1] for b in bounds], chunk_offsets, dtype)
+            del chunk, segs, bounds
+        if not ids:
+            raise ScoringError("no examples to score")
+        length_array = np.array(lengths, np.int64)
+        gs, ge = (np.array(g, np.int64) for g in gold)
+        axis = np.int64 if wide else np.int32
+        return cls(
+            ids=ids,
+            index=index,
+            partition_code=np.array(coded["partition"], np.int32),
+            partitions=list(codes["partition"]),
+            task_code=np.array(coded["task"], np.int32),
+            tasks=list(codes["task"]),
+            dataset_code=np.array(coded["dataset"], np.int32),
+            datasets=list(codes["dataset"]),
+            lengths=length_array,
+            offsets=np.cumsum(length_array) - length_array,
+            gold_starts=gs,
+            gold_ends=ge,
+            tokens=tokens.units(axis, gs, ge),
+            units=units.units(axis, gs, ge),
+            soft=soft,
+            with_steps=with_steps,
+            segmentation={p: "; ".join(map(convention, ls)) for p, ls in sorted(languages.items())},
+        )
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def owner_of(self, global_starts: np.ndarray) -> np.ndarray:
+        """The example each global offset falls in (empty responses own nothing)."""
+        return np.searchsorted(self.offsets, global_starts, side="right") - 1
+
+    def dataset_of(self, i: int) -> str:
+        """The dataset of the example at position `i`."""
+        return self.datasets[self.dataset_code[i]]
+
+    def task_of(self, i: int) -> str:
+        """The task of the example at position `i`."""
+        return self.tasks[self.task_code[i]]
+
+
+def _unit_bounds(ex: Example, sentence_starts: np.ndarray, sentence_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    if ex.steps:
+        return np.array([s.start for s in ex.steps], np.int64), np.array([s.end for s in ex.steps], np.int64)
+    return sentence_starts, sentence_ends

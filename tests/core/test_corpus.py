@@ -1,0 +1,149 @@
+"""The scorer's columnar corpus: read once, chunk by chunk, holding only what scoring reads."""
+
+from __future__ import annotations
+
+import gc
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shambench.schema import Example, Prediction, SoftSpan, Step
+from shambench.scoring import corpus as corpus_module
+from shambench.scoring.corpus import Corpus
+from shambench.scoring.scorer import Scorer
+from tests.core.test_scorer import SCORE_FIELDS, ex, pred, random_case
+
+T1 = "The cat sat. It was red."
+
+
+def mixed_examples() -> list[Example]:
+    """Every kind the corpus treats apart: empty responses, soft labels, steps, another language."""
+    return [
+        ex("a", "summ/x", [[4, 7]]),
+        ex("b", "summ/x", response=""),
+        ex("c", "qa/mushroom", [[0, 3]], soft_spans=[SoftSpan(start=0, end=3, prob=0.6)]),
+        ex(
+            "d",
+            "math/steps",
+            [[10, 19]],
+            response="Step one.\nStep two.",
+            steps=[Step(start=0, end=9, label=1), Step(start=10, end=19, label=0)],
+        ),
+        ex("e", "qa/mushroom-de", [[4, 9]], response="Der Hund bellt. Er ist laut.", meta={"lang": "DE"}),
+        ex("f", "summ/y", [[0, 12]]),
+    ]
+
+
+def scores(scorer: Scorer, predictions: list[Prediction]) -> str:
+    results, rows = scorer.score_with_examples(predictions)
+    data = results.model_dump(mode="json", include=SCORE_FIELDS | {"groups", "segmentation"})
+    return json.dumps([data, [r.model_dump(mode="json") for r in rows]], sort_keys=True)
+
+
+MIXED_PREDICTIONS = [
+    pred("a", [[0, 5]]),
+    pred("c", [[0, 2]], soft_spans=[SoftSpan(start=0, end=2, prob=0.9)]),
+    pred("d", [[10, 14]], step_scores=[0.1, 0.8]),
+    pred("e", [[4, 8]]),
+    pred("f", error="timeout"),
+]
+
+
+def test_the_corpus_keeps_columns_as_the_hand_counts_say():
+    corpus = Corpus.of(mixed_examples())
+    assert corpus.ids == ["a", "b", "c", "d", "e", "f"]
+    assert corpus.lengths.tolist() == [24, 0, 24, 19, 28, 24]
+    assert corpus.offsets.tolist() == [0, 24, 24, 48, 67, 95]
+    # Gold spans moved onto the global axis by their example's offset.
+    assert list(zip(corpus.gold_starts.tolist(), corpus.gold_ends.tolist())) == [
+        (4, 7),
+        (24, 27),
+        (58, 67),
+        (71, 76),
+        (95, 107),
+    ]
+    # T1 has 8 tokens, the empty response none, the steps text 6, the German text 8 ("Der Hund bellt . Er ist laut .").
+    assert corpus.tokens.count.tolist() == [8, 0, 8, 6, 8, 8]
+    assert corpus.units.count.tolist() == [2, 0, 2, 2, 2, 2]
+    assert corpus.units.starts[corpus.units.first[3] :][:2].tolist() == [48, 58]  # the steps, not sentences
+    assert corpus.tokens.starts.dtype == np.int32
+    assert [corpus.task_of(i) for i in range(6)] == ["summ", "summ", "qa", "math", "qa", "summ"]
+    assert [corpus.dataset_of(i) for i in range(6)] == ["x", "x", "mushroom", "steps", "mushroom-de", "y"]
+    assert sorted(corpus.soft) == [2] and sorted(corpus.with_steps) == [3]
+    assert "spacy.blank('de')" in corpus.segmentation["qa/mushroom-de"]
+
+
+def test_the_german_example_has_the_tokens_the_count_assumes():
+    from shambench.scoring.text import tokens
+
+    assert len(tokens("Der Hund bellt. Er ist laut.", "de")) == 8
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 5])
+def test_chunk_boundaries_change_nothing(monkeypatch, chunk):
+    whole = scores(Scorer(mixed_examples(), n_resamples=50), MIXED_PREDICTIONS)
+    monkeypatch.setattr(corpus_module, "CHUNK_EXAMPLES", chunk)
+    assert scores(Scorer(iter(mixed_examples()), n_resamples=50), MIXED_PREDICTIONS) == whole
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 7))
+def test_a_generator_in_small_chunks_scores_as_the_list(seed, chunk):
+    examples, predictions = random_case(seed)
+    whole = scores(Scorer(examples, n_resamples=20), predictions)
+    original = corpus_module.CHUNK_EXAMPLES
+    corpus_module.CHUNK_EXAMPLES = chunk
+    try:
+        streamed = scores(Scorer((e for e in examples), n_resamples=20), predictions)
+    finally:
+        corpus_module.CHUNK_EXAMPLES = original
+    assert streamed == whole
+
+
+def test_a_corpus_past_int32_offsets_goes_int64_with_the_same_scores(monkeypatch):
+    whole = scores(Scorer(mixed_examples(), n_resamples=50), MIXED_PREDICTIONS)
+    monkeypatch.setattr(corpus_module, "CHUNK_EXAMPLES", 2)
+    # The third chunk starts past the (lowered) limit: earlier chunks were int32 and are widened when joined.
+    monkeypatch.setattr(corpus_module, "_INT32_MAX", 60)
+    scorer = Scorer(mixed_examples(), n_resamples=50)
+    assert scorer.tokens.starts.dtype == np.int64 and scorer.units.ends.dtype == np.int64
+    assert scores(scorer, MIXED_PREDICTIONS) == whole
+
+
+def live_examples() -> int:
+    gc.collect()
+    return sum(isinstance(o, Example) for o in gc.get_objects())
+
+
+def test_only_examples_with_steps_are_kept_whole(monkeypatch):
+    monkeypatch.setattr(corpus_module, "CHUNK_EXAMPLES", 2)
+    before = live_examples()
+    scorer = Scorer(iter(mixed_examples()), n_resamples=10)
+    assert live_examples() - before == 1  # "d", whose steps the math metrics read
+    assert {e.id for e in scorer.corpus.with_steps.values()} == {"d"}
+    assert scorer.corpus.soft == {2: [SoftSpan(start=0, end=3, prob=0.6)]}  # of "c", only its soft labels
+
+
+def test_example_rows_are_a_sequence_made_on_demand():
+    scorer = Scorer(mixed_examples(), n_resamples=10)
+    _, rows = scorer.score_with_examples(MIXED_PREDICTIONS)
+    assert len(rows) == 6
+    assert [r.id for r in rows] == ["a", "b", "c", "d", "e", "f"]
+    assert rows[-1].id == "f" and rows[-1].status == "failed"
+    assert rows[1].status == "missing" and rows[1].token.f1 == 1.0  # empty response, nothing predicted
+    assert [r.id for r in rows[1:5:2]] == ["b", "d"]
+    assert rows[2].iou is not None and rows[0].iou is None
+    with pytest.raises(IndexError):
+        rows[6]
+    with pytest.raises(IndexError):
+        rows[-7]
+
+
+def test_response_length_checks_predictions_without_the_text():
+    scorer = Scorer(mixed_examples(), n_resamples=10)
+    assert scorer.response_length("e") == 28
+    with pytest.raises(ValueError, match=r"\[20, 25\) ends past the response \(length 24\)"):
+        Prediction(id="a", spans=[[20, 25]]).check_inside(scorer.response_length("a"))
