@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator, Sequence
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -34,25 +35,37 @@ def allowed_keys(model: type[BaseModel]) -> list[str]:
     return list(model.model_fields)
 
 
+@cache
+def _field_names(model: type[BaseModel]) -> frozenset[str]:
+    # Read once per model: pydantic's `model_fields` costs more than the rest of a line's key check.
+    return frozenset(model.model_fields)
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _depth(value: Any) -> int:
-    """Nesting depth of a JSON value (a scalar is 0), without recursion."""
-    deepest, stack = 0, [(value, 0)]
+def _scan(value: Any) -> tuple[int, bool]:
+    """Nesting depth of a JSON value (a scalar is 0; stops counting past `MAX_DEPTH`) and whether a NaN or
+    infinite number occurs in it: one walk over its containers, without recursion."""
+    deepest, non_finite, stack = 0, False, [(value, 0)]
     while stack:
         node, depth = stack.pop()
-        deepest = max(deepest, depth)
-        if depth > MAX_DEPTH:
-            break
         children = node.values() if isinstance(node, dict) else node if isinstance(node, list | tuple) else ()
-        stack.extend((child, depth + 1) for child in children)
-    return deepest
+        if children:
+            deepest = max(deepest, depth + 1)
+            if deepest > MAX_DEPTH:
+                break
+        for child in children:
+            if isinstance(child, dict | list | tuple):
+                stack.append((child, depth + 1))
+            elif isinstance(child, float) and not math.isfinite(child):
+                non_finite = True
+    return deepest, non_finite
 
 
-def _non_finite(value: Any, where: str = "") -> str | None:
-    """The path of the first NaN or infinite number in a JSON value, else None."""
+def _non_finite(value: Any, where: str = "") -> str:
+    """The path of the first NaN or infinite number in a JSON value (which has one)."""
     stack = [(value, where)]
     while stack:
         node, path = stack.pop()
@@ -62,7 +75,7 @@ def _non_finite(value: Any, where: str = "") -> str | None:
             stack.extend((v, f"{path}.{k}" if path else str(k)) for k, v in node.items())
         elif isinstance(node, list | tuple):
             stack.extend((v, f"{path}.{i}" if path else str(i)) for i, v in enumerate(node))
-    return None
+    raise AssertionError("no NaN or infinite number in the value")
 
 
 def _range_problem(field: str, i: int, item: Any) -> str | None:
@@ -84,20 +97,36 @@ def _range_problem(field: str, i: int, item: Any) -> str | None:
     return None
 
 
-def record_problem(obj: Any, model: type[BaseModel]) -> str | None:
-    """What is wrong with a plain JSON value as a record of `model` (Prediction or Example), or None."""
+# Digits as "0", exponent markers as "e", anything else as " ": the shapes of a line's numbers, read in one pass.
+_NUMBER_SHAPES = bytes(48 if 48 <= b <= 57 else 101 if b in (69, 101) else 32 for b in range(256))
+
+
+def may_hide_problems(raw: bytes) -> bool:
+    """Whether a JSON line may nest deeper than `MAX_DEPTH` (it has more brackets than that) or hold an infinite
+    number (only an exponent or a run of 19 or more digits overflows; NaN and Infinity are refused as the line is
+    read). Only such lines need their values walked, which costs more than reading them."""
+    if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH:
+        return True
+    shapes = raw.translate(_NUMBER_SHAPES)
+    return b"0e" in shapes or b"0" * 19 in shapes
+
+
+def record_problem(obj: Any, model: type[BaseModel], walk: bool = True) -> str | None:
+    """What is wrong with a plain JSON value as a record of `model` (Prediction or Example), or None. `walk` false
+    skips looking for deep nesting and non-finite numbers (for a line `may_hide_problems` clears)."""
     if not isinstance(obj, dict):
         return f"expected a JSON object, got {json_type(obj)}"
-    if _depth(obj) > MAX_DEPTH:
+    depth, non_finite = _scan(obj) if walk else (0, False)
+    if depth > MAX_DEPTH:
         return f"nested deeper than {MAX_DEPTH} levels"
-    unknown = sorted(k for k in obj if k not in model.model_fields)
+    unknown = sorted(obj.keys() - _field_names(model))
     if unknown:
         return f"unknown key {unknown[0]!r} (allowed: {', '.join(allowed_keys(model))})"
     if not isinstance(obj.get("id"), str):
         return "expected a string id" if "id" in obj else "missing key 'id'"
-    bad = _non_finite(obj)
-    if bad:
-        return f"{bad}: expected a finite number, got NaN or infinity"
+    if non_finite:
+        # Found again, with its path, only when there is one: building paths for every value costs more.
+        return f"{_non_finite(obj)}: expected a finite number, got NaN or infinity"
     for field in RANGE_FIELDS.get(model, ()):
         value = obj.get(field)
         if value is None:
@@ -117,12 +146,12 @@ def record_problem(obj: Any, model: type[BaseModel]) -> str | None:
     return None
 
 
-def parse_record(obj: Any, model: type[BaseModel], drop: Sequence[str] = ()) -> Any:
+def parse_record(obj: Any, model: type[BaseModel], drop: Sequence[str] = (), walk: bool = True) -> Any:
     """A checked record of `model` from a plain JSON value; ValueError says what was expected.
 
     The fields in `drop` are checked, then left out of the record (they take their defaults), so a caller that
-    needs few fields never holds the others."""
-    problem = record_problem(obj, model)
+    needs few fields never holds the others. `walk`: see `record_problem`."""
+    problem = record_problem(obj, model, walk)
     if problem:
         raise ValueError(problem)
     for name in drop:
@@ -135,7 +164,8 @@ def parse_record(obj: Any, model: type[BaseModel], drop: Sequence[str] = ()) -> 
 
 def parse_line(line: bytes | str, model: type[BaseModel], drop: Sequence[str] = ()) -> Any:
     """A checked record of `model` from one JSONL line; ValueError says what was expected."""
-    return parse_record(parse_json_line(line), model, drop)
+    walk = isinstance(line, str) or may_hide_problems(line)
+    return parse_record(parse_json_line(line), model, drop, walk)
 
 
 def iter_records(path: str | Path, model: type[BaseModel], drop: Sequence[str] = ()) -> Iterator[tuple[int, Any]]:

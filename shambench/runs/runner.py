@@ -35,7 +35,7 @@ from shambench.records import check_detector_prediction, iter_records, read_exam
 from shambench.runs.provenance import git_commit, now_iso, package_versions, shambench_version
 from shambench.schema import Example, Prediction
 from shambench.scoring.results import ExampleScores, Results, RunInfo
-from shambench.scoring.scorer import UNSCORED_EXAMPLE_FIELDS, Scorer, scoring_view
+from shambench.scoring.scorer import UNSCORED_EXAMPLE_FIELDS, Scorer
 
 CONFIG = "config.json"
 JOURNAL = "predictions.jsonl"
@@ -163,8 +163,9 @@ def examples_to_score(
     data_dir: str | Path | None,
     limit: int | None,
 ) -> Iterator[Example]:
-    """The examples of a selection (as `select_examples`), each reduced to what the scorer reads (`scoring_view`).
-    An EXAMPLES file is read as the scorer consumes the examples: its texts are never all in memory."""
+    """The examples of a selection (as `select_examples`), for scoring only. An EXAMPLES file is read as the scorer
+    consumes the examples (which it keeps as columns, see `shambench.scoring.corpus`), without their questions and
+    contexts: its texts are never all in memory."""
     if examples_file and datasets:
         raise DataError("give --datasets or --examples, not both")
     read: Iterator[Example]
@@ -175,7 +176,7 @@ def examples_to_score(
     n = 0
     for ex in first_per_partition(read, limit):
         n += 1
-        yield scoring_view(ex)
+        yield ex
     if not n:
         raise DataError(NO_EXAMPLES)
 

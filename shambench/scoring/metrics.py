@@ -87,14 +87,27 @@ def _drawn_counts(n: int, name: str, n_resamples: int, seed: int) -> Iterator[np
     rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
     for lo in range(0, n_resamples, _BLOCK):
         rows = min(_BLOCK, n_resamples - lo)
-        idx = rng.integers(0, n, size=(rows, n), dtype=np.int32)
-        out = np.empty((rows, n), np.uint8)
-        for r, row in enumerate(idx):
-            counts = np.bincount(row, minlength=n)
-            if len(counts) and counts.max() > np.iinfo(out.dtype).max:
-                out = out.astype(np.min_scalar_type(counts.max()))
-            out[r] = counts
-        yield out
+        yield _row_counts(rng.integers(0, n, size=(rows, n), dtype=np.int32), n)
+
+
+# Draws counted by one `bincount` call, at most: enough to make the calls few, few enough to bound the int64 copies.
+_COUNTED_DRAWS = 1 << 22
+
+
+def _row_counts(idx: np.ndarray, n: int) -> np.ndarray:
+    """Per row of drawn positions, how often each of `n` positions was drawn (uint8 unless a count is larger)."""
+    out = np.empty(idx.shape, np.uint8)
+    step = max(1, _COUNTED_DRAWS // max(n, 1))
+    for lo in range(0, len(idx), step):
+        part = idx[lo : lo + step]
+        # Row r's positions shifted by r * n: one bincount counts every row of the part at once.
+        shifted = part + (np.arange(len(part), dtype=np.int64) * n)[:, None]
+        counts = np.bincount(shifted.ravel(), minlength=part.size).reshape(part.shape)
+        top = int(counts.max()) if counts.size else 0
+        if top > np.iinfo(out.dtype).max:
+            out = out.astype(np.min_scalar_type(top))
+        out[lo : lo + step] = counts
+    return out
 
 
 class Resamples:

@@ -495,17 +495,10 @@ def _soft_vector(length: int, ranges: Iterable[SoftSpan | tuple[int, int, float]
     return vec
 
 
-# Fields the scorer never reads: left out of the examples and predictions that are only scored. An example's meta
-# stays: its `lang` chooses the segmentation (`scoring_view` keeps only that key).
+# Fields the scorer never reads: left out of the examples and predictions that are only scored, as each line is read
+# (the corpus keeps none of them; see `shambench.scoring.corpus`).
 UNSCORED_EXAMPLE_FIELDS = ("question", "context")
 UNSCORED_PREDICTION_FIELDS = ("raw", "meta")
-
-
-def scoring_view(example: Example) -> Example:
-    """The example with only what scoring reads (`UNSCORED_EXAMPLE_FIELDS` back to their defaults, and of its
-    meta only the language that chooses its segmentation)."""
-    meta = {"lang": example.meta["lang"]} if "lang" in example.meta else {}
-    return example.model_copy(update={"question": "", "context": "", "meta": meta})
 
 
 def score(

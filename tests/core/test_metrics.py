@@ -118,3 +118,17 @@ def test_spearman_equals_scipys(pairs):
     a, b = (np.array(v) for v in zip(*pairs))
     assume(len(set(a)) > 1 and len(set(b)) > 1)  # constant vectors never reach it: `cor` rules on them first
     assert metrics._spearman(a, b) == spearmanr(a, b).correlation
+
+
+def test_draw_counts_widen_past_255_and_match_a_per_row_count():
+    from shambench.scoring.metrics import _row_counts
+
+    idx = np.zeros((3, 300), np.int32)
+    idx[1, :] = np.arange(300)
+    idx[2, :10] = 7
+    counts = _row_counts(idx, 300)
+    assert counts.dtype == np.uint16
+    assert counts[0, 0] == 300 and counts[0, 1:].sum() == 0
+    assert (counts[1] == 1).all()
+    assert counts[2, 7] == 10 and counts[2, 0] == 290
+    assert (counts == np.stack([np.bincount(row, minlength=300) for row in idx])).all()

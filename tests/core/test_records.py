@@ -14,8 +14,14 @@ from hypothesis import strategies as st
 
 from shambench.detection.detector import Detector
 from shambench.errors import DataError
-from shambench.io import Journal, write_atomic
-from shambench.records import check_detector_prediction, parse_line, read_examples, read_predictions
+from shambench.io import Journal, parse_json_line, write_atomic
+from shambench.records import (
+    check_detector_prediction,
+    parse_line,
+    parse_record,
+    read_examples,
+    read_predictions,
+)
 from shambench.runs.runner import run_predictions
 from shambench.schema import Example, Prediction, SoftSpan, Span
 
@@ -166,3 +172,37 @@ def test_write_atomic_writes_into_a_fifo_instead_of_replacing_it(tmp_path):
     regular.write_text("old")
     write_atomic(regular, "new")
     assert regular.read_text() == "new"
+
+
+def outcome(read):
+    try:
+        return "record", read().model_dump()
+    except ValueError as err:
+        return "error", str(err)
+
+
+# Number literals as a file may hold them: plain, with exponents (some overflowing to infinity), long digit runs.
+number_texts = st.one_of(
+    st.integers(-(2**70), 2**70).map(str),
+    st.builds(lambda m, e: f"{m}e{e}", st.integers(-9, 9), st.integers(-400, 400)),
+    st.builds(lambda m, e: f"{m}.5E+{e}", st.integers(0, 9), st.integers(0, 400)),
+    st.sampled_from(["1e999", "-1e999", "1" + "0" * 400 + ".0", "0.5", "-0.0"]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(prediction_objects(), st.lists(number_texts, max_size=4), st.integers(0, 40), st.booleans())
+def test_lines_cleared_without_a_walk_get_the_walked_verdict(obj, numbers, depth, as_score):
+    # Any line: numbers written as text (infinite ones included) in meta or as a score, nested to any depth.
+    meta = json.dumps(obj.get("meta", {}))[:-1].rstrip()
+    nested = "[" * depth + ", ".join(numbers) + "]" * depth if depth else "0"
+    meta = f'{meta}{", " if meta != "{" else ""}"numbers": [{", ".join(numbers)}], "nested": {nested}}}'
+    fields = {k: v for k, v in obj.items() if k != "meta"}
+    if as_score and numbers:
+        fields["scores"] = [{"start": 0, "end": 1, "score": 0}]
+        body = json.dumps(fields).replace('"score": 0', f'"score": {numbers[0]}')
+    else:
+        body = json.dumps(fields)
+    line = f'{body[:-1]}, "meta": {meta}}}\n'.encode()
+    walked = outcome(lambda: parse_record(parse_json_line(line), Prediction, walk=True))
+    assert outcome(lambda: parse_line(line, Prediction)) == walked

@@ -83,7 +83,7 @@ def test_scores_and_intervals_equal_the_pinned_ones_on_real_data(monkeypatch):
     assert close(summary(pinned_case()), pinned) == []
 
 
-def test_scoring_views_hold_no_context_and_score_the_same(tmp_path):
+def test_examples_read_for_scoring_hold_no_context_and_score_the_same(tmp_path):
     from shambench.io import model_line
     from shambench.records import read_predictions
     from shambench.runs.runner import examples_to_score
@@ -104,11 +104,8 @@ def test_scoring_views_hold_no_context_and_score_the_same(tmp_path):
     path = tmp_path / "examples.jsonl"
     path.write_text("".join(model_line(ex) for ex in full), encoding="utf-8")
     slim = list(examples_to_score(None, path, "test", None, None))
-    assert [(ex.question, ex.context, ex.meta) for ex in slim] == [("", "", {})] * 6
-    assert [(ex.id, ex.response, ex.hallu_spans) for ex in slim] == [
-        (ex.id, ex.response, ex.hallu_spans) for ex in full
-    ]
-    assert [scorer.scoring_view(ex) for ex in full] == slim
+    assert [(ex.question, ex.context) for ex in slim] == [("", "")] * 6
+    assert [ex.model_copy(update={"question": "", "context": ""}) for ex in full] == slim
     predictions = [Prediction(id="e1", spans=[[0, 6]], raw="x" * 1000, meta={"usage": 1})]
     pred_path = tmp_path / "predictions.jsonl"
     pred_path.write_text(model_line(predictions[0]), encoding="utf-8")
