@@ -12,8 +12,10 @@ def cache_group() -> None:
     Answers of prompted detectors are cached by model, generation parameters and prompt, so re-running an
     evaluation (or resuming one) asks the server only for what it has not answered yet. The tokens and sentence
     units of every response text scored are cached by text and segmentation convention (tokenizer, spaCy version,
-    language), so a later score, eval, compare, leaderboard build or sweep worker does not tokenise it again.
-    Each cache is one SQLite file under $SHAMBENCH_CACHE_DIR (default: the user cache directory).
+    language), so a later score, eval, compare, leaderboard build or sweep worker does not tokenise it again; and an
+    EXAMPLES file scored with `shambench score --examples` is kept as the scorer's columns (up to 256 MB each),
+    so scoring the same file again does not even read it. The caches live under $SHAMBENCH_CACHE_DIR (default: the
+    user cache directory): a SQLite file each, and a `corpora` folder.
     """
 
 
@@ -24,6 +26,7 @@ def stats() -> None:
 
     from shambench.llm.cache import ResponseCache
     from shambench.reporting.tables import make_console
+    from shambench.scoring.corpus import corpora_dir, corpora_stats
     from shambench.scoring.segcache import SegmentationStore
 
     cache = ResponseCache()
@@ -51,18 +54,27 @@ def stats() -> None:
     table.add_row("total", str(seg.entries), style="bold")
     console.print(table)
     console.print(f"size on disk: {seg.size_bytes / 1e6:.2f} MB")
+    n_corpora, corpora_bytes = corpora_stats()
+    console.print(
+        f"scored EXAMPLES files kept as corpora: {n_corpora} ({corpora_bytes / 1e6:.2f} MB) in {corpora_dir()}",
+        soft_wrap=True,
+    )
 
 
 @cache_group.command("clear")
 @click.option("--model", help="Delete only this model's answers (the segmentations stay).")
 @click.option(
-    "--segmentation", "only_segmentation", is_flag=True, help="Delete only the segmentations (the answers stay)."
+    "--segmentation",
+    "only_segmentation",
+    is_flag=True,
+    help="Delete only the segmentations and kept corpora (the answers stay).",
 )
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 def clear(model: str | None, only_segmentation: bool, yes: bool) -> None:
     """Delete the cached answers (all, or one model's) and the cached segmentations; the next run asks the
     server again and tokenises again."""
     from shambench.llm.cache import ResponseCache
+    from shambench.scoring.corpus import clear_corpora, corpora_dir
     from shambench.scoring.segcache import SegmentationStore
 
     if model and only_segmentation:
@@ -83,3 +95,4 @@ def clear(model: str | None, only_segmentation: bool, yes: bool) -> None:
     if segmentations:
         store = SegmentationStore()
         click.echo(f"deleted {store.clear()} cached segmentations from {store.path}")
+        click.echo(f"deleted {clear_corpora()} kept corpora of EXAMPLES files from {corpora_dir()}")

@@ -71,7 +71,7 @@ def score(
     from shambench.io import model_line, write_jsonl
     from shambench.records import iter_records, line_of_id
     from shambench.reporting.tables import make_console, print_results
-    from shambench.runs.runner import PER_EXAMPLE, examples_to_score, rescore_run
+    from shambench.runs.runner import PER_EXAMPLE, corpus_to_score, rescore_run
     from shambench.schema import Prediction
     from shambench.scoring.results import RunInfo
     from shambench.scoring.scorer import UNSCORED_PREDICTION_FIELDS, Scorer
@@ -95,7 +95,7 @@ def score(
             raise click.UsageError("give RUN_DIR, or --predictions with --examples or --datasets")
         # Both files are read as the scorer consumes them: neither is ever held whole.
         scorer = Scorer(
-            examples_to_score(datasets, examples_file, split, data_dir, limit), n_resamples=n_resamples, seed=seed
+            corpus_to_score(datasets, examples_file, split, data_dir, limit), n_resamples=n_resamples, seed=seed
         )
         lines = iter_records(predictions, Prediction, UNSCORED_PREDICTION_FIELDS)
         try:

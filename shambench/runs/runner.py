@@ -34,6 +34,7 @@ from shambench.io import Journal, iter_jsonl, write_json, write_jsonl
 from shambench.records import check_detector_prediction, iter_records, read_examples
 from shambench.runs.provenance import git_commit, now_iso, package_versions, shambench_version
 from shambench.schema import Example, Prediction
+from shambench.scoring.corpus import Corpus, file_corpus
 from shambench.scoring.results import ExampleScores, Results, RunInfo
 from shambench.scoring.scorer import UNSCORED_EXAMPLE_FIELDS, Scorer
 
@@ -179,6 +180,21 @@ def examples_to_score(
         yield ex
     if not n:
         raise DataError(NO_EXAMPLES)
+
+
+def corpus_to_score(
+    datasets: str | Sequence[str] | None,
+    examples_file: str | Path | None,
+    split: str,
+    data_dir: str | Path | None,
+    limit: int | None,
+) -> Corpus:
+    """The scorer's corpus of a selection (see `examples_to_score`). An EXAMPLES file scored before, byte for byte,
+    is not read again: its corpus is kept on disk (`shambench.scoring.corpus.file_corpus`)."""
+    read = examples_to_score(datasets, examples_file, split, data_dir, limit)
+    if examples_file and not datasets:
+        return file_corpus(examples_file, limit, lambda: read)
+    return Corpus.of(read)
 
 
 def select_examples(

@@ -9,13 +9,24 @@ whole (the math metrics read them); of examples with soft labels (Mu-SHROOM's Co
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import hashlib
+import importlib
+import json
+import os
+import shutil
+import tempfile
+import warnings
+import zipfile
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from importlib.metadata import version
 from itertools import islice
+from pathlib import Path
 
 import numpy as np
 
 from shambench.errors import ScoringError
+from shambench.paths import cache_dir
 from shambench.schema import Example, SoftSpan
 from shambench.scoring.text import convention, language_of, segment_mixed
 
@@ -234,3 +245,126 @@ def _unit_bounds(ex: Example, sentence_starts: np.ndarray, sentence_ends: np.nda
     if ex.steps:
         return np.array([s.start for s in ex.steps], np.int64), np.array([s.end for s in ex.steps], np.int64)
     return sentence_starts, sentence_ends
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Corpora of EXAMPLES files, kept on disk
+
+
+# Arrays of a corpus kept on disk, beyond its `Units`.
+_ARRAYS = ("partition_code", "task_code", "dataset_code", "lengths", "offsets", "gold_starts", "gold_ends")
+_UNIT_ARRAYS = ("starts", "ends", "owner", "gold", "first", "count")
+# The modules whose rules make a file's corpus: any change to them is a new key, so a stale corpus is never read.
+_RULE_MODULES = ("shambench.scoring.corpus", "shambench.scoring.text", "shambench.records", "shambench.schema")
+# Corpora larger than this are not kept: their arrays would crowd the cache, and reading their file dominates less.
+KEPT_CORPUS_BYTES = 256 * 2**20
+CORPORA_DIR = "corpora"
+
+
+def corpora_dir() -> Path:
+    """Where the corpora of EXAMPLES files are kept (under `$SHAMBENCH_CACHE_DIR` when set)."""
+    return cache_dir() / CORPORA_DIR
+
+
+def _rules_hash() -> str:
+    h = hashlib.blake2b(digest_size=16)
+    for name in _RULE_MODULES:
+        h.update(Path(importlib.import_module(name).__file__ or name).read_bytes())
+    return h.hexdigest()
+
+
+def file_key(path: str | Path, limit: int | None) -> str:
+    """The key of an EXAMPLES file's corpus: a hash of its bytes, the limit, spaCy's version and the rules."""
+    h = hashlib.blake2b(digest_size=20)
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            h.update(block)
+    h.update(f"|{limit}|{version('spacy')}|{_rules_hash()}".encode())
+    return h.hexdigest()
+
+
+def _save(corpus: Corpus, folder: Path) -> None:
+    """Write a corpus into a new folder that appears whole (renamed into place) or not at all."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".tmp-"))
+    try:
+        arrays = {name: getattr(corpus, name) for name in _ARRAYS}
+        for kind in ("tokens", "units"):
+            arrays |= {f"{kind}.{name}": getattr(getattr(corpus, kind), name) for name in _UNIT_ARRAYS}
+        np.savez(tmp / "arrays.npz", **arrays)
+        names = {
+            "ids": corpus.ids,
+            "partitions": corpus.partitions,
+            "tasks": corpus.tasks,
+            "datasets": corpus.datasets,
+            "segmentation": corpus.segmentation,
+            "soft": [[i, [s.model_dump() for s in spans]] for i, spans in corpus.soft.items()],
+            "with_steps": [[i, ex.model_dump(mode="json")] for i, ex in corpus.with_steps.items()],
+        }
+        (tmp / "names.json").write_text(json.dumps(names), encoding="utf-8")
+        os.replace(tmp, folder)
+    except OSError:
+        # Another process stored the same corpus first (the folder exists), or the disk refused: nothing is lost.
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _load(folder: Path) -> Corpus:
+    with np.load(folder / "arrays.npz") as npz:
+        arrays = {name: npz[name] for name in npz.files}
+    names = json.loads((folder / "names.json").read_text(encoding="utf-8"))
+    units = {kind: Units(**{name: arrays[f"{kind}.{name}"] for name in _UNIT_ARRAYS}) for kind in ("tokens", "units")}
+    return Corpus(
+        ids=names["ids"],
+        index={id_: i for i, id_ in enumerate(names["ids"])},
+        **{name: arrays[name] for name in _ARRAYS},
+        partitions=names["partitions"],
+        tasks=names["tasks"],
+        datasets=names["datasets"],
+        tokens=units["tokens"],
+        units=units["units"],
+        soft={i: [SoftSpan(**s) for s in spans] for i, spans in names["soft"]},
+        with_steps={i: Example.model_validate(ex) for i, ex in names["with_steps"]},
+        segmentation=names["segmentation"],
+    )
+
+
+def _size(corpus: Corpus) -> int:
+    arrays = [getattr(corpus, name) for name in _ARRAYS]
+    arrays += [getattr(getattr(corpus, kind), name) for kind in ("tokens", "units") for name in _UNIT_ARRAYS]
+    return sum(a.nbytes for a in arrays)
+
+
+def file_corpus(path: str | Path, limit: int | None, examples: Callable[[], Iterable[Example]]) -> Corpus:
+    """The corpus of an EXAMPLES file (its first `limit` examples per partition): read from disk when this file,
+    byte for byte, was scored before under the same rules, else built from `examples()` (which reads and checks
+    the file) and kept for next time. The disk copy is an optimisation only: when it cannot be read or written,
+    the file is read as usual."""
+    try:
+        folder = corpora_dir() / file_key(path, limit)
+    except OSError:
+        return Corpus.of(examples())  # the file itself cannot be read: reading it says why
+    if folder.is_dir():
+        try:
+            return _load(folder)
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as err:
+            warnings.warn(f"stored corpus {folder} not used: {err}", RuntimeWarning, stacklevel=2)
+    corpus = Corpus.of(examples())
+    if _size(corpus) <= KEPT_CORPUS_BYTES and not folder.is_dir():
+        _save(corpus, folder)
+    return corpus
+
+
+def clear_corpora() -> int:
+    """Delete every kept corpus; returns how many there were."""
+    folders = [p for p in corpora_dir().glob("*") if p.is_dir()] if corpora_dir().is_dir() else []
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)
+    return len(folders)
+
+
+def corpora_stats() -> tuple[int, int]:
+    """How many corpora are kept and their size on disk in bytes."""
+    if not corpora_dir().is_dir():
+        return 0, 0
+    files = [p for p in corpora_dir().rglob("*") if p.is_file()]
+    return len([p for p in corpora_dir().glob("*") if p.is_dir()]), sum(p.stat().st_size for p in files)

@@ -141,11 +141,11 @@ class Scorer:
     """Scores predictions against a fixed list of examples; build once, score many times.
 
     The examples are read once (any iterable: a generator over a file is never held whole) into a `Corpus` of
-    columns; the predictions of each scoring are likewise read once into arrays.
+    columns, or given as one; the predictions of each scoring are likewise read once into arrays.
     """
 
-    def __init__(self, examples: Iterable[Example], n_resamples: int = 1000, seed: int = 0):
-        self.corpus = Corpus.of(examples)
+    def __init__(self, examples: Iterable[Example] | Corpus, n_resamples: int = 1000, seed: int = 0):
+        self.corpus = examples if isinstance(examples, Corpus) else Corpus.of(examples)
         self.n_resamples = n_resamples
         self.seed = seed
         self.index = self.corpus.index

@@ -123,6 +123,8 @@ class SegmentationStore:
 
     def put_many(self, convention: str, items: Sequence[tuple[bytes, bytes]]) -> None:
         """Store `(key, value)` pairs; a key already stored (by this or another process) is left as it is."""
+        # In key order: the table is a B-tree on the (random) hashes, which takes sorted inserts twice as fast.
+        items = sorted(items)
         with self._connection() as db:
             for lo in range(0, len(items), _WRITE_ROWS):
                 db.execute("BEGIN IMMEDIATE")

@@ -97,8 +97,14 @@ def language_of(meta: dict) -> str:
 def _tokenizer(lang: str = DEFAULT_LANG) -> tuple[Tokenizer, int]:
     """spaCy's blank tokenizer for `lang`, and the id of a lexeme flag marking the sentencizer's final characters."""
     nlp = _import_spacy_without_torch().blank(lang)
+    from spacy.attrs import IS_PUNCT, IS_SPACE
     from spacy.pipeline import Sentencizer
 
+    # Every new word's lexeme computes each registered attribute in Python; segmentation reads only these two (and
+    # the flag below), and the tokenizer's splitting reads none, so the rest only slow the first pass over a corpus.
+    getters = nlp.vocab.lex_attr_getters
+    for attr in [a for a in getters if a not in (IS_PUNCT, IS_SPACE)]:
+        del getters[attr]
     # A lexeme flag is computed once per distinct word and read back by `Doc.to_array` with the other columns.
     final = frozenset(Sentencizer.default_punct_chars)
     return nlp.tokenizer, nlp.vocab.add_flag(lambda text: text in final)

@@ -147,3 +147,110 @@ def test_response_length_checks_predictions_without_the_text():
     assert scorer.response_length("e") == 28
     with pytest.raises(ValueError, match=r"\[20, 25\) ends past the response \(length 24\)"):
         Prediction(id="a", spans=[[20, 25]]).check_inside(scorer.response_length("a"))
+
+
+# --- corpora of EXAMPLES files kept on disk ------------------------------------------------------------------
+
+
+def write_examples(path, examples: list[Example]) -> None:
+    path.write_text("".join(e.model_dump_json(exclude_none=True) + "\n" for e in examples), encoding="utf-8")
+
+
+def reading(path):
+    """The examples of a file as `shambench score` reads them, counting the reads."""
+    from shambench.runs.runner import examples_to_score
+
+    reads = []
+
+    def read():
+        reads.append(path)
+        return examples_to_score(None, path, "test", None, None)
+
+    return read, reads
+
+
+def test_a_file_scored_before_is_not_read_again_and_scores_the_same(tmp_path):
+    path = tmp_path / "examples.jsonl"
+    write_examples(path, mixed_examples())
+    read, reads = reading(path)
+    first = corpus_module.file_corpus(path, None, read)
+    again = corpus_module.file_corpus(path, None, read)
+    assert len(reads) == 1
+    whole = scores(Scorer(mixed_examples(), n_resamples=50), MIXED_PREDICTIONS)
+    assert scores(Scorer(first, n_resamples=50), MIXED_PREDICTIONS) == whole
+    assert scores(Scorer(again, n_resamples=50), MIXED_PREDICTIONS) == whole
+    assert again.tokens.starts.dtype == first.tokens.starts.dtype
+    assert corpus_module.corpora_stats()[0] == 1
+
+
+def test_a_changed_file_or_limit_is_read_again(tmp_path):
+    path = tmp_path / "examples.jsonl"
+    write_examples(path, mixed_examples())
+    read, reads = reading(path)
+    corpus_module.file_corpus(path, None, read)
+    corpus_module.file_corpus(path, 1, read)
+    write_examples(path, mixed_examples()[:3])
+    assert len(corpus_module.file_corpus(path, None, read)) == 3
+    assert len(reads) == 3
+
+
+def test_a_damaged_stored_corpus_warns_and_the_file_is_read(tmp_path):
+    path = tmp_path / "examples.jsonl"
+    write_examples(path, mixed_examples())
+    read, reads = reading(path)
+    corpus_module.file_corpus(path, None, read)
+    (folder,) = corpus_module.corpora_dir().iterdir()
+    (folder / "arrays.npz").write_bytes(b"not a zip file")
+    with pytest.warns(RuntimeWarning, match="stored corpus .* not used"):
+        corpus = corpus_module.file_corpus(path, None, read)
+    assert len(reads) == 2 and corpus.ids == ["a", "b", "c", "d", "e", "f"]
+
+
+def test_a_corpus_past_the_size_limit_is_not_kept(tmp_path, monkeypatch):
+    monkeypatch.setattr(corpus_module, "KEPT_CORPUS_BYTES", 10)
+    path = tmp_path / "examples.jsonl"
+    write_examples(path, mixed_examples())
+    read, reads = reading(path)
+    corpus_module.file_corpus(path, None, read)
+    corpus_module.file_corpus(path, None, read)
+    assert len(reads) == 2 and corpus_module.corpora_stats() == (0, 0)
+
+
+def test_a_bad_file_is_never_kept_and_its_error_names_the_line(tmp_path):
+    from shambench.errors import DataError
+
+    path = tmp_path / "examples.jsonl"
+    write_examples(path, mixed_examples())
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write('{"id": "z", "dataset": "x", "task": "summ", "response": "ab", "hallu_spans": [[0, 9]]}\n')
+    for _ in range(2):
+        with pytest.raises(DataError, match=r"examples.jsonl:7: .*past the response"):
+            corpus_module.file_corpus(path, None, reading(path)[0])
+    assert corpus_module.corpora_stats() == (0, 0)
+
+
+def test_two_processes_keeping_the_same_corpus_leave_one_whole_copy(tmp_path):
+    path = tmp_path / "examples.jsonl"
+    write_examples(path, mixed_examples())
+    corpus = Corpus.of(mixed_examples())
+    folder = corpus_module.corpora_dir() / corpus_module.file_key(path, None)
+    corpus_module._save(corpus, folder)
+    corpus_module._save(corpus, folder)  # the second writer finds the folder there and drops its own copy
+    assert [p.name for p in corpus_module.corpora_dir().iterdir()] == [folder.name]
+    assert corpus_module._load(folder).ids == corpus.ids
+
+
+def test_cache_cli_reports_and_clears_kept_corpora(tmp_path):
+    from click.testing import CliRunner
+
+    from shambench.cli import main
+
+    path = tmp_path / "examples.jsonl"
+    write_examples(path, mixed_examples())
+    corpus_module.file_corpus(path, None, reading(path)[0])
+    runner = CliRunner()
+    out = runner.invoke(main, ["cache", "stats"], terminal_width=200)
+    assert "scored EXAMPLES files kept as corpora: 1" in out.output
+    cleared = runner.invoke(main, ["cache", "clear", "--segmentation", "--yes"])
+    assert "deleted 1 kept corpora of EXAMPLES files" in cleared.output
+    assert corpus_module.corpora_stats() == (0, 0)
