@@ -24,8 +24,8 @@ from pydantic import BaseModel
 from shambench.paths import cache_dir
 
 FILENAME = "segmentation.sqlite"
-# SQLite's default limit on bound parameters is 32766 in recent versions, 999 in old ones.
-_QUERY_KEYS = 900
+# Keys looked up per query, at most (SQLite binds 32766 parameters by default since 3.32, 999 before).
+_QUERY_KEYS = 30_000
 # Rows per write transaction: short transactions let concurrent writers take turns.
 _WRITE_ROWS = 5000
 _INT32_MAX = np.iinfo(np.int32).max
@@ -114,8 +114,10 @@ class SegmentationStore:
         """The stored values of those `keys` that are present."""
         found: dict[bytes, bytes] = {}
         with self._connection() as db:
-            for lo in range(0, len(keys), _QUERY_KEYS):
-                chunk = keys[lo : lo + _QUERY_KEYS]
+            # As many keys per query as this SQLite binds (one query per key list costs far less than many).
+            per_query = max(1, min(_QUERY_KEYS, db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) - 1))
+            for lo in range(0, len(keys), per_query):
+                chunk = keys[lo : lo + per_query]
                 marks = ",".join("?" * len(chunk))
                 query = f"SELECT key, data FROM segmentations WHERE convention = ? AND key IN ({marks})"
                 found.update(db.execute(query, [convention, *chunk]))
