@@ -48,9 +48,10 @@ SENTENCE_SPLITTER = (
 # Below this many uncached characters (about 1,000 responses) starting worker processes costs more than it saves.
 PARALLEL_MIN_CHARS = 600_000
 WORKERS_ENV = "SHAMBENCH_SEGMENT_WORKERS"
-# The process cache stops growing here (about 250 MB); beyond it, segmentations live as long as their caller holds
-# them, and the disk cache serves the next request.
-PROCESS_CACHE_TEXTS = 100_000
+# The process cache stops growing here (about 50 MB of real responses: three benchmarks' worth); beyond it,
+# segmentations live as long as their caller holds them, and the disk cache serves the next request. The scorer keeps
+# its own columns, so a large corpus gains nothing from holding its texts here too.
+PROCESS_CACHE_TEXTS = 20_000
 # Smaller batches (a detector asking for one text's tokens) are cheaper to tokenise than to look up on disk.
 DISK_MIN_TEXTS = 64
 # Bumped whenever the stored form or the segmentation rule changes, so stale disk entries are never read.
