@@ -154,25 +154,31 @@ def write_corpus(base: list[dict], n: int, unique: bool, folder: Path, seed: int
 
 
 def timed_process(cmd: list[str], env: dict[str, str]) -> dict:
-    """Wall seconds, CPU seconds and peak RSS (GiB) of one process and the workers it waited for (from `os.wait4`),
-    and its stdout."""
+    """Wall seconds, CPU seconds and peak RSS (GiB) of one process and the workers it waited for, and its stdout.
+
+    The command is started by a small launcher (this script with `--measure`), which reports what `os.wait4` says
+    of it: Linux keeps a process's peak RSS across `exec`, so a command forked straight from this (large) process
+    would report this process's size as its own.
+    """
+    with tempfile.NamedTemporaryFile("r", suffix=".json") as report:
+        launcher = [sys.executable, __file__, "--measure", report.name, "--", *cmd]
+        proc = subprocess.run(launcher, env=env, capture_output=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr.decode()[-3000:]}")
+        measured = json.loads(Path(report.name).read_text())
+    return {**measured, "out": proc.stdout.decode()}
+
+
+def measure_main(report: str, cmd: list[str]) -> None:
+    """The launcher: run `cmd` (output passed through), write its wall and CPU seconds and peak RSS to `report`, and
+    exit with its status."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out_chunks, err_chunks = [], []
-    # The outputs are small (a results table, a JSON line): read them, then reap the child with wait4.
-    out_chunks.append(proc.stdout.read())
-    err_chunks.append(proc.stderr.read())
-    _, status, usage = os.wait4(proc.pid, 0)
+    child = subprocess.Popen(cmd)
+    _, status, usage = os.wait4(child.pid, 0)
     wall = time.perf_counter() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{b''.join(err_chunks)[-3000:].decode()}")
-    return {
-        "wall": wall,
-        "cpu": usage.ru_utime + usage.ru_stime,
-        "peak_gib": usage.ru_maxrss / 2**20,
-        "out": b"".join(out_chunks).decode(),
-    }
+    result = {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "peak_gib": usage.ru_maxrss / 2**20}
+    Path(report).write_text(json.dumps(result))
+    sys.exit(os.waitstatus_to_exitcode(status))
 
 
 def timed(fn):
@@ -277,7 +283,12 @@ def main() -> None:
     parser.add_argument("--data-dir", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--reference", nargs=2, metavar=("EXAMPLES", "PREDICTIONS"), help=argparse.SUPPRESS)
+    parser.add_argument("--measure", metavar="REPORT", help=argparse.SUPPRESS)
+    parser.add_argument("command", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.measure:
+        measure_main(args.measure, args.command)
+        return
     if args.reference:
         reference_main(*args.reference)
         return
