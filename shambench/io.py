@@ -40,21 +40,25 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number (expected a finite number)")
 
 
+# Digits as "0", exponent markers as "e", anything else as " ": the shapes of a line's numbers, found in one pass
+# (a regex scan costs more than parsing the line). Readers of a line share one translation of it.
+NUMBER_SHAPES = bytes(48 if 48 <= b <= 57 else 101 if b in (69, 101) else 32 for b in range(256))
 # A run of 19 digits may be an integer outside 64 bits (below -2**63 or past 2**64), which orjson reads as a float
-# and `json` keeps exact. Found by mapping every digit to "0" and the rest to " " (a regex scan costs more than
-# parsing the line).
-_DIGITS_AS_ZERO = bytes(48 if chr(b).isdigit() and b < 128 else 32 for b in range(256))
-_LONG_RUN = b"0" * 19
+# and `json` keeps exact; it may also overflow a float to infinity.
+LONG_DIGIT_RUN = b"0" * 19
 
 
-def parse_json_line(line: bytes | str) -> Any:
+def parse_json_line(line: bytes | str, shapes: bytes | None = None) -> Any:
     """One JSON value from a line, strictly: UTF-8, no NaN/Infinity, no pathological nesting.
 
     orjson reads the line when it can (several times faster: it is most of reading a large file); whatever it
     refuses or might read differently (lone surrogates, NaN, deep nesting, integers past 64 bits, bad bytes) is read
-    again by `json`, whose acceptance and messages are the rule."""
+    again by `json`, whose acceptance and messages are the rule. `shapes`: the line's bytes translated by
+    `NUMBER_SHAPES`, when the caller has them already."""
     raw = line.encode("utf-8", "surrogatepass") if isinstance(line, str) else line
-    if _LONG_RUN not in raw.translate(_DIGITS_AS_ZERO):
+    if shapes is None:
+        shapes = raw.translate(NUMBER_SHAPES)
+    if LONG_DIGIT_RUN not in shapes:
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError:

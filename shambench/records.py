@@ -17,7 +17,16 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from shambench.errors import DataError
-from shambench.io import MAX_DEPTH, iter_jsonl, iter_lines, json_type, parse_json_line, validation_message
+from shambench.io import (
+    LONG_DIGIT_RUN,
+    MAX_DEPTH,
+    NUMBER_SHAPES,
+    iter_jsonl,
+    iter_lines,
+    json_type,
+    parse_json_line,
+    validation_message,
+)
 from shambench.schema import Example, Prediction
 
 # Fields holding character ranges: `[start, end]`, `[start, end, label]` or an object with `start` and `end`.
@@ -97,18 +106,14 @@ def _range_problem(field: str, i: int, item: Any) -> str | None:
     return None
 
 
-# Digits as "0", exponent markers as "e", anything else as " ": the shapes of a line's numbers, read in one pass.
-_NUMBER_SHAPES = bytes(48 if 48 <= b <= 57 else 101 if b in (69, 101) else 32 for b in range(256))
-
-
-def may_hide_problems(raw: bytes) -> bool:
+def may_hide_problems(raw: bytes, shapes: bytes) -> bool:
     """Whether a JSON line may nest deeper than `MAX_DEPTH` (it has more brackets than that) or hold an infinite
     number (only an exponent or a run of 19 or more digits overflows; NaN and Infinity are refused as the line is
-    read). Only such lines need their values walked, which costs more than reading them."""
+    read). Only such lines need their values walked, which costs more than reading them. `shapes`: the line
+    translated by `io.NUMBER_SHAPES`."""
     if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH:
         return True
-    shapes = raw.translate(_NUMBER_SHAPES)
-    return b"0e" in shapes or b"0" * 19 in shapes
+    return b"0e" in shapes or LONG_DIGIT_RUN in shapes
 
 
 def record_problem(obj: Any, model: type[BaseModel], walk: bool = True) -> str | None:
@@ -164,8 +169,10 @@ def parse_record(obj: Any, model: type[BaseModel], drop: Sequence[str] = (), wal
 
 def parse_line(line: bytes | str, model: type[BaseModel], drop: Sequence[str] = ()) -> Any:
     """A checked record of `model` from one JSONL line; ValueError says what was expected."""
-    walk = isinstance(line, str) or may_hide_problems(line)
-    return parse_record(parse_json_line(line), model, drop, walk)
+    if isinstance(line, str):
+        return parse_record(parse_json_line(line), model, drop)
+    shapes = line.translate(NUMBER_SHAPES)
+    return parse_record(parse_json_line(line, shapes), model, drop, may_hide_problems(line, shapes))
 
 
 def iter_records(path: str | Path, model: type[BaseModel], drop: Sequence[str] = ()) -> Iterator[tuple[int, Any]]:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from importlib.metadata import version
 from itertools import islice
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -288,9 +289,8 @@ def _save(corpus: Corpus, folder: Path) -> None:
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".tmp-"))
     try:
-        arrays = {name: getattr(corpus, name) for name in _ARRAYS}
-        for kind in ("tokens", "units"):
-            arrays |= {f"{kind}.{name}": getattr(getattr(corpus, kind), name) for name in _UNIT_ARRAYS}
+        # Typed loosely for `savez`, whose other keyword (allow_pickle) a name could otherwise be taken for.
+        arrays: dict[str, Any] = _arrays(corpus)
         np.savez(tmp / "arrays.npz", **arrays)
         names = {
             "ids": corpus.ids,
@@ -328,10 +328,12 @@ def _load(folder: Path) -> Corpus:
     )
 
 
-def _size(corpus: Corpus) -> int:
-    arrays = [getattr(corpus, name) for name in _ARRAYS]
-    arrays += [getattr(getattr(corpus, kind), name) for kind in ("tokens", "units") for name in _UNIT_ARRAYS]
-    return sum(a.nbytes for a in arrays)
+def _arrays(corpus: Corpus) -> dict[str, np.ndarray]:
+    """The corpus's arrays by their stored names (a `Units` array as `tokens.starts`, ...)."""
+    arrays = {name: getattr(corpus, name) for name in _ARRAYS}
+    for kind in ("tokens", "units"):
+        arrays |= {f"{kind}.{name}": getattr(getattr(corpus, kind), name) for name in _UNIT_ARRAYS}
+    return arrays
 
 
 def file_corpus(path: str | Path, limit: int | None, examples: Callable[[], Iterable[Example]]) -> Corpus:
@@ -349,7 +351,7 @@ def file_corpus(path: str | Path, limit: int | None, examples: Callable[[], Iter
         except (OSError, ValueError, KeyError, zipfile.BadZipFile) as err:
             warnings.warn(f"stored corpus {folder} not used: {err}", RuntimeWarning, stacklevel=2)
     corpus = Corpus.of(examples())
-    if _size(corpus) <= KEPT_CORPUS_BYTES and not folder.is_dir():
+    if sum(a.nbytes for a in _arrays(corpus).values()) <= KEPT_CORPUS_BYTES and not folder.is_dir():
         _save(corpus, folder)
     return corpus
 

@@ -123,12 +123,11 @@ class _Ranges:
         self.ends: list[int] = []
         self.values: list[float] = []
 
-    def add(self, ranges: Iterable[Span | SoftSpan], offset: int) -> None:
+    def add(self, ranges: Iterable[Span], offset: int) -> None:
         for r in ranges:
             self.starts.append(r.start + offset)
             self.ends.append(r.end + offset)
-            score = getattr(r, "score", None)
-            self.values.append(1.0 if score is None else score)
+            self.values.append(1.0 if r.score is None else r.score)
 
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
         return np.array(self.starts, np.int64), np.array(self.ends, np.int64)
