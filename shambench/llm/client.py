@@ -395,9 +395,14 @@ def backoff(attempt: int, base: float, limit: float, rng: random.Random) -> floa
     return ceiling / 2 + rng.random() * ceiling / 2
 
 
+# Shorter keys are placeholders a local server ignores (`x`, `EMPTY`, `none`): masking every occurrence of them
+# would mangle every message ("e***pected") and hide nothing.
+MIN_SECRET_CHARS = 8
+
+
 def redact(text: str, secret: str | None) -> str:
     """`text` without the secret, nor anything shaped like an OpenAI key (servers echo masked keys in errors)."""
-    if secret and secret != PLACEHOLDER_KEY:
+    if secret and secret != PLACEHOLDER_KEY and len(secret) >= MIN_SECRET_CHARS:
         text = text.replace(secret, "***")
     return re.sub(r"\bsk-[A-Za-z0-9*_\-]{3,}", "sk-***", text)
 

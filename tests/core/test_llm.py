@@ -211,6 +211,9 @@ def test_missing_key_for_openai_is_a_clear_error(monkeypatch):
 def test_redact():
     assert redact("bad key sk-abc***xyz given", None) == "bad key sk-*** given"
     assert redact("key=hunter22 rejected", "hunter22") == "key=*** rejected"
+    # A placeholder key of a few characters is no secret: messages keep their letters.
+    assert redact("expected a JSON object", "x") == "expected a JSON object"
+    assert redact("EMPTY key, expected text", "EMPTY") == "EMPTY key, expected text"
 
 
 def test_retry_after_header_forms():
