@@ -51,7 +51,7 @@ from shambench.detectors.miprov2 import (
 from shambench.errors import DataError
 from shambench.io import write_json
 from shambench.records import read_examples
-from shambench.runs.provenance import now_iso, shambench_version
+from shambench.provenance import now_iso, shambench_version
 from shambench.schema import Example, Prediction
 from shambench.scoring.scorer import Scorer
 

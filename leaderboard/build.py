@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field, ValidationError
 from shambench.errors import DataError
 from shambench.io import Journal, write_atomic, write_json
 from shambench.leaderboard.schema import TASK_ORDER, Cell, Coverage, Entry, Leaderboard, Level
-from shambench.runs.provenance import now_iso, shambench_version
+from shambench.provenance import now_iso, shambench_version
 from shambench.runs.runner import RESULTS
 from shambench.scoring.results import PRF, GroupScores, Results
 

@@ -1,4 +1,8 @@
-"""The layout's promise: the core (everything under shambench/) never imports a built-in plugin module."""
+"""The layout's promise: layers only look down, modules form no import cycle, the core imports no plugin.
+
+The order (lowest first) is written down in CONTRIBUTING.md; every import counts, at module level or inside a
+function, relative or absolute, under `TYPE_CHECKING` too (a type-only cycle is still a cycle for the reader).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,31 @@ import ast
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PLUGIN_PACKAGES = ("shambench.detectors", "shambench.adapters")
+# Where each installed package lives in the checkout (see package-dir in pyproject.toml).
+PACKAGE_DIRS = {
+    "shambench": REPO / "shambench",
+    "shambench.adapters": REPO / "adapters",
+    "shambench.detectors": REPO / "detectors",
+    "shambench.leaderboard": REPO / "leaderboard",
+}
+# The core's layers, lowest first: a module may import its own layer and those below it.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("shambench.errors", "shambench.paths", "shambench.schema"),
+    ("shambench.io", "shambench.records", "shambench.registry", "shambench.provenance"),
+    ("shambench.scoring",),
+    ("shambench.data", "shambench.detection"),
+    ("shambench.llm",),
+    ("shambench.runs",),
+    ("shambench.reporting",),
+    ("shambench.leaderboard",),
+    ("shambench.cli", "shambench.__main__"),
+)
+# Plugins sit beside the core: they may use any layer up to reporting, never the leaderboard or the CLI, and
+# no core module imports them (the registries reach them lazily).
+PLUGINS = ("shambench.adapters", "shambench.detectors", "shambench.data.providers")
+PLUGIN_CEILING = "shambench.reporting"
+# The package's face: `shambench/__init__.py` re-exports the public API from every layer.
+FACADE = "shambench"
 
 
 def imported_modules(source: str, package: str) -> set[str]:
@@ -26,15 +54,123 @@ def imported_modules(source: str, package: str) -> set[str]:
     return names
 
 
-def plugin_imports(path: Path) -> list[str]:
-    package = ".".join(path.relative_to(REPO).parts[:-1])
-    found = imported_modules(path.read_text(encoding="utf-8"), package)
-    return sorted(m for m in found if m.startswith(PLUGIN_PACKAGES))
+def module_files() -> dict[str, Path]:
+    """Every module of the installed package, by its dotted name."""
+    found: dict[str, Path] = {}
+    for package, folder in PACKAGE_DIRS.items():
+        for path in folder.rglob("*.py"):
+            parts = [*package.split("."), *path.relative_to(folder).with_suffix("").parts]
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join(parts)] = path
+    return found
 
 
-def test_the_core_imports_no_builtin_plugin_module():
-    offenders = {str(p.relative_to(REPO)): plugin_imports(p) for p in (REPO / "shambench").rglob("*.py")}
-    assert {k: v for k, v in offenders.items() if v} == {}
+def import_graph() -> dict[str, set[str]]:
+    """Each module's imports of other shambench modules (a `from pkg import name` counts as `pkg.name` when that
+    is a module, else as `pkg`)."""
+    modules = module_files()
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets = set()
+        for imported in imported_modules(path.read_text(encoding="utf-8"), package):
+            while imported and imported not in modules:
+                imported = imported.rpartition(".")[0]
+            if imported and imported != name:
+                targets.add(imported)
+        graph[name] = targets
+    return graph
+
+
+def _within(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def plugin_of(module: str) -> str | None:
+    """The plugin package a module belongs to, or None for the core."""
+    return next((p for p in PLUGINS if _within(module, p)), None)
+
+
+def layer_of(module: str) -> int:
+    """The index of the module's layer in LAYERS (plugins and the facade have none: ValueError)."""
+    for index, members in enumerate(LAYERS):
+        if any(_within(module, prefix) for prefix in members):
+            return index
+    raise ValueError(f"{module} is in no layer: add it to LAYERS in tests/test_architecture.py and CONTRIBUTING.md")
+
+
+def violation(source: str, target: str) -> str | None:
+    """Why `source` may not import `target`, or None when the import looks down (or sideways within a layer)."""
+    if plugin_of(target) and not plugin_of(source):
+        return "the core imports a plugin"
+    if source == FACADE:
+        return None
+    if plugin_of(source):
+        return None if plugin_of(target) or layer_of(target) <= layer_of(PLUGIN_CEILING) else "a plugin looks up"
+    return "looks up" if layer_of(target) > layer_of(source) else None
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import graph's strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_every_module_has_a_layer_or_is_a_plugin():
+    unplaced = []
+    for module in module_files():
+        if module == FACADE or plugin_of(module):
+            continue
+        try:
+            layer_of(module)
+        except ValueError:
+            unplaced.append(module)
+    assert unplaced == []
+
+
+def test_layers_only_look_down():
+    graph = import_graph()
+    wrong = {
+        f"{source} -> {target}": why
+        for source, targets in graph.items()
+        for target in targets
+        if (why := violation(source, target))
+    }
+    assert wrong == {}
+
+
+def test_no_import_cycles():
+    assert cycles(import_graph()) == []
 
 
 def test_function_level_and_relative_imports_are_seen():
@@ -43,3 +179,13 @@ def test_function_level_and_relative_imports_are_seen():
     assert "shambench.detectors.prompted" in found
     assert "shambench.detectors.baselines" in found
     assert imported_modules("import shambench.adapters.fava as f\n", "shambench") == {"shambench.adapters.fava"}
+
+
+def test_the_rules_catch_what_they_forbid():
+    assert violation("shambench.scoring.scorer", "shambench.runs.runner") == "looks up"
+    assert violation("shambench.runs.runner", "shambench.scoring.scorer") is None
+    assert violation("shambench.runs.runner", "shambench.detectors.prompted") == "the core imports a plugin"
+    assert violation("shambench.detectors.prompted", "shambench.cli.exits") == "a plugin looks up"
+    assert violation("shambench.detectors.prompted", "shambench.llm.client") is None
+    assert cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []

@@ -211,7 +211,7 @@ def dataset_card(benches: list[Benchmark]) -> str:
     revision, homepage and citation."""
     import yaml
 
-    from shambench.runs.provenance import shambench_version
+    from shambench.provenance import shambench_version
 
     sources = {name: adapter for bench in benches for name, adapter in bench.sources.items()}
     header = {

@@ -20,7 +20,7 @@ from shambench.detection.detector import Monitor
 from shambench.io import Journal
 from shambench.paths import cache_dir
 from shambench.registry import Registry
-from shambench.runs.provenance import now_iso
+from shambench.provenance import now_iso
 from shambench.schema import Example
 
 providers: Registry[ContextProvider] = Registry(

@@ -50,7 +50,7 @@ from shambench.llm.client import (
     reply_of,
     wire_body,
 )
-from shambench.runs.provenance import now_iso
+from shambench.provenance import now_iso
 from shambench.schema import Example, Prediction
 
 STATE = "batches.json"

@@ -32,7 +32,7 @@ from shambench.detection.detector import Detector, Monitor
 from shambench.errors import DataError, ShambenchError
 from shambench.io import Journal, iter_jsonl, write_json, write_jsonl
 from shambench.records import check_detector_prediction, iter_records, read_examples
-from shambench.runs.provenance import git_commit, now_iso, package_versions, shambench_version
+from shambench.provenance import git_commit, now_iso, package_versions, shambench_version
 from shambench.schema import Example, Prediction
 from shambench.scoring.corpus import Corpus, file_corpus
 from shambench.scoring.results import ExampleScores, Results, RunInfo

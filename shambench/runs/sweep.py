@@ -38,7 +38,7 @@ from shambench.errors import CellError, DataError
 from shambench.io import Journal, model_line, write_json
 from shambench.records import check_detector_prediction
 from shambench.runs.evaluate import run_differences
-from shambench.runs.provenance import now_iso
+from shambench.provenance import now_iso
 from shambench.runs.runner import (
     CONFIG,
     JOURNAL,

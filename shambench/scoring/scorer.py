@@ -16,7 +16,7 @@ from typing import overload
 import numpy as np
 
 from shambench.errors import ScoringError
-from shambench.runs.provenance import git_commit, now_iso, shambench_version
+from shambench.provenance import git_commit, now_iso, shambench_version
 from shambench.schema import Example, Prediction, SoftSpan, Span
 from shambench.scoring import metrics
 from shambench.scoring.corpus import Corpus, covered
