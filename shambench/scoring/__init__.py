@@ -1,1 +1,1 @@
-"""Scoring: segmentation, span arithmetic, the vectorised scorer, metrics, step-level sets, results."""
+"""Scoring: segmentation, the vectorised scorer, metrics, step-level sets, results."""

@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shambench.schema import Example, Span
-from shambench.scoring.spans import merge_spans
+from shambench.schema import merge_spans
 
 
 def chars(spans) -> set[int]:
