@@ -15,9 +15,9 @@ from shambench.data.adapter import Adapter, LoadResult, adapter
 from shambench.data.benchmark import Benchmark, load_benchmark
 from shambench.data.context import ContextProvider, context_provider
 from shambench.detection.detector import Detector, Monitor, detector
+from shambench.provenance import shambench_version
 from shambench.reporting.frames import runs_df, samples_df
 from shambench.runs.evaluate import evaluate
-from shambench.provenance import shambench_version
 from shambench.schema import Example, Prediction, SoftSpan, Span, Step
 from shambench.scoring.results import Results
 from shambench.scoring.scorer import Scorer, score

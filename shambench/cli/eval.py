@@ -187,8 +187,8 @@ def eval_command(
     from shambench.data.context import evidence_gaps
     from shambench.errors import AuthenticationStopped
     from shambench.io import write_json
-    from shambench.llm.batch import BatchSettings
     from shambench.reporting.tables import make_console, print_results, warn
+    from shambench.runs.batch import BatchSettings
     from shambench.runs.evaluate import open_run, run_open
     from shambench.runs.runner import RESULTS, SystematicFailure, failures
 
@@ -290,7 +290,8 @@ def _print_dropped(dropped: dict[str, dict[str, int]], console: Console) -> None
 
 def _print_estimate(run: OpenRun, console: Console) -> None:
     """The `--dry-run` report: requests after the cache, input tokens, and cost with and without batching."""
-    from shambench.llm.batch import estimate_run, require_routes
+    from shambench.llm.batch import require_routes
+    from shambench.runs.batch import estimate_run
 
     detector = run.detector
     require_routes(detector, "--dry-run")

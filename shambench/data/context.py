@@ -19,8 +19,8 @@ from pydantic import BaseModel, Field
 from shambench.detection.detector import Monitor
 from shambench.io import Journal
 from shambench.paths import cache_dir
-from shambench.registry import Registry
 from shambench.provenance import now_iso
+from shambench.registry import Registry
 from shambench.schema import Example
 
 providers: Registry[ContextProvider] = Registry(

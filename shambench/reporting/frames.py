@@ -1,8 +1,7 @@
 """Results and run folders as pandas DataFrames, the analysis surface for notebooks.
 
-`results_frame(results)` has one row per scored group (partition, task, overall); `runs_df(RUNS)` one row per run
-directory below a folder; `samples_df(RUNS)` one row per scored example of those runs (from each run's
-`per_example.jsonl`). Column names are flat (`token_f1`, `sentence_f1`, `f1/summ`, ...) so they sort and filter
+`runs_df(RUNS)` has one row per run directory below a folder; `samples_df(RUNS)` one row per scored example of those runs (from each run's
+`per_example.jsonl`); one run's own frame is `Results.to_pandas()`. Column names are flat (`token_f1`, `sentence_f1`, `f1/summ`, ...) so they sort and filter
 without unpacking nested records.
 """
 
@@ -13,61 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from shambench.scoring.results import GroupScores, Results
+from shambench.runs.files import PER_EXAMPLE, RESULTS
+from shambench.scoring.results import Results
 
 if TYPE_CHECKING:
     import pandas as pd
-
-RESULTS_FILE = "results.json"
-PER_EXAMPLE_FILE = "per_example.jsonl"
-
-
-def group_row(level: str, name: str, scores: GroupScores) -> dict[str, Any]:
-    """The flat record of one scored group."""
-    row: dict[str, Any] = {
-        "level": level,
-        "name": name,
-        "n": scores.n,
-        "n_with_gold": scores.n_with_gold,
-        "missing_predictions": scores.missing_predictions,
-    }
-    for key in ("token", "sentence", "token_pooled", "char_pooled"):
-        prf = getattr(scores, key)
-        row |= {f"{key}_precision": prf.precision, f"{key}_recall": prf.recall, f"{key}_f1": prf.f1}
-        if prf.ci is not None:
-            row |= {f"{key}_ci_low": prf.ci[0], f"{key}_ci_high": prf.ci[1]}
-    if scores.mushroom is not None:
-        row |= {"iou": scores.mushroom.iou, "cor": scores.mushroom.cor}
-    if scores.threshold_free is not None:
-        row |= {"auprc": scores.threshold_free.auprc, "auroc": scores.threshold_free.auroc}
-    return row
-
-
-def results_frame(results: Results) -> pd.DataFrame:
-    """One row per partition (`level="partition"`), per task (`"task"`) and the overall (`"overall"`)."""
-    import pandas as pd
-
-    rows = [group_row("partition", name, g) for name, g in sorted(results.datasets.items())]
-    rows += [group_row("task", name, g) for name, g in sorted(results.tasks.items())]
-    if results.overall is not None:
-        o = results.overall
-        rows.append(
-            {
-                "level": "overall",
-                "name": f"overall ({len(o.tasks)} tasks)",
-                "n": results.n_examples,
-                "missing_predictions": results.missing_predictions,
-                "token_precision": o.token.precision,
-                "token_recall": o.token.recall,
-                "token_f1": o.token.f1,
-                "token_std": o.token.std,
-                "sentence_precision": o.sentence.precision,
-                "sentence_recall": o.sentence.recall,
-                "sentence_f1": o.sentence.f1,
-                "sentence_std": o.sentence.std,
-            }
-        )
-    return pd.DataFrame(rows)
 
 
 def run_dirs(root: str | Path) -> Iterator[Path]:
@@ -75,7 +24,7 @@ def run_dirs(root: str | Path) -> Iterator[Path]:
     root = Path(root)
     if not root.is_dir():
         raise FileNotFoundError(f"{root}: no such folder of runs")
-    yield from sorted(p.parent for p in root.rglob(RESULTS_FILE))
+    yield from sorted(p.parent for p in root.rglob(RESULTS))
 
 
 def run_row(run_dir: Path, results: Results) -> dict[str, Any]:
@@ -103,7 +52,7 @@ def run_row(run_dir: Path, results: Results) -> dict[str, Any]:
 
 def read_results(run_dir: Path) -> Results:
     """The `results.json` of a run directory."""
-    return Results.model_validate_json((run_dir / RESULTS_FILE).read_text(encoding="utf-8"))
+    return Results.model_validate_json((run_dir / RESULTS).read_text(encoding="utf-8"))
 
 
 def runs_df(root: str | Path) -> pd.DataFrame:
@@ -123,7 +72,7 @@ def samples_df(root: str | Path) -> pd.DataFrame:
 
     frames = []
     for run_dir in run_dirs(root):
-        path = run_dir / PER_EXAMPLE_FILE
+        path = run_dir / PER_EXAMPLE
         if not path.is_file():
             raise FileNotFoundError(f"{path}: missing; run `shambench score {run_dir}` to write it")
         rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]

@@ -38,7 +38,7 @@ from shambench.runs.runner import (
 from shambench.schema import Example
 
 if TYPE_CHECKING:
-    from shambench.llm.batch import BatchSettings
+    from shambench.runs.batch import BatchSettings
 from shambench.scoring.results import Results
 
 # Recorded parameters that route the API key: on resume they come from the caller (or the preset), never from
@@ -214,8 +214,9 @@ def run_open(
     failed predictions, which a resume runs. Raises SystematicFailure (fail fast) or AuthenticationStopped after
     journaling what arrived; KeyboardInterrupt loses only what was in flight.
     """
-    from shambench.llm.batch import BatchRun, BatchSettings, has_batches, require_routes
+    from shambench.llm.batch import require_routes
     from shambench.llm.client import Budget
+    from shambench.runs.batch import BatchRun, BatchSettings, has_batches
 
     todo = run.todo()
     outcome = RunOutcome()

@@ -31,18 +31,14 @@ from shambench.data.benchmark import Benchmark, load_benchmark
 from shambench.detection.detector import Detector, Monitor
 from shambench.errors import DataError, ShambenchError
 from shambench.io import Journal, iter_jsonl, write_json, write_jsonl
-from shambench.records import check_detector_prediction, iter_records, read_examples
 from shambench.provenance import git_commit, now_iso, package_versions, shambench_version
+from shambench.records import check_detector_prediction, iter_records, read_examples
+from shambench.runs.files import CONFIG, JOURNAL, LOCK, PER_EXAMPLE, RESULTS
 from shambench.schema import Example, Prediction
 from shambench.scoring.corpus import Corpus, file_corpus
 from shambench.scoring.results import ExampleScores, Results, RunInfo
 from shambench.scoring.scorer import UNSCORED_EXAMPLE_FIELDS, Scorer
 
-CONFIG = "config.json"
-JOURNAL = "predictions.jsonl"
-RESULTS = "results.json"
-PER_EXAMPLE = "per_example.jsonl"
-LOCK = ".lock"
 # Fail fast: stop when the first FAIL_FIRST predictions of a run, or FAIL_RUN in a row, failed for the same reason.
 FAIL_FIRST = 8
 FAIL_RUN = 20

@@ -36,9 +36,9 @@ from shambench.data.benchmark import default_datasets, split_names
 from shambench.detection.detector import Detector, Monitor, create_detector, detectors
 from shambench.errors import CellError, DataError
 from shambench.io import Journal, model_line, write_json
+from shambench.provenance import now_iso
 from shambench.records import check_detector_prediction
 from shambench.runs.evaluate import run_differences
-from shambench.provenance import now_iso
 from shambench.runs.runner import (
     CONFIG,
     JOURNAL,
@@ -775,7 +775,7 @@ def run_batch_cell(
     on_predictions: Callable[[int, int], None] | None,
 ) -> int:
     """Journal a cell's predictions by batch (see `shambench.llm.batch`), on the driver; returns how many arrived."""
-    from shambench.llm.batch import BatchRun, BatchSettings
+    from shambench.runs.batch import BatchRun, BatchSettings
 
     det = create_detector(cell.detector, **cell.params)
     arrived = 0

@@ -224,6 +224,52 @@ class Results(_Documented):
 
     def to_pandas(self) -> pd.DataFrame:
         """One row per partition, per task and the overall, with flat metric columns (`token_f1`, ...)."""
-        from shambench.reporting.frames import results_frame
-
         return results_frame(self)
+
+
+def group_row(level: str, name: str, scores: GroupScores) -> dict[str, Any]:
+    """The flat record of one scored group."""
+    row: dict[str, Any] = {
+        "level": level,
+        "name": name,
+        "n": scores.n,
+        "n_with_gold": scores.n_with_gold,
+        "missing_predictions": scores.missing_predictions,
+    }
+    for key in ("token", "sentence", "token_pooled", "char_pooled"):
+        prf = getattr(scores, key)
+        row |= {f"{key}_precision": prf.precision, f"{key}_recall": prf.recall, f"{key}_f1": prf.f1}
+        if prf.ci is not None:
+            row |= {f"{key}_ci_low": prf.ci[0], f"{key}_ci_high": prf.ci[1]}
+    if scores.mushroom is not None:
+        row |= {"iou": scores.mushroom.iou, "cor": scores.mushroom.cor}
+    if scores.threshold_free is not None:
+        row |= {"auprc": scores.threshold_free.auprc, "auroc": scores.threshold_free.auroc}
+    return row
+
+
+def results_frame(results: Results) -> pd.DataFrame:
+    """One row per partition (`level="partition"`), per task (`"task"`) and the overall (`"overall"`)."""
+    import pandas as pd
+
+    rows = [group_row("partition", name, g) for name, g in sorted(results.datasets.items())]
+    rows += [group_row("task", name, g) for name, g in sorted(results.tasks.items())]
+    if results.overall is not None:
+        o = results.overall
+        rows.append(
+            {
+                "level": "overall",
+                "name": f"overall ({len(o.tasks)} tasks)",
+                "n": results.n_examples,
+                "missing_predictions": results.missing_predictions,
+                "token_precision": o.token.precision,
+                "token_recall": o.token.recall,
+                "token_f1": o.token.f1,
+                "token_std": o.token.std,
+                "sentence_precision": o.sentence.precision,
+                "sentence_recall": o.sentence.recall,
+                "sentence_f1": o.sentence.f1,
+                "sentence_std": o.sentence.std,
+            }
+        )
+    return pd.DataFrame(rows)

@@ -18,8 +18,9 @@ from click.testing import CliRunner
 from shambench.cli import main
 from shambench.detection.detector import create_detector
 from shambench.detectors.prompts import RESPONSE_FORMAT, messages_for
-from shambench.llm.batch import BatchRecord, answer_of, custom_id, key_of, load_state, state_path
+from shambench.llm.batch import BatchRecord, answer_of, custom_id, key_of
 from shambench.llm.client import cost_of
+from shambench.runs.batch import load_state, state_path
 from tests.batch_server import BatchServer
 from tests.conftest import require_shared
 from tests.detectors.test_prompted import answer_of as answer_in_prompt

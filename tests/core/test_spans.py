@@ -5,8 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shambench.schema import Example, Span
-from shambench.schema import merge_spans
+from shambench.schema import Example, Span, merge_spans
 
 
 def chars(spans) -> set[int]:
