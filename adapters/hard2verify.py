@@ -25,8 +25,8 @@ from pydantic import BaseModel, ConfigDict
 
 from shambench.adapters._released import example_at, parquet_rows
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
+from shambench.data.steps import step_fields
 from shambench.errors import SourceError
-from shambench.scoring.steps import step_fields
 
 log = logging.getLogger(__name__)
 

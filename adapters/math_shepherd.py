@@ -24,9 +24,9 @@ from pydantic import BaseModel, ConfigDict
 
 from shambench.adapters._released import example_at, jsonl_rows, parquet_rows
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
+from shambench.data.steps import step_fields
 from shambench.errors import SourceError
 from shambench.schema import Example
-from shambench.scoring.steps import step_fields
 
 TASK = "math_step"
 SEPARATOR = "\n"

@@ -17,8 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from shambench.adapters._released import example_at, json_array_rows, source_file
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
+from shambench.data.steps import step_fields
 from shambench.errors import SourceError
-from shambench.scoring.steps import step_fields
 
 SUBSETS = ("gsm8k", "math", "olympiadbench", "omnimath")
 SEPARATOR = "\n\n"

@@ -50,8 +50,8 @@ from shambench.detectors.miprov2 import (
 )
 from shambench.errors import DataError
 from shambench.io import write_json
-from shambench.records import read_examples
 from shambench.provenance import now_iso, shambench_version
+from shambench.records import read_examples
 from shambench.schema import Example, Prediction
 from shambench.scoring.scorer import Scorer
 

@@ -254,7 +254,7 @@ def eval_command(
     assert results is not None  # a run not left to a batch is always scored
     print_results(results, console, title=f"{run.detector.name} on {len(run.examples)} examples")
     if opts["suite"] in STEP_SUITES:
-        from shambench.scoring.steps import print_suite, with_sopo_compat
+        from shambench.reporting.suites import print_suite, with_sopo_compat
 
         if opts["sopo_compat"]:
             with_sopo_compat(results, run.examples, run.journal.read(), seed, console)

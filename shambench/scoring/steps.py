@@ -1,5 +1,6 @@
-"""Step-level (math) verification: building step examples, and the metrics of ProcessBench, Hard2Verify and
-Math-Shepherd, kept in their own results group (`Results.groups["math"]`), never in the SHAM-Bench overall.
+"""Step-level (math) verification: the metrics of ProcessBench, Hard2Verify and Math-Shepherd, kept in their own
+results group (`Results.groups["math"]`), never in the SHAM-Bench overall. Adapters build step examples with
+`shambench.data.steps.step_fields`; the suite tables are `shambench.reporting.suites`'.
 
 What a prediction says about the steps of an example, in order of precedence:
 `step_verdicts` (a critic's 1/0/-2 list, any length), `step_scores` (a PRM's probability that each step is correct,
@@ -16,16 +17,13 @@ import statistics
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import TypeGuard
 
 import numpy as np
 from pydantic import BaseModel
 
 from shambench.schema import Example, Prediction
 from shambench.scoring.metrics import pooled_prf
-
-if TYPE_CHECKING:
-    from rich.table import Table
 
 UNPARSEABLE = -2
 GRID = tuple(round(0.10 + 0.05 * i, 2) for i in range(17))
@@ -71,20 +69,6 @@ CONVENTIONS = {
     "mean_f1": "per suite, unweighted mean over its datasets of the first-error balanced F1 (ProcessBench's "
     "'average F1'), over the datasets where it is defined",
 }
-
-
-def step_fields(texts: Sequence[str], labels: Sequence[int | None], sep: str) -> dict[str, Any]:
-    """`response`, `steps` and `hallu_spans` (the steps labelled 0) of step texts joined with `sep`."""
-    bounds, pos = [], 0
-    for i, text in enumerate(texts):
-        pos += len(sep) if i else 0
-        bounds.append((pos, pos + len(text)))
-        pos += len(text)
-    return {
-        "response": sep.join(texts),
-        "steps": [{"start": s, "end": e, "label": label} for (s, e), label in zip(bounds, labels)],
-        "hallu_spans": [[s, e] for (s, e), label in zip(bounds, labels) if label == 0 and e > s],
-    }
 
 
 def suite_of(dataset: str) -> str:
@@ -460,77 +444,3 @@ def math_group(
             datasets=sorted(members), mean_f1=float(np.mean(f1s)) if f1s else None, threshold=choice
         )
     return MathGroup(conventions=CONVENTIONS, datasets=datasets, suites=suites)
-
-
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.1f}"
-
-
-def suite_table(group: MathGroup, suite: str, sopo_compat: bool = False) -> Table:
-    """A rich table of one suite: a row per subset, then the mean F1 (ProcessBench's headline)."""
-    from rich import box
-    from rich.table import Table
-
-    summary = group.suites.get(suite)
-    if summary is None:
-        raise KeyError(f"no step-level results for suite {suite!r} (scored suites: {', '.join(group.suites)})")
-    char = suite in CHAR_LEVEL_SUITES
-    table = Table(title=f"{suite}: step-level verification (%)", title_justify="left", box=box.SIMPLE_HEAD)
-    columns = ["subset", "n", "erroneous", "acc_err", "acc_cor", "F1", "step BA", "step BF1", "resp BA", "resp BF1"]
-    columns += ["char F1", "case F1"] if char else []
-    columns += ["SOPO char F1 (compat)"] if char and sopo_compat else []
-    columns += ["missing"]
-    for i, col in enumerate(columns):
-        table.add_column(col, justify="left" if i == 0 else "right", no_wrap=True)
-    for name in summary.datasets:
-        s = group.datasets[name]
-        row = [name, str(s.n), str(s.n_erroneous), _pct(s.first_error.tnr), _pct(s.first_error.tpr)]
-        row += [_pct(s.first_error.balanced_f1), _pct(s.step.balanced_accuracy), _pct(s.step.balanced_f1)]
-        row += [_pct(s.response.balanced_accuracy), _pct(s.response.balanced_f1)]
-        row += [_pct(s.char.f1), _pct(s.char.case_f1)] if char and s.char else []
-        row += [_pct(s.char_sopo_compat.f1)] if char and sopo_compat and s.char_sopo_compat else []
-        row += [str(s.missing_predictions) if s.missing_predictions else ""]
-        table.add_row(*row)
-    table.add_section()
-    mean_row = [f"mean F1 ({len(summary.datasets)} subsets)", "", "", "", "", _pct(summary.mean_f1)]
-    table.add_row(*mean_row, *[""] * (len(columns) - len(mean_row)), style="bold green")
-    table.caption = _caption(summary)
-    table.caption_justify = "left"
-    return table
-
-
-def _caption(summary: SuiteScores) -> str:
-    lines = [
-        "F1 = ProcessBench's 2·acc_err·acc_cor/(acc_err+acc_cor) on first-error indices; BA/BF1 = Hard2Verify's "
-        "balanced accuracy / F1 (positive = correct step)"
-    ]
-    if summary.threshold:
-        t = summary.threshold
-        lines.append(
-            f"PRM threshold {t.threshold:.2f}, tuned on {len(t.tuning_ids)} responses (seed {t.seed}; "
-            f"harmonic mean of the three balanced F1s {t.objective:.1f})"
-        )
-    return "\n".join(lines)
-
-
-def print_suite(results: Any, suite: str, console: Any, sopo_compat: bool = False) -> None:
-    """Print a suite's table from `results.groups["math"]` (a note when the suite has no scored examples)."""
-    group = results.groups.get("math")
-    if not group or suite not in group["suites"]:
-        console.print(f"no step-level examples of suite {suite} were scored", style="yellow")
-        return
-    console.print(suite_table(MathGroup.model_validate(group), suite, sopo_compat))
-
-
-def with_sopo_compat(
-    results: Any, examples: Sequence[Example], predictions: Mapping[str, Prediction], seed: int, console: Any
-) -> None:
-    """Recompute `results.groups["math"]` with the SOPO compatibility figures, printing the warning."""
-    from shambench.reporting.tables import warn
-
-    warn(console, SOPO_WARNING)
-    usable = {pid: p for pid, p in predictions.items() if p.error is None}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        group = math_group([ex for ex in examples if ex.steps], usable, seed=seed, sopo_compat=True)
-    results.groups["math"] = group.model_dump(mode="json")

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from shambench.data.steps import step_fields
 from shambench.schema import Example, Prediction
 from shambench.scoring.scorer import score
 from shambench.scoring.steps import (
@@ -15,7 +16,6 @@ from shambench.scoring.steps import (
     first_error_rates,
     math_group,
     outcome,
-    step_fields,
     suite_of,
     tune_threshold,
     tuning_subset,

@@ -14,10 +14,10 @@ import pytest
 from click.testing import CliRunner
 
 from shambench.cli import main
+from shambench.data.steps import step_fields
 from shambench.detection.detector import create_detector
 from shambench.detectors.math import MARKER, parse_first_error, parse_step_verdicts, prm_input
 from shambench.schema import Example
-from shambench.scoring.steps import step_fields
 from tests.conftest import require_shared
 
 FIXTURES = Path(__file__).parents[1] / "adapters" / "fixtures"
