@@ -15,7 +15,7 @@ from shambench.errors import DataError
 from shambench.io import Journal, write_atomic, write_json
 from shambench.leaderboard.schema import TASK_ORDER, Cell, Coverage, Entry, Leaderboard, Level
 from shambench.provenance import now_iso, shambench_version
-from shambench.runs.runner import RESULTS
+from shambench.runs.files import RESULTS
 from shambench.scoring.results import PRF, GroupScores, Results
 
 SITE_JSON = "leaderboard.json"
@@ -353,7 +353,8 @@ def configurations(found: Sequence[tuple[Path, Results]]) -> list[list[tuple[Pat
 def merged_results(members: Sequence[tuple[Path, Results]]) -> Results:
     """One configuration's runs scored together, from their journals and their examples (re-created from each
     run's config): every view, interval and task mean is then exactly what one run over all their data gives."""
-    from shambench.runs.runner import JOURNAL, examples_of, load_config
+    from shambench.runs.files import JOURNAL
+    from shambench.runs.runner import examples_of, load_config
     from shambench.scoring.scorer import Scorer
 
     examples, predictions, first = [], [], members[0][1].run
@@ -454,7 +455,8 @@ def with_example_pages(board: Leaderboard, out_dir: str | Path) -> Leaderboard:
     """Write `examples/<row id>.html` (the `shambench show --html` view) for every reproduced row whose run
     directory is at hand, and link each from its row."""
     from shambench.reporting.highlight import examples_page
-    from shambench.runs.runner import JOURNAL, example_scores, examples_of, load_config
+    from shambench.runs.files import JOURNAL
+    from shambench.runs.runner import example_scores, examples_of, load_config
 
     entries = []
     for entry in board.entries:
@@ -479,3 +481,10 @@ def write_site(board: Leaderboard, out_dir: str | Path) -> tuple[Path, Path]:
     write_json(out / SITE_JSON, board)
     write_atomic(out / SITE_HTML, html)
     return out / SITE_JSON, out / SITE_HTML
+
+
+def runs_site(runs: Path) -> Path:
+    """Build the leaderboard site of every run under `runs` into `runs/leaderboard`; the path of its JSON."""
+    reported = DEFAULT_REPORTED if DEFAULT_REPORTED.is_file() else None
+    json_path, _ = write_site(build([runs], reported), runs / "leaderboard")
+    return json_path

@@ -7,14 +7,13 @@ it; the only markup not escaped is our own CSS and script, whose hashes the page
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from shambench.leaderboard.schema import Cell, Entry, Leaderboard, Level
+from shambench.reporting.highlight import csp_hash
 
 HERE = Path(__file__).resolve().parent
 LEVELS = (("span", "Span level (token F1)"), ("sentence", "Sentence level"))
@@ -169,11 +168,6 @@ def ci_text(cell: Cell | None) -> str:
 def as_text(value: Any) -> str:
     """A parameter value as plain JSON text (the template escapes it)."""
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
-
-
-def csp_hash(text: str) -> str:
-    """The Content-Security-Policy source expression allowing exactly this inline script or style."""
-    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
 
 
 def _environment():

@@ -23,18 +23,8 @@ from shambench.io import iter_lines, parse_json_line, write_json, write_jsonl
 from shambench.leaderboard.build import display_path, load_leaderboard, run_entry, with_entry, write_site
 from shambench.leaderboard.schema import Leaderboard
 from shambench.records import parse_record
-from shambench.runs.runner import (
-    CONFIG,
-    JOURNAL,
-    PER_EXAMPLE,
-    RESULTS,
-    RunConfig,
-    load_config,
-    new_config,
-    new_run_dir,
-    run_info,
-    select_examples,
-)
+from shambench.runs.files import CONFIG, JOURNAL, PER_EXAMPLE, RESULTS
+from shambench.runs.runner import RunConfig, load_config, new_config, new_run_dir, run_info, select_examples
 from shambench.schema import Prediction
 from shambench.scoring.scorer import Scorer
 

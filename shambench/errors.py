@@ -12,7 +12,7 @@
     ├── AuthenticationStopped                too many 401/403 replies in a row: the run stopped
     ├── MalformedReply (also a ValueError)   an HTTP-200 body that is not a well-formed completion
     ├── LLMError (shambench.llm.client)      a request that failed for good, with what it consumed
-    ├── SystematicFailure (shambench.runs.runner)  predictions failing for one reason: the run stopped
+    ├── SystematicFailure (shambench.runs.failures)  predictions failing for one reason: the run stopped
     └── CellError                            a sweep cell that could not finish
 
 The command line turns DataError, UnknownPluginError, EndpointError and AuthenticationStopped into one line and

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 def _load_run(run_dir: Path) -> tuple[RunConfig, list[Example], dict[str, Any], Results]:
     """Examples, predictions and results of a run directory (scored now if it has no results yet)."""
     from shambench.errors import DataError
-    from shambench.runs.runner import JOURNAL, RESULTS, Journal, examples_of, load_config, score_run
+    from shambench.runs.files import JOURNAL, RESULTS
+    from shambench.runs.runner import Journal, examples_of, load_config, score_run
     from shambench.scoring.results import Results
 
     config = load_config(run_dir)

@@ -190,7 +190,8 @@ def eval_command(
     from shambench.reporting.tables import make_console, print_results, warn
     from shambench.runs.batch import BatchSettings
     from shambench.runs.evaluate import open_run, run_open
-    from shambench.runs.runner import RESULTS, SystematicFailure, failures
+    from shambench.runs.failures import SystematicFailure, failures
+    from shambench.runs.files import RESULTS
 
     console = make_console(stderr=json_to_stdout(out, as_json))
     detector_params = parse_params(params)

@@ -12,18 +12,17 @@ Scripts can rely on these: a run that went wrong never exits 0 unless `--allow-f
 from __future__ import annotations
 
 import shlex
-from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import click
 
+from shambench.runs.failures import failure_lines
+
 OK = 0
 USAGE = 2
 FAILURES = 3
 INTERRUPTED = 130
-# Reasons shown in full under the per-class counts.
-FIRST_REASONS = 5
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -33,25 +32,6 @@ ALLOW_FAILURES_HELP = "Exit 0 even when some items failed (the default is 3, so 
 def allow_failures_option(func: F) -> F:
     """--allow-failures: make exit status 3 (finished with failures) into 0."""
     return click.option("--allow-failures", is_flag=True, help=ALLOW_FAILURES_HELP)(func)
-
-
-def reason_class(reason: str) -> str:
-    """The kind of a failure reason, for counting: its text before the first colon (`HTTP 500`, `timeout`,
-    `malformed reply`), without the attempt count."""
-    head = reason.split(":", 1)[0].split(" after ", 1)[0].strip()
-    return head[:60] or "unknown"
-
-
-def failure_lines(failures: Sequence[tuple[str, str]], what: str = "predictions") -> list[str]:
-    """The failure summary of `(id, reason)` pairs: counts by reason class, then the first few reasons."""
-    if not failures:
-        return []
-    counts = Counter(reason_class(reason) for _, reason in failures)
-    lines = [f"{len(failures)} {what} failed:"]
-    lines += [f"  {n:>6}  {kind}" for kind, n in counts.most_common()]
-    lines.append("first reasons:")
-    lines += [f"  {item_id}: {' '.join(reason.split())[:300]}" for item_id, reason in failures[:FIRST_REASONS]]
-    return lines
 
 
 def print_failures(

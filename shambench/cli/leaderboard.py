@@ -144,7 +144,7 @@ def submit(
         n_resamples=n_resamples,
         seed=seed,
     )
-    from shambench.runs.runner import RESULTS
+    from shambench.runs.files import RESULTS
     from shambench.scoring.results import Results
 
     results = Results.model_validate_json((run_dir / RESULTS).read_text(encoding="utf-8"))

@@ -71,7 +71,8 @@ def score(
     from shambench.io import model_line, write_jsonl
     from shambench.records import iter_records, line_of_id
     from shambench.reporting.tables import make_console, print_results
-    from shambench.runs.runner import PER_EXAMPLE, corpus_to_score, rescore_run
+    from shambench.runs.files import PER_EXAMPLE
+    from shambench.runs.runner import corpus_to_score, rescore_run
     from shambench.schema import Prediction
     from shambench.scoring.results import RunInfo
     from shambench.scoring.scorer import UNSCORED_PREDICTION_FIELDS, Scorer

@@ -72,7 +72,8 @@ def show(
     the spans are marked [[gold, missed]], {{predicted, not gold}} and [[{{both}}]].
     """
     from shambench.errors import DataError
-    from shambench.runs.runner import JOURNAL, Journal, example_scores, examples_of, load_config
+    from shambench.runs.files import JOURNAL
+    from shambench.runs.runner import Journal, example_scores, examples_of, load_config
 
     run = Path(run_dir)
     config = load_config(run)

@@ -86,6 +86,7 @@ def sweep(
     api_key_env: the key is read from the preset's variable.
     """
     from shambench.cli.exits import finish, print_failures
+    from shambench.leaderboard.build import runs_site
     from shambench.reporting.tables import make_console, styled
     from shambench.runs.sweep import make_backend, plan_sweep, run_sweep
 
@@ -96,7 +97,7 @@ def sweep(
         return
     plan.spec.leaderboard = plan.spec.leaderboard and not no_leaderboard
     with make_backend(backend, workers, scheduler) as engine, SweepProgress(plan, console, not no_progress) as bar:
-        report = run_sweep(plan, engine, bar, bar.predictions, bar.cell)
+        report = run_sweep(plan, engine, bar, bar.predictions, bar.cell, board=runs_site)
     console.print(report_table(report))
     console.print(f"sweep summary: {plan.runs / 'sweep.json'}")
     if report.leaderboard:

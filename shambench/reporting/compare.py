@@ -202,7 +202,8 @@ def compare_runs(
     """The paired comparison of two run directories (their examples are re-created from their configs): over the
     shared ids both predicted successfully, or every shared id with `missing_as_empty`."""
     from shambench.io import Journal
-    from shambench.runs.runner import JOURNAL, examples_of, load_config
+    from shambench.runs.files import JOURNAL
+    from shambench.runs.runner import examples_of, load_config
 
     loaded = []
     for run in (Path(run_a), Path(run_b)):

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 from collections.abc import Sequence
 
@@ -129,8 +131,6 @@ def examples_page(
     """A self-contained HTML page of the examples, in the order given, each with an anchor `#<id>` and its own
     scores (a run's `example_scores`), filterable by id, partition and span F1 (everything escaped; the only
     script is ours, allowed by its hash)."""
-    from shambench.leaderboard.page import csp_hash
-
     legend = " ".join(f'<mark class="{k}">{html.escape(v)}</mark>' for k, v in LEGEND.items())
     body = "\n".join(_example_html(ex, predictions.get(ex.id), scores[ex.id]) for ex in examples)
     csp = f"default-src 'none'; style-src {csp_hash(CSS)}; script-src {csp_hash(SCRIPT)}; img-src 'none'"
@@ -141,3 +141,8 @@ def examples_page(
         f"<h1>{html.escape(title)}</h1><p>{legend}</p>\n{_filter_form(examples)}\n{body}\n"
         f"<script>{SCRIPT}</script></body></html>\n"
     )
+
+
+def csp_hash(text: str) -> str:
+    """The Content-Security-Policy source expression allowing exactly this inline script or style."""
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"

@@ -19,9 +19,8 @@ from pydantic_core import to_jsonable_python
 from shambench.detection.detector import Detector, Monitor, create_detector
 from shambench.errors import DataError
 from shambench.io import write_json
+from shambench.runs.files import CONFIG, JOURNAL
 from shambench.runs.runner import (
-    CONFIG,
-    JOURNAL,
     Journal,
     RunConfig,
     examples_of,

@@ -29,45 +29,16 @@ from pydantic_core import to_jsonable_python
 
 from shambench.data.benchmark import Benchmark, load_benchmark
 from shambench.detection.detector import Detector, Monitor
-from shambench.errors import DataError, ShambenchError
+from shambench.errors import DataError
 from shambench.io import Journal, iter_jsonl, write_json, write_jsonl
 from shambench.provenance import git_commit, now_iso, package_versions, shambench_version
 from shambench.records import check_detector_prediction, iter_records, read_examples
+from shambench.runs.failures import FailureWatch
 from shambench.runs.files import CONFIG, JOURNAL, LOCK, PER_EXAMPLE, RESULTS
 from shambench.schema import Example, Prediction
 from shambench.scoring.corpus import Corpus, file_corpus
 from shambench.scoring.results import ExampleScores, Results, RunInfo
 from shambench.scoring.scorer import UNSCORED_EXAMPLE_FIELDS, Scorer
-
-# Fail fast: stop when the first FAIL_FIRST predictions of a run, or FAIL_RUN in a row, failed for the same reason.
-FAIL_FIRST = 8
-FAIL_RUN = 20
-# The likely fix of a systematic failure, by a pattern of its reason (first match wins).
-LIKELY_FIXES: tuple[tuple[str, str], ...] = (
-    (
-        r"response_format|json_schema|structured",
-        "the server does not take this structured-output mode: leave -p structured on auto, or force one the "
-        "server takes (-p structured=json_object+schema, json_object or prompt)",
-    ),
-    (r"HTTP 40[13]\b", "the server refused the key: set the variable --api-key-env names (default OPENAI_API_KEY)"),
-    (r"HTTP 404\b", "check --base-url (it ends in /v1) and --model (the name the server knows)"),
-    (r"HTTP 429\b", "the server is rate-limiting: lower --max-concurrency, or wait for the limit to reset"),
-    (
-        r"Connect|connection|refused",
-        "no server answers at --base-url: start it, or correct the URL (it ends in /v1)",
-    ),
-    (
-        r"timeout",
-        "the server answers slower than --timeout: raise --timeout, or lower --max-concurrency to the server's "
-        "parallel slots",
-    ),
-    (r"token limit", "the replies are cut off: raise -p max_tokens (or max_completion_tokens)"),
-    (
-        r"unusable output",
-        "the model does not answer in the expected form (its raw replies are in predictions.jsonl): try another "
-        "-p structured=MODE, or a stronger model",
-    ),
-)
 
 
 class RunConfig(BaseModel):
@@ -322,64 +293,10 @@ def run_lock(run_dir: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def failures(examples: Sequence[Example], journal: Journal) -> list[tuple[str, str]]:
-    """`(id, reason)` of the examples whose journaled prediction failed, in the examples' order."""
-    predictions = journal.read()
-    return [(ex.id, predictions[ex.id].error) for ex in examples if ex.id in predictions and predictions[ex.id].error]
-
-
 def pending(examples: Sequence[Example], journal: Journal) -> list[Example]:
     """Examples without a successful prediction in the journal."""
     done = {pid for pid, p in journal.read().items() if p.error is None}
     return [ex for ex in examples if ex.id not in done]
-
-
-class SystematicFailure(ShambenchError):
-    """A run stopped because its predictions keep failing for one reason; what was journaled is kept."""
-
-    def __init__(self, reason: str, count: int, from_start: bool):
-        self.reason = reason
-        self.count = count
-        self.fix = likely_fix(reason)
-        where = f"the first {count} predictions" if from_start else f"{count} predictions in a row"
-        super().__init__(f"stopped: {where} failed for the same reason: {reason}\nlikely fix: {self.fix}")
-
-
-def failure_kind(reason: str) -> str:
-    """A failure reason without what varies between examples (quoted reply previews, numbers)."""
-    reason = re.sub(r"\('.*?'\)|\(\".*?\"\)", "(…)", reason)
-    return re.sub(r"\d+", "N", reason)
-
-
-def likely_fix(reason: str) -> str:
-    """The likely fix of a failure reason (see `LIKELY_FIXES`)."""
-    for pattern, fix in LIKELY_FIXES:
-        if re.search(pattern, reason, re.IGNORECASE):
-            return fix
-    return "read the failed predictions' `error` and `raw` in predictions.jsonl"
-
-
-class FailureWatch:
-    """Raises SystematicFailure when the first `first` predictions, or `run` in a row, failed for one reason."""
-
-    def __init__(self, first: int = FAIL_FIRST, run: int = FAIL_RUN):
-        self.first, self.run = first, run
-        self.kind: str | None = None
-        self.streak = 0
-        self.all_failed = True
-
-    def see(self, pred: Prediction) -> None:
-        """Take one finished prediction into account."""
-        if pred.error is None:
-            self.all_failed, self.kind, self.streak = False, None, 0
-            return
-        kind = failure_kind(pred.error)
-        self.streak = self.streak + 1 if kind == self.kind else 1
-        self.kind = kind
-        if self.all_failed and self.streak == self.first:
-            raise SystematicFailure(pred.error, self.streak, from_start=True)
-        if self.streak >= self.run:
-            raise SystematicFailure(pred.error, self.streak, from_start=False)
 
 
 def run_predictions(

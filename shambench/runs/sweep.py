@@ -39,10 +39,8 @@ from shambench.io import Journal, model_line, write_json
 from shambench.provenance import now_iso
 from shambench.records import check_detector_prediction
 from shambench.runs.evaluate import run_differences
+from shambench.runs.files import CONFIG, JOURNAL, RESULTS
 from shambench.runs.runner import (
-    CONFIG,
-    JOURNAL,
-    RESULTS,
     RunConfig,
     examples_hash,
     load_config,
@@ -815,10 +813,12 @@ def run_sweep(
     monitor: Monitor | None = None,
     on_predictions: Callable[[int, int], None] | None = None,
     on_cell: Callable[[CellReport], None] | None = None,
+    board: Callable[[Path], Path] | None = None,
 ) -> SweepReport:
     """Run every cell of the plan on the backend, build the leaderboard and write `sweep.json`.
 
-    Failed cells are reported, not raised.
+    Failed cells are reported, not raised. `board` builds the leaderboard of the runs folder when the spec asks
+    for one (the CLI passes `shambench.leaderboard.build.runs_site`: the leaderboard sits above runs).
     """
     report = SweepReport(started_at=now_iso(), backend=backend.name)
     data = DataCache(plan)
@@ -829,23 +829,11 @@ def run_sweep(
             if on_cell:
                 on_cell(fut.result())
         report.cells = [f.result() for f in futures]
-    if plan.spec.leaderboard:
+    if plan.spec.leaderboard and board is not None:
         try:
-            built = build_leaderboard(plan.runs)
-            report.leaderboard = str(built) if built else None
+            report.leaderboard = str(board(plan.runs))
         except Exception as err:  # the sweep's runs stand without it; `shambench leaderboard build` can redo it
             report.leaderboard_error = f"{type(err).__name__}: {err}"
     report.finished_at = now_iso()
     write_json(plan.runs / SUMMARY, report)
     return report
-
-
-def build_leaderboard(runs: Path) -> Path | None:
-    """Build the leaderboard site of every run under `runs` into `runs/leaderboard`; None without a builder."""
-    try:
-        from shambench.leaderboard.build import DEFAULT_REPORTED, build, write_site
-    except ImportError:
-        return None
-    reported = DEFAULT_REPORTED if DEFAULT_REPORTED.is_file() else None
-    json_path, _ = write_site(build([runs], reported), runs / "leaderboard")
-    return json_path

@@ -18,7 +18,8 @@ from shambench.detection.detector import Detector, detectors
 from shambench.errors import DataError
 from shambench.io import write_json, write_jsonl
 from shambench.registry import Entry
-from shambench.runs.runner import JOURNAL, Journal
+from shambench.runs.files import JOURNAL
+from shambench.runs.runner import Journal
 from shambench.schema import Example, Prediction
 from tests.plugins.installed import install_fake_plugin
 
@@ -313,7 +314,7 @@ def _failed(reason: str, i: int = 0) -> Prediction:
 
 
 def test_the_first_predictions_all_failing_alike_stop_the_run():
-    from shambench.runs.runner import FailureWatch, SystematicFailure
+    from shambench.runs.failures import FailureWatch, SystematicFailure
 
     watch = FailureWatch(first=3, run=10)
     # Reply previews and numbers vary between examples; the reason is still the same.
@@ -326,7 +327,7 @@ def test_the_first_predictions_all_failing_alike_stop_the_run():
 
 
 def test_mixed_or_partly_successful_starts_do_not_stop_but_a_long_streak_does():
-    from shambench.runs.runner import FailureWatch, SystematicFailure
+    from shambench.runs.failures import FailureWatch, SystematicFailure
 
     watch = FailureWatch(first=3, run=4)
     watch.see(_failed("HTTP 500: internal error after 7 attempts"))
@@ -349,6 +350,6 @@ def test_mixed_or_partly_successful_starts_do_not_stop_but_a_long_streak_does():
     ],
 )
 def test_the_likely_fix_matches_the_reason(reason, fix):
-    from shambench.runs.runner import likely_fix
+    from shambench.runs.failures import likely_fix
 
     assert fix in likely_fix(reason)

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from shambench.cli import main
 from shambench.errors import DataError, UnknownPluginError
-from shambench.runs.runner import JOURNAL, RESULTS, examples_hash, load_config
+from shambench.runs.files import JOURNAL, RESULTS
+from shambench.runs.runner import examples_hash, load_config
 from shambench.runs.sweep import (
     SUMMARY,
     DetectorGrid,

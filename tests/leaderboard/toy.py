@@ -24,7 +24,8 @@ from pathlib import Path
 
 from shambench.detection.detector import Detector
 from shambench.io import Journal, write_json
-from shambench.runs.runner import CONFIG, JOURNAL, make_config, run_predictions, score_run, select_examples
+from shambench.runs.files import CONFIG, JOURNAL
+from shambench.runs.runner import make_config, run_predictions, score_run, select_examples
 from shambench.schema import Example, Prediction, Span
 
 EXAMPLES = [
