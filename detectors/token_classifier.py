@@ -24,12 +24,11 @@ import json
 import re
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
 
-from shambench.detection.detector import Detector, Monitor, detector, trainer
+from shambench.detection.detector import Detector, Monitor, detector
 from shambench.detectors._models import PairTemplate, batched, load_pretrained, pad_batch, pick_device, window_bounds
 from shambench.errors import DataError
 from shambench.schema import Example, Prediction, Span
@@ -306,11 +305,3 @@ def psiloqa(model: str = "", **params: Any) -> Detector:
     if not model:
         raise DataError("psiloqa needs the checkpoint: --detector psiloqa:MODEL_DIR (or its hub id)")
     return make_token_classifier(model, {"input_format": "psiloqa", "max_length": 8192}, **params)
-
-
-@trainer("token-classifier")
-def token_classifier_trainer() -> ModuleType:
-    """Fine-tuning a token classifier on non-test data (`shambench train token-classifier`)."""
-    from shambench.detectors import _token_classifier_train
-
-    return _token_classifier_train

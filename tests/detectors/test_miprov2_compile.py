@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from shambench.cli import main
-from shambench.detectors._miprov2_compile import OptimizeConfig, TokenF1, split_share, train_and_heldout
+from shambench.detectors.miprov2_compile import OptimizeConfig, TokenF1, split_share, train_and_heldout
 from shambench.detectors.miprov2 import base_prompt, load_program
 from shambench.detectors.prompts import SYSTEM
 from shambench.llm.client import cost_of
@@ -181,7 +181,7 @@ def test_cost_is_priced_and_a_rerun_with_the_same_seed_replays_from_the_cache(op
         heldout="0.34",
         endpoint={"model": "gpt-5-mini", "base_url": openai_server.base_url},
     )
-    from shambench.detectors._miprov2_compile import optimize
+    from shambench.detectors.miprov2_compile import optimize
 
     first = optimize(OptimizeConfig(out=str(tmp_path / "a.json"), **config))
     sent = len(openai_server.log)
@@ -330,7 +330,7 @@ def test_an_unparsable_proposal_is_a_failed_trial_and_a_rerun_asks_again(openai_
 
 
 def test_failed_calls_are_counted_with_their_first_reasons():
-    from shambench.detectors._miprov2_compile import add_usage, score_prompts
+    from shambench.detectors.miprov2_compile import add_usage, score_prompts
     from shambench.detectors.miprov2 import Usage
     from shambench.schema import Prediction
 

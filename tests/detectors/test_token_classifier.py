@@ -130,7 +130,7 @@ def _synthetic(n: int, seed: int) -> list[Example]:
 def trained_zebra(tmp_path_factory):
     """A tiny BERT taught (in about two seconds) that `zebra` is the hallucinated word."""
     require_models()
-    from shambench.detectors._token_classifier_train import TrainConfig, train_token_classifier
+    from shambench.detectors.token_classifier_train import TrainConfig, train_token_classifier
 
     root = tmp_path_factory.mktemp("zebra")
     base = save_tiny(root / "base", "AutoModel", kind="bert")

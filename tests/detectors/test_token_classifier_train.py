@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from shambench.cli import main
-from shambench.detectors._token_classifier_train import TrainConfig, split_holdout, token_labels, training_windows
+from shambench.detectors.token_classifier_train import TrainConfig, split_holdout, token_labels, training_windows
 from shambench.schema import Example, Span
 from tests.conftest import require_shared
 from tests.detectors.test_token_classifier import _synthetic
@@ -67,7 +67,7 @@ def test_training_windows_split_a_long_answer_and_drop_no_answer_token():
 
 def test_attention_dropout_is_set_on_the_base_config(tmp_path):
     require_models()
-    from shambench.detectors._token_classifier_train import load_base
+    from shambench.detectors.token_classifier_train import load_base
 
     base = save_tiny(tmp_path / "base", "AutoModel", kind="bert")
     _, model = load_base(TrainConfig(base=str(base), out=str(tmp_path / "o"), attention_dropout=0.0))

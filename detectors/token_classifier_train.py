@@ -19,13 +19,16 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, Field
 
+from shambench.detection.detector import trainer
 from shambench.errors import DataError
 from shambench.io import write_json
 from shambench.schema import Example, Prediction, Span
@@ -308,3 +311,9 @@ def mean_token_f1(results: Any) -> float:
     """The example-weighted mean token F1 over the datasets of a `Results` (the per-example mean overall)."""
     groups = results.datasets.values()
     return float(sum(g.token.f1 * g.n for g in groups) / max(1, sum(g.n for g in groups)))
+
+
+@trainer("token-classifier")
+def token_classifier_trainer() -> ModuleType:
+    """Fine-tuning a token classifier on non-test data (`shambench train token-classifier`)."""
+    return sys.modules[__name__]

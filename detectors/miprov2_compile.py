@@ -21,18 +21,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sys
 import threading
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, redirect_stdout
 from hashlib import sha256
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from shambench.cli.exits import FIRST_REASONS
-from shambench.detection.detector import Monitor
+from shambench.detection.detector import Monitor, optimizer
 from shambench.detectors.miprov2 import (
     ProgramFile,
     Prompt,
@@ -52,6 +53,7 @@ from shambench.errors import DataError
 from shambench.io import write_json
 from shambench.provenance import now_iso, shambench_version
 from shambench.records import read_examples
+from shambench.runs.failures import FIRST_REASONS
 from shambench.schema import Example, Prediction
 from shambench.scoring.scorer import Scorer
 
@@ -522,3 +524,9 @@ def print_summary(program: ProgramFile, out: str, console: Console) -> None:
         )
     console.print(f"held-out: {program.heldout}; DSPy {program.dspy_version}")
     console.print(f"program: {out}  (evaluate: shambench eval --detector miprov2:{out})")
+
+
+@optimizer("miprov2")
+def miprov2_optimizer() -> ModuleType:
+    """DSPy MIPROv2 optimisation of a prompted preset's prompt (`shambench optimize`)."""
+    return sys.modules[__name__]
