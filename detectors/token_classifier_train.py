@@ -155,17 +155,17 @@ def training_windows(
     """`(input_ids, token_type_ids, labels)` for each window of one example (first prompt window only)."""
     from shambench.detectors.token_classifier import Encoded, plan_windows, prompt_of
 
-    enc = Encoded(tokenizer, prompt_of(example, input_format), example.response)
+    enc = Encoded(tokenizer, [prompt_of(example, input_format)], example.response)
     gold = token_labels(enc.offsets, example.hallu_spans)
     out, seen = [], set()
     for _, p_hi, a_lo, a_hi in plan_windows(
-        len(enc.prompt_ids), len(enc.answer_ids), max_length - template.n_special, 0
+        len(enc.prompt_ids[0]), len(enc.answer_ids), max_length - template.n_special, 0
     ):
         if (a_lo, a_hi) in seen:
             continue
         seen.add((a_lo, a_hi))
         room = max_length - template.n_special - (a_hi - a_lo)
-        ids, types, at = template.build(enc.prompt_ids[: min(p_hi, room)], enc.answer_ids[a_lo:a_hi])
+        ids, types, at = template.build(enc.prompt_ids[0][: min(p_hi, room)], enc.answer_ids[a_lo:a_hi])
         labels = [-100] * len(ids)
         labels[at : at + a_hi - a_lo] = gold[a_lo:a_hi].tolist()
         out.append((ids, types, labels))
@@ -216,7 +216,13 @@ def save_model(model: Any, tokenizer: Any, folder: Path, config: TrainConfig) ->
 
     write_json(
         folder / SETTINGS_FILE,
-        {"input_format": config.input_format, "max_length": config.max_length, "threshold": config.threshold},
+        {
+            "input_format": config.input_format,
+            "max_length": config.max_length,
+            "threshold": config.threshold,
+            # the windows above carry the tokenizer's token types, so inference must send them too
+            "token_types": True,
+        },
     )
 
 

@@ -15,7 +15,11 @@ from hypothesis import strategies as st
 
 from shambench.cli import main
 from shambench.detectors.token_classifier import (
+    format_passages,
+    lettucedetect_groups,
     lettucedetect_prompt,
+    passages_of,
+    plan_truncated,
     plan_windows,
     psiloqa_prompt,
     spans_of_probs,
@@ -45,13 +49,47 @@ def test_lettucedetect_prompt_wraps_the_context_as_numbered_passages():
     )
 
 
-def test_lettucedetect_prompt_keeps_numbered_passages_and_uses_the_summary_template():
+def test_lettucedetect_prompt_reformats_numbered_passages_as_the_package_does_and_uses_the_summary_template():
+    # RAGTruth's QA passages come as "passage 1:In...\n\npassage 2:..."; the package is given them as a list and
+    # writes "passage 1: ...\npassage 2: ..." (one newline, a space after the colon).
     numbered = Example(
-        id="a", dataset="d", task="t", question="Q?", context="passage 1: x\n\npassage 2: y", response="r"
+        id="a", dataset="d", task="t", question="Q?", context="passage 1:x\n\npassage 2: y z\n", response="r"
     )
-    assert "following 2 passages:\npassage 1: x\n\npassage 2: y\n" in lettucedetect_prompt(numbered)
+    assert passages_of(numbered.context) == ["x", "y z"]
+    assert "following 2 passages:\npassage 1: x\npassage 2: y z\nIn case" in lettucedetect_prompt(numbered)
     summary = Example(id="b", dataset="d", task="summ", context="The text.", response="r")
     assert lettucedetect_prompt(summary) == "Summarize the following text:\npassage 1: The text.\noutput:"
+    # No context: the package's empty passage list, the question kept.
+    bare = Example(id="c", dataset="d", task="qa", question="Q?", response="r")
+    assert passages_of("") == [] and "Q?\nBear in mind" in lettucedetect_prompt(bare)
+    assert "following 0 passages:\n\nIn case" in lettucedetect_prompt(bare)
+
+
+def test_lettucedetect_groups_by_hand():
+    words = lambda text: len(text.split())  # noqa: E731 - a token count of one per word
+    # The QA template around one empty passage is 48 words; the answer is 10 tokens; 3 specials.
+    overhead = words(format_passages([""], "Q?"))
+    passages = ["a " * 20, "b " * 20, "c " * 50, "d " * 5]
+    # Everything fits in 200: one group.
+    assert lettucedetect_groups(words, passages, "Q?", 10, 200) == [passages]
+    # max_length 100: room = 100 - 10 - 3 - overhead; each passage line counts its words + 2 ("passage N:"),
+    # plus one per newline after the first of a group.
+    room = 100 - 10 - 3 - overhead
+    assert overhead == 48 and room == 39
+    # a: 22, a+b: 22 + 23 = 45 > 43 -> [a]; b: 22; b+c: 22 + 53 > 43 -> [b]; c: 52 alone (over: truncated later);
+    # d: 7 -> [d].
+    assert lettucedetect_groups(words, passages, "Q?", 10, 100) == [[passages[0]], [passages[1]], [passages[2]],
+                                                                    [passages[3]]]  # fmt: skip
+    # No room for any passage beside the instructions and the answer: one group, truncated.
+    assert lettucedetect_groups(words, passages, "Q?", 50, 90) == [passages]
+
+
+def test_plan_truncated_cuts_the_prompt_end_and_never_the_answer():
+    # budget 10, answer 4: prompts of 3 and 9 tokens keep 3 and 6 (their first 6, or with left truncation their
+    # last 6); an answer of 11 cannot fit (None: the caller windows it).
+    assert plan_truncated([3, 9], 4, 10, left=False) == [(0, 0, 3, 0, 4), (1, 0, 6, 0, 4)]
+    assert plan_truncated([3, 9], 4, 10, left=True) == [(0, 0, 3, 0, 4), (1, 3, 9, 0, 4)]
+    assert plan_truncated([3], 11, 10, left=False) is None
 
 
 def test_psiloqa_prompt_is_the_question_else_the_context():
@@ -159,7 +197,7 @@ def test_eval_flags_exactly_the_zebra_characters_even_when_windowed(trained_zebr
         main,
         [
             "eval", "--detector", f"token-classifier:{trained_zebra}", "--examples", str(path), "--run-dir",
-            str(run), "-p", "max_length=24", "-p", "overlap=4", "--no-progress", "--bootstrap", "10",
+            str(run), "-p", "max_length=24", "-p", "windows=true", "-p", "overlap=4", "--no-progress", "--bootstrap", "10",
         ],
     )  # fmt: skip
     assert result.exit_code == 0, result.output

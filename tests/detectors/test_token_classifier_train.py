@@ -98,7 +98,7 @@ def test_train_cli_writes_model_checkpoints_and_a_holdout_report(tmp_path):
                  "checkpoints/epoch-1/model.safetensors", "checkpoints/epoch-2/model.safetensors"):  # fmt: skip
         assert (a / name).is_file(), name
     assert json.loads((a / "shambench.json").read_text()) == {
-        "input_format": "lettucedetect", "max_length": 64, "threshold": 0.5,
+        "input_format": "lettucedetect", "max_length": 64, "threshold": 0.5, "token_types": True,
     }  # fmt: skip
     # Same seed, same data: the same weights, byte for byte.
     assert (a / "model.safetensors").read_bytes() == (b / "model.safetensors").read_bytes()
@@ -126,7 +126,7 @@ def test_real_ragtruth_labels_fall_on_gold_spans():
     labelled = [ex for ex in examples if ex.hallu_spans][:40]
     assert len(labelled) == 40
     for ex in labelled:
-        offsets = Encoded(tok, "", ex.response).offsets
+        offsets = Encoded(tok, [], ex.response).offsets
         labels = token_labels(offsets, ex.hallu_spans)
         for (s, e), label in zip(offsets.tolist(), labels.tolist()):
             overlaps = any(s < span.end and e > span.start for span in ex.hallu_spans) and e > s

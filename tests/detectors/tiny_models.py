@@ -52,10 +52,10 @@ def tiny_config(kind: str, **extra):
         pad_token_id=tok.pad_token_id,
         **extra,
     )
+    common.setdefault("max_position_embeddings", 514 if kind == "roberta" else 512)
     if kind == "modernbert":
         return ModernBertConfig(
             **common,
-            max_position_embeddings=512,
             cls_token_id=tok.cls_token_id,
             sep_token_id=tok.sep_token_id,
             bos_token_id=tok.cls_token_id,
@@ -63,17 +63,37 @@ def tiny_config(kind: str, **extra):
             global_attn_every_n_layers=1,
         )
     if kind == "roberta":
-        return RobertaConfig(**{"type_vocab_size": 2, **common}, max_position_embeddings=514)
-    return BertConfig(**common, max_position_embeddings=512)
+        return RobertaConfig(**{"type_vocab_size": 2, **common})
+    return BertConfig(**common)
 
 
-def save_tiny(folder: Path, model_class: str, kind: str = "modernbert", seed: int = 0, **extra) -> Path:
-    """A tiny `transformers` model of class `model_class` (e.g. AutoModelForTokenClassification) in `folder`."""
+def save_tiny(
+    folder: Path,
+    model_class: str,
+    kind: str = "modernbert",
+    seed: int = 0,
+    head_scale: float = 1.0,
+    attention_scale: float = 1.0,
+    **extra,
+) -> Path:
+    """A tiny `transformers` model of class `model_class` (e.g. AutoModelForTokenClassification) in `folder`.
+
+    `head_scale` multiplies the classifier's weights: random heads give probabilities within a hair of 0.5,
+    where float noise decides a label; a larger scale spreads them, as a trained model's are.
+    `attention_scale` multiplies the attention matrices: at random init a token's own embedding drowns what it
+    attends to, so the context would hardly matter; scaled, a change of context changes the labels.
+    """
     import torch
     import transformers
 
     torch.manual_seed(seed)
     model = getattr(transformers, model_class).from_config(tiny_config(kind, **extra))
+    with torch.no_grad():
+        if head_scale != 1.0:
+            model.classifier.weight.mul_(head_scale)
+        for name, weight in model.named_parameters():
+            if attention_scale != 1.0 and weight.dim() == 2 and ("attn" in name or "attention" in name):
+                weight.mul_(attention_scale)
     model.save_pretrained(folder, safe_serialization=True)
     tokenizer().save_pretrained(folder)
     return folder
