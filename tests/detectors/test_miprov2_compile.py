@@ -13,8 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from shambench.cli import main
-from shambench.detectors.miprov2_compile import OptimizeConfig, TokenF1, split_share, train_and_heldout
 from shambench.detectors.miprov2 import base_prompt, load_program
+from shambench.detectors.miprov2_compile import OptimizeConfig, TokenF1, split_share, train_and_heldout
 from shambench.detectors.prompts import SYSTEM
 from shambench.llm.client import cost_of
 from shambench.schema import Example
@@ -330,8 +330,8 @@ def test_an_unparsable_proposal_is_a_failed_trial_and_a_rerun_asks_again(openai_
 
 
 def test_failed_calls_are_counted_with_their_first_reasons():
-    from shambench.detectors.miprov2_compile import add_usage, score_prompts
     from shambench.detectors.miprov2 import Usage
+    from shambench.detectors.miprov2_compile import add_usage, score_prompts
     from shambench.schema import Prediction
 
     class Failing:
