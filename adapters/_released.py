@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -76,3 +77,65 @@ def parquet_rows(path: Path, model: type[M], expected: str) -> list[tuple[str, M
     except (OSError, ValueError) as err:  # pyarrow's ArrowInvalid is a ValueError
         raise SourceError(f"{path}: not a readable Parquet file ({err}); expected {expected}") from None
     return [(f"{path} row {i}", validated(model, obj, f"{path} row {i}", expected)) for i, obj in enumerate(records)]
+
+
+DATA_SUFFIXES = (".parquet", ".json", ".jsonl")
+
+
+def data_rows(path: Path, model: type[M], expected: str) -> list[tuple[str, M]]:
+    """The rows of a released data file in the format the hub holds it in: Parquet, a JSON array, or JSON lines
+    (which the hub also names `.json`)."""
+    if path.suffix == ".parquet":
+        return parquet_rows(path, model, expected)
+    with path.open("rb") as fh:
+        array = fh.read(4096).lstrip().startswith(b"[")
+    return json_array_rows(path, model, expected) if array else jsonl_rows(path, model, expected)
+
+
+def card_configs(root: Path) -> list[dict[str, Any]]:
+    """The `configs` of a hub dataset card (`README.md` front matter) in a source folder; empty without one."""
+    import yaml
+
+    card = root / "README.md"
+    if not card.is_file():
+        return []
+    text = card.read_text(encoding="utf-8")
+    if not text.startswith("---"):
+        return []
+    head = text[3:].split("\n---", 1)[0]
+    try:
+        meta = yaml.safe_load(head) or {}
+    except yaml.YAMLError as err:
+        raise SourceError(f"{card}: the dataset card's front matter is not YAML ({err})") from None
+    configs = meta.get("configs") if isinstance(meta, dict) else None
+    return [c for c in configs if isinstance(c, dict)] if isinstance(configs, list) else []
+
+
+def _card_patterns(config: dict[str, Any], split: str) -> list[str] | None:
+    files = config.get("data_files")
+    if isinstance(files, str | list) and not (isinstance(files, list) and files and isinstance(files[0], dict)):
+        return None  # one unnamed split: not a way to tell test from train
+    for entry in files if isinstance(files, list) else []:
+        if entry.get("split") == split:
+            path = entry.get("path")
+            return [path] if isinstance(path, str) else [p for p in path or [] if isinstance(p, str)]
+    return None
+
+
+def split_files(root: Path, split: str, config: str | None = None) -> list[Path]:
+    """The data files of one split (of one config) of a hub dataset downloaded into `root`: as the card's
+    `configs` name them (`data_files` patterns), else by the hub's naming convention, files under `<config>/` (or
+    anywhere, without a config) whose name starts with the split (`test-00000-of-00001.parquet`, `test.json`)."""
+    for entry in card_configs(root):
+        if config is None or entry.get("config_name") == config:
+            patterns = _card_patterns(entry, split)
+            if patterns is not None:
+                return sorted({p for pattern in patterns for p in root.glob(pattern) if p.suffix in DATA_SUFFIXES})
+            if config is not None:
+                break
+    base = root / config if config else root
+    return sorted(
+        p
+        for p in base.glob("**/*")
+        if p.is_file() and p.suffix in DATA_SUFFIXES and re.match(rf"{re.escape(split)}[-._]", p.name)
+    )

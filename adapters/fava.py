@@ -70,9 +70,11 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from shambench.adapters._released import example_at, json_array_rows, source_file
-from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
+from shambench.data.adapter import Adapter, HubFiles, LoadResult, adapter
 
 FILE = "annotations.json"
+# The hub commit that added annotations.json (later commits changed only the card).
+COMMIT = "d88b835ccd4075e52a54a29a9eafc31218a1d179"
 EXPECTED = "a JSON array of FAVA records with prompt, output and annotated"
 ERROR_TYPES = ("entity", "relation", "contradictory", "invented", "subjective", "unverifiable", "sentence")
 # Misspelt tag names seen in FAVA's annotations and training data, mapped to the type they mean.
@@ -225,11 +227,9 @@ class FavaAdapter(Adapter):
     tasks = ("open_qa",)
     license = "CC BY 4.0"
     homepage = "https://huggingface.co/datasets/fava-uw/fava-data"
-    revision = "fava-uw/fava-data@d88b835 (annotations.json, 2024-01-14)"
+    revision = f"fava-uw/fava-data@{COMMIT[:7]} (annotations.json, 2024-01-14)"
     citation = "Mishra et al. 2024. Fine-grained Hallucination Detection and Editing for Language Models (FAVA). COLM."
-    remote_files = (
-        RemoteFile(url="https://huggingface.co/datasets/fava-uw/fava-data/resolve/main/annotations.json", path=FILE),
-    )
+    remote_files = (HubFiles(repo_id="fava-uw/fava-data", revision=COMMIT, files=(FILE,)),)
 
     def __init__(
         self, duplicates: str = FIRST_MATCHING, keep_untagged: bool = True, exclude_types: tuple[str, ...] = ()

@@ -22,7 +22,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from shambench.adapters._released import example_at, jsonl_rows, source_file
-from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
+from shambench.data.adapter import Adapter, HubFiles, LoadResult, adapter
 
 FILE = "HalluEntity.jsonl"
 EXPECTED = "HalluEntity JSON lines with prompt, response, entity (list of strings) and entity_label (list of booleans)"
@@ -94,11 +94,8 @@ class HalluEntityAdapter(Adapter):
     citation = (
         "Yeh et al. 2025. Can Your Uncertainty Scores Detect Hallucinated Entity? (HalluEntity). arXiv:2502.11948."
     )
-    remote_files = (
-        RemoteFile(
-            url="https://huggingface.co/datasets/samuelyeh/HalluEntity/resolve/main/HalluEntity.jsonl", path=FILE
-        ),
-    )
+    # The card shows the commit only by its short id; the download resolves it against the repository's history.
+    remote_files = (HubFiles(repo_id="samuelyeh/HalluEntity", revision="00b3e0c", files=(FILE,)),)
 
     def available(self, data_dir: Path) -> bool:
         return (self.root(data_dir) / FILE).is_file()

@@ -23,8 +23,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from shambench.adapters._released import example_at, parquet_rows
-from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
+from shambench.adapters._released import data_rows, example_at, split_files
+from shambench.data.adapter import Adapter, HubFiles, LoadResult, adapter
 from shambench.data.steps import step_fields
 from shambench.errors import SourceError
 
@@ -108,20 +108,20 @@ class Hard2VerifyAdapter(Adapter):
     tasks = (TASK,)
     license = "not stated on the dataset card"
     homepage = "https://huggingface.co/datasets/Salesforce/Hard2Verify"
-    revision = "Salesforce/Hard2Verify main (test split)"
+    # No commit of the repository is known here: the download takes main's, says so, and records it.
+    revision = "Salesforce/Hard2Verify main (test split; the commit downloaded is recorded beside the files)"
     citation = (
         "Pandit et al. 2025. Hard2Verify: A Step-Level Verification Benchmark for Open-Ended Frontier Math. "
         "arXiv:2510.13744."
     )
+    # The card says JSON, an earlier layout was Parquet: the card and every data file are fetched as listed, and
+    # the split's files are found through the card's `configs`.
     remote_files = (
-        RemoteFile(
-            url="https://huggingface.co/datasets/Salesforce/Hard2Verify/resolve/main/data/test-00000-of-00001.parquet",
-            path="data/test-00000-of-00001.parquet",
-        ),
+        HubFiles(repo_id="Salesforce/Hard2Verify", revision="", files=("README.md", "*.parquet", "*.json", "*.jsonl")),
     )
 
     def _files(self, data_dir: Path, split: str) -> list[Path]:
-        return sorted(self.root(data_dir).glob(f"**/{split}-*.parquet"))
+        return split_files(self.root(data_dir), split)
 
     def available(self, data_dir: Path) -> bool:
         return bool(self._files(data_dir, "test"))
@@ -131,10 +131,13 @@ class Hard2VerifyAdapter(Adapter):
         root = self.root(data_dir)
         paths = self._files(data_dir, split)
         if not paths:
-            raise SourceError(f"{root}: no {split}-*.parquet (run `shambench data download {self.name}`)")
+            raise SourceError(
+                f"{root}: no {split} data files (Parquet or JSON, as the card's configs or `{split}-*` name them; "
+                f"run `shambench data download {self.name}`)"
+            )
         examples = []
         for path in paths:
-            for where, row in parquet_rows(path, EncryptedRow, EXPECTED):
+            for where, row in data_rows(path, EncryptedRow, EXPECTED):
                 rec = decrypted(where, row)
                 if len(rec.human_labels) != len(rec.model_response_by_step) or any(
                     v not in (0, 1) for v in rec.human_labels

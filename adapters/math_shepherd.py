@@ -23,7 +23,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from shambench.adapters._released import example_at, jsonl_rows, parquet_rows
-from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
+from shambench.data.adapter import Adapter, HubFiles, LoadResult, RemoteFile, adapter
 from shambench.data.steps import step_fields
 from shambench.errors import SourceError
 from shambench.schema import Example
@@ -35,6 +35,8 @@ MARKER = "ки"
 PLACEHOLDER = "ⶻ"
 RAW_FILE = "math-shepherd.jsonl"
 SAMPLE_FILE = "samples_math-shepherd.openr.jsonl"
+# trl-lib/math_shepherd at the commit whose data/ holds test-00000-of-00001.parquet (9.6 MB).
+TRL_COMMIT = "004d0e7dc9249b4af58ce41e58b7d2fef184dade"
 RAW_EXPECTED = "Math-Shepherd JSON lines with input (steps ending in ки) and label (+/- in place of each ки)"
 TRL_EXPECTED = "TRL's Math-Shepherd rows with prompt, completions (list of steps) and labels (list of booleans)"
 LEAKED_PREFIXES = (
@@ -133,13 +135,10 @@ class MathShepherdAdapter(Adapter):
     splits = ("test", "train", "sample")
     license = "not stated on the dataset card (openr's sample: MIT)"
     homepage = "https://huggingface.co/datasets/peiyi9979/Math-Shepherd"
-    revision = "trl-lib/math_shepherd (TRL's 95/5 split, seed 42); openr@c327792 for the sample"
+    revision = f"trl-lib/math_shepherd@{TRL_COMMIT[:7]} (TRL's 95/5 split, seed 42); openr@c327792 for the sample"
     citation = "Wang et al. 2024. Math-Shepherd: Verify and Reinforce LLMs Step-by-step without Human Annotations. ACL."
     remote_files = (
-        RemoteFile(
-            url="https://huggingface.co/datasets/trl-lib/math_shepherd/resolve/main/data/test-00000-of-00001.parquet",
-            path="data/test-00000-of-00001.parquet",
-        ),
+        HubFiles(repo_id="trl-lib/math_shepherd", revision=TRL_COMMIT, files=("data/test-*.parquet",)),
         RemoteFile(
             url="https://raw.githubusercontent.com/openreasoner/openr/c32779289ff25218c76425a9024f09c8853035a4/"
             "preprocess/tests/samples_math-shepherd.jsonl",

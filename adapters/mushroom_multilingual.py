@@ -19,34 +19,57 @@ from __future__ import annotations
 from pathlib import Path
 
 from shambench.adapters._released import jsonl_rows, source_file
-from shambench.adapters.mushroom import EXPECTED, MushroomRow, row_example
+from shambench.adapters.mushroom import EXPECTED, RAW, MushroomRow, row_example
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.errors import DataError
 
 LANGUAGES = ("ar", "ca", "cs", "de", "en", "es", "eu", "fa", "fi", "fr", "hi", "it", "sv", "zh")
 VALIDATION_LANGUAGES = ("ar", "de", "en", "es", "fi", "fr", "hi", "it", "sv", "zh")
 DATASET_PREFIX = "mushroom-"
-VENDORED = (
-    "https://raw.githubusercontent.com/ZurichNLP/sc-hallucination-detection/"
-    "ec3d35e2881fb5814d7dfe6bdc27526b9a9e7e34/data/test_jan25_labelled"
-)
-# SHA-256 of each labelled test file (the release's SHA256SUMS); the joined validation files have no public copy.
-TEST_SHA256 = {
-    "ar": "c0c2bdf94a570dc8946c95ca74fea10bc1253adf6f2c1488ed10cb32cf5fcedc",
-    "ca": "9130a6b794c8de219c4a3eeddaa67133287a46e73016b53cf992085c1f89e2ac",
-    "cs": "25b804a098d371d7639b248119af8fb96fcdf893622749ed9bf4c2efaeb43ba1",
-    "de": "12d534859f16abccdf55c0cf85dd4fbab4420f6586bee876f6f6073aff078b68",
-    "en": "53d52b5e80d49f874b627a5d0691dc1681e92ca70eb12d3ed5ad5b33c65c7908",
-    "es": "21cabe614803501c63f4d8e17505c2c4e6fb7c07c90b678093b49abb473fcab6",
-    "eu": "b382ec135b435026939ca836f20674416b8fafa8408c5d42b2888b8cb3972982",
-    "fa": "cda6dcb67db871fb2144fc052e41f7e5c059b2d080c4042120bd0d341fd8c3aa",
-    "fi": "ba1650307cd7253f8934b81e0e5739b6e0e32103b51747c53667089e228a5056",
-    "fr": "58b979a1bb37c44123cc6882ea6559582b1b25c99ae3264056e260833cc2cab6",
-    "hi": "b6e04563975d1833bf961d3bc200653bc8eef86f247ac2e2a60c13e30abe1ba4",
-    "it": "5835d6d3dabf1ae7bb1e2468cc5e6e871100f1a8332be82027088286f3cebd24",
-    "sv": "e0f6ed566f8ae592684a78a1946e0e997c3adedfe3d40c02f0c0aa1a8eb36a93",
-    "zh": "a8d779695f545bbaeee47c6edd4abe73e65db10a211c9c6081d3dcd061a2f814",
+# SHA-256 of the organisers' labelled files at the pinned commit (the files as released, with `annotations` and
+# `wikipedia_url`): `splits/test_labeled/v1/mushroom.<lang>-tst.v1.extra.jsonl` and
+# `splits/val/v2/mushroom.<lang>-val.v2.extra.jsonl`.
+AUTHORS_TEST_SHA256 = {
+    "ar": "f15c2404a5d19c2a5ee490a1cbfad455174a6d570ebd499e2ed10b754c58f756",
+    "ca": "ba994ea3fc0b2d5906fa4b6b0db778e02ab68b00edf51f182cb01ec89dd918df",
+    "cs": "da9dbaea5278279b2990a485af22509294a9101684ff1d7e89ae3448b1ea933d",
+    "de": "52c0b09bb47d6ff97080b629071fd11fd1a7c6ac12b019cbbf002128cba243c9",
+    "en": "758df17a159bb1c75adb7e7ef6900a3903a56a6d803195770ec73ea2f0c45131",
+    "es": "defdf802bca9d76267e7b5682e89045014f13907527486f2e0697dea9ec9ae24",
+    "eu": "7fd05535cd910cbd0d3467ae810686f15df159bc5f6c6c2c7ae3aa6526fe5927",
+    "fa": "c9e367c6f6c8967c91ae1f14ae65b891698ce2279f890e23fad8ed3861de4f57",
+    "fi": "a32a8f54333325e5129cd6a8ce78d0114c661edda7a18aee2146745c540cabb1",
+    "fr": "9ddf53682e10d1610cae58c7bfd39d9d553b58e30e0582826718aadeae8d3ade",
+    "hi": "6ca70f9ce4cd174f524e85ee5a813b20a1df1e7349f9f0926530aa59ee0c489d",
+    "it": "de4de2ff6ca9bf350cce8beca494ac2fd575aafdd15b838bf341adafe405c2db",
+    "sv": "b2e2957254db801d4f1f62046e328e067c9f4772b70d9d780f69dd377474f752",
+    "zh": "4a8149cbb7ec08a4e94c5b5b44cfd82e8cb553c5417b0ff59696392c08785f7b",
 }
+AUTHORS_VALIDATION_SHA256 = {
+    "ar": "65942384caa036f69b9feddd82c72ca268a466a9522424af362df62893432c15",
+    "de": "47765639d1e8057a726c45331808058e732ff5ec11c4a95a9d8f95bf500856d4",
+    "en": "e629e5e085011f22b396b222538b0a21f5aae0b634798c4d0143bb58026cee4b",
+    "es": "7803830bd6fe83ecfbdeb87c92b12d9320fc58f11122ada8d21532e46fdda643",
+    "fi": "dc1dcd989a8c7d8b87d4e12a29c4609994ee49022b468968e3b0aa3cae4f8c4c",
+    "fr": "9fc2fbd52b1f994c3ee5e4e206d2e8a40a63a5b058e23033460769843150002f",
+    "hi": "322fa994a65230187df2dc7d96062d96a72a327c32c3d84ca8a45e8699b14609",
+    "it": "619e126c91a62d1a26f9a7fdf520efeeae3d447df64638ae91f1b4038ae5a5c0",
+    "sv": "7851d2cbeb60e289b767da292a3c6e81cd0c2e7aeaf91bc02d438550b9d2d508",
+    "zh": "fd751f8b3fad3727205f5b95b16200d9c7db339bc736d996aa057ffe409844ed",
+}
+
+
+def authors_file(lang: str, split: str) -> str:
+    """The organisers' released file of one language and split, relative to the source folder."""
+    if split == "test":
+        return f"multilingual/authors/test/mushroom.{lang}-tst.v1.extra.jsonl"
+    return f"multilingual/authors/val/mushroom.{lang}-val.v2.extra.jsonl"
+
+
+def authors_url(lang: str, split: str) -> str:
+    """Where the organisers' repository publishes that file, at the commit the English adapter pins."""
+    folder = "test_labeled/v1" if split == "test" else "val/v2"
+    return f"{RAW}/splits/{folder}/{Path(authors_file(lang, split)).name}"
 
 
 def file_of(lang: str, split: str) -> str:
@@ -77,8 +100,9 @@ class MushroomMultilingualAdapter(Adapter):
     )
 
     remote_files = tuple(
-        RemoteFile(url=f"{VENDORED}/mushroom.{lang}-tst.v1.jsonl", path=file_of(lang, "test"), sha256=sha)
-        for lang, sha in TEST_SHA256.items()
+        RemoteFile(url=authors_url(lang, split), path=authors_file(lang, split), sha256=sha)
+        for split, digests in (("test", AUTHORS_TEST_SHA256), ("validation", AUTHORS_VALIDATION_SHA256))
+        for lang, sha in digests.items()
     )
 
     def available(self, data_dir: Path) -> bool:

@@ -150,10 +150,17 @@ class RAGTruthAdapter(Adapter):
         "Cheng Niu, Yuanhao Wu, Juno Zhu, Siliang Xu, Kashun Shum, Randy Zhong, Juntong Song, Tong Zhang. "
         "RAGTruth: A Hallucination Corpus for Developing Trustworthy Retrieval-Augmented Language Models. ACL 2024."
     )
-    # No offline copy of the official files exists to compute their checksums from.
+    # No offline copy of the official files exists to compute a SHA-256 from; the public tree at the commit lists
+    # their git blob ids.
     remote_files = (
-        RemoteFile(url=f"{_RAW}/{OFFICIAL_RESPONSES}", path=OFFICIAL_RESPONSES),
-        RemoteFile(url=f"{_RAW}/{OFFICIAL_SOURCES}", path=OFFICIAL_SOURCES),
+        RemoteFile(
+            url=f"{_RAW}/{OFFICIAL_RESPONSES}",
+            path=OFFICIAL_RESPONSES,
+            git_blob="f9ae5913fb9976684f3e13be3cd3465062db54cc",
+        ),
+        RemoteFile(
+            url=f"{_RAW}/{OFFICIAL_SOURCES}", path=OFFICIAL_SOURCES, git_blob="119277774009f110aa58596b93f9512f62594a89"
+        ),
     )
 
     def available(self, data_dir: Path) -> bool:

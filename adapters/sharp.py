@@ -29,8 +29,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from shambench.adapters._released import example_at, parquet_rows
-from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
+from shambench.adapters._released import data_rows, example_at, split_files
+from shambench.data.adapter import Adapter, HubFiles, LoadResult, adapter
 from shambench.data.steps import step_fields
 from shambench.errors import SourceError
 from shambench.schema import Example
@@ -134,20 +134,19 @@ class SharpAdapter(Adapter):
     splits = ("test", "train")
     license = "not stated on the dataset card (gated: accept the conditions on the hub)"
     homepage = "https://huggingface.co/datasets/ZaandaTeika/SHARP"
-    revision = "ZaandaTeika/SHARP main"
+    # No commit of the repository is known here: the download takes main's, says so, and records it.
+    revision = "ZaandaTeika/SHARP main (the commit downloaded is recorded beside the files)"
     citation = "SHARP: step-level hallucination annotations for mathematical reasoning (dataset card, ZaandaTeika)."
-    remote_files = tuple(
-        RemoteFile(
-            url=f"https://huggingface.co/datasets/ZaandaTeika/SHARP/resolve/main/{config}/{split}-00000-of-00001.parquet",
-            path=f"{config}/{split}-00000-of-00001.parquet",
-        )
-        for base in PARTS.values()
-        for config in (base, f"{base}-SPAN")
-        for split in ("train", "test")
+    # File names are not known here: the card and every data file are fetched as the hub lists them, and each
+    # config's split is found through the card's `configs` (else `<config>/<split>-*`).
+    remote_files = (
+        HubFiles(
+            repo_id="ZaandaTeika/SHARP", revision="", files=("README.md", "*.parquet", "*.json", "*.jsonl"), gated=True
+        ),
     )
 
     def _files(self, data_dir: Path, config: str, split: str) -> list[Path]:
-        return sorted((self.root(data_dir) / config).glob(f"{split}-*.parquet"))
+        return split_files(self.root(data_dir), split, config)
 
     def available(self, data_dir: Path) -> bool:
         return any(
@@ -169,9 +168,9 @@ class SharpAdapter(Adapter):
                 continue
             if not step_paths or not span_paths:
                 missing = base if not step_paths else f"{base}-SPAN"
-                raise SourceError(f"{root / missing}: no {split}-*.parquet (both views of {base} are needed)")
-            steps = [r for p in step_paths for r in parquet_rows(p, StepRow, STEP_EXPECTED)]
-            spans = [r for p in span_paths for r in parquet_rows(p, SpanRow, SPAN_EXPECTED)]
+                raise SourceError(f"{root / missing}: no {split} data files (both views of {base} are needed)")
+            steps = [r for p in step_paths for r in data_rows(p, StepRow, STEP_EXPECTED)]
+            spans = [r for p in span_paths for r in data_rows(p, SpanRow, SPAN_EXPECTED)]
             if len(steps) != len(spans):
                 raise SourceError(
                     f"{root / base}: {len(steps)} step-view rows but {len(spans)} span-view rows in {split} "
@@ -187,7 +186,9 @@ class SharpAdapter(Adapter):
                 defects.update(found)
                 examples.append(ex)
         if not files:
-            raise SourceError(f"{root}: no SHARP {split} Parquet files (expected <config>/{split}-*.parquet)")
+            raise SourceError(
+                f"{root}: no SHARP {split} data files (expected them where the card's configs say, or <config>/{split}-*)"
+            )
         if defects:
             log.info("sharp %s: repaired card defects %s", split, dict(defects))
         return LoadResult(examples=examples, dropped=dict(dropped), files=files)

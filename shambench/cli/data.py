@@ -1,4 +1,4 @@
-"""`shambench data download|stats|dump|export|add-context`: fetch the corpora, describe them, write them out."""
+"""`shambench data download|verify|stats|dump|export|add-context`: fetch the corpora, describe them, write them out."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from shambench.errors import DataError
 
 if TYPE_CHECKING:
     from rich.console import Console, JustifyMethod
-    from rich.progress import Progress, TaskID
+    from rich.progress import Progress
 
     from shambench.data.benchmark import Benchmark
+    from shambench.data.download import ProgressHook
     from shambench.data.stats import BenchmarkStats
 
 
@@ -25,6 +26,7 @@ def data_group() -> None:
 
     \b
     shambench data download                      every SHAM-Bench source into the data folder
+    shambench data verify --data-dir DIR         check the files in a data folder against their checksums
     shambench data stats --data-dir ../shared/data
     shambench data dump --out test.jsonl --datasets ragtruth,mushroom
     shambench data export --out shambench-hf     parquet per split + a dataset card
@@ -55,53 +57,99 @@ def _load(datasets: str | None, split: str, data_dir: str | None, console: Conso
 @data_group.command("download")
 @click.argument("names", nargs=-1, metavar="[NAMES]...")
 @data_dir_option
+@click.option(
+    "--max-size",
+    default="4GB",
+    show_default=True,
+    help="Refuse any file larger than this (bytes, or with KB/MB/GB/TB; KiB/MiB/GiB for powers of 1024).",
+)
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
-def download(names: tuple[str, ...], data_dir: str | None, no_progress: bool) -> None:
+def download(names: tuple[str, ...], data_dir: str | None, max_size: str, no_progress: bool) -> None:
     """Fetch the released files of the named sources (default: every SHAM-Bench source) from their original
-    public locations (GitHub raw files, the Hugging Face hub).
+    public locations: GitHub files at pinned commits, Hugging Face datasets through huggingface_hub at pinned
+    commits.
 
-    Files already present with the right SHA-256 are skipped; an interrupted download resumes from its `.part`
-    file when the command is run again; a file whose checksum does not match is discarded. Sources that fail are
-    listed at the end, and the command then exits with status 2.
+    \b
+    Every file is verified before it is installed: GitHub files against the SHA-256 or git blob id the adapter
+    declares, hub files against the size and digest the hub reports for the pinned commit. A file that fails is
+    deleted; content that is not the file (an HTML page) is named with its URL. Files already installed are
+    re-checked cheaply (size and recorded digest); an interrupted download resumes when the command is run again,
+    and restarts when the upstream file changed. Gated sets (SHARP) need their conditions accepted on the hub and
+    a token ($HF_TOKEN, or `hf auth login`); $HF_ENDPOINT points at another hub.
+
+    Every file is tried; each failure is listed, and the command then exits with status 2.
     """
     from shambench.data.adapter import adapters, resolve_data_dir
     from shambench.data.benchmark import DEFAULT_SUITE, split_names
-    from shambench.data.download import fetch, make_client, targets
-    from shambench.errors import DownloadError
+    from shambench.data.download import Outcome, download_sources, make_client, parse_size
     from shambench.reporting.tables import make_console
 
+    try:
+        max_bytes = parse_size(max_size)
+    except ValueError as err:
+        raise click.BadParameter(str(err), param_hint="--max-size") from None
     console = make_console(stderr=True)
     root = resolve_data_dir(data_dir)
     chosen = split_names(list(names))
     entries = [adapters.get(n) for n in chosen] if chosen else adapters.entries()
     sources = [e.factory() for e in entries]
     sources = [a for a in sources if chosen or a.suite == DEFAULT_SUITE]
-    failed: dict[str, str] = {}
+    if no_progress:
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
     with make_client() as client, _transfer_progress(console, no_progress) as progress:
-        for adapter in sources:
-            if not adapter.remote_files:
-                failed[adapter.name] = "no public download location is known for this source"
-                continue
-            for remote, dest in targets(adapter, root):
-                task = progress.add_task(f"{adapter.name}/{remote.path}", total=None)
 
-                def advance(done: int, total: int | None, t: TaskID = task) -> None:
-                    progress.update(t, completed=done, total=total)
+        def hook(label: str) -> ProgressHook:
+            task = progress.add_task(label, total=None)
+            return lambda done, total: progress.update(task, completed=done, total=total)
 
-                try:
-                    fresh = fetch(
-                        client,
-                        remote,
-                        dest,
-                        advance,
-                    )
-                except DownloadError as err:
-                    failed[adapter.name] = str(err)
-                    break
-                progress.update(task, description=f"{adapter.name}/{remote.path} ({'fetched' if fresh else 'present'})")
+        def show(outcome: Outcome) -> None:
+            if outcome.status != "failed":
+                note = f" ({outcome.detail})" if outcome.detail else ""
+                progress.console.print(f"{outcome.source}/{outcome.path}: {outcome.status}{note}", markup=False)
+
+        outcomes = download_sources(sources, root, client, max_bytes, hook, show)
     console.print(f"data dir: {root}")
+    failed = [o for o in outcomes if o.status == "failed"]
+    for outcome in failed:
+        console.print(f"failed: {outcome.source}/{outcome.path}: {outcome.detail}", soft_wrap=True, markup=False)
     if failed:
-        raise DataError("; ".join(f"{name}: {message}" for name, message in failed.items()))
+        fetched = sum(o.status in ("fetched", "present") for o in outcomes)
+        raise DataError(f"{len(failed)} of {len(outcomes)} files failed ({fetched} installed); see above")
+
+
+@data_group.command("verify")
+@click.argument("names", nargs=-1, metavar="[NAMES]...")
+@data_dir_option
+def verify(names: tuple[str, ...], data_dir: str | None) -> None:
+    """Check the released files in a data folder, offline: GitHub files against the checksums their adapters
+    declare, Hugging Face files against the digests recorded when `data download` verified them.
+
+    Default: every source whose folder is present. Each file is listed as ok, absent, unrecorded (placed by hand:
+    nothing to check it against offline) or mismatch; any mismatch makes the command exit with status 2.
+    """
+    from shambench.data.adapter import adapters, resolve_data_dir
+    from shambench.data.benchmark import split_names
+    from shambench.data.download import verify_source
+    from shambench.reporting.tables import make_console
+
+    console = make_console()
+    root = resolve_data_dir(data_dir)
+    chosen = split_names(list(names))
+    sources = [adapters.get(n).factory() for n in chosen] if chosen else [e.factory() for e in adapters.entries()]
+    sources = [a for a in sources if chosen or a.root(root).is_dir()]
+    outcomes = [o for adapter in sources for o in verify_source(adapter, root)]
+    for o in outcomes:
+        console.print(f"{o.status:>10}  {o.source}/{o.path}" + (f"  {o.detail}" if o.detail else ""), markup=False)
+    bad = [o for o in outcomes if o.status == "mismatch"]
+    if bad:
+        raise DataError(
+            f"{len(bad)} file(s) in {root} do not match their checksums: "
+            + ", ".join(f"{o.source}/{o.path}" for o in bad)
+        )
+    counts = {s: sum(o.status == s for o in outcomes) for s in ("ok", "unrecorded", "absent")}
+    console.print(f"data dir: {root}: " + ", ".join(f"{n} {s}" for s, n in counts.items()), markup=False)
 
 
 def _transfer_progress(console: Console, no_progress: bool) -> Progress:

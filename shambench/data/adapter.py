@@ -26,7 +26,35 @@ class RemoteFile(BaseModel):
     path: str
     """Where it goes, relative to the source's folder in the data directory."""
     sha256: str | None = None
-    """Expected SHA-256 of the content, when known; a mismatch fails the download."""
+    """Expected SHA-256 of the content; a mismatch fails the download."""
+    git_blob: str | None = None
+    """Expected git blob id (SHA-1 of `blob <size>\\0` + content), for files whose checksum is known only from a git
+    tree; one of `sha256` and `git_blob` must be given, or the download refuses the file."""
+
+
+class HubFiles(BaseModel):
+    """Files of a Hugging Face dataset repository at a pinned commit, as `shambench data download` fetches them
+    (through `huggingface_hub`); each is verified against the size and digest the hub reports for that commit."""
+
+    repo_id: str
+    """The dataset repository (`owner/name`)."""
+    revision: str
+    """The commit: 40 hex digits, or the short id the authors' page shows (resolved against the repository's
+    history, and then kept), or empty when no commit is known here (the download then takes `main`'s commit,
+    says so, and records it)."""
+    files: tuple[str, ...]
+    """The files to fetch: repository paths or `fnmatch` patterns, matched against the repository's listing at
+    that commit (so the real layout is read, not guessed). A path that is not listed fails the download, and so
+    do patterns of which none matches a file."""
+    into: str = ""
+    """Folder below the source's folder where the files go, keeping their repository paths."""
+    gated: bool = False
+    """Whether the repository asks users to accept its conditions (a token is then needed)."""
+
+    @property
+    def page(self) -> str:
+        """The repository's page on the public hub, where gated conditions are accepted."""
+        return f"https://huggingface.co/datasets/{self.repo_id}"
 
 
 class LoadResult(BaseModel):
@@ -63,8 +91,8 @@ class Adapter:
     """The released revision the adapter reads (commit, version or date)."""
     citation: str = ""
     """How the authors ask to be cited."""
-    remote_files: tuple[RemoteFile, ...] = ()
-    """The released files and their public locations, for `shambench data download`."""
+    remote_files: tuple[RemoteFile | HubFiles, ...] = ()
+    """The released files and their public locations, for `shambench data download` and `data verify`."""
 
     def root(self, data_dir: Path) -> Path:
         """The source's folder inside a data directory."""

@@ -1,43 +1,155 @@
-"""Fetching the released files of a source into the data directory (`shambench data download`).
+"""Fetching and verifying the released files of a source (`shambench data download`, `shambench data verify`).
 
-Each `RemoteFile` goes to `<data dir>/<source folder>/<path>` by way of a `.part` file beside it. An interrupted
-transfer keeps the bytes that arrived, and the next attempt (in the same call, or a later run) asks only for the
-rest with an HTTP `Range: bytes=N-` request; a server that answers 200 instead of 206 sends the whole file, which
-then replaces the part. When the adapter gives a SHA-256, the finished file must match it: on a mismatch the part
-is deleted and nothing is installed. A file already in place with the right checksum is not fetched again.
+Every file is checked before it is installed at `<data dir>/<source folder>/<path>`: against the SHA-256 or git
+blob id its adapter declares (GitHub files), or against the size and digest the Hugging Face hub reports for the
+pinned commit (LFS SHA-256, else git blob id). Content that is plainly not the file (an HTML page where JSON or
+Parquet was expected) is an error naming the URL. A file that fails a check is deleted and never installed.
+
+GitHub files are fetched here, by way of a `.part` file beside the destination: an interrupted transfer keeps
+its bytes and the next attempt asks for the rest with `Range` plus `If-Range: <ETag>`, so an upstream file that
+changed in between is sent whole and the part restarts (a part without a strong ETag is never resumed). Hub files
+go through `huggingface_hub.hf_hub_download` at the pinned commit (its token, gated-repo errors and CDN
+redirects), staged in `<data dir>/.shambench-hub/`; it resumes only into an incomplete file named after the ETag,
+so a changed upstream restarts too. A size cap refuses any file larger than it before a byte is written.
+
+Each source folder keeps `.shambench-downloads.json`: per installed file its size, modification time and
+digests. A present file is trusted without reading it when its size and time match that record and the recorded
+digest is the expected one; otherwise it is hashed again.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fnmatch
 import hashlib
+import json
 import os
 import re
-from collections.abc import Callable
+import shutil
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 import httpx
+from pydantic import BaseModel
 
-from shambench.data.adapter import Adapter, RemoteFile
+from shambench.data.adapter import Adapter, HubFiles, RemoteFile
 from shambench.errors import DownloadError
+from shambench.io import write_atomic
+
+if TYPE_CHECKING:
+    from huggingface_hub import HfApi
 
 CHUNK = 1 << 16
 ATTEMPTS = 3
+DEFAULT_MAX_BYTES = 4 << 30
+MANIFEST = ".shambench-downloads.json"
+HUB_STAGING = ".shambench-hub"
 # (bytes so far, total bytes or None when the server does not say)
 ProgressHook = Callable[[int, "int | None"], None]
+Status = Literal["fetched", "present", "failed", "ok", "absent", "mismatch", "unrecorded"]
+COMMIT = re.compile(r"[0-9a-f]{40}")
+SHORT_COMMIT = re.compile(r"[0-9a-f]{7,39}")
+GLOB = re.compile(r"[*?\[]")
 
 
-def make_client(timeout: float = 60.0) -> httpx.Client:
-    """An HTTP client that follows redirects (the Hugging Face hub redirects to its CDN)."""
-    return httpx.Client(follow_redirects=True, timeout=httpx.Timeout(timeout, connect=15.0))
+class Target(BaseModel):
+    """One released file as the download installs it: where its bytes come from, where they go, what they must be."""
+
+    url: str
+    """Where the bytes come from (named in every error)."""
+    path: str
+    """Where the file goes, relative to the source's folder."""
+    size: int | None = None
+    """Expected size in bytes, when the origin reports it (the hub does)."""
+    sha256: str | None = None
+    """Expected SHA-256 of the content."""
+    git_blob: str | None = None
+    """Expected git blob id of the content."""
+    repo_id: str | None = None
+    """The Hugging Face dataset repository, for files fetched through `huggingface_hub`."""
+    commit: str | None = None
+    """The commit a hub file is taken from."""
+    filename: str | None = None
+    """The file's path in that repository."""
 
 
-def sha256_of(path: Path) -> str:
-    """The hex SHA-256 of a file's content."""
-    digest = hashlib.sha256()
+class Recorded(BaseModel):
+    """What a source folder's manifest keeps of an installed file, to re-verify it cheaply."""
+
+    size: int
+    """Size in bytes when installed."""
+    mtime_ns: int
+    """Modification time when installed (a later change makes the file be hashed again)."""
+    sha256: str
+    """SHA-256 of the installed content."""
+    git_blob: str
+    """Git blob id of the installed content."""
+    url: str
+    """Where it was fetched from."""
+    repo_id: str | None = None
+    """The hub repository it came from, if any."""
+    commit: str | None = None
+    """The hub commit it came from, if any."""
+
+
+class Outcome(BaseModel):
+    """What happened to one file in `data download` or `data verify`."""
+
+    source: str
+    """The adapter's name."""
+    path: str
+    """The file, relative to the source folder (or the hub repository, when its listing failed)."""
+    status: Status
+    """fetched / present / failed (download); ok / absent / mismatch / unrecorded (verify)."""
+    detail: str = ""
+    """The reason of a failure or mismatch, or a note (the commit a hub file was taken from)."""
+
+
+class Digests(NamedTuple):
+    """Size and digests of a file's content."""
+
+    size: int
+    sha256: str
+    git_blob: str
+
+
+def digests(path: Path) -> Digests:
+    """The size, SHA-256 and git blob id of a file, read once."""
+    size = path.stat().st_size
+    sha, blob = hashlib.sha256(), hashlib.sha1(b"blob %d\0" % size)
     with path.open("rb") as fh:
         for block in iter(lambda: fh.read(CHUNK), b""):
-            digest.update(block)
-    return digest.hexdigest()
+            sha.update(block)
+            blob.update(block)
+    return Digests(size, sha.hexdigest(), blob.hexdigest())
+
+
+def mismatch(target: Target, got: Digests) -> str | None:
+    """How `got` differs from what `target` must be, or None when it matches every expectation."""
+    if target.size is not None and got.size != target.size:
+        return f"size mismatch (expected {target.size} bytes, got {got.size})"
+    if target.sha256 is not None and got.sha256 != target.sha256:
+        return f"SHA-256 mismatch (expected {target.sha256}, got {got.sha256})"
+    if target.git_blob is not None and got.git_blob != target.git_blob:
+        return f"git blob id mismatch (expected {target.git_blob}, got {got.git_blob})"
+    return None
+
+
+def content_problem(path: Path) -> str | None:
+    """Why a downloaded file is plainly not a released data file of its kind (an HTML page, a JSON file that does
+    not start like JSON, a Parquet file without its magic bytes), or None."""
+    with path.open("rb") as fh:
+        head = fh.read(512)
+    start = head.lstrip()
+    if start[:15].lower().startswith((b"<!doctype html", b"<html", b"<head", b"<body")):
+        return "the server sent an HTML page, not the file"
+    suffix = path.name.removesuffix(".part").rsplit(".", 1)[-1].lower()
+    if suffix in ("json", "jsonl") and start and start[:1] not in (b"{", b"["):
+        return f"the content does not start like JSON ({start[:20]!r})"
+    if suffix == "parquet" and not head.startswith(b"PAR1"):
+        return f"the content is not Parquet (it starts {head[:20]!r})"
+    return None
 
 
 def part_path(dest: Path) -> Path:
@@ -45,45 +157,153 @@ def part_path(dest: Path) -> Path:
     return dest.with_name(dest.name + ".part")
 
 
-def is_current(dest: Path, remote: RemoteFile) -> bool:
-    """Whether `dest` is present and, when a checksum is known, matches it."""
-    return dest.is_file() and (remote.sha256 is None or sha256_of(dest) == remote.sha256)
+def _resume_info(dest: Path) -> Path:
+    """The file beside a `.part` that records its URL and ETag (a part is resumed only when both still hold)."""
+    return dest.with_name(dest.name + ".part.json")
+
+
+# --- the per-folder manifest -------------------------------------------------------------------------------------
+
+
+def read_manifest(folder: Path) -> dict[str, Recorded]:
+    """The installed files recorded in a source folder (empty when the folder has no manifest, or it is unreadable)."""
+    path = folder / MANIFEST
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        return {name: Recorded.model_validate(entry) for name, entry in raw.items()}
+    except (OSError, ValueError):
+        return {}
+
+
+def _record(folder: Path, rel: str, dest: Path, target: Target, got: Digests) -> None:
+    entries = read_manifest(folder)
+    entries[rel] = Recorded(
+        size=got.size,
+        mtime_ns=dest.stat().st_mtime_ns,
+        sha256=got.sha256,
+        git_blob=got.git_blob,
+        url=target.url,
+        repo_id=target.repo_id,
+        commit=target.commit,
+    )
+    body = {name: entry.model_dump(exclude_none=True) for name, entry in sorted(entries.items())}
+    write_atomic(folder / MANIFEST, json.dumps(body, indent=1) + "\n")
+
+
+def _recorded_matches(entry: Recorded, target: Target) -> bool:
+    return (target.sha256 is None or entry.sha256 == target.sha256) and (
+        target.git_blob is None or entry.git_blob == target.git_blob
+    )
+
+
+def trusted(folder: Path, target: Target) -> bool:
+    """Whether the file `target` names is already installed with the expected content: cheaply when the manifest's
+    record still describes it (size and modification time), else by hashing it (and recording it when it fits)."""
+    dest = folder / target.path
+    if not dest.is_file():
+        return False
+    stat = dest.stat()
+    if target.size is not None and stat.st_size != target.size:
+        return False
+    entry = read_manifest(folder).get(target.path)
+    if entry and entry.size == stat.st_size and entry.mtime_ns == stat.st_mtime_ns:
+        return _recorded_matches(entry, target)
+    got = digests(dest)
+    if mismatch(target, got) is not None:
+        return False
+    _record(folder, target.path, dest, target, got)
+    return True
+
+
+def install(part: Path, target: Target, folder: Path) -> None:
+    """Move a fully downloaded `part` into place once it passes every check; DownloadError (and the part deleted)
+    when it does not."""
+    dest = folder / target.path
+    problem = content_problem(part)
+    got = digests(part) if problem is None else None
+    problem = problem or (mismatch(target, got) if got else None)
+    if problem is not None or got is None:
+        part.unlink(missing_ok=True)
+        _resume_info(dest).unlink(missing_ok=True)
+        raise DownloadError(f"{target.url}: {problem} for {dest}; the download was discarded, nothing installed")
+    os.replace(part, dest)
+    _resume_info(dest).unlink(missing_ok=True)
+    _record(folder, target.path, dest, target, got)
+
+
+def _check_room(url: str, size: int | None, max_bytes: int, where: Path) -> None:
+    if size is None:
+        return
+    if size > max_bytes:
+        raise DownloadError(f"{url}: {size} bytes, larger than the size cap of {max_bytes} bytes (--max-size)")
+    free = shutil.disk_usage(where).free
+    if size > free:
+        raise DownloadError(f"{url}: {size} bytes needed, only {free} free on the disk holding {where}")
+
+
+# --- GitHub (plain HTTPS) files ----------------------------------------------------------------------------------
+
+
+def make_client(timeout: float = 60.0) -> httpx.Client:
+    """An HTTP client that follows redirects."""
+    return httpx.Client(follow_redirects=True, timeout=httpx.Timeout(timeout, connect=15.0))
 
 
 def fetch(
     client: httpx.Client,
-    remote: RemoteFile,
-    dest: Path,
+    target: Target,
+    folder: Path,
     on_progress: ProgressHook | None = None,
     attempts: int = ATTEMPTS,
+    max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> bool:
-    """Download `remote` to `dest`, resuming a partial file; False when `dest` was already current."""
-    if is_current(dest, remote):
+    """Download `target` over HTTP into `folder`, resuming a partial file; False when it was already installed."""
+    if target.sha256 is None and target.git_blob is None:
+        raise DownloadError(
+            f"{target.url}: no checksum is declared for this file, and unverified files are not installed"
+        )
+    if trusted(folder, target):
         return False
+    dest = folder / target.path
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = part_path(dest)
     for attempt in range(1, attempts + 1):
         try:
-            _transfer(client, remote.url, part, on_progress or (lambda done, total: None))
+            _transfer(client, target.url, dest, on_progress or (lambda done, total: None), max_bytes)
             break
         except httpx.TransportError as err:
             if attempt == attempts:
                 kept = part.stat().st_size if part.exists() else 0
                 raise DownloadError(
-                    f"{remote.url}: transfer failed after {attempts} attempts ({err.__class__.__name__}: {err}); "
+                    f"{target.url}: transfer failed after {attempts} attempts ({err.__class__.__name__}: {err}); "
                     f"{part} keeps {kept} bytes, run the command again to resume"
                 ) from None
-    _verify(part, remote, dest)
-    os.replace(part, dest)
+    install(part, target, folder)
     return True
 
 
-def _transfer(client: httpx.Client, url: str, part: Path, on_progress: ProgressHook) -> None:
-    have = part.stat().st_size if part.exists() else 0
+def _resumable(dest: Path, url: str) -> str | None:
+    """The ETag to resume `dest`'s part with, or None (no part, another URL, or no strong ETag recorded)."""
+    part, info = part_path(dest), _resume_info(dest)
+    try:
+        meta = json.loads(info.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    etag = meta.get("etag")
+    ok = part.is_file() and meta.get("url") == url and isinstance(etag, str) and not etag.startswith("W/")
+    return etag if ok else None
+
+
+def _transfer(client: httpx.Client, url: str, dest: Path, on_progress: ProgressHook, max_bytes: int) -> None:
+    part = part_path(dest)
+    etag = _resumable(dest, url)
+    have = part.stat().st_size if etag else 0
     # Identity encoding, so that byte ranges count the file's own bytes and not a compressed stream's.
-    headers = {"Accept-Encoding": "identity", **({"Range": f"bytes={have}-"} if have else {})}
+    headers = {"Accept-Encoding": "identity"}
+    if have:
+        headers |= {"Range": f"bytes={have}-", "If-Range": etag or ""}
     with client.stream("GET", url, headers=headers) as resp:
-        if resp.status_code == 416 and _range_total(resp) == have:
+        if resp.status_code == 416 and have and _range_total(resp) == have:
             return  # the part already holds every byte
         if resp.status_code not in (200, 206):
             if resp.status_code == 416:
@@ -94,13 +314,23 @@ def _transfer(client: httpx.Client, url: str, part: Path, on_progress: ProgressH
         start = have if resp.status_code == 206 else 0
         length = resp.headers.get("Content-Length")
         total = start + int(length) if length is not None else None
+        _check_room(url, total, max_bytes, dest.parent)
+        _resume_info(dest).write_text(json.dumps({"url": url, "etag": resp.headers.get("ETag")}), encoding="utf-8")
         done = start
         on_progress(done, total)
-        with part.open("ab" if start else "wb") as fh:
-            for chunk in resp.iter_raw():  # written as they arrive, so an interruption loses nothing
-                fh.write(chunk)
-                done += len(chunk)
-                on_progress(done, total)
+        try:
+            with part.open("ab" if start else "wb") as fh:
+                for chunk in resp.iter_raw():  # written as they arrive, so an interruption loses nothing
+                    done += len(chunk)
+                    if done > max_bytes:
+                        raise DownloadError(f"{url}: more than the size cap of {max_bytes} bytes (--max-size)")
+                    fh.write(chunk)
+                    on_progress(done, total)
+        except DownloadError:
+            part.unlink(missing_ok=True)
+            raise
+        except OSError as err:
+            raise DownloadError(f"{url}: could not write {part} ({err.strerror or err})") from None
 
 
 def _range_start(resp: httpx.Response) -> int | None:
@@ -113,18 +343,242 @@ def _range_total(resp: httpx.Response) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def _verify(part: Path, remote: RemoteFile, dest: Path) -> None:
-    if remote.sha256 is None:
-        return
-    got = sha256_of(part)
-    if got != remote.sha256:
-        part.unlink()
+# --- Hugging Face hub files --------------------------------------------------------------------------------------
+
+
+def hub_endpoint() -> str | None:
+    """The hub endpoint `$HF_ENDPOINT` names now (huggingface_hub reads it once, at import), or None for its default."""
+    return os.environ.get("HF_ENDPOINT") or None
+
+
+def hub_api() -> HfApi:
+    """A hub client for `$HF_ENDPOINT`, with the user's token (`$HF_TOKEN` or `hf auth login`)."""
+    from huggingface_hub import HfApi
+
+    return HfApi(endpoint=hub_endpoint())
+
+
+def gated_message(spec: HubFiles) -> str:
+    """The one line that tells a user how to get a gated set."""
+    return (
+        f"{spec.repo_id} is a gated dataset: accept its conditions at {spec.page} while logged in, then set "
+        "$HF_TOKEN or run `hf auth login`"
+    )
+
+
+@contextlib.contextmanager
+def hub_errors(spec: HubFiles, url: str) -> Iterator[None]:
+    """huggingface_hub's errors as DownloadError naming the URL (a gated repository in one line)."""
+    from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
+
+    try:
+        yield
+    except DownloadError:
+        raise
+    except GatedRepoError:
+        raise DownloadError(f"{url}: {gated_message(spec)}") from None
+    except RepositoryNotFoundError as err:
+        if spec.gated and err.response is not None and err.response.status_code in (401, 403):
+            raise DownloadError(f"{url}: {gated_message(spec)}") from None
+        raise DownloadError(f"{url}: repository {spec.repo_id} not found (or private)") from None
+    except HfHubHTTPError as err:
+        raise DownloadError(f"{url}: {str(err).splitlines()[0]}") from None
+    except (OSError, ValueError) as err:  # connection errors, huggingface_hub's size consistency check
         raise DownloadError(
-            f"{remote.url}: SHA-256 mismatch for {dest} (expected {remote.sha256}, got {got}); the download was "
-            "discarded"
+            f"{url}: {err.__class__.__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+        ) from None
+
+
+def resolve_commit(api: HfApi, spec: HubFiles) -> tuple[str, str]:
+    """The full commit of `spec` and a note on how it was found (empty for a full pinned commit)."""
+    if COMMIT.fullmatch(spec.revision):
+        return spec.revision, ""
+    url = f"{api.endpoint}/api/datasets/{spec.repo_id}"
+    with hub_errors(spec, url):
+        if not spec.revision:
+            sha = api.dataset_info(spec.repo_id, revision="main").sha
+            if not sha:
+                raise DownloadError(f"{url}: the hub did not report main's commit")
+            return sha, f"no commit is pinned for {spec.repo_id}: took main's {sha}"
+        if not SHORT_COMMIT.fullmatch(spec.revision):
+            raise DownloadError(f"{spec.repo_id}: revision {spec.revision!r} is not a commit id")
+        found = [
+            c.commit_id
+            for c in api.list_repo_commits(spec.repo_id, repo_type="dataset")
+            if c.commit_id.startswith(spec.revision)
+        ]
+    if len(found) != 1:
+        raise DownloadError(f"{url}: {len(found)} commits of main start with {spec.revision} (expected one)")
+    return found[0], ""
+
+
+def hub_targets(api: HfApi, spec: HubFiles) -> tuple[list[Target], str]:
+    """The files of `spec` at its commit, as the hub lists them (size, LFS SHA-256 or git blob id), and a note."""
+    from huggingface_hub import hf_hub_url
+    from huggingface_hub.hf_api import RepoFile
+
+    commit, note = resolve_commit(api, spec)
+    url = f"{api.endpoint}/api/datasets/{spec.repo_id}/tree/{commit}"
+    with hub_errors(spec, url):
+        listing = [
+            f
+            for f in api.list_repo_tree(spec.repo_id, recursive=True, revision=commit, repo_type="dataset")
+            if isinstance(f, RepoFile)
+        ]
+    chosen = {f.path: f for f in listing if any(fnmatch.fnmatchcase(f.path, p) for p in spec.files)}
+    exact = [p for p in spec.files if not GLOB.search(p)]
+    patterns = [p for p in spec.files if GLOB.search(p)]
+    missing = [p for p in exact if p not in chosen]
+    if patterns and not any(fnmatch.fnmatchcase(name, p) for name in chosen for p in patterns):
+        missing.append(" or ".join(patterns))
+    if missing:
+        held = ", ".join(sorted(f.path for f in listing)[:20]) or "nothing"
+        raise DownloadError(
+            f"{url}: no file matches {', '.join(repr(m) for m in missing)} at {commit} (the repository holds: {held})"
         )
+    targets = [
+        Target(
+            url=hf_hub_url(spec.repo_id, f.path, repo_type="dataset", revision=commit, endpoint=api.endpoint),
+            path=str(Path(spec.into) / f.path) if spec.into else f.path,
+            size=f.size,
+            sha256=f.lfs.sha256 if f.lfs else None,
+            git_blob=None if f.lfs else f.blob_id,
+            repo_id=spec.repo_id,
+            commit=commit,
+            filename=f.path,
+        )
+        for f in sorted(chosen.values(), key=lambda f: f.path)
+    ]
+    return targets, note
 
 
-def targets(adapter: Adapter, data_dir: Path) -> list[tuple[RemoteFile, Path]]:
-    """Each released file of a source with the path it is saved to."""
-    return [(remote, adapter.root(data_dir) / remote.path) for remote in adapter.remote_files]
+def fetch_hub(spec: HubFiles, target: Target, folder: Path, staging: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> bool:
+    """Download a hub file through `hf_hub_download` at its commit, then verify and install it; False when it was
+    already installed."""
+    from huggingface_hub import hf_hub_download
+
+    if trusted(folder, target):
+        return False
+    dest = folder / target.path
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging.mkdir(parents=True, exist_ok=True)
+    _check_room(target.url, target.size, max_bytes, staging)
+    assert target.filename is not None and target.commit is not None
+    with hub_errors(spec, target.url):
+        local = hf_hub_download(
+            spec.repo_id,
+            target.filename,
+            repo_type="dataset",
+            revision=target.commit,
+            local_dir=staging / spec.repo_id,
+            endpoint=hub_endpoint(),
+        )
+    part = part_path(dest)
+    os.replace(local, part)  # the staged copy is consumed, so a file that fails its check is fetched anew
+    install(part, target, folder)
+    return True
+
+
+# --- whole sources -----------------------------------------------------------------------------------------------
+
+
+def target_of(remote: RemoteFile) -> Target:
+    """The target of a file at a plain URL."""
+    return Target(url=remote.url, path=remote.path, sha256=remote.sha256, git_blob=remote.git_blob)
+
+
+def download_sources(
+    sources: Sequence[Adapter],
+    data_dir: Path,
+    client: httpx.Client,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    progress: Callable[[str], ProgressHook] | None = None,
+    report: Callable[[Outcome], None] | None = None,
+) -> list[Outcome]:
+    """Try every released file of every source (a failure never stops the others) and say what became of each."""
+    outcomes: list[Outcome] = []
+
+    def done(outcome: Outcome) -> None:
+        outcomes.append(outcome)
+        if report:
+            report(outcome)
+
+    api = None
+    for adapter in sources:
+        folder = adapter.root(data_dir)
+        if not adapter.remote_files:
+            done(Outcome(source=adapter.name, path="", status="failed", detail="no public download location is known"))
+        for remote in adapter.remote_files:
+            if isinstance(remote, RemoteFile):
+                target = target_of(remote)
+                label = f"{adapter.name}/{target.path}"
+                try:
+                    fresh = fetch(client, target, folder, progress(label) if progress else None, max_bytes=max_bytes)
+                    done(Outcome(source=adapter.name, path=target.path, status="fetched" if fresh else "present"))
+                except DownloadError as err:
+                    done(Outcome(source=adapter.name, path=target.path, status="failed", detail=str(err)))
+                continue
+            api = api or hub_api()
+            try:
+                hub_files, note = hub_targets(api, remote)
+            except DownloadError as err:
+                done(Outcome(source=adapter.name, path=remote.repo_id, status="failed", detail=str(err)))
+                continue
+            for target in hub_files:
+                try:
+                    fresh = fetch_hub(remote, target, folder, data_dir / HUB_STAGING, max_bytes)
+                    status: Status = "fetched" if fresh else "present"
+                    done(Outcome(source=adapter.name, path=target.path, status=status, detail=note))
+                except DownloadError as err:
+                    done(Outcome(source=adapter.name, path=target.path, status="failed", detail=str(err)))
+    return outcomes
+
+
+def verify_source(adapter: Adapter, data_dir: Path) -> list[Outcome]:
+    """Check a source's files in a data folder, offline: GitHub files against their declared checksums, hub files
+    against what was recorded when they were downloaded and verified."""
+    folder = adapter.root(data_dir)
+    manifest = read_manifest(folder)
+    outcomes = []
+    for remote in adapter.remote_files:
+        if isinstance(remote, RemoteFile):
+            outcomes.append(_verify_one(adapter.name, folder, target_of(remote)))
+            continue
+        recorded = {name: entry for name, entry in manifest.items() if entry.repo_id == remote.repo_id}
+        for name, entry in sorted(recorded.items()):
+            expected = Target(url=entry.url, path=name, size=entry.size, sha256=entry.sha256, commit=entry.commit)
+            outcomes.append(_verify_one(adapter.name, folder, expected))
+        if not recorded:
+            base = folder / remote.into
+            present = sorted(
+                str(p.relative_to(folder))
+                for pattern in remote.files
+                for p in base.glob("**/*")
+                if p.is_file() and fnmatch.fnmatchcase(str(p.relative_to(base)), pattern)
+            )
+            note = f"not downloaded by shambench, so no digest from {remote.repo_id} to check it against offline"
+            outcomes += [Outcome(source=adapter.name, path=p, status="unrecorded", detail=note) for p in present]
+            if not present:
+                outcomes.append(Outcome(source=adapter.name, path=remote.repo_id, status="absent"))
+    return outcomes
+
+
+def _verify_one(source: str, folder: Path, target: Target) -> Outcome:
+    dest = folder / target.path
+    if not dest.is_file():
+        return Outcome(source=source, path=target.path, status="absent")
+    problem = mismatch(target, digests(dest))
+    if problem:
+        return Outcome(source=source, path=target.path, status="mismatch", detail=problem)
+    return Outcome(source=source, path=target.path, status="ok")
+
+
+def parse_size(text: str) -> int:
+    """A byte count from `123`, `500MB`, `2GB` or `1.5GiB`; ValueError otherwise."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)\s*", text.lower())
+    if not match:
+        raise ValueError(f"not a size: {text!r} (expected bytes, or a number with KB, MB, GB, TB)")
+    unit = match.group(2).rstrip("b")
+    power = "kmgt".index(unit[0]) + 1 if unit else 0
+    base = 1024 if unit.endswith("i") or not unit else 1000
+    return int(float(match.group(1)) * base**power)

@@ -93,5 +93,31 @@ def test_wrong_canary_is_an_error_naming_the_row(tmp_path):
 
 def test_missing_release_is_an_error(tmp_path):
     assert not Hard2VerifyAdapter().available(tmp_path)
-    with pytest.raises(SourceError, match="no test-\\*.parquet"):
+    with pytest.raises(SourceError, match=r"hard2verify: no test data files \(Parquet or JSON, as the card's configs"):
         Hard2VerifyAdapter().load(tmp_path)
+
+
+CARD = """---
+license: cc-by-nc-4.0
+configs:
+- config_name: default
+  data_files:
+  - split: test
+    path: "{path}"
+---
+# Hard2Verify
+"""
+
+
+@pytest.mark.parametrize("layout", ["jsonl", "json array"])
+def test_the_same_release_as_json_is_found_through_the_card(tmp_path, layout):
+    rows = pq.read_table(FIXTURES / "hard2verify" / "data" / "test-00000-of-00001.parquet").to_pylist()
+    root = tmp_path / "hard2verify"
+    (root / "release").mkdir(parents=True)
+    name = "release/hard2verify.json"  # a name no convention would find: only the card says it is the test split
+    text = json.dumps(rows) if layout == "json array" else "".join(json.dumps(r) + "\n" for r in rows)
+    (root / name).write_text(text)
+    (root / "README.md").write_text(CARD.format(path="release/*.json"))
+    loaded = Hard2VerifyAdapter().load(tmp_path)
+    assert loaded.examples == Hard2VerifyAdapter().load(FIXTURES).examples
+    assert loaded.files == [name]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -60,10 +61,30 @@ def test_hal_parser_and_alignment():
 def test_one_view_missing_is_an_error(tmp_path):
     shutil.copytree(FIXTURES / "sharp" / "SHARP-Math", tmp_path / "sharp" / "SHARP-Math")
     assert not SharpAdapter().available(tmp_path)
-    with pytest.raises(SourceError, match="SHARP-Math-SPAN: no test-\\*.parquet"):
+    with pytest.raises(SourceError, match="SHARP-Math-SPAN: no test data files"):
         SharpAdapter().load(tmp_path)
 
 
 def test_unknown_split_is_refused():
     with pytest.raises(Exception, match="no 'dev' split"):
         SharpAdapter().load(FIXTURES, "dev")
+
+
+def test_configs_are_found_through_the_card_whatever_the_file_names(tmp_path):
+    import pyarrow.parquet as pq
+
+    root = tmp_path / "sharp"
+    card = ["---", "configs:"]
+    for config in ("SHARP-GSM8K", "SHARP-GSM8K-SPAN", "SHARP-Math", "SHARP-Math-SPAN"):
+        rows = pq.read_table(FIXTURES / "sharp" / config / "test-00000-of-00001.parquet").to_pylist()
+        target = root / "data" / f"{config.lower()}_test.jsonl"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        card += [f"- config_name: {config}", "  data_files:", "  - split: test", f"    path: data/{target.name}"]
+    (root / "README.md").write_text("\n".join([*card, "---", "# SHARP", ""]))
+    loaded = SharpAdapter().load(tmp_path)
+    expected = SharpAdapter().load(FIXTURES)
+    assert [(e.id, e.response, e.hallu_spans) for e in loaded.examples] == [
+        (e.id, e.response, e.hallu_spans) for e in expected.examples
+    ]
+    assert loaded.dropped == expected.dropped and loaded.files[0] == "data/sharp-gsm8k_test.jsonl"

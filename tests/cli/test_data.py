@@ -6,18 +6,20 @@ import hashlib
 import json
 import threading
 from functools import partial
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from shambench.adapters.fava import DUPLICATE, EMPTY, MISMATCH
-from shambench.adapters.mushroom import FILES, MushroomAdapter
+from shambench.adapters.mushroom import FILES, RAW, MushroomAdapter
+from shambench.adapters.mushroom_multilingual import MushroomMultilingualAdapter
 from shambench.cli import main
 from shambench.data.adapter import RemoteFile
 from shambench.data.benchmark import example_from_hf, load_benchmark
 from shambench.records import read_examples
+from tests.conftest import require_shared
 
 FIXTURES = Path(__file__).parents[1] / "adapters" / "fixtures"
 MINE = "mushroom,favabench,halluentity"
@@ -65,13 +67,106 @@ def test_download_fetches_verifies_and_skips_what_is_present(fixture_server, tmp
     assert again.exit_code == 0
 
 
-def test_download_rejects_a_checksum_mismatch(fixture_server, monkeypatch, tmp_path):
+def test_one_failing_file_does_not_stop_the_others_and_the_exit_says_so(fixture_server, monkeypatch, tmp_path):
     wrong = fixture_server[0].model_copy(update={"sha256": "f" * 64})
-    monkeypatch.setattr(MushroomAdapter, "remote_files", (wrong,))
+    monkeypatch.setattr(MushroomAdapter, "remote_files", (wrong, fixture_server[1]))
     result = run("data", "download", "mushroom", "--data-dir", str(tmp_path), "--no-progress")
     assert result.exit_code == 2
-    assert "error: mushroom: " in result.output and "SHA-256 mismatch" in result.output
+    lines = result.stderr.splitlines()
+    assert f"mushroom/{FILES['validation']}: fetched" in lines
+    failed = [line for line in lines if line.startswith("failed: ")]
+    assert len(failed) == 1 and failed[0].startswith(f"failed: mushroom/{FILES['test']}: {wrong.url}: SHA-256 mismatch")
+    assert lines[-1] == "error: 1 of 2 files failed (1 installed); see above"
     assert not (tmp_path / "mushroom" / FILES["test"]).exists()
+    assert (tmp_path / "mushroom" / FILES["validation"]).is_file()
+
+
+def test_a_bad_size_cap_is_a_usage_error(tmp_path):
+    result = run("data", "download", "mushroom", "--data-dir", str(tmp_path), "--max-size", "lots")
+    assert result.exit_code == 2 and "not a size: 'lots'" in result.output
+
+
+def test_verify_checks_a_downloaded_folder_and_finds_a_changed_file(fixture_server, tmp_path):
+    assert run("data", "download", "mushroom", "--data-dir", str(tmp_path), "--no-progress").exit_code == 0
+    ok = run("data", "verify", "--data-dir", str(tmp_path))
+    assert ok.exit_code == 0, ok.output
+    assert ok.stdout.splitlines() == [
+        f"        ok  mushroom/{FILES['test']}",
+        f"        ok  mushroom/{FILES['validation']}",
+        *[f"    absent  mushroom-multilingual/{r.path}" for r in MushroomMultilingualAdapter.remote_files],
+        f"data dir: {tmp_path}: 2 ok, 0 unrecorded, 24 absent",
+    ]
+    (tmp_path / "mushroom" / FILES["test"]).write_text("{}\n")
+    bad = run("data", "verify", "mushroom", "--data-dir", str(tmp_path))
+    assert bad.exit_code == 2
+    assert f"  mismatch  mushroom/{FILES['test']}  size mismatch" not in bad.stdout  # declared files: by SHA-256
+    assert f"  mismatch  mushroom/{FILES['test']}  SHA-256 mismatch (expected " in bad.stdout
+    assert (
+        bad.stderr.strip() == f"error: 1 file(s) in {tmp_path} do not match their checksums: mushroom/{FILES['test']}"
+    )
+
+
+def test_the_shared_data_verifies(shared_data):
+    result = run("data", "verify", "--data-dir", str(shared_data))
+    assert result.exit_code == 0, result.output
+    statuses = [line.split()[0] for line in result.stdout.splitlines()[:-1]]
+    assert "mismatch" not in statuses
+    # the organisers' 24 Mu-SHROOM files, byte for byte at the pinned commit (their SHA-256s in the adapter)
+    for remote in MushroomMultilingualAdapter.remote_files:
+        assert f"        ok  mushroom-multilingual/{remote.path}" in result.stdout
+
+
+def test_mushroom_multilingual_downloads_the_organisers_files_into_the_shared_layout(monkeypatch, tmp_path):
+    """The 24 files from Helsinki-NLP/mu-shroom (a local stand-in of GitHub raw serving the real bytes from
+    ../shared) land where ../shared/data has them, so the folder reads as the shared one does."""
+    authors = require_shared("mushroom", "multilingual", "authors")
+    served = {
+        f"/splits/{'test_labeled/v1' if sub == 'test' else 'val/v2'}/{p.name}": p.read_bytes()
+        for sub in ("test", "val")
+        for p in sorted((authors / sub).glob("*.jsonl"))
+    }
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), partial(BytesHandler, served))
+    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+    base = f"http://127.0.0.1:{srv.server_address[1]}"
+    try:
+        local = tuple(
+            r.model_copy(update={"url": r.url.replace(RAW, base)}) for r in MushroomMultilingualAdapter.remote_files
+        )
+        monkeypatch.setattr(MushroomMultilingualAdapter, "remote_files", local)
+        result = run("data", "download", "mushroom-multilingual", "--data-dir", str(tmp_path), "--no-progress")
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert result.exit_code == 0, result.output
+    got = tmp_path / "mushroom" / "multilingual" / "authors"
+    assert len(local) == 24 and {r.url.rsplit("/", 1)[0] for r in local} == {
+        f"{base}/splits/test_labeled/v1",
+        f"{base}/splits/val/v2",
+    }
+    for sub in ("test", "val"):
+        names = sorted(p.name for p in (authors / sub).glob("*.jsonl"))
+        assert sorted(p.name for p in (got / sub).iterdir()) == names
+        assert all((got / sub / n).read_bytes() == (authors / sub / n).read_bytes() for n in names)
+
+
+class BytesHandler(BaseHTTPRequestHandler):
+    def __init__(self, files: dict[str, bytes], *args, **kwargs):
+        self.files = files
+        super().__init__(*args, **kwargs)
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        body = self.files.get(self.path)
+        if body is None:
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("ETag", f'"{hashlib.sha1(body).hexdigest()}"')
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
 
 def test_stats_json_matches_hand_counts():
