@@ -11,6 +11,7 @@ from hypothesis import settings
 from hypothesis.configuration import set_hypothesis_home_dir
 
 from tests.batch_server import batch_server  # noqa: F401  (the fixture, for every test)
+from tests.hub_server import hub  # noqa: F401  (the fixture, for every test)
 from tests.openai_server import openai_server  # noqa: F401  (the fixture, for every test)
 
 REPO = Path(__file__).resolve().parents[1]

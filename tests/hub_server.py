@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlparse
 
+import pytest
+
 HTML = b"<!DOCTYPE html>\n<html><head><title>503</title></head><body>Service unavailable</body></html>\n"
 
 
@@ -253,3 +255,25 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if not head:
             self.wfile.write(data[start:])
+
+
+@pytest.fixture
+def hub(tmp_path, monkeypatch):
+    """The stand-in, with HF_ENDPOINT pointing at it, offline mode off, and every hub folder under tmp_path."""
+    import huggingface_hub.constants as constants
+
+    stand_in = Hub()
+    home = tmp_path / "hf-home"
+    monkeypatch.setenv("HF_ENDPOINT", stand_in.endpoint)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setenv("HF_HOME", str(home))
+    monkeypatch.setattr(constants, "HF_HOME", str(home))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(home / "hub"))
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(home / "token"))
+    monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(home / "stored_tokens"))
+    for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    yield stand_in
+    stand_in.close()
+    assert not (home / "hub").exists() or not any((home / "hub").iterdir())  # nothing went to the user cache

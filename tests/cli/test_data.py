@@ -276,3 +276,32 @@ def test_help_lists_the_commands():
     assert result.exit_code == 0
     for command in ("download", "stats", "dump", "export"):
         assert command in result.output
+
+
+def test_sharp_is_downloaded_through_the_hub_with_an_accepted_token_and_reads_as_released(hub, monkeypatch, tmp_path):
+    """The adapter's own declaration against the hub stand-in: gated, no commit pinned, files found by listing."""
+    release = {
+        str(p.relative_to(FIXTURES / "sharp")): p.read_bytes() for p in sorted((FIXTURES / "sharp").rglob("*.parquet"))
+    }
+    repo = hub.repo("ZaandaTeika/SHARP", gated=True)
+    main = repo.commit({"README.md": b"---\nlicense: other\n---\n# SHARP\n", ".gitattributes": b"", **release})
+    repo.lfs |= set(release)
+    args = ("data", "download", "sharp", "--data-dir", str(tmp_path), "--no-progress")
+    refused = run(*args)
+    assert refused.exit_code == 2
+    failed = [line for line in refused.stderr.splitlines() if line.startswith("failed: ")]
+    assert len(failed) == 5 and all(
+        line.endswith(
+            "ZaandaTeika/SHARP is a gated dataset: accept its conditions at "
+            "https://huggingface.co/datasets/ZaandaTeika/SHARP while logged in, then set $HF_TOKEN or run "
+            "`hf auth login`"
+        )
+        for line in failed
+    )
+    hub.accepted.add("hf_sharp_user")
+    monkeypatch.setenv("HF_TOKEN", "hf_sharp_user")
+    result = run(*args)
+    assert result.exit_code == 0, result.output
+    note = f"(no commit is pinned for ZaandaTeika/SHARP: took main's {main})"
+    assert f"sharp/SHARP-Math-SPAN/test-00000-of-00001.parquet: fetched {note}" in result.stderr.splitlines()
+    assert load_benchmark("sharp", data_dir=tmp_path).examples == load_benchmark("sharp", data_dir=FIXTURES).examples

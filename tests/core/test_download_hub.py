@@ -15,7 +15,7 @@ import pytest
 
 from shambench.data.adapter import Adapter, HubFiles
 from shambench.data.download import HUB_STAGING, download_sources, make_client, read_manifest, verify_source
-from tests.hub_server import HTML, Hub, blob_id
+from tests.hub_server import HTML, blob_id
 
 
 def parquet_bytes(rows: list[dict]) -> bytes:
@@ -27,27 +27,6 @@ def parquet_bytes(rows: list[dict]) -> bytes:
 ANNOTATIONS = json.dumps([{"prompt": "Who?", "output": "Me.", "annotated": "Me."}]).encode()
 TABLE = parquet_bytes([{"question": "1+1?", "steps": ["2"], "step_labels": [1]}])
 CARD = b"---\nconfigs:\n- config_name: default\n  data_files:\n  - split: test\n    path: data/test-*\n---\n# card\n"
-
-
-@pytest.fixture
-def hub(tmp_path, monkeypatch):
-    import huggingface_hub.constants as constants
-
-    stand_in = Hub()
-    home = tmp_path / "hf-home"
-    monkeypatch.setenv("HF_ENDPOINT", stand_in.endpoint)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setenv("HF_HOME", str(home))
-    monkeypatch.setattr(constants, "HF_HOME", str(home))
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(home / "hub"))
-    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(home / "token"))
-    monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(home / "stored_tokens"))
-    for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
-        monkeypatch.delenv(var, raising=False)
-    yield stand_in
-    stand_in.close()
-    assert not (home / "hub").exists() or not any((home / "hub").iterdir())  # nothing went to the user cache
 
 
 def source(name: str, *specs: HubFiles) -> Adapter:
