@@ -9,8 +9,10 @@ GitHub files are fetched here, by way of a `.part` file beside the destination: 
 its bytes and the next attempt asks for the rest with `Range` plus `If-Range: <ETag>`, so an upstream file that
 changed in between is sent whole and the part restarts (a part without a strong ETag is never resumed). Hub files
 go through `huggingface_hub.hf_hub_download` at the pinned commit (its token, gated-repo errors and CDN
-redirects), staged in `<data dir>/.shambench-hub/`; it resumes only into an incomplete file named after the ETag,
-so a changed upstream restarts too. A size cap refuses any file larger than it before a byte is written.
+redirects), staged in `<data dir>/.shambench-hub/` and removed from there once installed; huggingface_hub resumes
+a dropped connection only within one call, at the same commit's URL, and keeps no partial file across runs, so an
+upstream change never mixes into a file either. A size cap refuses any file larger than it before a byte is
+written.
 
 Each source folder keeps `.shambench-downloads.json`: per installed file its size, modification time and
 digests. A present file is trusted without reading it when its size and time match that record and the recorded
@@ -531,7 +533,17 @@ def download_sources(
                     done(Outcome(source=adapter.name, path=target.path, status=status, detail=note))
                 except DownloadError as err:
                     done(Outcome(source=adapter.name, path=target.path, status="failed", detail=str(err)))
+            _clear_staging(data_dir / HUB_STAGING, remote.repo_id)
     return outcomes
+
+
+def _clear_staging(staging: Path, repo_id: str) -> None:
+    """Remove a repository's staging folder (huggingface_hub's bookkeeping; it keeps no partial file across runs,
+    so nothing there is worth keeping), and the staging root once empty."""
+    shutil.rmtree(staging / repo_id, ignore_errors=True)
+    for folder in (staging / repo_id.split("/")[0], staging):
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
 
 def verify_source(adapter: Adapter, data_dir: Path) -> list[Outcome]:
