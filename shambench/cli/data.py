@@ -69,13 +69,14 @@ def download(names: tuple[str, ...], data_dir: str | None, max_size: str, no_pro
     public locations: GitHub files at pinned commits, Hugging Face datasets through huggingface_hub at pinned
     commits.
 
-    \b
     Every file is verified before it is installed: GitHub files against the SHA-256 or git blob id the adapter
     declares, hub files against the size and digest the hub reports for the pinned commit. A file that fails is
     deleted; content that is not the file (an HTML page) is named with its URL. Files already installed are
-    re-checked cheaply (size and recorded digest); an interrupted download resumes when the command is run again,
-    and restarts when the upstream file changed. Gated sets (SHARP) need their conditions accepted on the hub and
-    a token ($HF_TOKEN, or `hf auth login`); $HF_ENDPOINT points at another hub.
+    re-checked cheaply (size and recorded digest). An interrupted GitHub download resumes when the command is run
+    again, and restarts when the upstream file changed (If-Range); a hub download restarts.
+
+    Gated sets (SHARP) need their conditions accepted on the hub and a token ($HF_TOKEN, or `hf auth login`);
+    $HF_ENDPOINT points the hub requests elsewhere.
 
     Every file is tried; each failure is listed, and the command then exits with status 2.
     """
@@ -94,10 +95,9 @@ def download(names: tuple[str, ...], data_dir: str | None, max_size: str, no_pro
     entries = [adapters.get(n) for n in chosen] if chosen else adapters.entries()
     sources = [e.factory() for e in entries]
     sources = [a for a in sources if chosen or a.suite == DEFAULT_SUITE]
-    if no_progress:
-        from huggingface_hub.utils import disable_progress_bars
+    from huggingface_hub.utils import disable_progress_bars
 
-        disable_progress_bars()
+    disable_progress_bars()  # each file gets a line of its own here; tqdm bars would interleave with them
     with make_client() as client, _transfer_progress(console, no_progress) as progress:
 
         def hook(label: str) -> ProgressHook:
@@ -107,13 +107,13 @@ def download(names: tuple[str, ...], data_dir: str | None, max_size: str, no_pro
         def show(outcome: Outcome) -> None:
             if outcome.status != "failed":
                 note = f" ({outcome.detail})" if outcome.detail else ""
-                progress.console.print(f"{outcome.source}/{outcome.path}: {outcome.status}{note}", markup=False)
+                progress.console.print(f"{outcome.label}: {outcome.status}{note}", markup=False)
 
         outcomes = download_sources(sources, root, client, max_bytes, hook, show)
     console.print(f"data dir: {root}")
     failed = [o for o in outcomes if o.status == "failed"]
     for outcome in failed:
-        console.print(f"failed: {outcome.source}/{outcome.path}: {outcome.detail}", soft_wrap=True, markup=False)
+        console.print(f"failed: {outcome.label}: {outcome.detail}", soft_wrap=True, markup=False)
     if failed:
         fetched = sum(o.status in ("fetched", "present") for o in outcomes)
         raise DataError(f"{len(failed)} of {len(outcomes)} files failed ({fetched} installed); see above")
@@ -141,12 +141,11 @@ def verify(names: tuple[str, ...], data_dir: str | None) -> None:
     sources = [a for a in sources if chosen or a.root(root).is_dir()]
     outcomes = [o for adapter in sources for o in verify_source(adapter, root)]
     for o in outcomes:
-        console.print(f"{o.status:>10}  {o.source}/{o.path}" + (f"  {o.detail}" if o.detail else ""), markup=False)
+        console.print(f"{o.status:>10}  {o.label}" + (f"  {o.detail}" if o.detail else ""), markup=False)
     bad = [o for o in outcomes if o.status == "mismatch"]
     if bad:
         raise DataError(
-            f"{len(bad)} file(s) in {root} do not match their checksums: "
-            + ", ".join(f"{o.source}/{o.path}" for o in bad)
+            f"{len(bad)} file(s) in {root} do not match their checksums: " + ", ".join(o.label for o in bad)
         )
     counts = {s: sum(o.status == s for o in outcomes) for s in ("ok", "unrecorded", "absent")}
     console.print(f"data dir: {root}: " + ", ".join(f"{n} {s}" for s, n in counts.items()), markup=False)

@@ -107,6 +107,11 @@ class Outcome(BaseModel):
     detail: str = ""
     """The reason of a failure or mismatch, or a note (the commit a hub file was taken from)."""
 
+    @property
+    def label(self) -> str:
+        """`source/path`, or the source alone when the outcome is about no one file."""
+        return f"{self.source}/{self.path}" if self.path else self.source
+
 
 class Digests(NamedTuple):
     """Size and digests of a file's content."""
