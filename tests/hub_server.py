@@ -9,7 +9,7 @@
   `X-Linked-Etag` (its SHA-256), `X-Linked-Size` and `X-Repo-Commit`, and the CDN serves the bytes (with `Range`).
 - A gated repository answers resolve requests 401 without a token and 403 with a token that has not accepted its
   conditions, with `X-Error-Code: GatedRepo`, as the hub does; `accepted` tokens get the file.
-- Faults: `html` paths are answered with an error page sent as 200 (by the CDN, or with `lying_mirror` also in the
+- Faults: `cut[path] = n` drops the connection after n bytes of the next response for `path`; `html` paths are answered with an error page sent as 200 (by the CDN, or with `lying_mirror` also in the
   HEAD's size, as a misconfigured mirror would); `short` paths are sent a third short with a `Content-Length`
   that says so (a cleanly ended body).
 """
@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import socket
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -68,8 +69,10 @@ class Hub:
         self.accepted: set[str] = set()
         self.html: set[str] = set()
         self.short: set[str] = set()
+        self.cut: dict[str, int] = {}
         self.lying_mirror = False
         self.requests: list[tuple[str, str, str | None]] = []  # (method, path, Authorization)
+        self.ranges: list[tuple[str, str | None]] = []  # (path, Range) of each GET
         self.api = _Server(self)
         self.cdn = _Server(self)
         for srv in (self.api, self.cdn):
@@ -115,6 +118,8 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlparse(self.path)
         path = unquote(url.path)
         hub.requests.append((self.command, path, self.headers.get("Authorization")))
+        if self.command == "GET":
+            hub.ranges.append((path, self.headers.get("Range")))
         if path.startswith("/cdn/"):
             self._cdn(path.removeprefix("/cdn/"), head)
             return
@@ -220,7 +225,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        self._body(data, etag=blob_id(files[name]), commit=sha, head=head)
+        self._body(data, etag=blob_id(files[name]), commit=sha, head=head, name=name)
 
     def _served(self, name: str, data: bytes) -> bytes:
         hub = self.server.hub
@@ -235,11 +240,11 @@ class _Handler(BaseHTTPRequestHandler):
         for repo in self.server.hub.repos.values():
             for _, files in repo.commits:
                 if name in files and hashlib.sha256(files[name]).hexdigest() == digest:
-                    self._body(self._served(name, files[name]), etag=digest, commit=None, head=head)
+                    self._body(self._served(name, files[name]), etag=digest, commit=None, head=head, name=name)
                     return
         self.send_error(404)
 
-    def _body(self, data: bytes, etag: str, commit: str | None, head: bool) -> None:
+    def _body(self, data: bytes, etag: str, commit: str | None, head: bool, name: str) -> None:
         start = 0
         match = re.fullmatch(r"bytes=(\d+)-", self.headers.get("Range") or "")
         if match and int(match.group(1)) < len(data):
@@ -253,8 +258,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("ETag", f'"{etag}"')
         self.send_header("Content-Length", str(len(data) - start))
         self.end_headers()
-        if not head:
-            self.wfile.write(data[start:])
+        if head:
+            return
+        cut = self.server.hub.cut.pop(name, None)
+        self.wfile.write(data[start:] if cut is None else data[start : start + cut])
+        if cut is not None:
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_RDWR)
+            self.close_connection = True
 
 
 @pytest.fixture

@@ -198,3 +198,16 @@ def test_a_card_and_json_data_are_fetched_as_listed(hub, tmp_path):
     gone = HubFiles(repo_id="org/h2v", revision="", files=("README.md", "*.parquet"))
     (outcome,) = run(tmp_path, source("gone", gone)).values()
     assert outcome.status == "failed" and "no file matches '*.parquet' at" in outcome.detail
+
+
+def test_a_dropped_connection_is_resumed_at_the_pinned_file_only(hub, fava, tmp_path):
+    """huggingface_hub retries within the call, at the URL of the pinned LFS object (named by its SHA-256, so it
+    cannot have changed; from the bytes it had kept, here none, as its reader had not yet handed the 100 on), and
+    the result is still checked against the listing."""
+    name = "data/test-00000-of-00001.parquet"
+    hub.cut[name] = 100
+    spec = HubFiles(repo_id="org/fava", revision=fava, files=(name,))
+    assert run(tmp_path, source("fava", spec))[("fava", name)].status == "fetched"
+    assert (tmp_path / "data" / "fava" / name).read_bytes() == TABLE
+    url = f"/cdn/{hashlib.sha256(TABLE).hexdigest()}/{name}"
+    assert [path for path, _ in hub.ranges if path.startswith("/cdn/")] == [url, url]
