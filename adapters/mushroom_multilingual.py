@@ -59,8 +59,15 @@ AUTHORS_VALIDATION_SHA256 = {
 }
 
 
-def authors_file(lang: str, split: str) -> str:
-    """The organisers' released file of one language and split, relative to the source folder."""
+def file_of(lang: str, split: str) -> str:
+    """The released file of one language and split, relative to the source folder."""
+    if split == "test":
+        return f"multilingual/mushroom.{lang}-tst.v1.jsonl"
+    return f"multilingual/validation/mushroom.{lang}-val.v2.jsonl"
+
+
+def authors_file_of(lang: str, split: str) -> str:
+    """The organisers' own file of one language and split (with `annotations`), relative to the source folder."""
     if split == "test":
         return f"multilingual/authors/test/mushroom.{lang}-tst.v1.extra.jsonl"
     return f"multilingual/authors/val/mushroom.{lang}-val.v2.extra.jsonl"
@@ -69,14 +76,7 @@ def authors_file(lang: str, split: str) -> str:
 def authors_url(lang: str, split: str) -> str:
     """Where the organisers' repository publishes that file, at the commit the English adapter pins."""
     folder = "test_labeled/v1" if split == "test" else "val/v2"
-    return f"{RAW}/splits/{folder}/{Path(authors_file(lang, split)).name}"
-
-
-def file_of(lang: str, split: str) -> str:
-    """The released file of one language and split, relative to the source folder."""
-    if split == "test":
-        return f"multilingual/mushroom.{lang}-tst.v1.jsonl"
-    return f"multilingual/validation/mushroom.{lang}-val.v2.jsonl"
+    return f"{RAW}/splits/{folder}/{Path(authors_file_of(lang, split)).name}"
 
 
 class MushroomMultilingualAdapter(Adapter):
@@ -100,7 +100,7 @@ class MushroomMultilingualAdapter(Adapter):
     )
 
     remote_files = tuple(
-        RemoteFile(url=authors_url(lang, split), path=authors_file(lang, split), sha256=sha)
+        RemoteFile(url=authors_url(lang, split), path=authors_file_of(lang, split), sha256=sha)
         for split, digests in (("test", AUTHORS_TEST_SHA256), ("validation", AUTHORS_VALIDATION_SHA256))
         for lang, sha in digests.items()
     )
