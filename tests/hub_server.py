@@ -270,7 +270,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def hub(tmp_path, monkeypatch):
-    """The stand-in, with HF_ENDPOINT pointing at it, offline mode off, and every hub folder under tmp_path."""
+    """The stand-in, with HF_ENDPOINT pointing at it, offline mode off, every hub folder under tmp_path, and every
+    connection but those to 127.0.0.1 refused."""
     import huggingface_hub.constants as constants
 
     stand_in = Hub()
@@ -285,6 +286,13 @@ def hub(tmp_path, monkeypatch):
     monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(home / "stored_tokens"))
     for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
         monkeypatch.delenv(var, raising=False)
+    connect = socket.create_connection
+
+    def loopback_only(address, *args, **kwargs):
+        assert address[0] == "127.0.0.1", f"a test tried to reach {address[0]}"
+        return connect(address, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "create_connection", loopback_only)  # httpx and httpx2 both connect through it
     yield stand_in
     stand_in.close()
     assert not (home / "hub").exists() or not any((home / "hub").iterdir())  # nothing went to the user cache
