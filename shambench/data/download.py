@@ -226,10 +226,9 @@ def install(part: Path, target: Target, folder: Path) -> None:
     """Move a fully downloaded `part` into place once it passes every check; DownloadError (and the part deleted)
     when it does not."""
     dest = folder / target.path
-    problem = content_problem(part)
-    got = digests(part) if problem is None else None
-    problem = problem or (mismatch(target, got) if got else None)
-    if problem is not None or got is None:
+    got = digests(part)
+    problem = content_problem(part) or mismatch(target, got)
+    if problem is not None:
         part.unlink(missing_ok=True)
         _resume_info(dest).unlink(missing_ok=True)
         raise DownloadError(f"{target.url}: {problem} for {dest}; the download was discarded, nothing installed")
@@ -238,14 +237,16 @@ def install(part: Path, target: Target, folder: Path) -> None:
     _record(folder, target.path, dest, target, got)
 
 
-def _check_room(url: str, size: int | None, max_bytes: int, where: Path) -> None:
+def _check_room(url: str, size: int | None, max_bytes: int, where: Path, have: int = 0) -> None:
+    """DownloadError unless a file of `size` bytes (of which `have` are already on disk) is within the cap and
+    fits on the disk holding `where`."""
     if size is None:
         return
     if size > max_bytes:
         raise DownloadError(f"{url}: {size} bytes, larger than the size cap of {max_bytes} bytes (--max-size)")
     free = shutil.disk_usage(where).free
-    if size > free:
-        raise DownloadError(f"{url}: {size} bytes needed, only {free} free on the disk holding {where}")
+    if size - have > free:
+        raise DownloadError(f"{url}: {size - have} more bytes needed, only {free} free on the disk holding {where}")
 
 
 # --- GitHub (plain HTTPS) files ----------------------------------------------------------------------------------
@@ -321,7 +322,7 @@ def _transfer(client: httpx.Client, url: str, dest: Path, on_progress: ProgressH
         start = have if resp.status_code == 206 else 0
         length = resp.headers.get("Content-Length")
         total = start + int(length) if length is not None else None
-        _check_room(url, total, max_bytes, dest.parent)
+        _check_room(url, total, max_bytes, dest.parent, have=start)
         _resume_info(dest).write_text(json.dumps({"url": url, "etag": resp.headers.get("ETag")}), encoding="utf-8")
         done = start
         on_progress(done, total)

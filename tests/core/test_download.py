@@ -308,3 +308,13 @@ def test_sizes_parse():
     ]
     with pytest.raises(ValueError, match="not a size"):
         parse_size("lots")
+
+
+def test_a_full_disk_is_a_clear_error_before_a_byte_is_written(server, client, tmp_path, monkeypatch):
+    class Usage:
+        free = 1000
+
+    monkeypatch.setattr(download.shutil, "disk_usage", lambda where: Usage)
+    with pytest.raises(DownloadError, match=f"7600 more bytes needed, only 1000 free on the disk holding {tmp_path}"):
+        fetch(client, _target(server), tmp_path)
+    assert not part_path(tmp_path / "file.jsonl").exists()
