@@ -495,7 +495,7 @@ def print_summary(program: ProgramFile, out: str, console: Console) -> None:
     """Print the scores before and after on training and held-out examples, usage, and where the program went."""
     from rich.table import Table
 
-    from shambench.reporting.tables import warn
+    from shambench.reporting.console import warn
 
     table = Table(title=f"token F1 (per-example mean), {program.base} with MIPROv2 {program.auto}, seed {program.seed}")
     for column in ("examples", "n", "base", "optimised", "change"):

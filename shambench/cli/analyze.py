@@ -86,7 +86,7 @@ def analyze(
     from shambench.io import write_json
     from shambench.reporting import figures
     from shambench.reporting.analysis import analyse
-    from shambench.reporting.tables import make_console
+    from shambench.reporting.console import make_console
 
     console = make_console()
     paths = [Path(d) for d in run_dirs]

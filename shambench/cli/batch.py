@@ -21,7 +21,7 @@ def status(run_dir: str) -> None:
     `shambench eval --resume RUN_DIR` waits for them and finishes the run.
     """
     from shambench.detection.detector import create_detector
-    from shambench.reporting.tables import make_console
+    from shambench.reporting.console import make_console
     from shambench.runs.batch import load_state, status_lines
     from shambench.runs.runner import load_config
 

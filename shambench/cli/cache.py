@@ -25,7 +25,7 @@ def stats() -> None:
     from rich.table import Table
 
     from shambench.llm.cache import ResponseCache
-    from shambench.reporting.tables import make_console
+    from shambench.reporting.console import make_console
     from shambench.scoring.corpus import corpora_dir, corpora_stats
     from shambench.scoring.segcache import SegmentationStore
 

@@ -44,7 +44,7 @@ def compare(
     from rich.table import Table
 
     from shambench.reporting.compare import compare_runs
-    from shambench.reporting.tables import make_console, warn
+    from shambench.reporting.console import make_console, warn
 
     console = make_console(stderr=json_to_stdout(out, as_json))
     result = compare_runs(run_a, run_b, n_resamples=n_resamples, seed=seed, missing_as_empty=missing_as_empty)

@@ -39,7 +39,7 @@ def add_context_command(
     from shambench.cli.exits import finish, print_failures
     from shambench.cli.progress import ProgressMonitor
     from shambench.data.context import ContextStore, add_context, create_provider
-    from shambench.reporting.tables import make_console
+    from shambench.reporting.console import make_console
     from shambench.runs.runner import select_examples
 
     console = make_console()

@@ -40,7 +40,7 @@ def data_group() -> None:
 def _load(datasets: str | None, split: str, data_dir: str | None, console: Console) -> Benchmark:
     """The benchmark, after warning about every source that did not load; DataError when nothing did."""
     from shambench.data.benchmark import load_benchmark
-    from shambench.reporting.tables import warn
+    from shambench.reporting.console import warn
 
     bench = load_benchmark(datasets, split, data_dir)
     for name, message in bench.errors.items():
@@ -83,7 +83,7 @@ def download(names: tuple[str, ...], data_dir: str | None, max_size: str, no_pro
     from shambench.data.adapter import adapters, resolve_data_dir
     from shambench.data.benchmark import DEFAULT_SUITE, split_names
     from shambench.data.download import Outcome, download_sources, make_client, parse_size
-    from shambench.reporting.tables import make_console
+    from shambench.reporting.console import make_console
 
     try:
         max_bytes = parse_size(max_size)
@@ -174,7 +174,7 @@ def stats(datasets: str | None, split: str, data_dir: str | None, as_json: bool)
     hallucinated tokens, mean per-example hallucinated-token rate, share of examples with a span, and the rows
     each source dropped, by reason (the layout of SHAM-Bench's Table 1)."""
     from shambench.data.stats import benchmark_stats
-    from shambench.reporting.tables import make_console
+    from shambench.reporting.console import make_console
 
     bench = _load(datasets, split, data_dir, make_console(stderr=True))
     figures = benchmark_stats(bench)
@@ -236,7 +236,7 @@ def dump(out: str, datasets: str | None, split: str, data_dir: str | None) -> No
     written as a list of {start, end, label}. The file is written atomically.
     """
     from shambench.io import write_jsonl
-    from shambench.reporting.tables import make_console
+    from shambench.reporting.console import make_console
 
     console = make_console(stderr=True)
     n = write_jsonl(out, _load(datasets, split, data_dir, console).examples)
@@ -265,7 +265,7 @@ def export(out: str, datasets: str | None, splits: tuple[str, ...], data_dir: st
     or datasets.load_dataset("OUT"), which follows the card's configs. `meta` is a JSON string.
     """
     from shambench.data.benchmark import write_hf_dataset
-    from shambench.reporting.tables import make_console
+    from shambench.reporting.console import make_console
 
     console = make_console(stderr=True)
     benches = [_load(datasets, split, data_dir, console) for split in splits]

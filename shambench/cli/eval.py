@@ -17,7 +17,7 @@ from shambench.cli.options import (
     parse_params,
     scoring,
 )
-from shambench.scoring.steps import SUITES as STEP_SUITES
+from shambench.scoring.suites import SUITES as STEP_SUITES
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -187,7 +187,8 @@ def eval_command(
     from shambench.data.context import evidence_gaps
     from shambench.errors import AuthenticationStopped
     from shambench.io import write_json
-    from shambench.reporting.tables import make_console, print_results, warn
+    from shambench.reporting.console import make_console, warn
+    from shambench.reporting.tables import print_results
     from shambench.runs.batch import BatchSettings
     from shambench.runs.evaluate import open_run, run_open
     from shambench.runs.failures import SystematicFailure, failures
@@ -255,7 +256,7 @@ def eval_command(
     assert results is not None  # a run not left to a batch is always scored
     print_results(results, console, title=f"{run.detector.name} on {len(run.examples)} examples")
     if opts["suite"] in STEP_SUITES:
-        from shambench.reporting.suites import print_suite, with_sopo_compat
+        from shambench.reporting.steps import print_suite, with_sopo_compat
 
         if opts["sopo_compat"]:
             with_sopo_compat(results, run.examples, run.journal.read(), seed, console)

@@ -8,7 +8,7 @@ import click
 from rich.table import Table
 
 from shambench.cli.options import data_dir_option
-from shambench.reporting.tables import make_console
+from shambench.reporting.console import make_console
 
 
 @click.group("list")

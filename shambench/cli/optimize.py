@@ -107,7 +107,7 @@ def optimize(
     from shambench.cli.progress import ProgressMonitor
     from shambench.data.benchmark import split_names
     from shambench.detection.detector import optimizers
-    from shambench.reporting.tables import make_console
+    from shambench.reporting.console import make_console
 
     # The optimiser belongs to the miprov2 detector family; the registry imports it only now.
     miprov2 = optimizers.get("miprov2").factory()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import (
@@ -15,7 +15,10 @@ from rich.progress import (
 )
 
 from shambench.detection.detector import Monitor
-from shambench.reporting.tables import styled
+from shambench.reporting.console import styled
+
+if TYPE_CHECKING:
+    from shambench.runs.sweep import CellReport, SweepPlan
 
 
 def counting_progress(console: Console | None, enabled: bool = True) -> Progress:
@@ -70,3 +73,38 @@ class ProgressMonitor(Monitor):
 
 def _fmt(v: float) -> str:
     return f"{v:.4f}" if isinstance(v, float) and not v.is_integer() else f"{int(v)}"
+
+
+class SweepProgress(Monitor):
+    """Two bars, cells and predictions, plus the counters detectors report on the workers."""
+
+    def __init__(self, plan: SweepPlan, console: Console, enabled: bool):
+        self.progress = counting_progress(console, enabled)
+        self.cells = self.progress.add_task("cells", total=len(plan.cells), stats="")
+        self.prediction_bar = self.progress.add_task("predictions", total=None, stats="")
+        self.counters: dict[str, float] = {}
+
+    def count(self, key: str, n: float = 1) -> None:
+        """A detector counter from a worker (Monitor interface)."""
+        self.counters[key] = self.counters.get(key, 0) + n
+        stats = " ".join(f"{k}={v:g}" for k, v in sorted(self.counters.items()) if v)
+        self.progress.update(self.prediction_bar, stats=stats)
+
+    def predictions(self, n: int, failed: int) -> None:
+        """`n` predictions were journaled, `failed` of them carrying a detector error."""
+        self.progress.advance(self.prediction_bar, n)
+        if failed:
+            self.count("failed", failed)
+
+    def cell(self, report: CellReport) -> None:
+        """One cell finished."""
+        self.progress.advance(self.cells)
+        if report.status == "failed":
+            self.progress.console.print(styled(("failed", "red"), f" {report.cell}: {report.error}"))
+
+    def __enter__(self) -> SweepProgress:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()

@@ -70,7 +70,8 @@ def score(
     from shambench.errors import ScoringError
     from shambench.io import model_line, write_jsonl
     from shambench.records import iter_records, line_of_id
-    from shambench.reporting.tables import make_console, print_results
+    from shambench.reporting.console import make_console
+    from shambench.reporting.tables import print_results
     from shambench.runs.files import PER_EXAMPLE
     from shambench.runs.runner import corpus_to_score, rescore_run
     from shambench.schema import Prediction

@@ -115,8 +115,8 @@ def _selected(examples: list, scores: dict, sort: str, max_f1: float | None) -> 
 def _print_example(ex: Example, pred: Prediction | None, context_chars: int) -> None:
     from rich.panel import Panel
 
+    from shambench.reporting.console import make_console, styled
     from shambench.reporting.highlight import LEGEND, PLAIN_MARKS, plain_marked, usable_spans
-    from shambench.reporting.tables import make_console, styled
 
     console = make_console()
     ctx = ex.context if len(ex.context) <= context_chars else ex.context[:context_chars] + " [...]"

@@ -8,13 +8,11 @@ from typing import TYPE_CHECKING
 import click
 
 from shambench.cli.exits import allow_failures_option
-from shambench.detection.detector import Monitor
 
 if TYPE_CHECKING:
-    from rich.console import Console
     from rich.table import Table
 
-    from shambench.runs.sweep import CellReport, SweepPlan, SweepReport
+    from shambench.runs.sweep import SweepPlan, SweepReport
 
 
 @click.command("sweep")
@@ -86,8 +84,9 @@ def sweep(
     api_key_env: the key is read from the preset's variable.
     """
     from shambench.cli.exits import finish, print_failures
+    from shambench.cli.progress import SweepProgress
     from shambench.leaderboard.build import runs_site
-    from shambench.reporting.tables import make_console, styled
+    from shambench.reporting.console import make_console, styled
     from shambench.runs.sweep import make_backend, plan_sweep, run_sweep
 
     console = make_console()
@@ -150,42 +149,3 @@ def report_table(report: SweepReport) -> Table:
 
 def _params(params: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(params.items()))
-
-
-class SweepProgress(Monitor):
-    """Two bars, cells and predictions, plus the counters detectors report on the workers."""
-
-    def __init__(self, plan: SweepPlan, console: Console, enabled: bool):
-        from shambench.cli.progress import counting_progress
-
-        self.progress = counting_progress(console, enabled)
-        self.cells = self.progress.add_task("cells", total=len(plan.cells), stats="")
-        self.prediction_bar = self.progress.add_task("predictions", total=None, stats="")
-        self.counters: dict[str, float] = {}
-
-    def count(self, key: str, n: float = 1) -> None:
-        """A detector counter from a worker (Monitor interface)."""
-        self.counters[key] = self.counters.get(key, 0) + n
-        stats = " ".join(f"{k}={v:g}" for k, v in sorted(self.counters.items()) if v)
-        self.progress.update(self.prediction_bar, stats=stats)
-
-    def predictions(self, n: int, failed: int) -> None:
-        """`n` predictions were journaled, `failed` of them carrying a detector error."""
-        self.progress.advance(self.prediction_bar, n)
-        if failed:
-            self.count("failed", failed)
-
-    def cell(self, report: CellReport) -> None:
-        """One cell finished."""
-        from shambench.reporting.tables import styled
-
-        self.progress.advance(self.cells)
-        if report.status == "failed":
-            self.progress.console.print(styled(("failed", "red"), f" {report.cell}: {report.error}"))
-
-    def __enter__(self) -> SweepProgress:
-        self.progress.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.progress.stop()

@@ -81,7 +81,7 @@ def token_classifier(no_progress: bool, attention_dropout: str, datasets: str | 
     from shambench.cli.progress import counting_progress
     from shambench.data.benchmark import split_names
     from shambench.detection.detector import trainers
-    from shambench.reporting.tables import make_console
+    from shambench.reporting.console import make_console
 
     # Training belongs to the token-classifier detector family; the registry imports it only now.
     training = trainers.get("token-classifier").factory()

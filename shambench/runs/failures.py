@@ -5,10 +5,13 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from shambench.errors import ShambenchError
-from shambench.io import Journal
-from shambench.schema import Example, Prediction
+
+if TYPE_CHECKING:
+    from shambench.io import Journal
+    from shambench.schema import Example, Prediction
 
 # Fail fast: stop when the first FAIL_FIRST predictions of a run, or FAIL_RUN in a row, failed for the same reason.
 FAIL_FIRST = 8

@@ -1,6 +1,6 @@
 """Step-level (math) verification: the metrics of ProcessBench, Hard2Verify and Math-Shepherd, kept in their own
 results group (`Results.groups["math"]`), never in the SHAM-Bench overall. Adapters build step examples with
-`shambench.data.steps.step_fields`; the suite tables are `shambench.reporting.suites`'.
+`shambench.data.steps.step_fields`; the suite tables are `shambench.reporting.steps`'.
 
 What a prediction says about the steps of an example, in order of precedence:
 `step_verdicts` (a critic's 1/0/-2 list, any length), `step_scores` (a PRM's probability that each step is correct,
@@ -24,19 +24,12 @@ from pydantic import BaseModel
 
 from shambench.schema import Example, Prediction
 from shambench.scoring.metrics import pooled_prf
+from shambench.scoring.suites import CHAR_LEVEL_SUITES, suite_of
 
 UNPARSEABLE = -2
 GRID = tuple(round(0.10 + 0.05 * i, 2) for i in range(17))
 TUNING_SIZE = 100
 DEFAULT_THRESHOLD = 0.5
-# Suite name (as on the command line) -> the adapter (dataset name prefix) it covers.
-SUITES = {
-    "processbench": "processbench",
-    "hard2verify": "hard2verify",
-    "sharp": "sharp",
-    "math-shepherd": "math_shepherd",
-}
-CHAR_LEVEL_SUITES = frozenset({"math-shepherd"})
 SOPO_WARNING = (
     "SOPO compatibility mode: the predicted span is snapped to the start of the gold erroneous step it falls in, "
     "so it depends on the gold labels; these figures reproduce the SOPO kit and are not a fair measure"
@@ -69,12 +62,6 @@ CONVENTIONS = {
     "mean_f1": "per suite, unweighted mean over its datasets of the first-error balanced F1 (ProcessBench's "
     "'average F1'), over the datasets where it is defined",
 }
-
-
-def suite_of(dataset: str) -> str:
-    """The suite a dataset name belongs to (`processbench/gsm8k` -> `processbench`); unknown ones are their own."""
-    prefix = dataset.split("/", 1)[0]
-    return next((suite for suite, name in SUITES.items() if name == prefix), prefix)
 
 
 class Rates(BaseModel):

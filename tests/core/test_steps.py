@@ -16,10 +16,10 @@ from shambench.scoring.steps import (
     first_error_rates,
     math_group,
     outcome,
-    suite_of,
     tune_threshold,
     tuning_subset,
 )
+from shambench.scoring.suites import suite_of
 
 
 def make(ident: str, labels: list[int | None], dataset: str = "hard2verify", sep: str = "\n\n") -> Example:

@@ -6,9 +6,10 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from shambench.reporting.tables import warn
+from shambench.reporting.console import warn
 from shambench.schema import Example, Prediction
-from shambench.scoring.steps import CHAR_LEVEL_SUITES, SOPO_WARNING, MathGroup, SuiteScores, math_group
+from shambench.scoring.steps import SOPO_WARNING, MathGroup, SuiteScores, math_group
+from shambench.scoring.suites import CHAR_LEVEL_SUITES
 
 if TYPE_CHECKING:
     from rich.table import Table
