@@ -9,13 +9,15 @@
     │   └── SubmissionError                  a rejected leaderboard submission, with every reason
     ├── UnknownPluginError (also a KeyError) no plugin of that kind has that name
     ├── EndpointError                        a base URL refused (not http(s), or carrying credentials)
-    ├── AuthenticationStopped                too many 401/403 replies in a row: the run stopped
+    ├── EndpointStopped                      the server cannot serve the run: it stopped, nothing more sent
+    │   ├── AuthenticationStopped            too many 401/403 replies in a row
+    │   └── ServerUnreachable                no connection to a server that never answered
     ├── MalformedReply (also a ValueError)   an HTTP-200 body that is not a well-formed completion
     ├── LLMError (shambench.llm.client)      a request that failed for good, with what it consumed
     ├── SystematicFailure (shambench.runs.failures)  predictions failing for one reason: the run stopped
     └── CellError                            a sweep cell that could not finish
 
-The command line turns DataError, UnknownPluginError, EndpointError and AuthenticationStopped into one line and
+The command line turns DataError, UnknownPluginError, EndpointError and EndpointStopped into one line and
 exit status 2 (see `shambench.cli.exits`).
 """
 
@@ -77,9 +79,17 @@ class EndpointError(ShambenchError):
     passes it through unchanged and the command line shows it as one line."""
 
 
-class AuthenticationStopped(ShambenchError):
-    """Raised out of `LLMClient.map` after too many consecutive 401/403 replies: the key or server is wrong, and
-    every further request would fail the same way."""
+class EndpointStopped(ShambenchError):
+    """Raised out of `LLMClient.map` when the server cannot serve the run at all: every further request would fail
+    the same way, so none is sent. What was journaled is kept, and a resume continues."""
+
+
+class AuthenticationStopped(EndpointStopped):
+    """After too many consecutive 401/403 replies: the key or the server is wrong."""
+
+
+class ServerUnreachable(EndpointStopped):
+    """No connection could be made to a server that has not answered once: nothing listens at the base URL."""
 
 
 class MalformedReply(ShambenchError, ValueError):

@@ -48,11 +48,11 @@ class LazyGroup(click.Group):
         return super().get_command(ctx, name)
 
     def invoke(self, ctx: click.Context) -> Any:
-        from shambench.errors import AuthenticationStopped, EndpointError
+        from shambench.errors import EndpointError, EndpointStopped
 
         try:
             return super().invoke(ctx)
-        except (*USER_ERRORS, EndpointError, AuthenticationStopped) as err:
+        except (*USER_ERRORS, EndpointError, EndpointStopped) as err:
             raise UserError(str(err)) from None
 
 

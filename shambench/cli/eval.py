@@ -185,7 +185,7 @@ def eval_command(
     from shambench.cli.exits import INTERRUPTED, command_line, finish, print_failures
     from shambench.cli.progress import ProgressMonitor
     from shambench.data.context import evidence_gaps
-    from shambench.errors import AuthenticationStopped
+    from shambench.errors import EndpointStopped
     from shambench.io import write_json
     from shambench.reporting.console import make_console, warn
     from shambench.reporting.tables import print_results
@@ -247,7 +247,7 @@ def eval_command(
             raise click.exceptions.Exit(INTERRUPTED) from None
         except SystematicFailure as err:
             raise UserError(f"{err}\nafter the fix, continue with: {command_line(resume)}") from None
-        except AuthenticationStopped as err:
+        except EndpointStopped as err:
             raise UserError(f"{err}; nothing more was sent. Once fixed, resume with: {command_line(resume)}") from None
     if outcome.detached_batch:
         console.print(f"batch {outcome.detached_batch} is still running; finish the run with: {command_line(resume)}")

@@ -10,7 +10,9 @@ What it guarantees:
   too deeply, no choices, non-string content, usage or logprobs of the wrong shape) is a `MalformedReply`, retried
   and, when it persists, the item's failure reason; it never stops the run;
 - a stop after `Endpoint.auth_failures_to_stop` consecutive 401/403 replies (`AuthenticationStopped`), rather than
-  one doomed request per item;
+  one doomed request per item; likewise a stop after `UNREACHABLE_TO_STOP` failed connections to a server that has
+  not answered once (`ServerUnreachable`: nothing listens at the base URL), within seconds instead of a full
+  backoff per item;
 - a per-request timeout, counted from when the request is sent (not while it waits for a free connection);
 - structured-output negotiation: a `response_format` asking for a JSON schema is sent in the first mode of
   `STRUCTURED_MODES` the server accepts (json_schema, then json_object with the schema alongside as
@@ -75,7 +77,14 @@ from platformdirs import user_config_dir
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from shambench.detection.detector import Monitor
-from shambench.errors import AuthenticationStopped, DataError, EndpointError, MalformedReply, ShambenchError
+from shambench.errors import (
+    AuthenticationStopped,
+    DataError,
+    EndpointError,
+    MalformedReply,
+    ServerUnreachable,
+    ShambenchError,
+)
 from shambench.io import json_type
 from shambench.llm.cache import ResponseCache, cache_key
 
@@ -95,6 +104,9 @@ ROOT_KINDS = frozenset({"pooling"})
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 # Authentication failures: not retried, and a run stops after `Endpoint.auth_failures_to_stop` in a row.
 AUTH_STATUS = frozenset({401, 403})
+# Failed connections, before the server has answered once, after which the run stops: the second attempt lets a
+# server that is still starting come up; a server that answered before gets the full retries instead.
+UNREACHABLE_TO_STOP = 2
 # Replies larger than this many bytes are refused (`Endpoint.max_response_bytes`, default from this variable).
 MAX_RESPONSE_BYTES_ENV = "SHAMBENCH_MAX_RESPONSE_BYTES"
 DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
@@ -649,6 +661,8 @@ class LLMClient:
         self._key: str | None = None
         self._proxy: str | None = None
         self._auth_failures = 0
+        self._answered = False
+        self._unreachable = 0
         self._mode = structured if structured != "auto" else self._remembered_mode()
         self.served_model: str | None = None
         """The model name the server reported in this client's first live reply."""
@@ -684,6 +698,19 @@ class LLMClient:
             "or give --base-url for a server that needs none"
         )
 
+    def missing_key_note(self) -> str | None:
+        """What to say when requests to a server that is not on this machine will carry no key (a local vLLM or
+        llama.cpp server needs none, so saying it there would only be noise)."""
+        if os.environ.get(self.endpoint.api_key_env):
+            return None
+        host = urllib.parse.urlsplit(self.base_url()).hostname or ""
+        if host == "localhost" or host.startswith("127.") or host == "::1":
+            return None
+        return (
+            f"${self.endpoint.api_key_env} is not set: requests to {endpoint_url(self.base_url())} carry no key "
+            "(a server that needs one answers 401)"
+        )
+
     def base_url(self) -> str:
         """The endpoint's base URL: as given, else `$OPENAI_BASE_URL`, else OpenAI's (EndpointError when the
         variable holds credentials or no http(s) URL)."""
@@ -699,6 +726,8 @@ class LLMClient:
             import aiohttp
 
             self._key = self.api_key()
+            if note := self.missing_key_note():
+                self.on_note(note)
             self._proxy = self.proxy()
             # The timeout runs from when the request is written: `sock_read` bounds the wait for the reply, and no
             # total/connect limit counts the time spent waiting for a free connection of the pool.
@@ -942,6 +971,7 @@ class LLMClient:
             try:
                 async with self._gate.slot():
                     async with session.post(url, json=payload, proxy=self._proxy) as reply:
+                        self._answered = True
                         raw = await read_body(reply, self.endpoint.max_response_bytes)
                         status, headers = reply.status, reply.headers
                     self._gate.after(status)
@@ -957,6 +987,9 @@ class LLMClient:
                 retryable, reason = True, str(err)
             except UnicodeDecodeError:
                 retryable, reason = True, "malformed reply: not UTF-8 text"
+            except aiohttp.ClientConnectorError as err:
+                retryable, reason = True, connect_failure(err)
+                self._stop_when_unreachable(reason)
             except (aiohttp.ClientError, TimeoutError, ValueError) as err:
                 # A timeout or a dropped connection: worth another attempt.
                 kind_of = "timeout" if isinstance(err, TimeoutError) else type(err).__name__
@@ -972,6 +1005,18 @@ class LLMClient:
             self.on_count("retries", 1)
             delay = backoff(attempts, self.endpoint.backoff_base, self.endpoint.backoff_max, self._rng)
             await asyncio.sleep(min(max(delay, wait or 0.0), self.endpoint.backoff_max))
+
+    def _stop_when_unreachable(self, reason: str) -> None:
+        """Count one more failed connection; ServerUnreachable when the server never answered and that makes
+        `UNREACHABLE_TO_STOP`."""
+        if self._answered:
+            return
+        self._unreachable += 1
+        if self._unreachable >= UNREACHABLE_TO_STOP:
+            raise ServerUnreachable(
+                f"no server answers at {endpoint_url(self.base_url())} ({reason}, {self._unreachable} attempts): "
+                "start it, or correct the base URL (it usually ends in /v1)"
+            )
 
     def _stop_on_auth_failures(self, reason: str) -> None:
         """Count one more 401/403 in a row; AuthenticationStopped when that makes `auth_failures_to_stop`."""
@@ -1153,6 +1198,15 @@ async def read_body(reply: Any, limit: int) -> bytes:
             raise too_big
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def connect_failure(err: Any) -> str:
+    """Why a connection could not be made, in words (aiohttp's own text names `ssl:default` even for http)."""
+    key = getattr(err, "_conn_key", None)
+    where = f"{key.host}:{key.port}" if key is not None else "the server"
+    errno = getattr(getattr(err, "os_error", None), "errno", None)
+    cause = os.strerror(errno).lower() if errno else str(err)
+    return f"cannot connect to {where}: {cause}"
 
 
 def _short(text: str, limit: int = 300) -> str:

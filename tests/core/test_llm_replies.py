@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from shambench.errors import AuthenticationStopped, EndpointError, MalformedReply
+from shambench.errors import AuthenticationStopped, EndpointError, MalformedReply, ServerUnreachable
 from shambench.llm.cache import ResponseCache
 from shambench.llm.client import DEFAULT_MAX_RESPONSE_BYTES, Endpoint, LLMClient, LLMError, endpoint_url, parse_reply
 from tests.openai_server import MALFORMED_200, Fault, OpenAIServer
@@ -157,6 +157,53 @@ def test_a_success_resets_the_authentication_error_count(openai_server):
     openai_server.faults = lambda req: Fault("403") if int(req.prompt[1:]) % 2 else None
     out = ask(client_for(openai_server, max_concurrency=1, auth_failures_to_stop=2), [f"p{i}" for i in range(10)])
     assert sum(isinstance(o, LLMError) for o in out) == 5 and openai_server.count() == 10
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound once, then released)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_a_server_that_never_answers_stops_the_run_at_the_second_refused_connection():
+    import time
+
+    port = closed_port()
+    client = LLMClient(Endpoint(model="m", base_url=f"http://127.0.0.1:{port}/v1", backoff_base=0.01), cache=None)
+    start = time.perf_counter()
+    with pytest.raises(ServerUnreachable) as stop:
+        ask(client, [f"p{i}" for i in range(20)])
+    assert time.perf_counter() - start < 10
+    message = str(stop.value)
+    assert f"no server answers at http://127.0.0.1:{port}/v1" in message
+    assert f"cannot connect to 127.0.0.1:{port}: connection refused, 2 attempts" in message
+    assert "ssl:default" not in message
+
+
+def test_a_server_that_answered_once_gets_the_full_retries_when_its_connections_fail(openai_server):
+    client = client_for(openai_server, max_concurrency=1, max_retries=2)
+    (first,) = ask(client, ["p0"])
+    assert first.text
+    client.endpoint = client.endpoint.model_copy(update={"base_url": f"http://127.0.0.1:{closed_port()}/v1"})
+    (later,) = ask(client, ["p1"])
+    assert isinstance(later, LLMError) and "connection refused after 3 attempts" in str(later)
+
+
+def test_a_missing_key_is_said_for_a_remote_server_only(monkeypatch):
+    monkeypatch.delenv("MY_KEY", raising=False)
+
+    def note(url: str) -> str | None:
+        return LLMClient(Endpoint(model="m", base_url=url, api_key_env="MY_KEY")).missing_key_note()
+
+    assert note("http://127.0.0.1:8000/v1") is None and note("http://localhost:8000/v1") is None
+    assert note("https://llm.example.org/v1") == (
+        "$MY_KEY is not set: requests to https://llm.example.org/v1 carry no key (a server that needs one answers 401)"
+    )
+    monkeypatch.setenv("MY_KEY", "sk-something-long")
+    assert note("https://llm.example.org/v1") is None
 
 
 # --- secrets ---------------------------------------------------------------------------------------------------
