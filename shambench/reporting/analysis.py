@@ -1,14 +1,6 @@
 """Why a detector fails: span recovery, boundary errors, false alarms and hallucination-rate calibration.
 
-Definitions (all in spaCy tokens, the scorer's tokeniser, whitespace excluded):
-- A gold span is *recovered* when any predicted span overlaps it by at least one character.
-- For a recovered gold span g, let P be the union of the predicted spans that overlap it.
-  over  = tokens of P outside g (the prediction runs long), under = tokens of g outside P (it stops short).
-  `boundary.over_mean` is the mean of `over` over the recovered spans where over > 0; `under_mean` likewise.
-- A predicted span is a *false alarm* when it overlaps no gold span.
-- Per-example hallucinated-token rate = positive tokens / tokens, for gold and for the prediction.
-- `f1_no_gold`: mean per-example token F1 on examples with no gold span (1 when nothing is predicted, else 0);
-  `f1_all_hallucinated`: the same on examples whose every token is gold-positive.
+Every figure is defined in `DEFINITIONS`, which each analysis carries with it into analysis.json.
 """
 
 from __future__ import annotations
@@ -23,6 +15,17 @@ from shambench.schema import Example, Prediction, Span
 from shambench.scoring.metrics import per_example_prf
 from shambench.scoring.text import Segmentation, language_of, segment_mixed
 
+DEFINITIONS = """\
+Definitions (all in spaCy tokens, the scorer's tokeniser, whitespace excluded):
+- A gold span is *recovered* when any predicted span overlaps it by at least one character.
+- For a recovered gold span g, let P be the union of the predicted spans that overlap it.
+  over  = tokens of P outside g (the prediction runs long), under = tokens of g outside P (it stops short).
+  `boundary.over_mean` is the mean of `over` over the recovered spans where over > 0; `under_mean` likewise.
+- A predicted span is a *false alarm* when it overlaps no gold span.
+- Per-example hallucinated-token rate = positive tokens / tokens, for gold and for the prediction.
+- `f1_no_gold`: mean per-example token F1 on examples with no gold span (1 when nothing is predicted, else 0);
+  `f1_all_hallucinated`: the same on examples whose every token is gold-positive.
+"""
 RATE_BINS = tuple(round(x, 1) for x in np.linspace(0.0, 1.0, 11))
 
 
@@ -79,7 +82,7 @@ class RunAnalysis(BaseModel):
     """The run analysed."""
     detector: str
     """Detector spec of the run."""
-    definitions: str = __doc__ or ""
+    definitions: str = DEFINITIONS
     """How every figure is defined."""
     rate_bins: list[float] = Field(default_factory=lambda: list(RATE_BINS))
     """Edges of the rate histograms."""

@@ -50,6 +50,9 @@ def test_analyze_two_runs_writes_json_and_figures(tmp_path):
     assert res.exit_code == 0, res.output
     data = json.loads((out / "analysis.json").read_text())
     by_det = {r["detector"]: r for r in data["runs"]}
+    # the definitions analyze --help promises, not a class docstring
+    assert "A gold span is *recovered* when any predicted span overlaps it" in by_det["overlap"]["definitions"]
+    assert "`f1_no_gold`" in by_det["overlap"]["definitions"]
     # overlap flags exactly "Lyon" (absent from the context): recovered, no boundary error
     ov = by_det["overlap"]["datasets"]["qa/toy"]
     assert ov["recovered_share"] == 1.0 and ov["boundary"]["over_share"] == 0.0
