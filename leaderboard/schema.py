@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from shambench.io import write_atomic
+from shambench.scoring.metrics import EMPTY_RULE_SENTENCE
 from shambench.scoring.results import SCHEMA_VERSION, RunInfo
 
 LEADERBOARD_VERSION = "2.0"
@@ -27,12 +28,6 @@ TASK_ORDER = ("open_qa", "context_qa", "data2txt", "open_bio", "summ", "mt")
 
 
 Standing = Literal["ranked", "reference", "partial", "incomplete", "reported"]
-
-# The per-example convention's empty-example rule, as the page's header states it.
-EMPTY_RULE_SENTENCE = (
-    "Under the paper's per-example convention an example with no hallucination and no predicted span scores F1 = 1, "
-    "so a detector that predicts nothing earns full credit on every hallucination-free example."
-)
 
 
 class Cell(BaseModel):

@@ -7,12 +7,17 @@ from rich.console import Console
 from rich.table import Table
 
 from shambench.reporting.console import make_console
+from shambench.scoring.metrics import EMPTY_RULE_SENTENCE
 from shambench.scoring.results import PRF, GroupScores, Results
 from shambench.scoring.text import convention
 
 
 def _ci(prf: PRF) -> str:
     return f"{prf.ci[0]:.3f}-{prf.ci[1]:.3f}" if prf.ci else ""
+
+
+def _f1(value: float | None) -> str:
+    return "" if value is None else f"{value:.3f}"
 
 
 def _row(name: str, g: GroupScores) -> list[str]:
@@ -24,10 +29,22 @@ def _row(name: str, g: GroupScores) -> list[str]:
         _ci(g.token),
         f"{g.token.precision:.3f}",
         f"{g.token.recall:.3f}",
+        _f1(g.token_with_gold.f1 if g.token_with_gold else None),
+        f"{g.token_pooled.f1:.3f}",
         f"{g.sentence.f1:.3f}",
         _ci(g.sentence),
         missing,
     ]
+
+
+def _mean_over_tasks(results: Results, tasks: list[str], view: str) -> float | None:
+    """The unweighted mean over `tasks` of one token-F1 view (None when a task lacks it), as the overall is."""
+    values = [getattr(results.tasks[t], view) for t in tasks]
+    return sum(v.f1 for v in values) / len(values) if values and all(values) else None
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def results_table(results: Results, title: str = "SHAM-Bench scores") -> Table:
@@ -36,7 +53,7 @@ def results_table(results: Results, title: str = "SHAM-Bench scores") -> Table:
         title=title, title_justify="left", caption=_caption(results), caption_justify="left", box=box.SIMPLE_HEAD
     )
     table.add_column("partition / task", overflow="fold", min_width=12)
-    for col in ("n", "span F1", "95% CI", "P", "R", "sent F1", "95% CI", "missing"):
+    for col in ("n", "span F1", "95% CI", "P", "R", "F1 hallu", "pooled F1", "sent F1", "95% CI", "missing"):
         table.add_column(col, justify="right", no_wrap=True)
     for name, g in results.datasets.items():
         table.add_row(*_row(name, g))
@@ -47,12 +64,14 @@ def results_table(results: Results, title: str = "SHAM-Bench scores") -> Table:
         o = results.overall
         table.add_section()
         table.add_row(
-            f"overall ({len(o.tasks)} tasks)",
+            f"overall ({_plural(len(o.tasks), 'task')})",
             str(sum(results.tasks[t].n for t in o.tasks)),
             f"{o.token.f1:.3f}",
             f"std {o.token.std:.2f}",
             f"{o.token.precision:.3f}",
             f"{o.token.recall:.3f}",
+            _f1(_mean_over_tasks(results, o.tasks, "token_with_gold")),
+            _f1(_mean_over_tasks(results, o.tasks, "token_pooled")),
             f"{o.sentence.f1:.3f}",
             f"std {o.sentence.std:.2f}",
             str(results.missing_predictions) if results.missing_predictions else "",
@@ -65,6 +84,9 @@ def _caption(results: Results) -> str:
     parts = [
         "F1/P/R: per-example, averaged within each row (P/R: span level); overall: mean over tasks, with the "
         "population std over tasks",
+        "F1 hallu: the same span F1 over the examples with a gold span only; pooled F1: token F1 pooled over all "
+        "tokens of the row (LettuceDetect's convention)",
+        EMPTY_RULE_SENTENCE + " F1 hallu and pooled F1 give it none.",
         f"tokenizer: {results.conventions.get('tokenizer', '?')}",
     ]
     own = [p for p, c in results.segmentation.items() if c != convention()]

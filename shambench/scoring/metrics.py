@@ -11,6 +11,11 @@ EMPTY_RULE = (
     "no gold and no prediction: P=R=F1=1; otherwise an undefined precision or recall is 0 "
     "(gold but no prediction: P=R=F1=0; prediction but no gold: P=R=F1=0)"
 )
+# What the rule means for a reader of a table, in one sentence.
+EMPTY_RULE_SENTENCE = (
+    "Under the paper's per-example convention an example with no hallucination and no predicted span scores F1 = 1, "
+    "so a detector that predicts nothing earns full credit on every hallucination-free example."
+)
 
 
 def per_example_prf(tp: np.ndarray, n_pred: np.ndarray, n_gold: np.ndarray) -> tuple[np.ndarray, ...]:

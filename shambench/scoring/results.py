@@ -259,7 +259,7 @@ def results_frame(results: Results) -> pd.DataFrame:
         rows.append(
             {
                 "level": "overall",
-                "name": f"overall ({len(o.tasks)} tasks)",
+                "name": f"overall ({len(o.tasks)} task{'' if len(o.tasks) == 1 else 's'})",
                 "n": results.n_examples,
                 "missing_predictions": results.missing_predictions,
                 "token_precision": o.token.precision,

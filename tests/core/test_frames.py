@@ -25,7 +25,7 @@ def test_results_frame_has_a_row_per_partition_task_and_overall_with_hand_values
     preds = [Prediction(id="a", spans=[Span(start=4, end=11)]), Prediction(id="b")]
     frame = score(examples, preds, n_resamples=10).to_pandas()
     assert list(frame["level"]) == ["partition", "task", "overall"]
-    assert list(frame["name"]) == ["summ/x", "summ", "overall (1 tasks)"]
+    assert list(frame["name"]) == ["summ/x", "summ", "overall (1 task)"]
     row = frame.iloc[0]
     assert row["n"] == 2 and row["n_with_gold"] == 1
     assert row["token_precision"] == pytest.approx((0.5 + 1) / 2)
