@@ -14,10 +14,9 @@ the usage; failures keep their reason in `error` and are retried by `shambench e
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Sequence
 from typing import Any
 
-from shambench.detection.detector import Monitor, detectors
+from shambench.detection.detector import detectors
 from shambench.errors import DataError
 from shambench.llm.api import APIDetector
 from shambench.llm.presets import preset_settings, presets
@@ -67,16 +66,14 @@ class PromptedDetector(APIDetector):
             return dict(self.generation)
         return {**self.generation, "response_format": RESPONSE_FORMAT}
 
-    def predict(self, examples: Sequence[Example], monitor: Monitor | None = None) -> Iterator[Prediction]:
-        yield from self.map(examples, functools.partial(self._predict_one, body=self.body()), monitor)
-
-    async def _predict_one(self, client: Any, example: Example, body: dict[str, Any]) -> Prediction:
+    async def predict_one(self, client: Any, example: Example) -> Prediction:
+        """Ask for the example's incorrect spans and place each quoted string in the response."""
         from shambench.detection.locate import locate
         from shambench.llm.client import LLMError
 
         meta: dict[str, Any] = {"prompt_hash": self.prompt_hash}
         try:
-            reply = await client.chat(self.messages(example), body, accept=spans_of_reply)
+            reply = await client.chat(self.messages(example), self.body(), accept=spans_of_reply)
         except LLMError as err:
             meta["usage"] = err.usage.model_dump()
             return Prediction(id=example.id, error=err.reason, raw=err.text, meta=meta)
