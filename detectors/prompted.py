@@ -17,6 +17,7 @@ import functools
 from typing import Any
 
 from shambench.detection.detector import detectors
+from shambench.detection.locate import MIN_SIMILARITY, locate
 from shambench.errors import DataError
 from shambench.llm.api import APIDetector
 from shambench.llm.presets import preset_settings, presets
@@ -68,7 +69,6 @@ class PromptedDetector(APIDetector):
 
     async def predict_one(self, client: Any, example: Example) -> Prediction:
         """Ask for the example's incorrect spans and place each quoted string in the response."""
-        from shambench.detection.locate import locate
         from shambench.llm.client import LLMError
 
         meta: dict[str, Any] = {"prompt_hash": self.prompt_hash}
@@ -142,8 +142,6 @@ def make_prompted(
         generation: generation settings sent with each request (temperature, max_tokens, ...).
         prompt_hash: the prompt hash a resumed run was made with (checked, not chosen).
     """
-    from shambench.detection.locate import MIN_SIMILARITY
-
     if prompt_hash is not None and prompt_hash != PROMPT_HASH:
         raise DataError(
             f"the run was made with prompt {prompt_hash} but this shambench has prompt {PROMPT_HASH}; "
@@ -173,7 +171,14 @@ def make_prompted(
 
 def _register() -> None:
     for name, preset in presets().items():
-        detectors.add(name, functools.partial(make_prompted, name), preset.description, __name__, family="prompted")
+        detectors.add(
+            name,
+            functools.partial(make_prompted, name),
+            preset.description,
+            __name__,
+            family="prompted",
+            defaults={**preset.defaults(), "min_similarity": MIN_SIMILARITY},
+        )
 
 
 _register()

@@ -53,8 +53,10 @@ def list_detectors(name: str | None) -> None:
         table = Table(title=f"parameters (shambench eval --detector {name} -p KEY=VALUE)", title_justify="left")
         for col in ("parameter", "type", "default", "description"):
             table.add_column(col, overflow="fold")
+        # a preset's own values stand in for the factory's None ("take the preset's")
+        defaults = entry.info.get("defaults", {})
         for p in params:
-            table.add_row(p.name, p.type, p.default, p.help)
+            table.add_row(p.name, p.type, str(defaults[p.name]) if p.name in defaults else p.default, p.help)
         console.print(table)
     else:
         console.print("parameters: none")
@@ -75,3 +77,14 @@ def list_datasets(data_dir: str | None) -> None:
         present = "yes" if adapter.available(root) else "no"
         rows.append((entry.name, ", ".join(adapter.tasks), present, entry.description))
     _table(f"datasets (data dir: {root})", rows, ("name", "tasks", "present", "description"))
+    if not any(present == "yes" for _, _, present, _ in rows):
+        from shambench.data.adapter import DATA_DIR_ENV
+        from shambench.data.benchmark import data_folder_below
+
+        below = data_folder_below(root)
+        hint = f"{below[0]} holds some: pass --data-dir {below[0]}" if below else "point at a folder that holds them"
+        make_console().print(
+            f"none is present in {root}: {hint} (or set ${DATA_DIR_ENV}), or fetch them with `shambench data download`",
+            style="yellow",
+            soft_wrap=True,
+        )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -80,7 +80,7 @@ def show(
     examples = {ex.id: ex for ex in examples_of(config)}
     predictions = Journal(run / JOURNAL).read()
     if example_id is not None and example_id not in examples:
-        raise DataError(f"{run}: no example with id {example_id!r}")
+        raise DataError(f"{run}: no example with id {example_id!r}{id_suggestion(example_id, examples)}")
     if html_out:
         from shambench.io import write_atomic
         from shambench.reporting.highlight import examples_page
@@ -143,3 +143,15 @@ def _print_example(ex: Example, pred: Prediction | None, context_chars: int) -> 
     for key in ("unplaced", "parsed"):
         if pred is not None and pred.meta.get(key):
             console.print(f"{key}: {pred.meta[key]}", soft_wrap=True)
+
+
+def id_suggestion(wanted: str, ids: Iterable[str]) -> str:
+    """`; did you mean ...?` naming the ids whose last part is `wanted` (ids carry their source: `ragtruth/24`,
+    `mushroom/tst-en-24`), else the closest spellings; empty when nothing is close."""
+    import difflib
+    import re
+
+    known = list(ids)
+    tails = [i for i in known if re.split(r"[/-]", i)[-1] == wanted]
+    close = tails[:3] or difflib.get_close_matches(wanted, known, n=3)
+    return f"; did you mean {' or '.join(repr(i) for i in close)}?" if close else ""

@@ -189,7 +189,28 @@ def _nothing_loaded(root: Path, data_dir: str | Path | None, split: str, problem
             f"(e.g. ../shared/data), set ${DATA_DIR_ENV}, or run `shambench data download`"
         )
     listing = "; ".join(f"{name}: {problem}" for name, problem in problems.items())
+    hint = data_folder_below(root)
+    if hint is not None:
+        folder, names = hint
+        return (
+            f"no dataset could be loaded for split {split!r} from {where}, but {folder} holds {', '.join(names)}: "
+            f"pass that folder. Not found here: {listing}"
+        )
     return f"no dataset could be loaded for split {split!r} from {where}: {listing}"
+
+
+def data_folder_below(root: Path) -> tuple[Path, list[str]] | None:
+    """The first folder just below `root` where some sources are present, with their names: a user who names the
+    folder above the data (`../shared` for `../shared/data`) is told where it is."""
+    try:
+        folders = sorted(p for p in root.iterdir() if p.is_dir())
+    except OSError:
+        return None
+    for folder in folders:
+        names = [e.name for e in adapters.entries() if e.factory().available(folder)]
+        if names:
+            return folder, names
+    return None
 
 
 def default_datasets(root: Path, split: str = "test") -> list[str]:

@@ -58,6 +58,21 @@ class Preset(BaseModel):
     generation: dict[str, Any] = Field(default_factory=dict)
     """Request-body parameters (temperature, max_tokens, reasoning_effort, extra_body, ...)."""
 
+    def defaults(self) -> dict[str, Any]:
+        """What each parameter of a detector made from this preset is when not given (`list detectors NAME`)."""
+        endpoint = Endpoint.model_fields
+        return {
+            "model": self.model or "required (-p model=NAME)",
+            "base_url": self.base_url or "OpenAI's API ($OPENAI_BASE_URL)",
+            "api_key_env": self.api_key_env,
+            "max_concurrency": self.max_concurrency,
+            "timeout": self.timeout,
+            "max_retries": endpoint["max_retries"].default,
+            "backoff_base": endpoint["backoff_base"].default,
+            "structured": self.structured,
+            "generation": self.generation,
+        }
+
 
 @functools.cache
 def presets() -> dict[str, Preset]:

@@ -154,3 +154,52 @@ def test_rejection_lists_at_most_twenty_missing_ids_and_the_count():
     assert f"'id{MAX_LISTED_IDS - 1}', and {45 - MAX_LISTED_IDS} more" in message
     assert f"'id{MAX_LISTED_IDS}'" not in message
     assert missing_problem(["a"], 3) == "no prediction for 1 of the 3 test ids: 'a'"
+
+
+# --- the first hour: what a new user mistypes is answered with what they meant ------------------------------------
+
+
+def test_the_folder_above_the_data_is_answered_with_the_data_folder(shared_data, tmp_path):
+    parent = shared_data.parent
+    res = invoke("eval", "--detector", "none", "--data-dir", parent, "--run-dir", tmp_path / "run")
+    assert res.exit_code == 2
+    assert (
+        f"but {shared_data} holds " in res.stderr and "mushroom" in res.stderr and ": pass that folder." in res.stderr
+    )
+    assert not (tmp_path / "run").exists()
+    listed = invoke("list", "datasets", "--data-dir", parent)
+    assert listed.exit_code == 0
+    assert f"none is present in {parent}: {shared_data} holds some: pass --data-dir {shared_data}" in listed.stdout
+
+
+def test_list_datasets_says_how_to_get_data_when_none_is_present(tmp_path):
+    res = invoke("list", "datasets", "--data-dir", tmp_path)
+    assert res.exit_code == 0
+    assert (
+        f"none is present in {tmp_path}: point at a folder that holds them (or set $SHAMBENCH_DATA_DIR)" in res.stdout
+    )
+    assert "shambench data download" in res.stdout
+
+
+def test_show_suggests_the_full_id_of_a_bare_number(tmp_path):
+    examples = tmp_path / "e.jsonl"
+    rows = [
+        {"id": f"toy/{n}", "task": "summ", "dataset": "toy", "response": f"Response {n}.", "hallu_spans": []}
+        for n in (2, 24, 240)
+    ]
+    write_jsonl(examples, rows)
+    eval_run(examples, "none", tmp_path / "run")
+    bare = invoke("show", tmp_path / "run", "--id", "24")
+    assert bare.exit_code == 2
+    assert bare.stderr.strip().endswith("no example with id '24'; did you mean 'toy/24'?")
+    far = invoke("show", tmp_path / "run", "--id", "zzzzzz")
+    assert far.stderr.strip().endswith("no example with id 'zzzzzz'")
+
+
+def test_a_preset_lists_its_own_values_as_defaults():
+    res = invoke("list", "detectors", "gpt5mini")
+    assert res.exit_code == 0, res.output
+    rows = {line.split("│")[1].strip(): line.split("│")[3].strip() for line in res.stdout.splitlines() if "│" in line}
+    assert rows["model"] == "gpt-5-mini" and rows["api_key_env"] == "OPENAI_API_KEY"
+    assert rows["max_concurrency"] == "16" and rows["min_similarity"] == "0.8"
+    assert "'reasoning_effort': 'minimal'" in rows["generation"]
