@@ -132,7 +132,7 @@ def verify(names: tuple[str, ...], data_dir: str | None) -> None:
     from shambench.data.adapter import adapters, resolve_data_dir
     from shambench.data.benchmark import split_names
     from shambench.data.download import verify_source
-    from shambench.reporting.tables import make_console
+    from shambench.reporting.console import make_console
 
     console = make_console()
     root = resolve_data_dir(data_dir)
