@@ -48,6 +48,13 @@ def highlighted(text: str, gold: Sequence[Span], pred: Sequence[Span]) -> Text:
     help="With --html: the run's order, span F1 ascending (worst first) or descending.",
 )
 @click.option("--max-f1", type=float, help="With --html: only examples whose span F1 is at most this.")
+@click.option(
+    "--per-page",
+    type=click.IntRange(min=1),
+    default=500,
+    show_default=True,
+    help="With --html: examples per page; more go to FILE-2.html, FILE-3.html, ..., each page linking the others.",
+)
 def show(
     run_dir: str,
     example_id: str | None,
@@ -56,16 +63,18 @@ def show(
     context_chars: int,
     sort: str,
     max_f1: float | None,
+    per_page: int,
 ) -> None:
     """Print one example of RUN_DIR with gold and predicted spans highlighted, or write them all as a page.
 
     \b
     shambench show runs/RUN --id ragtruth/12345
-    shambench show runs/RUN --html examples.html       every example, each at examples.html#<id>
+    shambench show runs/RUN --html examples.html       every example, 500 a page, each at PAGE#<id>
     shambench show runs/RUN --html worst.html --sort f1 --max-f1 0.5 --partition summ/ragtruth
 
-    The page shows each example's scores and filters by id, partition and span F1 in the browser too; examples
-    off screen are not laid out, so pages of thousands of examples stay fast.
+    Each page shows the run's overall score and what it holds, each example's scores, and filters its examples by
+    id, partition and span F1 in the browser; a context is loaded when it is opened, and examples off screen are
+    not laid out.
 
     The page gives each example's span and sentence scores (from the run's per_example.jsonl). In a terminal,
     green: gold and predicted agree, red: gold span missed, yellow: predicted but not gold. In a file or a pipe
@@ -83,7 +92,7 @@ def show(
         raise DataError(f"{run}: no example with id {example_id!r}{id_suggestion(example_id, examples)}")
     if html_out:
         from shambench.io import write_atomic
-        from shambench.reporting.highlight import examples_page
+        from shambench.reporting.highlight import paginated
 
         scores = example_scores(run)
         chosen = [examples[example_id]] if example_id else list(examples.values())
@@ -94,12 +103,41 @@ def show(
                 raise DataError(f"{run}: no partition {', '.join(unknown)} in this run (it has {known})")
             chosen = [ex for ex in chosen if ex.partition in partitions]
         chosen = _selected(chosen, scores, sort, max_f1)
-        write_atomic(html_out, examples_page(f"{config.detector}: {run.name}", chosen, predictions, scores))
-        click.echo(f"{len(chosen)} examples -> {html_out}")
+        title = config.detector if run.name == config.detector else f"{config.detector}: {run.name}"
+        summary = page_summary(run, len(chosen), len(examples), partitions, max_f1, sort)
+        out = Path(html_out)
+        pages = paginated(title, chosen, predictions, scores, out.name, per_page, summary)
+        for name, page in pages.items():
+            write_atomic(out.with_name(name), page)
+        more = f" ({len(pages)} pages: {', '.join(pages)})" if len(pages) > 1 else ""
+        click.echo(f"{len(chosen)} examples -> {html_out}{more}")
         return
     if example_id is None:
         raise click.UsageError("give --id ID (or --html FILE for every example)")
     _print_example(examples[example_id], predictions.get(example_id), context_chars)
+
+
+def page_summary(
+    run: Path, shown: int, total: int, partitions: Sequence[str], max_f1: float | None, sort: str
+) -> list[str]:
+    """The lines above a page's examples: the run and its overall score, and what the page holds of it."""
+    from shambench.runs.files import RESULTS
+    from shambench.scoring.results import Results
+
+    lines = [f"run {run}"]
+    if (run / RESULTS).is_file():
+        results = Results.model_validate_json((run / RESULTS).read_bytes())
+        if results.overall is not None:
+            o = results.overall
+            lines.append(
+                f"overall span F1 {o.token.f1:.3f} over {len(o.tasks)} task(s), sentence F1 {o.sentence.f1:.3f}; "
+                f"{results.n_examples} examples scored"
+            )
+    kept = [f"partition {', '.join(partitions)}"] if partitions else []
+    kept += [f"span F1 at most {max_f1:g}"] if max_f1 is not None else []
+    kept += [f"sorted by {'ascending' if sort == 'f1' else 'descending'} span F1"] if sort != "run" else []
+    lines.append(f"{shown} of the run's {total} examples" + (f" ({'; '.join(kept)})" if kept else ""))
+    return lines
 
 
 def _selected(examples: list, scores: dict, sort: str, max_f1: float | None) -> list:

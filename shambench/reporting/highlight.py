@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
+import json
 from collections.abc import Sequence
 
 from shambench.schema import Example, Prediction, Span
@@ -44,16 +45,39 @@ function apply() {
 }
 form.addEventListener("input", apply);
 apply();
+// Each distinct context is stored once (many responses share a source document) and put in place when opened.
+const contexts = JSON.parse(document.getElementById("contexts").textContent);
+for (const d of document.querySelectorAll("details[data-context]")) {
+  d.addEventListener("toggle", () => {
+    const pre = d.querySelector("pre");
+    if (d.open && !pre.textContent) pre.textContent = contexts[d.dataset.context];
+  });
+}
 """
 
 
 def segments(text: str, gold: Sequence[Span], pred: Sequence[Span]) -> list[tuple[str, str | None]]:
-    """The text cut into runs, each marked `both`, `gold` (missed), `pred` (false alarm) or None."""
+    """The text cut into runs, each marked `both`, `gold` (missed), `pred` (false alarm) or None.
+
+    White space is never a token to the scorer, so a run of it carries only what the text on both sides of it
+    shares: the space between two tokens of a gold span that were both predicted shows as agreement, not as a
+    missed character."""
     marks = [0] * len(text)
     for bit, spans in ((1, gold), (2, pred)):
         for s in spans:
             for i in range(s.start, s.end):
                 marks[i] |= bit
+    i = 0
+    while i < len(text):
+        if not text[i].isspace():
+            i += 1
+            continue
+        j = i
+        while j < len(text) and text[j].isspace():
+            j += 1
+        shared = (marks[i - 1] if i else 0) & (marks[j] if j < len(text) else 0)
+        marks[i:j] = [shared] * (j - i)
+        i = j
     out: list[tuple[str, str | None]] = []
     start = 0
     for i in range(1, len(text) + 1):
@@ -88,7 +112,7 @@ def _scores_html(row: ExampleScores) -> str:
     return f'<div class="scores">{html.escape(text)}</div>'
 
 
-def _example_html(ex: Example, pred: Prediction | None, row: ExampleScores) -> str:
+def _example_html(ex: Example, pred: Prediction | None, row: ExampleScores, context_key: str | None) -> str:
     marked = "".join(
         html.escape(t) if kind is None else f'<mark class="{kind}">{html.escape(t)}</mark>'
         for t, kind in segments(ex.response, ex.hallu_spans, usable_spans(pred))
@@ -97,14 +121,16 @@ def _example_html(ex: Example, pred: Prediction | None, row: ExampleScores) -> s
     parts = [
         f'<section id="{html.escape(ex.id, quote=True)}" data-partition="{html.escape(ex.partition, quote=True)}" '
         f'data-f1="{row.token.f1:.3f}"><h2>{html.escape(ex.id)}</h2>',
-        f'<div class="meta">{html.escape(ex.partition)} · span F1 {row.token.f1:.3f}'
-        f"{' · ' + html.escape(status) if status else ''}</div>",
+        f'<div class="meta">{html.escape(ex.partition)}{" · " + html.escape(status) if status else ""}</div>',
         _scores_html(row),
     ]
     if ex.question:
         parts.append(f"<p><b>Question:</b> {html.escape(ex.question)}</p>")
-    if ex.context:
-        parts.append(f"<details><summary>context</summary><pre>{html.escape(ex.context)}</pre></details>")
+    if context_key is not None:
+        parts.append(
+            f'<details data-context="{context_key}"><summary>context ({len(ex.context):,} characters)</summary>'
+            "<pre></pre></details>"
+        )
     parts.append(f'<div class="response">{marked}</div></section>')
     return "\n".join(parts)
 
@@ -116,7 +142,7 @@ def _filter_form(examples: Sequence[Example]) -> str:
     )
     return (
         '<form class="filter">id <input name="id" type="search" size="18"> partition <select name="partition">'
-        f'<option value="">all</option>{options}</select> span F1 at most '
+        f'<option value="">all on this page</option>{options}</select> span F1 at most '
         '<input name="f1max" type="number" min="0" max="1" step="0.05" style="width:5em"> '
         '<span id="shown"></span></form>'
     )
@@ -127,18 +153,36 @@ def examples_page(
     examples: Sequence[Example],
     predictions: dict[str, Prediction],
     scores: dict[str, ExampleScores],
+    summary: Sequence[str] = (),
+    pages: Sequence[tuple[str, str]] = (),
 ) -> str:
     """A self-contained HTML page of the examples, in the order given, each with an anchor `#<id>` and its own
-    scores (a run's `example_scores`), filterable by id, partition and span F1 (everything escaped; the only
-    script is ours, allowed by its hash)."""
+    scores (a run's `example_scores`), filterable by id, partition and span F1, under the `summary` lines
+    (everything escaped; the only script is ours, allowed by its hash). Each distinct context is stored once and
+    shown when its example's context is opened. `pages` (label, file name) links the other pages of a paginated
+    set (`paginated`)."""
     legend = " ".join(f'<mark class="{k}">{html.escape(v)}</mark>' for k, v in LEGEND.items())
-    body = "\n".join(_example_html(ex, predictions.get(ex.id), scores[ex.id]) for ex in examples)
+    keys: dict[str, str] = {}
+    for ex in examples:
+        if ex.context:
+            keys.setdefault(ex.context, str(len(keys)))
+    body = "\n".join(_example_html(ex, predictions.get(ex.id), scores[ex.id], keys.get(ex.context)) for ex in examples)
+    # JSON in a script element: `<` escaped so that no text of the data can close the element.
+    contexts = json.dumps({key: text for text, key in keys.items()}, ensure_ascii=False).replace("<", "\\u003c")
+    intro = "".join(f'<p class="meta">{html.escape(line)}</p>' for line in summary)
+    if pages:
+        links = " ".join(
+            f'<a href="{html.escape(name, quote=True)}">{html.escape(label)}</a>' if name else html.escape(label)
+            for label, name in pages
+        )
+        intro += f'<p class="meta" id="pages">pages: {links}</p>'
     csp = f"default-src 'none'; style-src {csp_hash(CSS)}; script-src {csp_hash(SCRIPT)}; img-src 'none'"
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{html.escape(csp, quote=True)}">'
         f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>"
-        f"<h1>{html.escape(title)}</h1><p>{legend}</p>\n{_filter_form(examples)}\n{body}\n"
+        f"<h1>{html.escape(title)}</h1>{intro}<p>{legend}</p>\n{_filter_form(examples)}\n{body}\n"
+        f'<script type="application/json" id="contexts">{contexts}</script>\n'
         f"<script>{SCRIPT}</script></body></html>\n"
     )
 
@@ -146,3 +190,33 @@ def examples_page(
 def csp_hash(text: str) -> str:
     """The Content-Security-Policy source expression allowing exactly this inline script or style."""
     return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+
+def page_names(first: str, n_pages: int) -> list[str]:
+    """The file names of a paginated set: `first` (e.g. `worst.html`), then `worst-2.html`, `worst-3.html`, ..."""
+    stem, dot, suffix = first.rpartition(".")
+    if not dot:
+        stem, suffix = first, ""
+    return [first] + [f"{stem}-{k}{dot}{suffix}" for k in range(2, n_pages + 1)]
+
+
+def paginated(
+    title: str,
+    examples: Sequence[Example],
+    predictions: dict[str, Prediction],
+    scores: dict[str, ExampleScores],
+    first: str,
+    per_page: int,
+    summary: Sequence[str] = (),
+) -> dict[str, str]:
+    """The examples as pages of at most `per_page`, by file name (`page_names`), each linking the others: a
+    browser opens a page of a whole benchmark's examples at once instead of tens of megabytes."""
+    chunks = [examples[i : i + per_page] for i in range(0, len(examples), per_page)] or [examples]
+    names = page_names(first, len(chunks))
+    out = {}
+    for k, (name, chunk) in enumerate(zip(names, chunks)):
+        start = k * per_page
+        label = f"page {k + 1} of {len(chunks)}: examples {start + 1}-{start + len(chunk)}"
+        nav = [(str(j + 1), "" if j == k else other) for j, other in enumerate(names)] if len(chunks) > 1 else []
+        out[name] = examples_page(title, chunk, predictions, scores, [*summary, label] if nav else summary, nav)
+    return out

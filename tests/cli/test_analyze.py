@@ -110,9 +110,67 @@ def test_show_html_page_and_leaderboard_links_to_it(tmp_path):
     assert res.exit_code == 0, res.output
     board = json.loads((site / "leaderboard.json").read_text())
     link = board["entries"][0]["examples_page"]
-    # the same page as `show --html` writes, under the board's title
-    assert (site / link).read_text() == text.replace("overlap: overlap", "overlap: examples")
+    # the same examples as `show --html` writes, under the board's title
+    linked = (site / link).read_text()
+    assert "<title>overlap: examples</title>" in linked and "<title>overlap</title>" in text
+    assert linked[linked.index("<section") :] == text[text.index("<section") :]
     assert f'href="{link}"' in (site / "index.html").read_text()
+
+
+def test_white_space_carries_only_what_both_sides_share():
+    from shambench.reporting.highlight import segments
+    from shambench.schema import Span
+
+    # gold "capital city" whole, predicted "capital" and "city" apart: the space between is agreement, not a miss
+    text = "The capital city."
+    out = segments(text, [Span(start=4, end=16)], [Span(start=4, end=11), Span(start=12, end=16)])
+    assert out == [("The ", None), ("capital city", "both"), (".", None)]
+    # a missed gold span stays one run across its spaces; the spaces at its edges take no mark
+    assert segments("a  b c", [Span(start=0, end=6)], []) == [("a  b c", "gold")]
+    assert segments("x a b y", [Span(start=1, end=6)], []) == [("x ", None), ("a b", "gold"), (" y", None)]
+
+
+def test_show_html_pages_link_each_other_and_say_what_they_hold(tmp_path):
+    runner = _runs(tmp_path)
+    page = tmp_path / "out" / "all.html"
+    res = runner.invoke(main, ["show", str(tmp_path / "all"), "--html", str(page), "--per-page", "1"])
+    assert res.exit_code == 0, res.output
+    assert "2 examples -> " in res.output and "(2 pages: all.html, all-2.html)" in res.output
+    first, second = page.read_text(), (tmp_path / "out" / "all-2.html").read_text()
+    assert '<section id="a"' in first and '<section id="b"' not in first and '<section id="b"' in second
+    assert '<p class="meta" id="pages">pages: 1 <a href="all-2.html">2</a></p>' in first
+    assert '<p class="meta" id="pages">pages: <a href="all.html">1</a> 2</p>' in second
+    assert "page 2 of 2: examples 2-2" in second
+    # the run's overall score heads every page; the title is the detector, once
+    assert f"run {tmp_path / 'all'}" in first and "overall span F1 " in first and "<title>all</title>" in first
+    assert "2 of the run&#x27;s 2 examples" in first
+    # one F1 per card (in the scores line), and the partition menu does not claim the whole run
+    assert first.count("span F1 0.333") == 1 and ">all on this page</option>" in first
+
+
+def test_show_html_stores_each_context_once_and_escapes_it(tmp_path):
+    shared = "Source </script><script>alert(1)</script> text."
+    rows = [
+        {
+            "id": f"r{i}",
+            "dataset": "toy",
+            "task": "summ",
+            "context": shared,
+            "response": f"Reply {i}.",
+            "hallu_spans": [],
+        }
+        for i in range(3)
+    ]
+    eval_run(write_jsonl(tmp_path / "ex.jsonl", rows), "none", tmp_path / "run")
+    page = tmp_path / "p.html"
+    assert CliRunner().invoke(main, ["show", str(tmp_path / "run"), "--html", str(page)]).exit_code == 0
+    text = page.read_text()
+    start = text.index('<script type="application/json" id="contexts">') + len(
+        '<script type="application/json" id="contexts">'
+    )
+    data = text[start : text.index("</script>", start)]
+    assert json.loads(data) == {"0": shared} and "<" not in data
+    assert text.count('<details data-context="0">') == 3 and "alert(1)</script>" not in text
 
 
 def test_show_html_sorts_and_filters_by_per_example_scores(tmp_path):
@@ -193,5 +251,11 @@ def test_show_html_filter_runs_in_a_browser(tmp_path):
         browser.evaluate(set_value.format("f1max", ""))
         browser.evaluate(set_value.format("id", "A"))
         assert browser.evaluate(shown) == ["a"]
+        # a context is put in place when its details are opened
+        context = "document.querySelector('section#a details pre').textContent"
+        assert browser.evaluate(context) == ""
+        browser.evaluate("{ const d = document.querySelector('section#a details'); d.open = true; }")
+        browser.evaluate("new Promise(r => setTimeout(r, 50))")
+        assert browser.evaluate(context) == "Paris is the capital."
     finally:
         browser.close()
