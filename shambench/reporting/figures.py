@@ -109,21 +109,32 @@ def _iso_f1(ax: Any) -> None:
         ax.annotate(f"F1={f:.1f}", (1, f / (2 - f)), fontsize=7, color="0.5", xytext=(2, 0), textcoords="offset points")
 
 
+# One marker per task, so that points of nearby tasks are told apart without text labels that overlap.
+TASK_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
+
+
 def pr_scatter(runs: Sequence[tuple[str, Results]], path: Path) -> Path:
-    """Span (token) precision against recall, one point per run and task, over curves of constant F1."""
+    """Span (token) precision against recall, one point per run and task, over curves of constant F1: colour
+    says the run, the marker the task (two legends)."""
+    from matplotlib.lines import Line2D
+
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 5.0), layout="constrained")
     _iso_f1(ax)
-    for name, res in runs:
-        ps = [g.token.precision for g in res.tasks.values()]
-        rs = [g.token.recall for g in res.tasks.values()]
-        ax.scatter(rs, ps, label=name)
-        for task, r, p in zip(res.tasks, rs, ps):
-            ax.annotate(task, (r, p), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    tasks = sorted({task for _, res in runs for task in res.tasks})
+    marker = {task: TASK_MARKERS[i % len(TASK_MARKERS)] for i, task in enumerate(tasks)}
+    colours = [f"C{i % 10}" for i in range(len(runs))]
+    for (_, res), colour in zip(runs, colours):
+        for task, g in res.tasks.items():
+            ax.scatter(g.token.recall, g.token.precision, color=colour, marker=marker[task], s=36)
+    run_handles = [Line2D([], [], color=c, marker="o", ls="", label=name) for (name, _), c in zip(runs, colours)]
+    task_handles = [Line2D([], [], color="0.3", marker=marker[t], ls="", label=t) for t in tasks]
+    first = ax.legend(handles=run_handles, title="run", fontsize=8, loc="upper left", bbox_to_anchor=(1.13, 1))
+    ax.add_artist(first)
+    ax.legend(handles=task_handles, title="task", fontsize=8, loc="lower left", bbox_to_anchor=(1.13, 0))
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
     ax.set_xlabel("span recall (per-example mean)")
     ax.set_ylabel("span precision (per-example mean)")
     ax.set_title("Span precision against recall per task, with iso-F1 curves", fontsize=10)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.08, 1), borderaxespad=0)
     return _save(fig, path)
