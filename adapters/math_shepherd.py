@@ -35,6 +35,8 @@ MARKER = "ки"
 PLACEHOLDER = "ⶻ"
 RAW_FILE = "math-shepherd.jsonl"
 SAMPLE_FILE = "samples_math-shepherd.openr.jsonl"
+# The dataset, suite and command-line name (one spelling for all three).
+NAME = "math-shepherd"
 # trl-lib/math_shepherd at the commit whose data/ holds test-00000-of-00001.parquet (9.6 MB).
 TRL_COMMIT = "004d0e7dc9249b4af58ce41e58b7d2fef184dade"
 RAW_EXPECTED = "Math-Shepherd JSON lines with input (steps ending in ки) and label (+/- in place of each ки)"
@@ -117,7 +119,7 @@ def _example(where: str, ident: str, split: str, question: str, steps: list[str]
     return example_at(
         where,
         id=ident,
-        dataset="math_shepherd",
+        dataset=NAME,
         task=TASK,
         split=split,
         question=question,
@@ -129,7 +131,8 @@ def _example(where: str, ident: str, split: str, question: str, steps: list[str]
 class MathShepherdAdapter(Adapter):
     """Reads Math-Shepherd in its raw or TRL format."""
 
-    name = "math_shepherd"
+    name = NAME
+    folder = "math_shepherd"  # the folder name of the released copies (and of ../shared/data)
     suite = "math-shepherd"
     tasks = (TASK,)
     splits = ("test", "train", "sample")
@@ -180,7 +183,7 @@ class MathShepherdAdapter(Adapter):
             except ValueError as err:
                 raise SourceError(f"{where}: {err} (expected {RAW_EXPECTED})") from None
             meta = {"source_task": row.task, "line": index}
-            examples.append(_example(where, f"math_shepherd/{split}/{index}", split, question, steps, labels, meta))
+            examples.append(_example(where, f"{NAME}/{split}/{index}", split, question, steps, labels, meta))
         return LoadResult(examples=examples, dropped=dict(dropped), files=[path.name])
 
     def _load_trl(self, root: Path, paths: list[Path], split: str) -> LoadResult:
@@ -192,13 +195,13 @@ class MathShepherdAdapter(Adapter):
                         f"{where}: {len(row.completions)} completions but {len(row.labels)} labels "
                         f"(expected {TRL_EXPECTED}, one label per step)"
                     )
-                ident = f"math_shepherd/{split}/{len(examples)}"
+                ident = f"{NAME}/{split}/{len(examples)}"
                 labels = [int(v) for v in row.labels]
                 examples.append(_example(where, ident, split, row.prompt.strip(), row.completions, labels, {}))
         return LoadResult(examples=examples, files=[str(p.relative_to(root)) for p in paths])
 
 
-@adapter("math_shepherd")
+@adapter(NAME)
 def math_shepherd() -> Adapter:
     """Math-Shepherd: automatic +/- labels per step of GSM8K/MATH solutions (raw or TRL format)."""
     return MathShepherdAdapter()

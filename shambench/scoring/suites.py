@@ -7,7 +7,7 @@ SUITES = {
     "processbench": "processbench",
     "hard2verify": "hard2verify",
     "sharp": "sharp",
-    "math-shepherd": "math_shepherd",
+    "math-shepherd": "math-shepherd",
 }
 
 CHAR_LEVEL_SUITES = frozenset({"math-shepherd"})

@@ -47,7 +47,7 @@ def test_raw_format_fixture():
 
 def test_trl_format_fixture():
     loaded = MathShepherdAdapter().load(FIXTURES, "test")
-    assert [ex.id for ex in loaded.examples] == ["math_shepherd/test/0", "math_shepherd/test/1"]
+    assert [ex.id for ex in loaded.examples] == ["math-shepherd/test/0", "math-shepherd/test/1"]
     ok, wrong = loaded.examples
     assert ok.response == "Step 1: 7 - 2 = 5.\nStep 2: The answer is: 5" and ok.first_error == -1
     assert [s.label for s in wrong.steps] == [0, 0] and len(wrong.hallu_spans) == 2

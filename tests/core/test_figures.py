@@ -53,7 +53,13 @@ def test_pr_scatter_has_iso_f1_curves_and_span_naming(kept, tmp_path):
     ax = kept[0].axes[0]
     assert ax.get_xlabel() == "span recall (per-example mean)"
     assert ax.get_ylabel() == "span precision (per-example mean)"
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["exact", "all"]
+    # two legends: the runs (kept as an artist) and the tasks; no task name is written at a point
+    runs_legend = next(a for a in ax.artists if a.get_title().get_text() == "run")
+    assert [t.get_text() for t in runs_legend.get_texts()] == ["exact", "all"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["context_qa", "summ"]
+    assert not [t for t in ax.texts if not t.get_text().startswith("F1=")]
+    markers = {tuple(c.get_paths()[0].vertices.round(3).flatten()) for c in ax.collections}
+    assert len(markers) == 2  # one marker shape per task
     iso = [t.get_text() for t in ax.texts if t.get_text().startswith("F1=")]
     assert iso == ["F1=0.2", "F1=0.4", "F1=0.6", "F1=0.8"]
     # Each curve holds precision = f·r / (2r - f): at recall 1, F1 0.4 needs precision 0.4 / 1.6 = 0.25.

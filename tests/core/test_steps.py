@@ -136,7 +136,7 @@ def test_prediction_kinds_give_the_same_verdicts():
 
 def test_math_shepherd_char_f1_is_gold_independent_and_sopo_is_not():
     # "ab\ncd\nef": steps [0,2) [3,5) [6,8), labels 1 0 0; gold chars = [3,6) with its newline + [6,8) = 5 chars
-    ex = Example(id="m", dataset="math_shepherd", task="math_step", **step_fields(["ab", "cd", "ef"], [1, 0, 0], "\n"))
+    ex = Example(id="m", dataset="math-shepherd", task="math_step", **step_fields(["ab", "cd", "ef"], [1, 0, 0], "\n"))
     by_steps = {"m": Prediction(id="m", step_verdicts=[1, 1, 0])}  # flags [6,8): 2 chars, both gold
     s = dataset_scores([ex], by_steps, char=True)
     assert (s.char.precision, s.char.recall) == (100, 40)
@@ -147,14 +147,14 @@ def test_math_shepherd_char_f1_is_gold_independent_and_sopo_is_not():
     assert plain.char.recall == 20 and plain.char.f1 == pytest.approx(100 * 2 * 0.2 / 1.2)
     with pytest.warns(UserWarning, match="SOPO"):
         group = math_group([ex], by_span, sopo_compat=True)
-    sopo = group.datasets["math_shepherd"].char_sopo_compat
+    sopo = group.datasets["math-shepherd"].char_sopo_compat
     # the kit snaps 7 back to the start (6) of the gold erroneous step it falls in: [6,8) -> recall 2/5
     assert (sopo.precision, sopo.recall) == (100, 40)
     early = dataset_scores([ex], {"m": Prediction(id="m", spans=[[1, 2]])}, char=True, sopo=True)
     # 1 is in a correct step: no snapping, the suffix [1,8) = 7 chars of which 5 gold -> P 5/7, R 1
     assert early.char_sopo_compat.precision == pytest.approx(500 / 7)
     assert early.char_sopo_compat.f1 == pytest.approx(100 * 10 / 12)
-    assert math_group([ex], by_span).datasets["math_shepherd"].char_sopo_compat is None
+    assert math_group([ex], by_span).datasets["math-shepherd"].char_sopo_compat is None
 
 
 def test_threshold_sweep_picks_the_first_best_grid_value():
@@ -190,7 +190,7 @@ def test_suite_mean_f1_over_subsets():
     assert group.datasets["processbench/gsm8k"].first_error.balanced_f1 == 100
     assert group.datasets["processbench/math"].first_error.balanced_f1 == 0
     assert group.suites["processbench"].mean_f1 == 50
-    assert suite_of("math_shepherd") == "math-shepherd" and suite_of("sharp/gsm8k") == "sharp"
+    assert suite_of("math-shepherd") == "math-shepherd" and suite_of("sharp/gsm8k") == "sharp"
 
 
 def test_tuning_subset_is_seeded_and_order_free():

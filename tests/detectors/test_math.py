@@ -117,7 +117,7 @@ def test_math_shepherd_sopo_compat_warns_and_reports_both(tmp_path):
         str(FIXTURES),
         "--sopo-compat",
     )
-    got = math_["datasets"]["math_shepherd"]
+    got = math_["datasets"]["math-shepherd"]
     # both responses are "Step 1: ..." (18 chars) + "\n" + 24 chars = 43; step 0 with its newline = 19 chars
     # default: predicted [0,19) in both; gold all 43 chars of the second -> tp 19, P 19/38, R 19/43, F1 38/81
     assert got["char"]["precision"] == 50 and got["char"]["f1"] == pytest.approx(100 * 38 / 81)
@@ -174,10 +174,12 @@ def test_prm_pooling_backend():
     assert [sp.score for sp in pred.scores] == pytest.approx([0.2, 0.9, 0.9])
 
 
-def test_prm_pooling_backend_failure_is_recorded():
+def test_prm_pooling_backend_that_never_answers_stops_the_run():
+    from shambench.errors import ServerUnreachable
+
     det = create_detector("prm:my-prm", base_url="http://127.0.0.1:9/v1", timeout=1.0, max_retries=1)
-    (pred,) = det.predict([example()])
-    assert pred.error and pred.step_scores is None
+    with pytest.raises(ServerUnreachable, match="no server answers at http://127.0.0.1:9/v1"):
+        list(det.predict([example()]))
 
 
 def test_prm_transformers_backend(tmp_path):
