@@ -72,6 +72,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
+import orjson
 import yaml
 from platformdirs import user_config_dir
 from pydantic import BaseModel, Field, ValidationError, field_validator
@@ -122,6 +123,7 @@ _VALIDATION = re.compile(
     r"validation error|literal_error|input should be|field required|extra_forbidden|value_error|unprocessable",
     re.IGNORECASE,
 )
+JSON_HEADERS = {"Content-Type": "application/json"}
 # How often finished results and counters are handed from the event-loop thread to the caller.
 FLUSH_SECONDS = 0.05
 # What the Batch API charges relative to standard processing, for models whose price lists no batch prices
@@ -962,7 +964,8 @@ class LLMClient:
         session = self._http()
         base = self.base_url().removesuffix("/v1") if kind in ROOT_KINDS else self.base_url()
         url = f"{base}/{KIND_PATHS[kind]}"
-        payload = wire_body(self.endpoint.model, body)
+        # Encoded once for every attempt (aiohttp's `json=` would encode it again on each, with the slower json).
+        payload = orjson.dumps(wire_body(self.endpoint.model, body))
         attempts = 0
         while True:
             attempts += 1
@@ -970,7 +973,7 @@ class LLMClient:
             wait, status = None, None
             try:
                 async with self._gate.slot():
-                    async with session.post(url, json=payload, proxy=self._proxy) as reply:
+                    async with session.post(url, data=payload, headers=JSON_HEADERS, proxy=self._proxy) as reply:
                         self._answered = True
                         raw = await read_body(reply, self.endpoint.max_response_bytes)
                         status, headers = reply.status, reply.headers
