@@ -7,6 +7,11 @@ are into the raw `summary`, which in 144 samples begins with whitespace, so the 
 labels keep the annotation's hallucination labels (e.g. `Unwanted|Unwanted.Intrinsic`). `sample_id` restarts in
 every batch, hence the ids `faithbench/<batch>-<sample_id>`. `FaithBench.csv` is not read: it holds sample-level
 labels only (and 50 rows of a batch 13 that has no spans).
+
+Human agreement (`Example.annotations`): a sample lists only the annotators who marked something in it, so the
+annotators of a batch (everyone with an annotation in any of its 50 samples, 2-5 people) are taken as having read
+each of its samples; one who marked nothing, or only Benign spans, in a sample marked no hallucination there.
+Each annotator's Unwanted/Questionable spans are read beside the union of the others' (the gold rule above).
 """
 
 from __future__ import annotations
@@ -22,13 +27,19 @@ from pydantic import BaseModel, ConfigDict, Field
 from shambench.adapters._released import source_file, validated
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.errors import SourceError
-from shambench.schema import Example, Span
+from shambench.schema import Annotations, Example, Span, marked_by_more_than
 
 BATCHES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16)
 """The released batch numbers."""
 
 HALLUCINATED = re.compile(r"(Unwanted|Questionable)(\.|$)")
 """Labels that make an annotated span a hallucination (`Unwanted.Intrinsic` counts as `Unwanted`)."""
+
+RULE = (
+    "FaithBench: the gold is the union of the annotators' Unwanted/Questionable spans; the annotators of a batch "
+    "(everyone who annotated any of its 50 samples) are taken as having read each of its samples, since a sample "
+    "lists only those who marked something in it"
+)
 
 _COMMIT = "cf89797d82812c23b5d5e5c121f1d9b8983bbbce"
 _EXPECTED = 'FaithBench\'s {"samples": [...]}, each sample with sample_id, source, summary and annotations'
@@ -57,6 +68,8 @@ class Annotation(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
+    annotator_id: str = ""
+    """The annotator's id (the same person keeps it across batches)."""
     label: list[str] | None = None
     """Label set, e.g. `["Unwanted", "Unwanted.Intrinsic"]`, `["Benign"]`; empty in 3 released annotations."""
     summary_span: str | None = None
@@ -126,12 +139,14 @@ class FaithBenchAdapter(Adapter):
         examples: list[Example] = []
         dropped: Counter[str] = Counter()
         for batch in BATCHES:
-            for sample in _batch(root, batch).samples:
+            samples = _batch(root, batch).samples
+            readers = list(dict.fromkeys(a.annotator_id for sample in samples for a in sample.annotations))
+            for sample in samples:
                 reason = _defect(sample)
                 if reason:
                     dropped[reason] += 1
                 else:
-                    examples.append(_example(batch, sample))
+                    examples.append(_example(batch, sample, readers))
         return LoadResult(examples=examples, dropped=dict(dropped), files=[_batch_path(b) for b in BATCHES])
 
 
@@ -165,13 +180,25 @@ def _defect(sample: Sample) -> str | None:
     return None
 
 
-def _example(batch: int, sample: Sample) -> Example:
+def _hallucinations(annotations: list[Annotation]) -> list[Span]:
+    """The annotations' Unwanted/Questionable spans, labelled with those labels."""
     spans = []
-    for ann in sample.annotations:
+    for ann in annotations:
         labels = [lab for lab in ann.label or [] if HALLUCINATED.match(lab)]
         if labels:
             assert ann.summary_start is not None and ann.summary_end is not None  # _defect drops those without
             spans.append(Span(start=ann.summary_start, end=ann.summary_end, label="|".join(labels)))
+    return spans
+
+
+def union(span_lists: list[list[Span]]) -> list[Span]:
+    """FaithBench's gold from several annotators: every span any of them marked."""
+    return marked_by_more_than(span_lists, 0.0)
+
+
+def _example(batch: int, sample: Sample, readers: list[str]) -> Example:
+    spans = _hallucinations(sample.annotations)
+    marked = {a: _hallucinations([x for x in sample.annotations if x.annotator_id == a]) for a in readers}
     return Example(
         id=f"faithbench/{batch}-{sample.sample_id}",
         dataset="faithbench",
@@ -179,6 +206,7 @@ def _example(batch: int, sample: Sample) -> Example:
         context=sample.source,
         response=sample.summary,
         hallu_spans=spans,
+        annotations=Annotations.leave_one_out(marked, union, RULE, released=spans),
         meta={
             "batch": batch,
             "sample_id": sample.sample_id,

@@ -56,6 +56,10 @@ dropping untagged responses would remove the clean answers a detector must leave
 counts subjective and unverifiable statements as hallucinations. `dropped` counts every row not used, by reason:
 duplicate (another row of the pair was used), tags not reproducing the output, empty output, and (when asked)
 untagged responses.
+
+Human agreement (`Example.annotations`): each row of a response whose tags fit its output is one annotator's
+reading (FAVA names no annotators: a reading is named after its record), set beside the gold the `duplicates`
+rule builds from the response's other fitting rows (the first of them, or their union with `union`).
 """
 
 from __future__ import annotations
@@ -71,6 +75,7 @@ from pydantic import BaseModel, ConfigDict
 
 from shambench.adapters._released import example_at, json_array_rows, source_file
 from shambench.data.adapter import Adapter, HubFiles, LoadResult, adapter
+from shambench.schema import Annotations, Span, marked_by_more_than
 
 FILE = "annotations.json"
 # The hub commit that added annotations.json (later commits changed only the card).
@@ -104,6 +109,15 @@ MISMATCH = "annotated text does not reproduce output"
 UNTAGGED = "no error tag (keep_untagged=False)"
 FIRST_MATCHING, FIRST, UNION = "first-matching", "first", "union"
 DUPLICATE_RULES = (FIRST_MATCHING, FIRST, UNION)
+RULE = (
+    "FAVABench: each row of a response whose tags fit its output is one annotator's reading; the gold of a "
+    "response is {gold}"
+)
+GOLD_RULES = {
+    FIRST_MATCHING: "the first of its fitting rows (duplicates=first-matching)",
+    FIRST: "its first row, when that row fits (duplicates=first; left out, the first of the other fitting rows)",
+    UNION: "the union of its fitting rows' spans (duplicates=union)",
+}
 
 
 class FavaRow(BaseModel):
@@ -264,7 +278,7 @@ class FavaAdapter(Adapter):
             if not spans and not self.keep_untagged:
                 dropped[UNTAGGED] += 1
                 continue
-            examples.append(self._example(chosen, spans))
+            examples.append(self._example(chosen, spans, self._readings(reads)))
         return LoadResult(examples=examples, dropped={k: n for k, n in dropped.items() if n}, files=[FILE])
 
     def _annotations_of(self, reads: list[_Read]) -> tuple[list[_Read], Counter[str]]:
@@ -286,7 +300,22 @@ class FavaAdapter(Adapter):
         reasons[DUPLICATE] += len(reads) - len(chosen) - reasons[MISMATCH]
         return chosen, reasons
 
-    def _example(self, chosen: list[_Read], spans: list[tuple[int, int, str]]):
+    def _readings(self, reads: list[_Read]) -> Annotations:
+        """Every fitting row of one response as an annotator's reading, beside the others' gold."""
+        marked = {
+            f"record {r.index}": [Span(start=a, end=b, label=k) for a, b, k in r.spans if k not in self.exclude_types]
+            for r in reads
+            if r.fits and r.spans is not None
+        }
+        return Annotations.leave_one_out(marked, self._gold_of, RULE.format(gold=GOLD_RULES[self.duplicates]))
+
+    def _gold_of(self, span_lists: list[list[Span]]) -> list[Span]:
+        """The gold this adapter's `duplicates` rule builds from the span lists of a response's fitting rows."""
+        if self.duplicates == UNION:
+            return marked_by_more_than(span_lists, 0.0)
+        return span_lists[0] if span_lists else []
+
+    def _example(self, chosen: list[_Read], spans: list[tuple[int, int, str]], readings: Annotations):
         first = chosen[0]
         meta: dict = {"model": first.row.model, "record": first.index}
         if len(chosen) > 1:
@@ -302,6 +331,7 @@ class FavaAdapter(Adapter):
             question=first.row.prompt,
             response=first.row.output,
             hallu_spans=[list(s) for s in spans],
+            annotations=readings,
             meta=meta,
         )
 

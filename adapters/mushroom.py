@@ -3,13 +3,26 @@
 Reads the labelled English files of the official repository (`Helsinki-NLP/mu-shroom`): the 154-item test split
 and the 50-item validation split (used only for the dev set). Gold spans are the released `hard_labels`
 (`[start, end)` code-point offsets into `model_output_text`, which may begin with a space); the `soft_labels`
-(annotator agreement per segment) are kept as `Example.soft_spans` for the official IoU/Cor scores. The raw
-per-annotator `annotations` are not used: the organisers adjusted their boundaries, and only soft/hard labels are
-gold. No row is dropped.
+(annotator agreement per segment) are kept as `Example.soft_spans` for the official IoU/Cor scores. No row is
+dropped.
+
+The `.extra` files also hold `annotations`, every annotator's raw spans (those who marked nothing included). They
+become `Example.annotations` for human agreement (`shambench agreement`): each annotator's spans, read with the
+organisers' own boundary rule, beside the gold the organisers' rule builds from the other annotators (characters
+marked by more than half of them; their shares for Cor). The organisers did not use the raw spans as they are: their
+annotation tool (`mushroom-annot-interface/utils/format_annotated2.py`, `cleanup_spans`) first moves each span's
+start past leading punctuation and spaces, extends its end over the punctuation and spaces that follow it, joins a
+span to the one before when it starts where that one ended, and cuts trailing punctuation and spaces (punctuation:
+ASCII punctuation and whitespace, and Unicode categories P and Z). With that rule the share over all annotators
+reproduces the released soft labels, hence the hard labels, on every one of the 1,902 test items of the 14
+languages; the raw spans reproduce the hard labels on only 985 (English 83 of 154). `boundaries="raw"` reads them
+as they are, for comparison.
 """
 
 from __future__ import annotations
 
+import string
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +30,8 @@ from pydantic import BaseModel, ConfigDict
 
 from shambench.adapters._released import example_at, jsonl_rows, source_file
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
-from shambench.schema import Example
+from shambench.errors import SourceError
+from shambench.schema import Annotations, Example, Span, marked_by_more_than
 
 COMMIT = "7fea78a0e5af887d196931721147ace5b4c4d9a8"
 RAW = f"https://raw.githubusercontent.com/Helsinki-NLP/mu-shroom/{COMMIT}"
@@ -26,6 +40,15 @@ FILES = {
     "validation": "mushroom.en-val.v2.extra.jsonl",
 }
 EXPECTED = "Mu-SHROOM JSON lines with id, model_input, model_output_text, hard_labels and soft_labels"
+ORGANISERS, RAW = "organisers", "raw"
+BOUNDARIES = (ORGANISERS, RAW)
+RULE = (
+    "Mu-SHROOM: the gold is the characters marked by more than half of the annotators (soft labels: the share "
+    "marking each character, annotators who marked nothing counted); each annotator's spans read with the "
+    "organisers' boundary rule ({boundaries})"
+)
+# What the organisers' boundary rule trims: ASCII punctuation and whitespace, and Unicode punctuation and separators.
+_ASCII_TRIMMED = frozenset(string.punctuation + string.whitespace)
 
 
 class SoftLabel(BaseModel):
@@ -60,6 +83,8 @@ class MushroomRow(BaseModel):
     """Segments with the share of annotators marking them."""
     wikipedia_url: str | None = None
     """The Wikipedia page the question was written from."""
+    annotations: dict[str, list[tuple[int, int]]] | None = None
+    """Each annotator's raw spans, `[start, end)` in the order marked (only in the organisers' `.extra` files)."""
 
 
 class MushroomAdapter(Adapter):
@@ -88,6 +113,11 @@ class MushroomAdapter(Adapter):
         ),
     )
 
+    def __init__(self, boundaries: str = ORGANISERS):
+        if boundaries not in BOUNDARIES:
+            raise ValueError(f"boundaries must be one of {', '.join(BOUNDARIES)}, not {boundaries!r}")
+        self.boundaries = boundaries
+
     def available(self, data_dir: Path) -> bool:
         return (self.root(data_dir) / FILES["test"]).is_file()
 
@@ -98,6 +128,7 @@ class MushroomAdapter(Adapter):
             row_example(
                 where,
                 row,
+                self.boundaries,
                 id=f"mushroom/{row.id}",
                 dataset=self.name,
                 split=split,
@@ -108,9 +139,9 @@ class MushroomAdapter(Adapter):
         return LoadResult(examples=examples, files=[FILES[split]])
 
 
-def row_example(where: str, row: MushroomRow, **fields: Any) -> Example:
-    """The example of one released Mu-SHROOM row (any language): the question, the answer, hard labels as spans
-    and soft labels kept; `fields` give its id, dataset, split and meta."""
+def row_example(where: str, row: MushroomRow, boundaries: str = ORGANISERS, **fields: Any) -> Example:
+    """The example of one released Mu-SHROOM row (any language): the question, the answer, hard labels as spans,
+    soft labels and (in the `.extra` files) the annotators' readings; `fields` give its id, dataset, split, meta."""
     return example_at(
         where,
         task="open_qa",
@@ -118,11 +149,74 @@ def row_example(where: str, row: MushroomRow, **fields: Any) -> Example:
         response=row.model_output_text,
         hallu_spans=[list(pair) for pair in row.hard_labels],
         soft_spans=[s.model_dump() for s in row.soft_labels],
+        annotations=annotations_of(where, row, boundaries),
         **fields,
     )
 
 
+def annotations_of(where: str, row: MushroomRow, boundaries: str = ORGANISERS) -> Annotations | None:
+    """The annotators' readings of one row (None without `annotations`): spans read with the boundary rule, each
+    beside the majority and shares of the other annotators; checked against the released hard labels."""
+    if row.annotations is None:
+        return None
+    text = row.model_output_text
+    marked = {}
+    for annotator, raw in row.annotations.items():
+        if any(not 0 <= start <= end <= len(text) for start, end in raw):
+            raise SourceError(f"{where}: {annotator}'s spans {raw} do not fit the answer ({len(text)} characters)")
+        pairs = organisers_boundaries(raw, text) if boundaries == ORGANISERS else raw
+        marked[annotator] = [Span(start=a, end=b) for a, b in pairs if a < b]
+    return Annotations.leave_one_out(
+        marked,
+        majority,
+        RULE.format(boundaries=boundaries),
+        soft=True,
+        released=[Span(start=a, end=b) for a, b in row.hard_labels],
+    )
+
+
+def majority(span_lists: list[list[Span]]) -> list[Span]:
+    """Mu-SHROOM's gold from several annotators: the characters more than half of them marked."""
+    return marked_by_more_than(span_lists, 0.5)
+
+
+def _trimmed(char: str) -> bool:
+    return char in _ASCII_TRIMMED or unicodedata.category(char)[0] in "PZ"
+
+
+def _past_trimmed(text: str, i: int) -> int:
+    """The first position at or after `i` that is not punctuation or space."""
+    while i < len(text) and _trimmed(text[i]):
+        i += 1
+    return i
+
+
+def organisers_boundaries(raw: list[tuple[int, int]], text: str) -> list[tuple[int, int]]:
+    """One annotator's raw spans as the organisers read them before counting votes (see the module docstring):
+    starts moved past punctuation and spaces, ends extended over those that follow, a span joined to the last new
+    one when it starts at that one's end, trailing punctuation and spaces cut."""
+    joined: list[tuple[int, int]] = []
+    last_end = -1
+    for start, end in raw:
+        start, end = _past_trimmed(text, start), _past_trimmed(text, end)
+        if start == end:
+            continue
+        if start == last_end:
+            joined[-1] = (joined[-1][0], end)
+        else:
+            # Only a new span moves the joining point (as in the organisers' code): a third span starting where a
+            # joined one ends stays apart, so its predecessor's trailing punctuation is cut.
+            joined.append((start, end))
+            last_end = end
+    out = []
+    for start, end in joined:
+        while end > start and _trimmed(text[end - 1]):
+            end -= 1
+        out.append((start, end))
+    return out
+
+
 @adapter("mushroom")
-def mushroom() -> Adapter:
+def mushroom(boundaries: str = ORGANISERS) -> Adapter:
     """Mu-SHROOM (SemEval-2025 Task 3), English open-domain QA: hard-label spans plus soft labels."""
-    return MushroomAdapter()
+    return MushroomAdapter(boundaries=boundaries)

@@ -10,6 +10,12 @@ the 10 languages that have one (ca, cs, eu and fa are test-only, as in the share
 source is drawn from validation only (`dev_from_test = False`), so `optimize --trainset dev` and `train` never
 see test items; test-only languages simply have no dev examples.
 
+The organisers' own release, `multilingual/authors/test/mushroom.<lang>-tst.v1.extra.jsonl` (and
+`authors/val/mushroom.<lang>-val.v2.extra.jsonl`), is read in preference wherever a language's file is there: the
+same items with two more fields, `wikipedia_url` (kept in `meta`) and `annotations`, every annotator's raw spans,
+which become `Example.annotations` for human agreement under the rule of `shambench.adapters.mushroom`. Without
+it, the third-party copies above are read as before (no annotators, so no human figure).
+
 This source is its own suite (`--suite mushroom`): the SHAM-Bench default set keeps the English-only `mushroom`
 partition, so the paper's numbers stay comparable.
 """
@@ -19,7 +25,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from shambench.adapters._released import jsonl_rows, source_file
-from shambench.adapters.mushroom import EXPECTED, RAW, MushroomRow, row_example
+from shambench.adapters.mushroom import BOUNDARIES, EXPECTED, ORGANISERS, RAW, MushroomRow, row_example
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.errors import DataError
 
@@ -60,7 +66,7 @@ AUTHORS_VALIDATION_SHA256 = {
 
 
 def file_of(lang: str, split: str) -> str:
-    """The released file of one language and split, relative to the source folder."""
+    """The third-party copy of one language and split, relative to the source folder."""
     if split == "test":
         return f"multilingual/mushroom.{lang}-tst.v1.jsonl"
     return f"multilingual/validation/mushroom.{lang}-val.v2.jsonl"
@@ -77,6 +83,12 @@ def authors_url(lang: str, split: str) -> str:
     """Where the organisers' repository publishes that file, at the commit the English adapter pins."""
     folder = "test_labeled/v1" if split == "test" else "val/v2"
     return f"{RAW}/splits/{folder}/{Path(authors_file_of(lang, split)).name}"
+
+
+def read_file_of(root: Path, lang: str, split: str) -> str:
+    """The file read for one language and split: the organisers' when present, else the third-party copy."""
+    authors = authors_file_of(lang, split)
+    return authors if (root / authors).is_file() else file_of(lang, split)
 
 
 class MushroomMultilingualAdapter(Adapter):
@@ -105,9 +117,14 @@ class MushroomMultilingualAdapter(Adapter):
         for lang, sha in digests.items()
     )
 
+    def __init__(self, boundaries: str = ORGANISERS):
+        if boundaries not in BOUNDARIES:
+            raise ValueError(f"boundaries must be one of {', '.join(BOUNDARIES)}, not {boundaries!r}")
+        self.boundaries = boundaries
+
     def available(self, data_dir: Path) -> bool:
         root = self.root(data_dir)
-        return all((root / file_of(lang, "test")).is_file() for lang in LANGUAGES)
+        return all((root / read_file_of(root, lang, "test")).is_file() for lang in LANGUAGES)
 
     def load(self, data_dir: Path, split: str = "test") -> LoadResult:
         self.check_split(split)
@@ -115,25 +132,30 @@ class MushroomMultilingualAdapter(Adapter):
         langs = LANGUAGES if split == "test" else VALIDATION_LANGUAGES
         examples, files = [], []
         for lang in langs:
-            path = source_file(root, file_of(lang, split), self.name, EXPECTED)
-            files.append(file_of(lang, split))
+            name = read_file_of(root, lang, split)
+            path = source_file(root, name, self.name, EXPECTED)
+            files.append(name)
             for where, row in jsonl_rows(path, MushroomRow, EXPECTED):
                 if row.lang.lower() != lang:
                     raise DataError(f"{where}: language {row.lang!r} in the {lang} file")
+                meta = {"model": row.model_id, "lang": lang}
+                if row.wikipedia_url is not None:
+                    meta["wikipedia_url"] = row.wikipedia_url
                 examples.append(
                     row_example(
                         where,
                         row,
+                        self.boundaries,
                         id=f"{DATASET_PREFIX}{lang}/{row.id}",
                         dataset=f"{DATASET_PREFIX}{lang}",
                         split=split,
-                        meta={"model": row.model_id, "lang": lang},
+                        meta=meta,
                     )
                 )
         return LoadResult(examples=examples, files=files)
 
 
 @adapter("mushroom-multilingual")
-def mushroom_multilingual() -> Adapter:
+def mushroom_multilingual(boundaries: str = ORGANISERS) -> Adapter:
     """Mu-SHROOM (SemEval-2025 Task 3) in 14 languages, one open-QA partition per language (suite `mushroom`)."""
-    return MushroomMultilingualAdapter()
+    return MushroomMultilingualAdapter(boundaries=boundaries)

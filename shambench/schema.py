@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -71,6 +71,40 @@ def _union(a: Span, b: Span) -> Span:
     )
 
 
+def coverage(span_lists: Sequence[Iterable[Span]]) -> list[tuple[int, int, int]]:
+    """How many of the span lists cover each character, as maximal `(start, end, count)` runs with count > 0.
+
+    Each list is merged first, so a list that covers a character twice counts once (one annotator, one vote).
+    """
+    deltas: dict[int, int] = {}
+    for spans in span_lists:
+        for span in merge_spans(spans):
+            deltas[span.start] = deltas.get(span.start, 0) + 1
+            deltas[span.end] = deltas.get(span.end, 0) - 1
+    runs: list[tuple[int, int, int]] = []
+    count = 0
+    bounds = sorted(deltas)
+    for start, end in zip(bounds, bounds[1:]):
+        count += deltas[start]
+        if count > 0:
+            runs.append((start, end, count))
+    return runs
+
+
+def marked_by_more_than(span_lists: Sequence[Iterable[Span]], share: float) -> list[Span]:
+    """The characters more than `share` of the lists cover (strictly: a tie at exactly `share` is not enough),
+    as merged spans; 0 gives their union, 0.5 the majority."""
+    n = len(span_lists)
+    return merge_spans([Span(start=s, end=e) for s, e, count in coverage(span_lists) if count > share * n])
+
+
+def covered_shares(span_lists: Sequence[Iterable[Span]]) -> list[tuple[int, int, float]]:
+    """Per maximal run of characters that some list covers, the share of the lists that cover it (Mu-SHROOM's
+    soft labels: an annotator who marked nothing still counts in the denominator)."""
+    n = len(span_lists)
+    return [(s, e, count / n) for s, e, count in coverage(span_lists)]
+
+
 class SoftSpan(BaseModel):
     """A character range with the share of annotators who marked it (Mu-SHROOM soft labels)."""
 
@@ -101,6 +135,69 @@ class Step(BaseModel):
     """Offset one past the step's last character."""
     label: int | None = None
     """1 = correct, 0 = erroneous, None = not labelled (e.g. after ProcessBench's first error)."""
+
+
+class Reading(BaseModel):
+    """One annotator's spans on an example, beside the gold the source's own rule builds from the other annotators
+    (what human agreement scores: this annotator as a prediction against that gold)."""
+
+    annotator: str
+    """The annotator's id in the source (or a stable stand-in where the source gives none)."""
+    spans: list[Span] = Field(default_factory=list)
+    """What this annotator marked as hallucinated (under the source's labels), sorted and merged; empty when
+    they read the example and marked nothing."""
+    others: list[Span] = Field(default_factory=list)
+    """The gold the source's aggregation rule builds from every other annotator of the example."""
+    others_soft: list[SoftSpan] | None = None
+    """The share of the other annotators marking each character, where the source's gold has soft labels
+    (Mu-SHROOM's Cor)."""
+
+    @field_validator("spans", "others", mode="before")
+    @classmethod
+    def _merged(cls, value: Any) -> list[Span]:
+        return _coerced_spans(value)
+
+
+class Annotations(BaseModel):
+    """The individual annotators of an example, read by its source's adapter, for human agreement."""
+
+    readings: list[Reading]
+    """One per annotator who read the example (those who marked nothing included), in the source's order."""
+    rule: str
+    """How the source builds gold from several annotators, and how this adapter read them (one sentence)."""
+    reproduces_gold: bool | None = None
+    """Whether the rule over all annotators gives the released gold exactly (None: not checked)."""
+    unplaced: dict[str, int] = Field(default_factory=dict)
+    """Annotators' spans that could not be placed on the response, by reason (left out of `readings`)."""
+
+    @classmethod
+    def leave_one_out(
+        cls,
+        marked: dict[str, list[Span]],
+        gold_of: Callable[[list[list[Span]]], list[Span]],
+        rule: str,
+        *,
+        soft: bool = False,
+        released: list[Span] | None = None,
+        unplaced: dict[str, int] | None = None,
+    ) -> Annotations:
+        """The readings of the annotators in `marked` (id -> spans), each beside `gold_of` the others' spans
+        (and, with `soft`, the others' shares per character); `reproduces_gold` compares `gold_of` every
+        annotator's spans with the `released` gold, character for character."""
+        readings = []
+        for annotator, spans in marked.items():
+            others = [s for other, s in marked.items() if other != annotator]
+            shares = [SoftSpan(start=a, end=b, prob=p) for a, b, p in covered_shares(others)] if soft else None
+            readings.append(Reading(annotator=annotator, spans=spans, others=gold_of(others), others_soft=shares))
+        reproduces = None
+        if released is not None:
+            reproduces = _bounds(gold_of(list(marked.values()))) == _bounds(released)
+        return cls(readings=readings, rule=rule, reproduces_gold=reproduces, unplaced=unplaced or {})
+
+
+def _bounds(spans: list[Span]) -> list[tuple[int, int]]:
+    """The character ranges of spans, merged: equal lists mean the same characters."""
+    return [(s.start, s.end) for s in merge_spans(spans)]
 
 
 def _coerced_spans(value: Any) -> list[Span]:
@@ -150,6 +247,8 @@ class Example(BaseModel):
     """Per-range annotator agreement where the source releases it (Mu-SHROOM); used by IoU/Cor."""
     steps: list[Step] | None = None
     """Step bounds and labels for step-level (math) sets; the scorer uses them as sentence units."""
+    annotations: Annotations | None = None
+    """The individual annotators' spans where the source releases them (human agreement, `groups.agreement`)."""
     meta: dict[str, Any] = Field(default_factory=dict)
     """Source-specific extras (generating model, source ids, ...) that no metric reads."""
 
@@ -165,6 +264,9 @@ class Example(BaseModel):
         _check_inside("soft span", self.id, self.soft_spans or [], length)
         _check_inside("step", self.id, self.steps or [], length)
         _check_steps_ordered(self.id, self.steps or [])
+        for reading in self.annotations.readings if self.annotations else []:
+            for kind in ("spans", "others", "others_soft"):
+                _check_inside(f"{reading.annotator}'s {kind}", self.id, getattr(reading, kind) or [], length)
         return self
 
     @property

@@ -4,7 +4,8 @@
 response lengths, gold spans, and the tokens and sentence units of every response laid end to end on one global
 character axis (see `shambench.scoring.scorer`). Response texts, questions and contexts are dropped chunk by chunk,
 so an iterator over a file's examples is scored without ever holding them all. Only examples with steps are kept
-whole (the math metrics read them); of examples with soft labels (Mu-SHROOM's Cor), their soft labels.
+whole (the math metrics read them); of examples with soft labels (Mu-SHROOM's Cor), their soft labels; of examples
+with individual annotators, their readings (human agreement, `shambench.scoring.agreement`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import shutil
 import tempfile
 import warnings
 import zipfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib.metadata import version
 from itertools import islice
@@ -28,7 +29,7 @@ import numpy as np
 
 from shambench.errors import ScoringError
 from shambench.paths import cache_dir
-from shambench.schema import Example, SoftSpan
+from shambench.schema import Annotations, Example, SoftSpan, Span
 from shambench.scoring.text import convention, language_of, segment_mixed
 
 # Examples segmented together: large enough that a chunk of uncached texts is tokenised on every core, small enough
@@ -73,6 +74,17 @@ class Units:
         masks = (pred & self.gold, pred, self.gold)
         tp, predicted, positive = (np.bincount(self.owner[mask], minlength=n_examples) for mask in masks)
         return tp, predicted, positive
+
+    def copied(self, rows: np.ndarray, shift: np.ndarray, gold_starts: np.ndarray, gold_ends: np.ndarray) -> Units:
+        """The items of the examples at `rows` (repeats allowed), in that order, each example's moved by its
+        `shift` on the axis, with positives from the given gold ranges."""
+        count = self.count[rows]
+        first = np.cumsum(count) - count
+        take = np.repeat(self.first[rows] - first, count) + np.arange(int(count.sum()))
+        moved = np.repeat(shift, count)
+        starts, ends = (np.asarray(a[take] + moved, self.starts.dtype) for a in (self.starts, self.ends))
+        owner = np.repeat(np.arange(len(rows), dtype=np.int32), count)
+        return Units(starts, ends, owner, covered(starts, ends, gold_starts, gold_ends), first, count)
 
 
 class _Axis:
@@ -154,6 +166,8 @@ class Corpus:
     """The examples that have steps, whole, by position (the math metrics read them)."""
     segmentation: dict[str, str]
     """Per partition, the segmentation conventions of its languages."""
+    annotations: dict[int, Annotations]
+    """The individual annotators' readings of the examples that have them, by position."""
 
     @classmethod
     def of(cls, examples: Iterable[Example]) -> Corpus:
@@ -166,6 +180,7 @@ class Corpus:
         gold: tuple[list[int], list[int]] = ([], [])
         soft: dict[int, list[SoftSpan]] = {}
         with_steps: dict[int, Example] = {}
+        annotations: dict[int, Annotations] = {}
         languages: dict[str, dict[str, None]] = {}
         tokens, units = _Axis(), _Axis()
         total = 0
@@ -188,6 +203,8 @@ class Corpus:
                     soft[i] = ex.soft_spans
                 if ex.steps:
                     with_steps[i] = ex
+                if ex.annotations is not None and ex.annotations.readings:
+                    annotations[i] = ex.annotations
                 total += len(ex.response)
             langs = [language_of(ex.meta) for ex in chunk]
             for ex, lang in zip(chunk, langs):
@@ -224,6 +241,47 @@ class Corpus:
             soft=soft,
             with_steps=with_steps,
             segmentation={p: "; ".join(map(convention, ls)) for p, ls in sorted(languages.items())},
+            annotations=annotations,
+        )
+
+    def retargeted(
+        self,
+        rows: Sequence[int],
+        ids: Sequence[str],
+        golds: Sequence[Sequence[Span]],
+        soft: Sequence[list[SoftSpan] | None],
+    ) -> Corpus:
+        """A corpus whose example k copies example `rows[k]` (its partition, response length, tokens and sentence
+        units: nothing is segmented again), named `ids[k]`, with `golds[k]` and `soft[k]` as its gold instead of
+        its own. Repeats are allowed: this is how one response is scored against several golds."""
+        at = np.asarray(rows, np.int64)
+        lengths = self.lengths[at]
+        offsets = np.cumsum(lengths) - lengths
+        gold = [(s.start + int(off), s.end + int(off)) for off, spans in zip(offsets, golds) for s in spans]
+        gs, ge = (np.array([g[k] for g in gold], np.int64) for k in (0, 1))
+        shift = offsets - self.offsets[at]
+        partition_code, partitions = _recoded(self.partition_code[at], self.partitions)
+        task_code, tasks = _recoded(self.task_code[at], self.tasks)
+        dataset_code, datasets = _recoded(self.dataset_code[at], self.datasets)
+        return Corpus(
+            ids=list(ids),
+            index={id_: k for k, id_ in enumerate(ids)},
+            partition_code=partition_code,
+            partitions=partitions,
+            task_code=task_code,
+            tasks=tasks,
+            dataset_code=dataset_code,
+            datasets=datasets,
+            lengths=lengths,
+            offsets=offsets,
+            gold_starts=gs,
+            gold_ends=ge,
+            tokens=self.tokens.copied(at, shift, gs, ge),
+            units=self.units.copied(at, shift, gs, ge),
+            soft={k: s for k, s in enumerate(soft) if s is not None},
+            with_steps={},
+            segmentation={p: self.segmentation[p] for p in partitions if p in self.segmentation},
+            annotations={},
         )
 
     def __len__(self) -> int:
@@ -240,6 +298,13 @@ class Corpus:
     def task_of(self, i: int) -> str:
         """The task of the example at position `i`."""
         return self.tasks[self.task_code[i]]
+
+
+def _recoded(codes: np.ndarray, names: list[str]) -> tuple[np.ndarray, list[str]]:
+    """Codes and names of only the names that occur, in order of first appearance."""
+    present = list(dict.fromkeys(codes.tolist()))
+    new = {old: k for k, old in enumerate(present)}
+    return np.array([new[c] for c in codes.tolist()], np.int32), [names[c] for c in present]
 
 
 def _unit_bounds(ex: Example, sentence_starts: np.ndarray, sentence_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -300,6 +365,7 @@ def _save(corpus: Corpus, folder: Path) -> None:
             "segmentation": corpus.segmentation,
             "soft": [[i, [s.model_dump() for s in spans]] for i, spans in corpus.soft.items()],
             "with_steps": [[i, ex.model_dump(mode="json")] for i, ex in corpus.with_steps.items()],
+            "annotations": [[i, a.model_dump(mode="json")] for i, a in corpus.annotations.items()],
         }
         (tmp / "names.json").write_text(json.dumps(names), encoding="utf-8")
         os.replace(tmp, folder)
@@ -325,6 +391,7 @@ def _load(folder: Path) -> Corpus:
         soft={i: [SoftSpan(**s) for s in spans] for i, spans in names["soft"]},
         with_steps={i: Example.model_validate(ex) for i, ex in names["with_steps"]},
         segmentation=names["segmentation"],
+        annotations={i: Annotations.model_validate(a) for i, a in names["annotations"]},
     )
 
 

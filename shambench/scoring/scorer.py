@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import overload
+from typing import TYPE_CHECKING, overload
 
 import numpy as np
 
@@ -32,6 +32,9 @@ from shambench.scoring.results import (
 )
 from shambench.scoring.shared_task import shared_task_group
 from shambench.scoring.text import SENTENCE_SPLITTER, TOKENIZER
+
+if TYPE_CHECKING:
+    from shambench.scoring.agreement import AgreementReport, LeaveOneOut
 
 LEVELS = ("token", "sentence")
 # Up to this many bytes of bootstrap draw counts are kept between scorings (about 128,000 examples at 1000
@@ -102,6 +105,20 @@ def _members(by_id: np.ndarray, codes: np.ndarray, names: list[str]) -> dict[str
 
 
 @dataclass
+class ExampleArrays:
+    """Per-example scores of one scoring pass, in example order."""
+
+    prf: dict[str, np.ndarray]
+    """Per level in `LEVELS`, (precision, recall, F1): shape 3 × examples."""
+    token_counts: tuple[np.ndarray, np.ndarray, np.ndarray]
+    """Per example, token true positives, predicted and gold positives."""
+    iou: np.ndarray
+    """Mu-SHROOM IoU per example; NaN without gold soft labels."""
+    cor: np.ndarray
+    """Mu-SHROOM Cor per example; NaN without gold soft labels."""
+
+
+@dataclass
 class _PredictionArrays:
     """Predicted spans of all examples on the global axis, plus which examples had a usable prediction."""
 
@@ -112,7 +129,8 @@ class _PredictionArrays:
     sentence_labels: dict[int, list[int]]
     scored: tuple[np.ndarray, np.ndarray, np.ndarray] | None
     kept: dict[int, Prediction]
-    """The usable predictions of the examples whose scoring reads more than spans (soft labels, steps)."""
+    """The usable predictions of the examples whose scoring reads more than spans (soft labels, steps,
+    annotators)."""
 
 
 class _Ranges:
@@ -171,6 +189,7 @@ class Scorer:
             t for t, idx in self.groups["tasks"].items() if all(int(i) in corpus.with_steps for i in idx)
         }
         self._resamples: dict[str, metrics.Resamples] = {}
+        self._agreement: tuple[LeaveOneOut | None, AgreementReport] | None = None
         # Draw counts of every group take one byte per example, resample and grouping (datasets, tasks): kept for
         # cheap rescoring up to a budget, drawn again block by block on each scoring beyond it.
         self._keep_resamples = n * self.n_resamples * len(self.groups) <= KEPT_RESAMPLES_BYTES
@@ -230,7 +249,7 @@ class Scorer:
                         pred.id,
                     )
                 labels[i] = pred.sentence_labels
-            if i in corpus.soft or i in corpus.with_steps:
+            if i in corpus.soft or i in corpus.with_steps or i in corpus.annotations:
                 kept[i] = pred
         s, e = spans.bounds()
         return _PredictionArrays(s, e, present, failed, labels, scored.scored() if has_scores else None, kept)
@@ -260,6 +279,16 @@ class Scorer:
         }
         prf = {lvl: np.stack(metrics.per_example_prf(*counts[lvl])) for lvl in LEVELS}
         return pa, counts, prf
+
+    def example_arrays(self, predictions: Iterable[Prediction]) -> ExampleArrays:
+        """Per example, in example order: P/R/F1 per level, token counts, and IoU/Cor (NaN without soft labels)."""
+        pa, counts, prf = self._counted(predictions)
+        ctx = _GroupContext(self, pa, counts, prf, None)
+        n = len(self.corpus)
+        iou, cor = np.full(n, np.nan), np.full(n, np.nan)
+        for i in np.flatnonzero(self.soft):
+            iou[i], cor[i] = ctx._iou_cor(int(i))
+        return ExampleArrays(prf=prf, token_counts=counts["token"], iou=iou, cor=cor)
 
     def score(self, predictions: Iterable[Prediction] | Mapping[str, Prediction]) -> Results:
         """Results of the predictions; examples without one are scored as empty and counted."""
@@ -292,9 +321,33 @@ class Scorer:
             tasks={name: gs for name, (gs, _) in task_scores.items()},
             overall=self._overall({t: v for t, v in task_scores.items() if t not in self.step_tasks}),
             segmentation=self.segmentation,
-            groups={**self._math_group(pa), **shared_task_group(datasets)},
+            groups={**self._math_group(pa), **shared_task_group(datasets), **self._agreement_group(pa)},
         )
         return results, ExampleRows(ctx)
+
+    def agreement(self) -> AgreementReport:
+        """The human agreement of the corpus's partitions with annotators (see `shambench.scoring.agreement`)."""
+        return self._leave_one_out()[1]
+
+    def _leave_one_out(self) -> tuple[LeaveOneOut | None, AgreementReport]:
+        """The leave-one-out rows and the human figures, computed once per scorer: they need no prediction."""
+        if self._agreement is None:
+            from shambench.scoring import agreement
+
+            loo = agreement.leave_one_out(self.corpus, self.n_resamples, self.seed)
+            self._agreement = (loo, agreement.report(loo, self.n_resamples, self.seed))
+        return self._agreement
+
+    def _agreement_group(self, pa: _PredictionArrays) -> dict:
+        """The detector against the leave-one-out golds, beside the human figure, where annotators are known."""
+        if not self.corpus.annotations:
+            return {}
+        loo, human = self._leave_one_out()
+        if loo is None:
+            return {}
+        from shambench.scoring.agreement import like_for_like
+
+        return like_for_like(loo, pa.kept, human)
 
     def _math_group(self, pa: _PredictionArrays) -> dict:
         """Step-level (math) metrics in their own group, apart from the overall (see `shambench.scoring.steps`)."""

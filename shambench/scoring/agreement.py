@@ -1,0 +1,358 @@
+"""Human agreement: how well one annotator does against the others, in the detectors' own metrics.
+
+Where a source releases its individual annotators (`Example.annotations`, read by its adapter), every item with
+at least two annotators is scored once per annotator, leaving that annotator out: their spans are a prediction,
+scored against the gold the source's own rule builds from the other annotators (`Reading.others`, and for
+Mu-SHROOM the others' shares per character, `Reading.others_soft`). The scoring is the scorer's: the responses'
+tokens and sentence units are those of the corpus (`Corpus.retargeted` copies them, one row per item and
+annotator), with the same empty-example rule, IoU and Cor. An item's value is the mean over its annotators, a
+partition's the mean over its items, and the intervals resample items.
+
+A detector is scored against the very same golds (`like_for_like`, in `results.json` under `groups.agreement`):
+against the full gold it has an easier, steadier target than one annotator against the others, so only this view
+compares it with the human figure.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from shambench.schema import Annotations, Prediction
+from shambench.scoring import metrics
+from shambench.scoring.corpus import Corpus
+from shambench.scoring.text import SENTENCE_SPLITTER, TOKENIZER
+
+if TYPE_CHECKING:
+    from shambench.scoring.scorer import Scorer
+
+HUMAN_LABEL = "human (one annotator vs the others)"
+
+
+def conventions(n_resamples: int, seed: int) -> dict[str, str]:
+    """How the agreement figures are computed, as stored beside them."""
+    return {
+        "leave_one_out": "for every item with at least two annotators and every annotator a: a's spans are a "
+        "prediction, scored against the gold that the source's own aggregation rule builds from the other "
+        "annotators (each partition's `rule` says which: Mu-SHROOM characters marked by more than half of the "
+        "others, FaithBench the union of the others' Unwanted/Questionable spans, Zhou both of the other two "
+        "workers, FAVABench the other fitting rows of the response)",
+        "averaging": "an item's value is the mean over its annotators; a partition's is the mean over its items",
+        "tokenizer": TOKENIZER,
+        "sentence_splitter": SENTENCE_SPLITTER,
+        "positive_unit": "a token or sentence unit is positive when a span overlaps it by at least one character",
+        "empty_example": metrics.EMPTY_RULE,
+        "pooled_token": "micro token precision/recall/F1 over every (item, annotator) pair of the partition",
+        "ci": f"percentile bootstrap 95% interval over {n_resamples} resamples of items (in id order), seed "
+        f"{seed}; pooled figures resample items with their annotators' counts",
+        "iou_cor": "Mu-SHROOM only, as the official scorer computes them: IoU of a's characters against the "
+        "characters marked by more than half of the others (1.0 when both are empty); Cor: Spearman correlation "
+        "of a's 0/1 per-character vector with the others' per-character shares, 1.0 or 0.0 by the official rule "
+        "when either vector is constant; means over annotators, then items",
+        "annotators": "an item's annotators are those the source says read it, including those who marked "
+        "nothing (silent_readings counts such (item, annotator) pairs); items_by_annotators counts items with "
+        "one annotator too, which are not scored",
+        "reproduces_gold": "items where the source's rule over all annotators gives the released gold exactly, "
+        "out of the items where that was checked",
+        "like_for_like": "groups.agreement in results.json: the detector's prediction of each item scored "
+        "against the same leave-one-out golds (mean over an item's golds, then over items), beside the human "
+        "figure; gap = detector minus human",
+    }
+
+
+class Level(BaseModel):
+    """Precision, recall and F1 of one level, with a bootstrap interval of F1 over items."""
+
+    model_config = ConfigDict(allow_inf_nan=False)
+
+    p: float
+    """Precision."""
+    r: float
+    """Recall."""
+    f1: float
+    """F1."""
+    ci: tuple[float, float]
+    """Percentile-bootstrap 95% interval of F1, resampling items."""
+
+
+class Figures(BaseModel):
+    """The agreement metrics of one partition, for annotators or for a detector against the same golds."""
+
+    model_config = ConfigDict(allow_inf_nan=False)
+
+    token: Level
+    """Per-example token P/R/F1: mean over an item's annotators, then over items."""
+    sentence: Level
+    """Per-example sentence-unit P/R/F1, averaged the same way."""
+    pooled_token: Level
+    """Micro token P/R/F1 over every (item, annotator) pair."""
+    iou: float | None = None
+    """Mu-SHROOM official IoU (mean over annotators, then items); None without soft labels."""
+    cor: float | None = None
+    """Mu-SHROOM official Cor, averaged the same way; None without soft labels."""
+
+
+class Reproduction(BaseModel):
+    """How often the source's rule over all annotators gives the released gold."""
+
+    checked: int
+    """Items where it was checked."""
+    reproduced: int
+    """Of those, the items where it gives the released gold exactly."""
+    share: float
+    """reproduced / checked."""
+
+
+class Span_(BaseModel):
+    """The smallest and largest number of annotators of the scored items."""
+
+    min: int
+    """Fewest annotators of an item."""
+    max: int
+    """Most annotators of an item."""
+
+
+class PartitionAgreement(Figures):
+    """One partition's human agreement, with who annotated what."""
+
+    items: int
+    """Items scored (those with at least two annotators)."""
+    annotators: Span_
+    """Annotators per scored item."""
+    items_by_annotators: dict[str, int]
+    """Items (with annotators) per number of annotators, one-annotator items included."""
+    silent_readings: int
+    """(item, annotator) pairs scored where the annotator marked nothing."""
+    identical_readings: int
+    """Scored items where every annotator marked exactly the same characters."""
+    reproduces_gold: Reproduction | None
+    """How often the full aggregation gives the released gold; None when the source could not check it."""
+    unplaced: dict[str, int]
+    """Annotators' spans that could not be placed on the response, by reason."""
+    rule: str
+    """The source's gold rule and how its annotators were read."""
+
+
+class AgreementReport(BaseModel):
+    """What `shambench agreement` writes: per partition with annotators, its human figures."""
+
+    partitions: dict[str, PartitionAgreement]
+    """Per `task/dataset` partition, in name order."""
+    conventions: dict[str, str]
+    """How every figure is computed."""
+
+
+class LikeForLike(BaseModel):
+    """A detector and the annotators on one partition, against the same leave-one-out golds."""
+
+    items: int
+    """Items scored."""
+    detector: Figures
+    """The detector's prediction of each item against each of its leave-one-out golds."""
+    human: Figures
+    """Each annotator against the others (the partition's human figure)."""
+    gap: dict[str, float]
+    """Detector minus human, per figure (token_f1, sentence_f1, pooled_token_f1, and iou, cor where present)."""
+
+
+class AgreementGroup(BaseModel):
+    """`results.json["groups"]["agreement"]`: the like-for-like view of every partition with annotators."""
+
+    convention: str
+    """How the figures are computed."""
+    partitions: dict[str, LikeForLike]
+    """Per partition, in name order."""
+
+
+@dataclass
+class LeaveOneOut:
+    """The corpus of (item, annotator) rows and how they map back to items and partitions."""
+
+    scorer: Scorer
+    """Scores the rows: row k is its item's response with the others' gold of one annotator."""
+    item_of: np.ndarray
+    """Per row, the number of its item (0-based, in corpus order)."""
+    example_of: list[int]
+    """Per item, its position in the source corpus."""
+    annotations: list[Annotations]
+    """Per item, its annotators' readings."""
+    partitions: dict[str, np.ndarray]
+    """Per partition, its items' numbers, in id order."""
+    all_annotations: dict[str, list[Annotations]]
+    """Per partition, every item's readings (one-annotator items too), for the counts."""
+
+    def human(self) -> list[Prediction]:
+        """Each row's annotator's spans, as the row's prediction."""
+        return [
+            Prediction(id=row_id, spans=reading.spans)
+            for row_id, reading in zip(self.scorer.corpus.ids, self._readings())
+        ]
+
+    def detector(self, predictions: Mapping[int, Prediction]) -> list[Prediction]:
+        """The detector's prediction of each row's item (keyed by position in the source corpus), renamed to the
+        row; rows of items without a usable prediction get none (scored as predicting nothing)."""
+        rows = []
+        for k, row_id in enumerate(self.scorer.corpus.ids):
+            pred = predictions.get(self.example_of[int(self.item_of[k])])
+            if pred is not None:
+                rows.append(pred.model_copy(update={"id": row_id}))
+        return rows
+
+    def _readings(self) -> list[Any]:
+        return [r for ann in self.annotations for r in ann.readings]
+
+
+def leave_one_out(corpus: Corpus, n_resamples: int = 1000, seed: int = 0) -> LeaveOneOut | None:
+    """The leave-one-out rows of the corpus's items with at least two annotators; None when there are none."""
+    from shambench.scoring.scorer import Scorer
+
+    scored = [(i, ann) for i, ann in sorted(corpus.annotations.items()) if len(ann.readings) >= 2]
+    if not scored:
+        return None
+    rows, ids, golds, soft, item_of = [], [], [], [], []
+    for item, (i, ann) in enumerate(scored):
+        for reading in ann.readings:
+            rows.append(i)
+            ids.append(f"{corpus.ids[i]}#{reading.annotator}")
+            golds.append(reading.others)
+            soft.append(reading.others_soft if i in corpus.soft else None)
+            item_of.append(item)
+    by_partition: dict[str, list[int]] = {}
+    for item, (i, _) in enumerate(scored):
+        by_partition.setdefault(corpus.partitions[corpus.partition_code[i]], []).append(item)
+    everyone: dict[str, list[Annotations]] = {}
+    for i, ann in sorted(corpus.annotations.items()):
+        everyone.setdefault(corpus.partitions[corpus.partition_code[i]], []).append(ann)
+    return LeaveOneOut(
+        scorer=Scorer(corpus.retargeted(rows, ids, golds, soft), n_resamples=n_resamples, seed=seed),
+        item_of=np.array(item_of, np.int64),
+        example_of=[i for i, _ in scored],
+        annotations=[ann for _, ann in scored],
+        partitions={
+            p: np.array(sorted(items, key=lambda k: corpus.ids[scored[k][0]]), np.int64)
+            for p, items in sorted(by_partition.items())
+        },
+        all_annotations=everyone,
+    )
+
+
+def figures(loo: LeaveOneOut, predictions: Sequence[Prediction]) -> dict[str, Figures]:
+    """Per partition, the figures of the rows' predictions: per row, then mean over an item's rows, then items."""
+    sc = loo.scorer
+    rows = sc.example_arrays(predictions)
+    n_items = len(loo.annotations)
+    per_item = np.bincount(loo.item_of, minlength=n_items).astype(float)
+
+    def item_means(values: np.ndarray) -> np.ndarray:
+        return np.bincount(loo.item_of, weights=values, minlength=n_items) / per_item
+
+    levels = {lvl: np.stack([item_means(a) for a in rows.prf[lvl]]) for lvl in ("token", "sentence")}
+    counts = np.stack([np.bincount(loo.item_of, weights=c, minlength=n_items) for c in rows.token_counts])
+    soft = {name: item_means(np.nan_to_num(v)) for name, v in (("iou", rows.iou), ("cor", rows.cor))}
+    has_soft = np.bincount(loo.item_of, weights=~np.isnan(rows.iou), minlength=n_items) == per_item
+    out = {}
+    for partition, items in loo.partitions.items():
+        resamples = sc.bootstrap_weights(f"agreement:{partition}", len(items))
+        f1s = np.stack([levels["token"][2][items], levels["sentence"][2][items]])
+        reps = metrics.bootstrap_replicates(f1s, resamples)
+        token, sentence = (_level(levels[lvl][:, items], reps[k]) for k, lvl in enumerate(("token", "sentence")))
+        soft_items = bool(has_soft[items].all())
+        out[partition] = Figures(
+            token=token,
+            sentence=sentence,
+            pooled_token=_pooled(counts[:, items], resamples),
+            iou=_mean(soft["iou"][items]) if soft_items else None,
+            cor=_mean(soft["cor"][items]) if soft_items else None,
+        )
+    return out
+
+
+def _mean(values: np.ndarray) -> float:
+    """The exactly rounded mean, independent of the order of the values."""
+    return math.fsum(values.tolist()) / len(values)
+
+
+def _level(prf: np.ndarray, replicates: np.ndarray) -> Level:
+    p, r, f = (_mean(a) for a in prf)
+    return Level(p=p, r=r, f1=f, ci=metrics.percentile_ci(replicates))
+
+
+def _pooled(counts: np.ndarray, resamples: metrics.Resamples) -> Level:
+    """Micro P/R/F1 of summed (tp, predicted, gold) counts, with an interval from resampled items' counts."""
+    p, r, f = metrics.pooled_prf(*(float(c.sum()) for c in counts))
+    reps = metrics.bootstrap_replicates(counts, resamples)
+    f1_reps = metrics.per_example_prf(*reps)[2]
+    return Level(p=p, r=r, f1=f, ci=metrics.percentile_ci(f1_reps))
+
+
+def report(loo: LeaveOneOut | None, n_resamples: int = 1000, seed: int = 0) -> AgreementReport:
+    """The human agreement of every partition with annotators, with who annotated what."""
+    if loo is None:
+        return AgreementReport(partitions={}, conventions=conventions(n_resamples, seed))
+    human = figures(loo, loo.human())
+    partitions = {}
+    for partition, items in loo.partitions.items():
+        scored = [loo.annotations[int(k)] for k in items]
+        sizes = [len(a.readings) for a in scored]
+        everyone = loo.all_annotations[partition]
+        checked = [a.reproduces_gold for a in everyone if a.reproduces_gold is not None]
+        unplaced: Counter[str] = Counter()
+        for a in everyone:
+            unplaced.update(a.unplaced)
+        partitions[partition] = PartitionAgreement(
+            **human[partition].model_dump(),
+            items=len(items),
+            annotators=Span_(min=min(sizes), max=max(sizes)),
+            items_by_annotators={str(k): n for k, n in sorted(Counter(len(a.readings) for a in everyone).items())},
+            silent_readings=sum(not r.spans for a in scored for r in a.readings),
+            identical_readings=sum(len({_chars(r.spans) for r in a.readings}) == 1 for a in scored),
+            reproduces_gold=Reproduction(
+                checked=len(checked), reproduced=sum(checked), share=sum(checked) / len(checked)
+            )
+            if checked
+            else None,
+            unplaced=dict(sorted(unplaced.items())),
+            rule=scored[0].rule,
+        )
+    return AgreementReport(partitions=partitions, conventions=conventions(n_resamples, seed))
+
+
+def _chars(spans: Sequence[Any]) -> tuple[tuple[int, int], ...]:
+    return tuple((s.start, s.end) for s in spans)
+
+
+def like_for_like(loo: LeaveOneOut, predictions: Mapping[int, Prediction], human: AgreementReport) -> dict:
+    """`{"agreement": group}`: the detector against the leave-one-out golds beside the human figures."""
+    detector = figures(loo, loo.detector(predictions))
+    partitions = {}
+    for partition, det in detector.items():
+        hum = human.partitions[partition]
+        partitions[partition] = LikeForLike(
+            items=hum.items,
+            detector=det,
+            human=Figures(**hum.model_dump(include=set(Figures.model_fields))),
+            gap=_gap(det, hum),
+        )
+    group = AgreementGroup(
+        convention=conventions(loo.scorer.n_resamples, loo.scorer.seed)["like_for_like"], partitions=partitions
+    )
+    return {"agreement": group.model_dump(mode="json")}
+
+
+def _gap(detector: Figures, human: Figures) -> dict[str, float]:
+    gap = {
+        "token_f1": detector.token.f1 - human.token.f1,
+        "sentence_f1": detector.sentence.f1 - human.sentence.f1,
+        "pooled_token_f1": detector.pooled_token.f1 - human.pooled_token.f1,
+    }
+    for name in ("iou", "cor"):
+        d, h = getattr(detector, name), getattr(human, name)
+        if d is not None and h is not None:
+            gap[name] = d - h
+    return gap
