@@ -5,6 +5,7 @@ The public API, in the order of the pipeline:
     load_benchmark, Example            the data: adapters turn each released corpus into Examples
     Detector, detector, Monitor        detectors: a class with `detect` (or `predict`) and a registered factory
     evaluate                           a run: a detector over a benchmark into a run directory, scored
+    agreement                          the human ceiling: one annotator against the others, per partition
     score, Scorer, Results             scoring predictions against examples
     runs_df, samples_df                run folders as pandas DataFrames (`Results.to_pandas()` for one run)
     Adapter, adapter, LoadResult       a new corpus, as a plugin
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from shambench.data.context import ContextProvider, context_provider
     from shambench.detection.detector import Detector, Monitor, detector
     from shambench.reporting.frames import runs_df, samples_df
+    from shambench.runs.agreement import agreement
     from shambench.runs.evaluate import evaluate
     from shambench.schema import Example, Prediction, SoftSpan, Span, Step
     from shambench.scoring.results import Results
@@ -42,6 +44,7 @@ _EXPORTS = {
     "detector": "shambench.detection.detector",
     "runs_df": "shambench.reporting.frames",
     "samples_df": "shambench.reporting.frames",
+    "agreement": "shambench.runs.agreement",
     "evaluate": "shambench.runs.evaluate",
     "Example": "shambench.schema",
     "Prediction": "shambench.schema",
@@ -87,6 +90,7 @@ __all__ = [
     "Step",
     "__version__",
     "adapter",
+    "agreement",
     "context_provider",
     "detector",
     "evaluate",

@@ -13,6 +13,7 @@ from shambench.errors import DataError, UnknownPluginError
 # name -> "module:attribute"; each module imports its heavy dependencies inside the command body.
 COMMANDS = {
     "score": "shambench.cli.score:score",
+    "agreement": "shambench.cli.agreement:agreement_command",
     "eval": "shambench.cli.eval:eval_command",
     "list": "shambench.cli.listing:list_group",
     "data": "shambench.cli.data:data_group",

@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from shambench.reporting.console import make_console
+from shambench.scoring.agreement import AgreementGroup, AgreementReport
 from shambench.scoring.metrics import EMPTY_RULE_SENTENCE
 from shambench.scoring.results import PRF, GroupScores, Results
 from shambench.scoring.text import convention
@@ -109,3 +110,71 @@ def print_results(results: Results, console: Console | None = None, title: str =
     view = shared_task_table(results)
     if view is not None:
         console.print(view)
+    like = like_for_like_table(results)
+    if like is not None:
+        console.print(like)
+
+
+def _figure(value: float | None) -> str:
+    return "" if value is None else f"{value:.3f}"
+
+
+def like_for_like_table(results: Results) -> Table | None:
+    """One line per partition with annotators: the detector and one annotator, each against the others' gold
+    (`groups.agreement`), and the gap; None when no partition has annotators."""
+    group = results.groups.get("agreement")
+    if not group:
+        return None
+    view = AgreementGroup.model_validate(group)
+    table = Table(
+        title="Like for like: the detector and one annotator, each scored against the other annotators",
+        title_justify="left",
+        caption=view.convention,
+        caption_justify="left",
+        box=box.SIMPLE_HEAD,
+    )
+    table.add_column("partition", overflow="fold", min_width=12)
+    for col in ("items", "detector F1", "human F1", "gap", "detector IoU", "human IoU"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for name, p in view.partitions.items():
+        table.add_row(
+            name,
+            str(p.items),
+            f"{p.detector.token.f1:.3f}",
+            f"{p.human.token.f1:.3f}",
+            f"{p.gap['token_f1']:+.3f}",
+            _figure(p.detector.iou),
+            _figure(p.human.iou),
+        )
+    return table
+
+
+def agreement_table(report: AgreementReport) -> Table:
+    """What `shambench agreement` prints: per partition, one annotator against the others."""
+    table = Table(
+        title="Human agreement: one annotator against the others (leave one out)",
+        title_justify="left",
+        caption="span F1: per-example token F1, mean over an item's annotators, then over items; pooled: micro "
+        "over (item, annotator) pairs; reproduces: items whose full aggregation gives the released gold"
+        + (f"\nno annotators released: {', '.join(report.without_annotators)}" if report.without_annotators else ""),
+        caption_justify="left",
+        box=box.SIMPLE_HEAD,
+    )
+    table.add_column("partition", overflow="fold", min_width=12)
+    for col in ("items", "annotators", "span F1", "95% CI", "sent F1", "pooled F1", "IoU", "Cor", "reproduces"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for name, p in report.partitions.items():
+        reproduced = p.reproduces_gold
+        table.add_row(
+            name,
+            str(p.items),
+            f"{p.annotators.min}-{p.annotators.max}" if p.annotators.min != p.annotators.max else str(p.annotators.min),
+            f"{p.token.f1:.3f}",
+            f"{p.token.ci[0]:.3f}-{p.token.ci[1]:.3f}",
+            f"{p.sentence.f1:.3f}",
+            f"{p.pooled_token.f1:.3f}",
+            _figure(p.iou),
+            _figure(p.cor),
+            f"{reproduced.reproduced}/{reproduced.checked}" if reproduced else "",
+        )
+    return table

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
@@ -28,9 +28,6 @@ from shambench.schema import Annotations, Prediction
 from shambench.scoring import metrics
 from shambench.scoring.corpus import Corpus
 from shambench.scoring.text import SENTENCE_SPLITTER, TOKENIZER
-
-if TYPE_CHECKING:
-    from shambench.scoring.scorer import Scorer
 
 HUMAN_LABEL = "human (one annotator vs the others)"
 
@@ -143,7 +140,9 @@ class AgreementReport(BaseModel):
     """What `shambench agreement` writes: per partition with annotators, its human figures."""
 
     partitions: dict[str, PartitionAgreement]
-    """Per `task/dataset` partition, in name order."""
+    """Per `task/dataset` partition with at least one item of two or more annotators, in name order."""
+    without_annotators: list[str]
+    """The other partitions of the selection: their sources release no individual annotators (no figure)."""
     conventions: dict[str, str]
     """How every figure is computed."""
 
@@ -170,11 +169,36 @@ class AgreementGroup(BaseModel):
     """Per partition, in name order."""
 
 
+class RowArrays(Protocol):
+    """Per-row scores of one pass (what `Scorer.example_arrays` returns)."""
+
+    @property
+    def prf(self) -> dict[str, np.ndarray]: ...
+    @property
+    def token_counts(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+    @property
+    def iou(self) -> np.ndarray: ...
+    @property
+    def cor(self) -> np.ndarray: ...
+
+
+class RowScorer(Protocol):
+    """What scores the rows: a `Scorer` of the retargeted corpus (this module sits below the scorer)."""
+
+    corpus: Corpus
+    n_resamples: int
+    seed: int
+
+    def example_arrays(self, predictions: Iterable[Prediction]) -> RowArrays: ...
+
+    def bootstrap_weights(self, name: str, n: int) -> metrics.Resamples: ...
+
+
 @dataclass
 class LeaveOneOut:
     """The corpus of (item, annotator) rows and how they map back to items and partitions."""
 
-    scorer: Scorer
+    scorer: RowScorer
     """Scores the rows: row k is its item's response with the others' gold of one annotator."""
     item_of: np.ndarray
     """Per row, the number of its item (0-based, in corpus order)."""
@@ -208,10 +232,9 @@ class LeaveOneOut:
         return [r for ann in self.annotations for r in ann.readings]
 
 
-def leave_one_out(corpus: Corpus, n_resamples: int = 1000, seed: int = 0) -> LeaveOneOut | None:
-    """The leave-one-out rows of the corpus's items with at least two annotators; None when there are none."""
-    from shambench.scoring.scorer import Scorer
-
+def leave_one_out(corpus: Corpus, scorer_of: Callable[[Corpus], RowScorer]) -> LeaveOneOut | None:
+    """The leave-one-out rows of the corpus's items with at least two annotators, scored by `scorer_of` their
+    corpus; None when there are none."""
     scored = [(i, ann) for i, ann in sorted(corpus.annotations.items()) if len(ann.readings) >= 2]
     if not scored:
         return None
@@ -230,7 +253,7 @@ def leave_one_out(corpus: Corpus, n_resamples: int = 1000, seed: int = 0) -> Lea
     for i, ann in sorted(corpus.annotations.items()):
         everyone.setdefault(corpus.partitions[corpus.partition_code[i]], []).append(ann)
     return LeaveOneOut(
-        scorer=Scorer(corpus.retargeted(rows, ids, golds, soft), n_resamples=n_resamples, seed=seed),
+        scorer=scorer_of(corpus.retargeted(rows, ids, golds, soft)),
         item_of=np.array(item_of, np.int64),
         example_of=[i for i, _ in scored],
         annotations=[ann for _, ann in scored],
@@ -291,10 +314,12 @@ def _pooled(counts: np.ndarray, resamples: metrics.Resamples) -> Level:
     return Level(p=p, r=r, f1=f, ci=metrics.percentile_ci(f1_reps))
 
 
-def report(loo: LeaveOneOut | None, n_resamples: int = 1000, seed: int = 0) -> AgreementReport:
-    """The human agreement of every partition with annotators, with who annotated what."""
+def report(corpus: Corpus, loo: LeaveOneOut | None, n_resamples: int = 1000, seed: int = 0) -> AgreementReport:
+    """The human agreement of every partition of the corpus with annotators, with who annotated what."""
+    scored = set(loo.partitions) if loo else set()
+    without = sorted(set(corpus.partitions) - scored)
     if loo is None:
-        return AgreementReport(partitions={}, conventions=conventions(n_resamples, seed))
+        return AgreementReport(partitions={}, without_annotators=without, conventions=conventions(n_resamples, seed))
     human = figures(loo, loo.human())
     partitions = {}
     for partition, items in loo.partitions.items():
@@ -320,7 +345,9 @@ def report(loo: LeaveOneOut | None, n_resamples: int = 1000, seed: int = 0) -> A
             unplaced=dict(sorted(unplaced.items())),
             rule=scored[0].rule,
         )
-    return AgreementReport(partitions=partitions, conventions=conventions(n_resamples, seed))
+    return AgreementReport(
+        partitions=partitions, without_annotators=without, conventions=conventions(n_resamples, seed)
+    )
 
 
 def _chars(spans: Sequence[Any]) -> tuple[tuple[int, int], ...]:

@@ -334,8 +334,8 @@ class Scorer:
         if self._agreement is None:
             from shambench.scoring import agreement
 
-            loo = agreement.leave_one_out(self.corpus, self.n_resamples, self.seed)
-            self._agreement = (loo, agreement.report(loo, self.n_resamples, self.seed))
+            loo = agreement.leave_one_out(self.corpus, lambda rows: Scorer(rows, self.n_resamples, self.seed))
+            self._agreement = (loo, agreement.report(self.corpus, loo, self.n_resamples, self.seed))
         return self._agreement
 
     def _agreement_group(self, pa: _PredictionArrays) -> dict:

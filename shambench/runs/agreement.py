@@ -1,0 +1,29 @@
+"""`agreement()`: the human agreement of a selection of examples, as `shambench agreement` reports it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from shambench.runs.runner import corpus_to_score
+from shambench.scoring.agreement import AgreementReport
+from shambench.scoring.scorer import Scorer
+
+
+def agreement(
+    datasets: str | Sequence[str] | None = None,
+    *,
+    examples_file: str | Path | None = None,
+    split: str = "test",
+    data_dir: str | Path | None = None,
+    limit: int | None = None,
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> AgreementReport:
+    """How well one annotator does against the others, per partition whose source releases its annotators
+    (`shambench.scoring.agreement`); the other partitions are listed in `without_annotators`, with no figure.
+
+    `datasets` names adapters (default: every SHAM-Bench source present), or `examples_file` reads an EXAMPLES
+    JSONL (whose examples carry `annotations`)."""
+    scorer = Scorer(corpus_to_score(datasets, examples_file, split, data_dir, limit), n_resamples, seed)
+    return scorer.agreement()
