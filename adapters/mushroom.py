@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import string
 import unicodedata
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,8 @@ RULE = (
     "marking each character, annotators who marked nothing counted); each annotator's spans read with the "
     "organisers' boundary rule ({boundaries})"
 )
+CUT = "span ends past the answer (cut at its end, kept)"
+OUTSIDE = "span starts past the answer (left out)"
 # What the organisers' boundary rule trims: ASCII punctuation and whitespace, and Unicode punctuation and separators.
 _ASCII_TRIMMED = frozenset(string.punctuation + string.whitespace)
 
@@ -160,11 +163,23 @@ def annotations_of(where: str, row: MushroomRow, boundaries: str = ORGANISERS) -
     if row.annotations is None:
         return None
     text = row.model_output_text
+    unplaced: Counter[str] = Counter()
     marked = {}
     for annotator, raw in row.annotations.items():
-        if any(not 0 <= start <= end <= len(text) for start, end in raw):
-            raise SourceError(f"{where}: {annotator}'s spans {raw} do not fit the answer ({len(text)} characters)")
-        pairs = organisers_boundaries(raw, text) if boundaries == ORGANISERS else raw
+        fitted = []
+        for start, end in raw:
+            if not 0 <= start <= end:
+                raise SourceError(f"{where}: {annotator}'s span [{start}, {end}) is reversed or negative")
+            if start == end:
+                continue  # marks no character (the organisers' rule drops it too)
+            if start >= len(text):
+                unplaced[OUTSIDE] += 1
+                continue
+            if end > len(text):
+                # One released English validation span ends a character past its answer (val-en-34).
+                unplaced[CUT] += 1
+            fitted.append((start, min(end, len(text))))
+        pairs = organisers_boundaries(fitted, text) if boundaries == ORGANISERS else fitted
         marked[annotator] = [Span(start=a, end=b) for a, b in pairs if a < b]
     return Annotations.leave_one_out(
         marked,
@@ -172,6 +187,7 @@ def annotations_of(where: str, row: MushroomRow, boundaries: str = ORGANISERS) -
         RULE.format(boundaries=boundaries),
         soft=True,
         released=[Span(start=a, end=b) for a, b in row.hard_labels],
+        unplaced=dict(unplaced),
     )
 
 

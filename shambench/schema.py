@@ -168,7 +168,8 @@ class Annotations(BaseModel):
     reproduces_gold: bool | None = None
     """Whether the rule over all annotators gives the released gold exactly (None: not checked)."""
     unplaced: dict[str, int] = Field(default_factory=dict)
-    """Annotators' spans that could not be placed on the response, by reason (left out of `readings`)."""
+    """Annotators' spans that could not be placed on the response as released, by reason (the reason says
+    whether the span was left out of `readings` or moved)."""
 
     @classmethod
     def leave_one_out(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -64,6 +65,13 @@ def test_real_spans_are_the_union_of_hallucination_annotations(real):
                     marked |= set(range(ann["summary_start"], ann["summary_end"]))
             assert _covered(ex.hallu_spans) == marked
             assert all(0 <= s.start < s.end <= len(ex.response) for s in ex.hallu_spans)
+
+
+def test_real_annotators_per_batch_and_the_gold_they_rebuild(real):
+    _, result = real
+    # 2-5 annotators per batch (the union over its 50 samples), and their union is the released gold everywhere.
+    assert Counter(len(ex.annotations.readings) for ex in result.examples) == {2: 300, 3: 350, 4: 50, 5: 50}
+    assert all(ex.annotations.reproduces_gold for ex in result.examples)
 
 
 def _annotation(summary: str, text: str, label: list[str], annotator: str = "a1", **override) -> dict:
@@ -151,6 +159,17 @@ def test_label_rules_on_invented_batches(tmp_path):
     # "The mill closed in 1950 " is 24 characters: "forever" is [24, 31).
     assert [(s.start, s.end) for s in by_id["faithbench/1-2"].hallu_spans] == [(24, 31)]
     assert by_id["faithbench/1-3"].hallu_spans == []
+
+    # Annotators: a1 and a2 annotated batch 1, so both read each of its samples, those they marked nothing in too.
+    readings = {r.annotator: r for r in first.annotations.readings}
+    assert [(s.start, s.end) for s in readings["a1"].spans] == [(20, 24)]  # "1899"; Benign and unlabelled left out
+    assert [(s.start, s.end) for s in readings["a2"].spans] == [(17, 24), (42, 54)]
+    # Each beside the union of the other's Unwanted/Questionable spans, and the union of all is the gold.
+    assert [(s.start, s.end) for s in readings["a1"].others] == [(17, 24), (42, 54)]
+    assert [(s.start, s.end) for s in readings["a2"].others] == [(20, 24)]
+    assert all(ex.annotations.reproduces_gold for ex in result.examples)
+    for silent in ("faithbench/1-1", "faithbench/1-3"):
+        assert [(r.annotator, r.spans) for r in by_id[silent].annotations.readings] == [("a1", []), ("a2", [])]
 
 
 def test_truncated_batch_names_the_file(tmp_path):

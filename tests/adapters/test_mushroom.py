@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from shambench.adapters.mushroom import FILES
+from shambench.adapters.mushroom import FILES, organisers_boundaries
 from shambench.data.adapter import adapters
 from shambench.errors import DataError, SourceError
 from tests.conftest import require_shared
@@ -71,6 +71,53 @@ def test_fixture_spans_keep_leading_space_and_strict_majority():
         "lang": "EN",
         "wikipedia_url": "https://en.wikipedia.org/wiki/Item_tst_1",
     }
+
+
+def test_fixture_annotators_beside_the_majority_of_the_others():
+    first = {ex.id: ex for ex in _load(FIXTURES).examples}["mushroom/tst-en-1"]
+    a, b = first.annotations.readings
+    # 0a marked "1843", 0b nothing. Left out 0a, the only other marked nothing; left out 0b, 0a is the gold.
+    assert (a.annotator, [(s.start, s.end) for s in a.spans], a.others, a.others_soft) == (
+        "annotator_0a",
+        [(36, 40)],
+        [],
+        [],
+    )
+    assert (b.annotator, b.spans) == ("annotator_0b", [])
+    assert [(s.start, s.end) for s in b.others] == [(36, 40)]
+    assert [(s.start, s.end, s.prob) for s in b.others_soft] == [(36, 40, 1.0)]
+    # One of two is not more than half: the two annotators' majority is empty, not the released "1843".
+    assert first.annotations.reproduces_gold is False
+
+
+def test_organisers_boundary_rule_by_hand():
+    text = "Paris, the capital. Yes"
+    # The start stays, the end runs over ", " and is then cut back before it.
+    assert organisers_boundaries([(0, 6)], text) == [(0, 5)]
+    # "the" runs on to 11, where " capital" starts once past its space: joined, then cut before ". ".
+    assert organisers_boundaries([(7, 10), (10, 18)], text) == [(7, 18)]
+    # A span that is only punctuation and space vanishes.
+    assert organisers_boundaries([(5, 7)], text) == []
+    # Only a new span moves the joining point: "ef" starts where the joined "ab, cd, " ends, yet stays apart, so
+    # the comma and space before it are cut (had it joined, they would be marked).
+    assert organisers_boundaries([(0, 2), (4, 6), (8, 10)], "ab, cd, ef") == [(0, 6), (8, 10)]
+    # Unicode punctuation (。, category Po) and separators (U+3000, Zs) are trimmed too.
+    assert organisers_boundaries([(0, 3)], "北京。上海") == [(0, 2)]
+    assert organisers_boundaries([(2, 5)], "北京\u3000上海") == [(3, 5)]
+
+
+def test_real_annotators_rebuild_the_released_gold_only_with_the_organisers_boundaries():
+    path = require_shared("mushroom", FILES["test"])
+    examples = _load(path.parent.parent).examples
+    assert {len(ex.annotations.readings) for ex in examples} == {9, 10, 11, 12}
+    assert sum(ex.annotations.reproduces_gold for ex in examples) == 154
+    raw = adapters.create("mushroom", boundaries="raw").load(path.parent.parent).examples
+    assert sum(ex.annotations.reproduces_gold for ex in raw) == 83
+    validation = _load(path.parent.parent, "validation").examples
+    # One validation span ends a character past its answer: cut there, and counted.
+    assert [ex.annotations.unplaced for ex in validation if ex.annotations.unplaced] == [
+        {"span ends past the answer (cut at its end, kept)": 1}
+    ]
 
 
 def _corrupt(tmp_path: Path, edit) -> Path:

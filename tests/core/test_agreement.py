@@ -1,0 +1,190 @@
+"""Human agreement (leave one annotator out): hand-computed figures on small items, and properties of the rules."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shambench import Example, Prediction, Span, score
+from shambench.schema import Annotations, covered_shares, marked_by_more_than, merge_spans
+from shambench.scoring.scorer import Scorer
+
+# Tokens: The(0,3) cat(4,7) sat(8,11) .(11,12) | The(13,16) dog(17,20) ran(21,24) .(24,25); sentences [0,12) [13,25).
+TEXT = "The cat sat. The dog ran."
+CAT, SAT, CAT_SAT, DOG = Span(start=4, end=7), Span(start=8, end=11), Span(start=4, end=11), Span(start=17, end=20)
+# Spearman of two 0/1 vectors is their phi coefficient: over the 25 characters, 3 marked by one annotator, 7 by the
+# other, those 3 shared.
+PHI_3_IN_7 = (3 * 18 - 0 * 4) / math.sqrt(3 * 22 * 7 * 18)
+
+
+def majority(span_lists):
+    return marked_by_more_than(span_lists, 0.5)
+
+
+def item(item_id: str, marked: dict[str, list[Span]], soft: bool = False, dataset: str = "toy") -> Example:
+    annotations = Annotations.leave_one_out(marked, majority, "majority of the others", soft=soft)
+    gold = majority(list(marked.values()))
+    return Example(
+        id=item_id,
+        task="qa",
+        dataset=dataset,
+        response=TEXT,
+        hallu_spans=gold,
+        soft_spans=[{"start": s, "end": e, "prob": p} for s, e, p in covered_shares(list(marked.values()))]
+        if soft
+        else None,
+        annotations=annotations,
+    )
+
+
+def agreement_of(examples):
+    return Scorer(examples, n_resamples=50).agreement()
+
+
+def test_two_annotators_each_the_others_gold():
+    # a marks "cat", b "cat sat": a against b P=1 R=1/2, b against a P=1/2 R=1; both F1 = 2/3.
+    report = agreement_of([item("x", {"a": [CAT], "b": [CAT_SAT]}, soft=True)])
+    got = report.partitions["qa/toy"]
+    assert got.items == 1 and (got.annotators.min, got.annotators.max) == (2, 2)
+    assert (got.token.p, got.token.r, got.token.f1) == pytest.approx((0.75, 0.75, 2 / 3))
+    assert got.sentence.f1 == 1.0  # both mark the first sentence
+    # pooled over the two rows: tp 1 + 1, predicted 1 + 2, gold 2 + 1.
+    assert (got.pooled_token.p, got.pooled_token.r, got.pooled_token.f1) == pytest.approx((2 / 3, 2 / 3, 2 / 3))
+    # IoU: 3 shared characters of 7 either way; Cor: the phi coefficient of the two 0/1 vectors.
+    assert got.iou == pytest.approx(3 / 7)
+    assert got.cor == pytest.approx(PHI_3_IN_7)
+    assert got.reproduces_gold is None and got.silent_readings == 0 and got.identical_readings == 0
+
+
+def test_three_annotators_a_tie_at_exactly_half_of_the_others_is_not_gold():
+    # Left out a (or b): the others are one "cat sat" and one "cat": "sat" is marked by exactly half, not more.
+    report = agreement_of([item("x", {"a": [CAT_SAT], "b": [CAT_SAT], "c": [CAT]}, soft=True)])
+    got = report.partitions["qa/toy"]
+    # a, b: P=1/2 R=1 F1=2/3 against "cat"; c: P=1 R=1/2 F1=2/3 against "cat sat".
+    assert (got.token.p, got.token.r, got.token.f1) == pytest.approx((2 / 3, 5 / 6, 2 / 3))
+    assert (got.pooled_token.p, got.pooled_token.r) == pytest.approx((3 / 5, 3 / 4))
+    assert got.pooled_token.f1 == pytest.approx(2 / 3)
+    # IoU: a and b 3/7 against "cat", c 3/7 against "cat sat".
+    assert got.iou == pytest.approx(3 / 7)
+    # Cor of a: the others' shares are 1 on "cat", 1/2 on " sat", 0 elsewhere, against a's 0/1 vector.
+    ref = [1.0 if 4 <= i < 7 else 0.5 if 7 <= i < 11 else 0.0 for i in range(len(TEXT))]
+    pred_ab = [1.0 if 4 <= i < 11 else 0.0 for i in range(len(TEXT))]
+    cor_ab = _spearman(ref, pred_ab)
+    assert got.cor == pytest.approx((2 * cor_ab + PHI_3_IN_7) / 3)
+
+
+def test_an_annotator_who_marked_nothing_and_the_empty_example_rule():
+    # x: a marks "cat", b nothing: gold without prediction, and prediction without gold: both 0.
+    # y: three annotators marked nothing: no gold, no prediction, 1 each. The partition is the mean over items
+    # (0 and 1: 0.5), not over the five rows (0.6).
+    report = agreement_of([item("x", {"a": [CAT], "b": []}), item("y", {"a": [], "b": [], "c": []})])
+    got = report.partitions["qa/toy"]
+    assert got.items == 2 and (got.annotators.min, got.annotators.max) == (2, 3)
+    assert got.token.f1 == pytest.approx(0.5) and got.sentence.f1 == pytest.approx(0.5)
+    assert got.silent_readings == 4 and got.identical_readings == 1
+    assert got.items_by_annotators == {"2": 1, "3": 1}
+    # Pooled: only x has tokens marked, tp 0 of 1 predicted and 1 gold.
+    assert got.pooled_token.f1 == 0.0
+    assert got.iou is None and got.cor is None  # no soft labels: not Mu-SHROOM
+
+
+def test_one_annotator_items_are_counted_not_scored_and_other_partitions_get_no_figure():
+    lone = item("z", {"a": [CAT]})
+    plain = Example(id="p", task="qa", dataset="plain", response=TEXT, hallu_spans=[CAT])
+    report = agreement_of([item("x", {"a": [CAT], "b": [CAT]}), lone, plain])
+    got = report.partitions["qa/toy"]
+    assert got.items == 1 and got.items_by_annotators == {"1": 1, "2": 1}
+    assert got.token.f1 == 1.0 and got.identical_readings == 1
+    assert report.without_annotators == ["qa/plain"]
+    assert set(report.partitions) == {"qa/toy"}
+
+
+def test_no_annotators_anywhere_gives_no_figure():
+    report = agreement_of([Example(id="p", task="qa", dataset="plain", response=TEXT, hallu_spans=[CAT])])
+    assert report.partitions == {} and report.without_annotators == ["qa/plain"]
+    assert "leave_one_out" in report.conventions
+
+
+def test_like_for_like_scores_the_detector_against_the_same_golds():
+    examples = [item("x", {"a": [CAT], "b": [CAT_SAT]}, soft=True), item("y", {"a": [DOG], "b": [DOG]})]
+    # On x the detector marks "sat": against b's "cat sat" (a left out) P=1 R=1/2, against a's "cat" 0.
+    # On y it predicts nothing: 0 against each "dog". Its figure: (1/3 + 0) / 2; the annotators': (2/3 + 1) / 2.
+    results = score(examples, [Prediction(id="x", spans=[SAT])], n_resamples=50)
+    group = results.groups["agreement"]["partitions"]["qa/toy"]
+    assert group["items"] == 2
+    assert group["detector"]["token"]["f1"] == pytest.approx(1 / 6)
+    assert group["human"]["token"]["f1"] == pytest.approx(5 / 6)
+    assert group["gap"]["token_f1"] == pytest.approx(1 / 6 - 5 / 6)
+    # Mu-SHROOM figures need every item of the partition to carry soft labels (y has none).
+    assert group["detector"]["iou"] is None and "iou" not in group["gap"]
+    # Against the full gold the same prediction scores otherwise: the like-for-like view is its own figure.
+    assert results.datasets["qa/toy"].token.f1 != pytest.approx(1 / 6)
+
+
+def test_like_for_like_is_absent_without_annotators():
+    plain = Example(id="p", task="qa", dataset="plain", response=TEXT, hallu_spans=[CAT])
+    assert "agreement" not in score([plain], [Prediction(id="p", spans=[CAT])], n_resamples=10).groups
+
+
+def test_intervals_resample_items_and_contain_the_figure():
+    examples = [item(f"i{k}", {"a": [CAT], "b": [CAT_SAT] if k % 2 else [CAT]}) for k in range(20)]
+    got = agreement_of(examples).partitions["qa/toy"]
+    assert got.token.f1 == pytest.approx((10 * 2 / 3 + 10 * 1.0) / 20)
+    for level in (got.token, got.sentence, got.pooled_token):
+        assert level.ci[0] <= level.f1 <= level.ci[1]
+    assert got.token.ci[0] < got.token.ci[1]
+
+
+def _spearman(a, b):
+    import numpy as np
+    from scipy.stats import spearmanr
+
+    return float(spearmanr(np.array(a), np.array(b)).correlation)
+
+
+spans = st.lists(
+    st.tuples(st.integers(0, 20), st.integers(1, 5)).map(lambda t: Span(start=t[0], end=t[0] + t[1])), max_size=4
+)
+
+
+def _chars(span_list):
+    return {i for s in span_list for i in range(s.start, s.end)}
+
+
+@given(st.lists(spans, min_size=1, max_size=5), st.sampled_from([0.0, 0.5, 0.7]))
+def test_more_than_a_share_is_a_count_of_lists_per_character(lists, share):
+    got = _chars(marked_by_more_than(lists, share))
+    counts = {i: sum(i in _chars(lst) for lst in lists) for i in range(40)}
+    assert got == {i for i, c in counts.items() if c > share * len(lists)}
+    assert merge_spans(marked_by_more_than(lists, share)) == marked_by_more_than(lists, share)
+
+
+@given(st.lists(spans, min_size=1, max_size=5))
+def test_shares_cover_the_union_with_each_list_counted_once(lists):
+    runs = covered_shares(lists)
+    assert {i for s, e, _ in runs for i in range(s, e)} == _chars([sp for lst in lists for sp in lst])
+    for s, e, p in runs:
+        assert 0 < p <= 1
+        assert p * len(lists) == pytest.approx(sum(s in _chars(lst) for lst in lists))
+    assert all(a[1] <= b[0] for a, b in zip(runs, runs[1:]))
+
+
+@settings(max_examples=25)  # each example builds a scorer
+@given(spans, st.integers(2, 5))
+def test_annotators_who_agree_score_one(marked, n):
+    report = agreement_of([item("x", {f"a{k}": marked for k in range(n)})])
+    got = report.partitions["qa/toy"]
+    assert (got.token.f1, got.sentence.f1) == (1.0, 1.0)
+    assert got.identical_readings == 1
+
+
+@settings(max_examples=25)
+@given(spans, spans)
+def test_two_annotators_score_the_same_either_way_round(first, second):
+    # With two annotators each is the other's gold, and F1 is symmetric in prediction and gold.
+    swapped = agreement_of([item("x", {"a": second, "b": first})]).partitions["qa/toy"]
+    straight = agreement_of([item("x", {"a": first, "b": second})]).partitions["qa/toy"]
+    assert straight.token.f1 == pytest.approx(swapped.token.f1)
