@@ -1,0 +1,182 @@
+"""XSumFaith (Maynez et al., ACL 2020): three crowd workers' hallucinated spans on XSum summaries.
+
+Reads `hallucination_annotations_xsum_summaries.csv` of google-research-datasets/xsum_hallucination_annotations:
+one row per (summary, worker, span), a worker who marked nothing having one row of type `NULL`. Its 2,500
+summaries are 500 BBC articles x 5 systems (BERTS2S, PtGen, TConvS2S, TranS2S and `Gold`, the human-written
+reference), the same texts as Zhou et al.'s `.target` lines.
+
+The released offsets are not consistent (1-based on most rows, 0-based or end-inclusive on others, shifted by the
+release's `\\'` escapes on some), so a span is placed by its text: the occurrence of the span (its surrounding
+whitespace stripped) nearest to the given start, read 1-based. A span that does not occur verbatim is tried again
+without the release's own escapes (a literal `\\n` at its ends, doubled backslashes). What cannot be placed is
+counted by reason, never guessed: an empty span, a text found nowhere, or two occurrences equally near the offset.
+`NULL` rows mean "marked nothing", even the few that carry stray span text (counted apart).
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from shambench.adapters._released import source_file
+from shambench.errors import SourceError
+from shambench.schema import Span
+
+ANNOTATIONS = "hallucination_annotations_xsum_summaries.csv"
+EXPECTED = (
+    "Maynez et al.'s CSV with columns bbcid, system, summary, hallucination_type (intrinsic, extrinsic or NULL), "
+    "hallucinated_span, hallucinated_span_start, hallucinated_span_end, worker_id"
+)
+_COLUMNS = (
+    "bbcid",
+    "system",
+    "summary",
+    "hallucination_type",
+    "hallucinated_span",
+    "hallucinated_span_start",
+    "hallucinated_span_end",
+    "worker_id",
+)
+_TYPES = ("intrinsic", "extrinsic")
+_TOKEN = re.compile(r"\S+")
+
+Method = Literal["offset", "nearest", "unescaped"]
+
+# Reasons a span is not placed (keys of `Annotations.unplaced`).
+EMPTY = "empty span text"
+NOT_FOUND = "span text not in the summary"
+TIED = "two occurrences equally near the offset"
+# Rows that are not spans (keys of `Annotations.ignored`).
+STRAY_NULL = "NULL row with stray span text"
+
+
+class AnnotatedSummary(BaseModel):
+    """One summary (one system's summary of one BBC article) with each worker's spans placed on its text."""
+
+    bbcid: str
+    """XSum document id of the article, as in Zhou et al.'s `.docid` files."""
+    system: str
+    """The summariser: BERTS2S, PtGen, TConvS2S, TranS2S, or `Gold` (the human-written reference summary)."""
+    summary: str
+    """The annotated summary exactly as released (lower-cased, whitespace-tokenised, `\\'` before apostrophes)."""
+    workers: dict[str, list[Span]]
+    """Per worker id (`wid_0`, ...), the placed spans sorted by start, labelled `intrinsic` or `extrinsic`; an empty
+    list for a worker who marked nothing. Spans of one worker are not merged (they may overlap)."""
+
+    def token_votes(self) -> list[int]:
+        """Per whitespace token of `summary`, how many workers marked at least one of its characters."""
+        tokens = [(m.start(), m.end()) for m in _TOKEN.finditer(self.summary)]
+        return [
+            sum(any(s.start < end and start < s.end for s in spans) for spans in self.workers.values())
+            for start, end in tokens
+        ]
+
+    def majority_labels(self) -> list[str]:
+        """Per whitespace token, `1` when more than half of the workers marked it, else `0` (Zhou's aggregation)."""
+        return ["1" if 2 * votes > len(self.workers) else "0" for votes in self.token_votes()]
+
+
+class Annotations(BaseModel):
+    """The whole annotation file: every summary with its workers' spans, and an account of every span row."""
+
+    summaries: list[AnnotatedSummary]
+    """One per (BBC id, system), in the order of their first row in the file."""
+    placed: dict[str, int] = Field(default_factory=dict)
+    """Placed spans by how: `offset` (at the given start, read 1- or 0-based), `nearest` (the occurrence nearest
+    the given start, elsewhere), `unescaped` (found only once the release's escapes were removed)."""
+    unplaced: dict[str, int] = Field(default_factory=dict)
+    """Span rows (type intrinsic or extrinsic) that could not be placed, by reason."""
+    ignored: dict[str, int] = Field(default_factory=dict)
+    """`NULL` rows that are not plain "marked nothing" rows, by reason (they add no span)."""
+
+
+def _unescaped(text: str) -> str:
+    """`text` without the release's own escapes: literal `\\n` sequences, doubled backslashes."""
+    return text.replace("\\n", "").replace("\\\\", "\\")
+
+
+def place_span(summary: str, text: str, start: int) -> tuple[int, int, Method] | str:
+    """Where a released span lies on its summary, `(start, end, method)`, or the reason it cannot be placed.
+
+    `start` is the released `hallucinated_span_start`; the occurrence nearest to it read 1-based wins.
+    """
+    anchor = start - 1 + len(text) - len(text.lstrip())
+    for needle, escaped in ((text.strip(), False), (_unescaped(text).strip(), True)):
+        if not needle:
+            return EMPTY
+        found = [m.start() for m in re.finditer(f"(?={re.escape(needle)})", summary)]
+        if not found:
+            continue
+        distances = sorted((abs(at - anchor), at) for at in found)
+        if len(distances) > 1 and distances[0][0] == distances[1][0]:
+            return TIED
+        distance, at = distances[0]
+        method: Method = "unescaped" if escaped else "offset" if distance <= 1 else "nearest"
+        return at, at + len(needle), method
+    return NOT_FOUND
+
+
+def _rows(path: Path) -> Iterator[tuple[str, dict[str, str]]]:
+    """`(file:line, row)` of the annotation CSV, checked for its columns."""
+    with path.open(encoding="utf-8", newline="") as fh:
+        reader = csv.DictReader(fh)
+        missing = [c for c in _COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise SourceError(f"{path}: header lacks column(s) {', '.join(missing)}; expected {EXPECTED}")
+        for row in reader:
+            where = f"{path}:{reader.line_num}"
+            # DictReader fills a short row with None and files a long row's surplus under the key None.
+            if None in row or None in row.values():
+                raise SourceError(f"{where}: expected {len(_COLUMNS)} comma-separated fields ({EXPECTED})")
+            yield where, row
+
+
+def _offset(where: str, row: dict[str, str]) -> int:
+    value = row["hallucinated_span_start"]
+    try:
+        return int(value)
+    except ValueError:
+        raise SourceError(f"{where}: hallucinated_span_start is {value!r}, expected an integer") from None
+
+
+def read_annotations(root: Path) -> Annotations:
+    """The annotation file of an XSumFaith folder, every span placed on its summary (see the module docstring)."""
+    path = source_file(root, ANNOTATIONS, "xsumfaith", EXPECTED)
+    summaries: dict[tuple[str, str], AnnotatedSummary] = {}
+    placed: Counter[str] = Counter()
+    unplaced: Counter[str] = Counter()
+    ignored: Counter[str] = Counter()
+    for where, row in _rows(path):
+        key = (row["bbcid"], row["system"])
+        entry = summaries.setdefault(
+            key, AnnotatedSummary(bbcid=key[0], system=key[1], summary=row["summary"], workers={})
+        )
+        if row["summary"] != entry.summary:
+            raise SourceError(f"{where}: summary differs from the earlier rows of bbcid {key[0]}, system {key[1]}")
+        spans = entry.workers.setdefault(row["worker_id"], [])
+        kind = row["hallucination_type"]
+        if kind == "NULL":
+            if row["hallucinated_span"] != "NULL":
+                ignored[STRAY_NULL] += 1
+            continue
+        if kind not in _TYPES:
+            raise SourceError(f"{where}: hallucination_type is {kind!r}, expected intrinsic, extrinsic or NULL")
+        found = place_span(entry.summary, row["hallucinated_span"], _offset(where, row))
+        if isinstance(found, str):
+            unplaced[found] += 1
+            continue
+        start, end, method = found
+        placed[method] += 1
+        spans.append(Span(start=start, end=end, label=kind))
+    for entry in summaries.values():
+        for spans in entry.workers.values():
+            spans.sort(key=lambda s: (s.start, s.end))
+    return Annotations(
+        summaries=list(summaries.values()), placed=dict(placed), unplaced=dict(unplaced), ignored=dict(ignored)
+    )
