@@ -307,9 +307,9 @@ class FavaAdapter(Adapter):
             for r in reads
             if r.fits and r.spans is not None
         }
-        return Annotations.leave_one_out(marked, self._gold_of, RULE.format(gold=GOLD_RULES[self.duplicates]))
+        return Annotations.leave_one_out(marked, self.gold_of, RULE.format(gold=GOLD_RULES[self.duplicates]))
 
-    def _gold_of(self, span_lists: list[list[Span]]) -> list[Span]:
+    def gold_of(self, span_lists: list[list[Span]]) -> list[Span]:
         """The gold this adapter's `duplicates` rule builds from the span lists of a response's fitting rows."""
         if self.duplicates == UNION:
             return marked_by_more_than(span_lists, 0.0)

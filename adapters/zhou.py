@@ -9,6 +9,12 @@ systems (BERTS2S, PtGen, TConvS2S, TranS2S; their `Gold` reference summaries are
 read), `mt` from the two MT systems (trans2s, mbart). The context is the `.source` line: the BBC article, or the
 raw Chinese sentence. References (`.ref`) are not read, so no detector sees them. Ids are
 `zhou/xsum-<system>/<BBC id>` and `zhou/mt-<system>/<line number>` (the MT files have no ids of their own).
+
+Human agreement: Zhou's XSum labels are the token majority of Maynez et al.'s three workers, whose own spans are
+the XSumFaith release (`shambench.adapters.xsumfaith`). When its folder is beside this one in the data directory,
+each summary is joined to its (BBC id, system) there (the texts are identical) and gets its workers' readings
+(`Example.annotations`): a worker's placed spans beside the tokens both other workers marked (the others'
+majority), and whether the three workers' majority reproduces Zhou's released labels token for token.
 """
 
 from __future__ import annotations
@@ -18,10 +24,11 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from shambench.adapters import xsumfaith
 from shambench.adapters._released import source_file
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.errors import SourceError
-from shambench.schema import Example, Span
+from shambench.schema import Annotations, Example, Span
 
 _COMMIT = "be14c9f378f8b9c0447c3b3d080263966d157b8c"
 _RAW = f"https://raw.githubusercontent.com/violet-zct/fairseq-detect-hallucination/{_COMMIT}"
@@ -112,8 +119,9 @@ class ZhouAdapter(Adapter):
         root = self.root(data_dir)
         examples: list[Example] = []
         dropped: Counter[str] = Counter()
+        workers = _workers(data_dir)
         for system in SYSTEMS:
-            examples.extend(_system_examples(root, system, dropped))
+            examples.extend(_system_examples(root, system, dropped, workers))
         files = [system.file(ext) for system in SYSTEMS for ext in system.extensions]
         return LoadResult(examples=examples, dropped=dict(dropped), files=files)
 
@@ -136,7 +144,57 @@ def _lines(root: Path, name: str) -> list[str]:
     return lines[:-1] if lines[-1] == "" else lines
 
 
-def _system_examples(root: Path, system: System, dropped: Counter[str]) -> list[Example]:
+_RULE = (
+    "Zhou (XSum): the gold is the tokens more than half of Maynez et al.'s three workers marked (XSumFaith, joined "
+    "by BBC id and system); a worker's spans are placed on the summary by their text nearest the released offset "
+    "(over the file's 2,500 summaries, Gold included: {placed})"
+)
+
+
+@dataclass(frozen=True)
+class _Workers:
+    """XSumFaith's summaries by (BBC id, system), and how their spans were placed."""
+
+    summaries: dict[tuple[str, str], xsumfaith.AnnotatedSummary]
+    rule: str
+
+
+def _workers(data_dir: Path) -> _Workers | None:
+    """The XSumFaith workers beside this source in the data directory, or None when that folder is absent."""
+    root = data_dir / "xsumfaith"
+    if not (root / xsumfaith.ANNOTATIONS).is_file():
+        return None
+    read = xsumfaith.read_annotations(root)
+    counts = {
+        **{f"placed by {k}": n for k, n in read.placed.items()},
+        **{f"unplaced, {k}": n for k, n in read.unplaced.items()},
+    }
+    placed = "; ".join(f"{k} {n:,}" for k, n in counts.items()) + (
+        f"; NULL rows ignored: {sum(read.ignored.values())}" if read.ignored else ""
+    )
+    return _Workers({(s.bbcid, s.system): s for s in read.summaries}, _RULE.format(placed=placed))
+
+
+def _readings(workers: _Workers | None, system: str, key: str, target: str, labels: list[str]) -> Annotations | None:
+    """The workers' readings of one XSum summary, when XSumFaith has it with the same text."""
+    entry = workers.summaries.get((key, system)) if workers else None
+    if entry is None or entry.summary != target:
+        return None
+
+    def majority(span_lists: list[list[Span]]) -> list[Span]:
+        # Zhou's rule, on whitespace tokens: a token is gold when more than half of the lists overlap it.
+        votes = xsumfaith.AnnotatedSummary(
+            bbcid=key, system=system, summary=target, workers={str(k): v for k, v in enumerate(span_lists)}
+        )
+        return spans_of_labels(target, votes.majority_labels())
+
+    readings = Annotations.leave_one_out(entry.workers, majority, workers.rule)
+    return readings.model_copy(update={"reproduces_gold": entry.majority_labels() == labels})
+
+
+def _system_examples(
+    root: Path, system: System, dropped: Counter[str], workers: _Workers | None = None
+) -> list[Example]:
     columns = {ext: _lines(root, system.file(ext)) for ext in system.extensions}
     counts = {system.file(ext): len(lines) for ext, lines in columns.items()}
     if len(set(counts.values())) > 1:
@@ -160,6 +218,7 @@ def _system_examples(root: Path, system: System, dropped: Counter[str]) -> list[
                 context=columns["source"][lineno - 1],
                 response=target,
                 hallu_spans=spans_of_labels(target, labels),
+                annotations=_readings(workers, system.name, key, target, labels) if system.corpus == "xsum" else None,
                 meta={"system": system.name, "corpus": system.corpus, "line": lineno},
             )
         )

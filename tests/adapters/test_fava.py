@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shambench.adapters.fava import DUPLICATE, EMPTY, MISMATCH, UNTAGGED, parse_annotated, spans_on_output
+from shambench.adapters.fava import DUPLICATE, EMPTY, FILE, MISMATCH, UNTAGGED, parse_annotated, spans_on_output
 from shambench.data.adapter import adapters
 from shambench.errors import SourceError
+from shambench.schema import Span
 from tests.conftest import require_shared
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -116,6 +118,44 @@ def test_fixture_file_loads_with_drop_counts():
     assert texts(4) == [("The Corvin Museum has five floors", "invented|entity")]
     assert texts(6) == [] and texts(8) == []
     assert by_id["favabench/0"].meta == {"model": "chatgpt", "record": 0}
+
+
+def test_fixture_rows_of_one_response_are_its_annotators():
+    by_id = {ex.id: ex for ex in adapters.create("favabench").load(FIXTURES).examples}
+    pair = by_id["favabench/0"]
+
+    def read(reading):
+        return (
+            reading.annotator,
+            [pair.response[s.start : s.end] for s in reading.spans],
+            [pair.response[s.start : s.end] for s in reading.others],
+        )
+
+    # Records 0 and 1 annotate the same response: each is the other's gold.
+    assert [read(r) for r in pair.annotations.readings] == [
+        ("record 0", ["Mira Olsen", "1921"], ["1921"]),
+        ("record 1", ["1921"], ["Mira Olsen", "1921"]),
+    ]
+    # A response with one fitting row has one reading (counted, never scored); record 5 does not fit: no reading.
+    assert [r.annotator for r in by_id["favabench/4"].annotations.readings] == ["record 4"]
+    assert "record 5" not in {r.annotator for ex in by_id.values() for r in ex.annotations.readings}
+
+
+def test_the_others_gold_follows_the_duplicates_rule():
+    # With three fitting rows a, b, c: first-matching leaves b's gold to a (the first other), union to a + c.
+    adapter = adapters.create("favabench", duplicates="union")
+    a, b, c = ([Span(start=k, end=k + 2)] for k in (0, 4, 8))
+    assert adapter.gold_of([a, c]) == [Span(start=0, end=2), Span(start=8, end=10)]
+    assert adapters.create("favabench").gold_of([a, c]) == a
+    assert adapters.create("favabench").gold_of([]) == []
+
+
+def test_real_file_responses_with_several_fitting_rows():
+    path = require_shared("fava", FILE)
+    examples = adapters.create("favabench").load(path.parent.parent).examples
+    sizes = Counter(len(ex.annotations.readings) for ex in examples)
+    # 267 responses; 135 have two to five fitting rows (the 28 rows of other generations never fit).
+    assert sizes == {1: 132, 2: 111, 3: 19, 4: 4, 5: 1}
 
 
 def test_bad_files_name_the_file_and_the_record(tmp_path):

@@ -177,3 +177,56 @@ def test_missing_file_is_named(tmp_path):
     (root / "eval_data/mt/trans2s.target").unlink()
     with pytest.raises(SourceError, match=r"trans2s\.target: file not found"):
         _load(tmp_path)
+
+
+def test_real_summaries_get_their_three_workers_from_xsumfaith(real):
+    require_shared("xsumfaith")
+    _, result = real
+    summ = [ex for ex in result.examples if ex.task == "summ"]
+    # Every XSum summary joins XSumFaith by (BBC id, system); one has two workers there.
+    assert Counter(len(ex.annotations.readings) for ex in summ) == {3: 1999, 2: 1}
+    assert all(ex.annotations is None for ex in result.examples if ex.task == "mt")
+    # The three workers' token majority is Zhou's released labels on 1,912 of the 2,000 summaries.
+    assert sum(ex.annotations.reproduces_gold for ex in summ) == 1912
+
+
+def _write_workers(data_dir: Path, rows: list[str]) -> None:
+    root = data_dir / "xsumfaith"
+    root.mkdir()
+    header = "bbcid,system,summary,hallucination_type,hallucinated_span,hallucinated_span_start,hallucinated_span_end"
+    (root / "hallucination_annotations_xsum_summaries.csv").write_text(
+        "".join(f"{line}\n" for line in [header + ",worker_id", *rows]), encoding="utf-8"
+    )
+
+
+def test_invented_workers_beside_the_tokens_both_others_marked(tmp_path):
+    _write_release(tmp_path)
+    # "a quiet town" (Zhou labels 0 0 1): a[0,1) quiet[2,7) town[8,12); spans given 1-based.
+    _write_workers(
+        tmp_path,
+        [
+            "30000000,BERTS2S,a quiet town,extrinsic,quiet town,3,13,wid_0",
+            "30000000,BERTS2S,a quiet town,extrinsic,town,9,13,wid_1",
+            "30000000,BERTS2S,a quiet town,extrinsic,own,10,13,wid_2",
+            "30000001,BERTS2S,rain fell all day,NULL,NULL,-1,-1,wid_0",
+            "30000001,BERTS2S,rain fell all day,extrinsic,rain,1,5,wid_1",
+        ],
+    )
+    by_id = {ex.id: ex for ex in _load(tmp_path).examples}
+    first = by_id["zhou/xsum-BERTS2S/30000000"].annotations
+    readings = {r.annotator: r for r in first.readings}
+    assert [(s.start, s.end) for s in readings["wid_0"].spans] == [(2, 12)]
+    # Left out wid_0, both others touch "town": it is their gold (a token counts when a span overlaps it).
+    assert [(s.start, s.end) for s in readings["wid_0"].others] == [(8, 12)]
+    # Left out wid_2, only one other marks "quiet": not both, so "town" alone.
+    assert [(s.start, s.end) for s in readings["wid_2"].others] == [(8, 12)]
+    assert first.reproduces_gold is True  # "town" by three, "quiet" by one: 0 0 1, as Zhou released
+    second = by_id["zhou/xsum-BERTS2S/30000001"].annotations
+    # Two workers: each is the other's gold; their majority ("rain" by one of two) is not Zhou's "rain fell".
+    assert [(r.annotator, [(s.start, s.end) for s in r.others]) for r in second.readings] == [
+        ("wid_0", [(0, 4)]),
+        ("wid_1", []),
+    ]
+    assert second.reproduces_gold is False
+    # Summaries XSumFaith does not hold get no annotators.
+    assert by_id["zhou/xsum-PtGen/30000000"].annotations is None

@@ -166,7 +166,7 @@ def test_more_than_a_share_is_a_count_of_lists_per_character(lists, share):
 def test_shares_cover_the_union_with_each_list_counted_once(lists):
     runs = covered_shares(lists)
     assert {i for s, e, _ in runs for i in range(s, e)} == _chars([sp for lst in lists for sp in lst])
-    for s, e, p in runs:
+    for s, _, p in runs:
         assert 0 < p <= 1
         assert p * len(lists) == pytest.approx(sum(s in _chars(lst) for lst in lists))
     assert all(a[1] <= b[0] for a, b in zip(runs, runs[1:]))

@@ -1,0 +1,98 @@
+"""`shambench agreement` and `shambench.agreement()`: the issue's JSON layout, EXAMPLES files, the real sources."""
+
+from __future__ import annotations
+
+import json
+
+import click
+import pytest
+from click.testing import CliRunner
+
+import shambench
+from shambench.cli import main
+from shambench.io import write_jsonl
+from shambench.schema import Annotations, Example, Span, marked_by_more_than
+from tests.conftest import require_shared
+
+TEXT = "The cat sat. The dog ran."
+CAT, CAT_SAT = Span(start=4, end=7), Span(start=4, end=11)
+
+
+def invoke(*args) -> click.testing.Result:
+    return CliRunner().invoke(main, [str(a) for a in args], prog_name="shambench")
+
+
+def _examples(tmp_path):
+    marked = {"a": [CAT], "b": [CAT_SAT]}
+    annotations = Annotations.leave_one_out(marked, lambda lists: marked_by_more_than(lists, 0.5), "majority")
+    path = tmp_path / "examples.jsonl"
+    write_jsonl(
+        path,
+        [
+            Example(id="x", task="qa", dataset="toy", response=TEXT, hallu_spans=[CAT], annotations=annotations),
+            Example(id="y", task="qa", dataset="plain", response=TEXT, hallu_spans=[CAT]),
+        ],
+    )
+    return path
+
+
+def test_an_examples_file_gives_the_layout_of_the_issue(tmp_path):
+    result = invoke("agreement", "--examples", _examples(tmp_path), "--out", "-", "--bootstrap", 20)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert set(report) == {"partitions", "without_annotators", "conventions"}
+    toy = report["partitions"]["qa/toy"]
+    assert toy["items"] == 1 and toy["annotators"] == {"min": 2, "max": 2}
+    for level in ("token", "sentence", "pooled_token"):
+        assert set(toy[level]) == {"p", "r", "f1", "ci"}
+    # a against b: P 1, R 1/2; b against a: P 1/2, R 1 (each F1 2/3).
+    assert toy["token"]["f1"] == pytest.approx(2 / 3)
+    assert toy["iou"] is None and toy["cor"] is None
+    assert report["without_annotators"] == ["qa/plain"]
+    assert {"leave_one_out", "averaging", "tokenizer", "empty_example", "ci", "iou_cor"} <= set(report["conventions"])
+    # The table went to stderr.
+    assert "Human agreement" in result.stderr and "qa/toy" in result.stderr
+
+
+def test_out_file_is_written_and_help_explains(tmp_path):
+    out = tmp_path / "agreement.json"
+    result = invoke("agreement", "--examples", _examples(tmp_path), "--out", out, "--bootstrap", 20)
+    assert result.exit_code == 0, result.output
+    assert json.loads(out.read_text())["partitions"]["qa/toy"]["items"] == 1
+    helped = invoke("agreement", "--help")
+    assert helped.exit_code == 0
+    assert "the gold that the source's own rule builds from the others" in " ".join(helped.output.split())
+
+
+def test_an_unknown_dataset_is_one_error_line(tmp_path):
+    result = invoke("agreement", "-d", "no-such-source", "--data-dir", tmp_path)
+    assert result.exit_code == 2
+    assert "no-such-source" in result.stderr
+
+
+@pytest.fixture(scope="module")
+def real():
+    root = require_shared()
+    require_shared("xsumfaith")
+    return shambench.agreement("faithbench,favabench,zhou,mushroom,ragtruth", data_dir=root, n_resamples=50)
+
+
+@pytest.mark.parametrize("partition", ["summ/faithbench", "open_qa/favabench", "summ/zhou", "open_qa/mushroom"])
+def test_real_sources_give_a_figure_between_0_and_1(real, partition):
+    got = real.partitions[partition]
+    for level in (got.token, got.sentence, got.pooled_token):
+        assert 0 < level.f1 < 1
+        assert 0 <= level.ci[0] <= level.f1 <= level.ci[1] <= 1
+    assert got.items > 100
+
+
+def test_real_counts_of_who_annotated_what(real):
+    parts = real.partitions
+    assert parts["summ/faithbench"].items_by_annotators == {"2": 300, "3": 350, "4": 50, "5": 50}
+    assert parts["summ/faithbench"].reproduces_gold.share == 1.0  # the union of everyone is the released gold
+    assert parts["open_qa/mushroom"].reproduces_gold.share == 1.0
+    assert parts["summ/zhou"].reproduces_gold.reproduced == 1912
+    assert parts["open_qa/favabench"].items == 135 and parts["open_qa/favabench"].reproduces_gold is None
+    assert (parts["open_qa/mushroom"].annotators.min, parts["open_qa/mushroom"].annotators.max) == (9, 12)
+    # Partitions whose sources release no annotators get no figure.
+    assert real.without_annotators == ["context_qa/ragtruth", "data2txt/ragtruth", "mt/zhou", "summ/ragtruth"]
