@@ -13,9 +13,20 @@ from pydantic import BaseModel, Field, ValidationError
 
 from shambench.errors import DataError
 from shambench.io import Journal, write_atomic, write_json
-from shambench.leaderboard.schema import TASK_ORDER, Cell, Coverage, Entry, Leaderboard, Level
+from shambench.leaderboard.schema import (
+    TASK_ORDER,
+    AgreementCell,
+    Cell,
+    Coverage,
+    Entry,
+    HumanCell,
+    HumanReference,
+    Leaderboard,
+    Level,
+)
 from shambench.provenance import now_iso, shambench_version
 from shambench.runs.files import RESULTS
+from shambench.scoring.agreement import LIKE_FOR_LIKE, AgreementGroup
 from shambench.scoring.results import PRF, GroupScores, Results
 
 SITE_JSON = "leaderboard.json"
@@ -164,6 +175,36 @@ def is_reference(results: Results) -> bool:
         return False
 
 
+def agreement_cells(results: Results) -> dict[str, AgreementCell]:
+    """Per partition with annotators, the run's like-for-like span F1 beside one annotator's (`groups.agreement`)."""
+    group = results.groups.get("agreement")
+    if not group:
+        return {}
+    return {
+        name: AgreementCell(
+            items=p.items,
+            f1=p.detector.token.f1,
+            ci=p.detector.token.ci,
+            human_f1=p.human.token.f1,
+            human_ci=p.human.token.ci,
+            gap=p.gap["token_f1"],
+        )
+        for name, p in AgreementGroup.model_validate(group).partitions.items()
+    }
+
+
+def human_reference(entries: Sequence[Entry]) -> HumanReference | None:
+    """The human row of the board's reproduced rows: per partition, the figure of the complete rows (the same for
+    every run over the same data; a row over other items of that partition is not taken)."""
+    cells: dict[str, HumanCell] = {}
+    for e in sorted(entries, key=lambda e: not e.complete):
+        for name, c in e.agreement.items():
+            cells.setdefault(name, HumanCell(items=c.items, f1=c.human_f1, ci=c.human_ci))
+    if not cells:
+        return None
+    return HumanReference(convention=LIKE_FOR_LIKE, partitions=dict(sorted(cells.items())))
+
+
 def run_entry(results: Results, source: str, reasons: Sequence[str] | None = None, runs: int = 1) -> Entry:
     """The leaderboard row of a scored run (`reasons`: why it is incomplete, when known better than its results
     say, as for merged sweep cells)."""
@@ -199,6 +240,7 @@ def run_entry(results: Results, source: str, reasons: Sequence[str] | None = Non
         git_commit=results.git_commit,
         conventions=results.conventions,
         run=public_run,
+        agreement=agreement_cells(results),
     )
 
 
@@ -328,6 +370,7 @@ def assemble(entries: Sequence[Entry], paper: Sequence[Entry] = (), reported_sou
         none_scores=none_scores(rows),
         reported=list(paper),
         reported_source=reported_source,
+        human=human_reference(rows),
     )
 
 

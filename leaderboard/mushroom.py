@@ -4,7 +4,10 @@ Reproduced rows come from runs whose results carry `groups["mushroom"]` (the `mu
 language they are ranked by IoU (ties by Cor), the shared task's own ranking, and a run with missing predictions
 is listed as incomplete, unranked. The organisers' rows (`mushroom_official.json`, shipped with the package: the
 printed figures of the official test leaderboards, with their source, and no corpus text) are listed below as
-reported and never ranked with reproduced runs.
+reported and never ranked with reproduced runs. Beside them, where the runs' results hold `groups["agreement"]`,
+the `human (one annotator vs the others)` row: each annotator scored against the majority and shares of the other
+annotators, with the official IoU and Cor rules (a reference, never ranked; the organisers' rows are scored against
+the full gold, an easier target than the others' majority is for one annotator).
 """
 
 from __future__ import annotations
@@ -17,8 +20,10 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from shambench.io import write_atomic
+from shambench.leaderboard.schema import HUMAN_NAME
+from shambench.scoring.agreement import AgreementGroup
 from shambench.scoring.results import Results
-from shambench.scoring.shared_task import SharedTaskView
+from shambench.scoring.shared_task import DATASET_PREFIX, SharedTaskView
 
 OFFICIAL = Path(__file__).with_name("mushroom_official.json")
 PAGE = "mushroom.html"
@@ -40,7 +45,8 @@ class Row(BaseModel):
     rank: int | None = None
     """Rank among the complete reproduced runs of the language; None for reported and incomplete rows."""
     status: str = "complete"
-    """`complete`, `incomplete` (missing predictions) or `reported` (printed by the organisers)."""
+    """`complete`, `incomplete` (missing predictions), `human` (one annotator against the others) or `reported`
+    (printed by the organisers)."""
     source: str = ""
     """Where a reported figure is printed, or the run's directory."""
 
@@ -54,8 +60,34 @@ def official_rows() -> dict[str, list[Row]]:
     }
 
 
+def human_rows(runs: Sequence[tuple[str, Results]]) -> dict[str, Row]:
+    """Per language, one annotator against the others (from the first run whose results hold the figure)."""
+    rows: dict[str, Row] = {}
+    for _, results in runs:
+        group = results.groups.get("agreement")
+        for partition, p in AgreementGroup.model_validate(group).partitions.items() if group else ():
+            dataset = partition.split("/", 1)[-1]
+            if not dataset.startswith(DATASET_PREFIX) or p.human.iou is None or p.human.cor is None:
+                continue
+            rows.setdefault(
+                dataset[len(DATASET_PREFIX) :],
+                Row(
+                    name=HUMAN_NAME,
+                    iou=p.human.iou,
+                    cor=p.human.cor,
+                    token_f1=p.human.token.f1,
+                    sentence_f1=p.human.sentence.f1,
+                    status="human",
+                    source=f"each of the {p.items} items' annotators against the majority (IoU) and shares (Cor) "
+                    "of the others, mean over annotators, then items",
+                ),
+            )
+    return rows
+
+
 def language_tables(runs: Sequence[tuple[str, Results]]) -> dict[str, list[Row]]:
-    """Per language, the ranked reproduced rows, then the unranked incomplete ones, then the reported rows."""
+    """Per language, the ranked reproduced rows, then the unranked incomplete ones, then the human row and the
+    reported rows."""
     reproduced: dict[str, list[Row]] = {}
     for source, results in runs:
         group = results.groups.get("mushroom")
@@ -76,12 +108,14 @@ def language_tables(runs: Sequence[tuple[str, Results]]) -> dict[str, list[Row]]
                 )
             )
     official = official_rows()
+    human = human_rows(runs)
     tables = {}
     for lang in sorted(official.keys() | reproduced.keys()):
         rows = reproduced.get(lang, [])
         ranked = sorted((r for r in rows if r.status == "complete"), key=lambda r: (-r.iou, -r.cor))
         ranked = [r.model_copy(update={"rank": i}) for i, r in enumerate(ranked, 1)]
-        tables[lang] = [*ranked, *(r for r in rows if r.status != "complete"), *official.get(lang, [])]
+        beside = [human[lang]] if lang in human else []
+        tables[lang] = [*ranked, *(r for r in rows if r.status != "complete"), *beside, *official.get(lang, [])]
     return tables
 
 
@@ -107,12 +141,13 @@ def render(tables: dict[str, list[Row]]) -> str:
     return (
         '<!doctype html><html><head><meta charset="utf-8"><title>Mu-SHROOM, per language</title><style>'
         "body{font-family:sans-serif;margin:2em}td,th{padding:2px 8px;text-align:right}td:nth-child(2){text-align:left}"
-        ".reported,.incomplete{font-style:italic;color:#555}.src{font-size:70%;text-align:left}</style></head><body>"
+        ".reported,.incomplete{font-style:italic;color:#555}.human{font-weight:bold;background:#f3f3e6}.src{font-size:70%;text-align:left}</style></head><body>"
         "<h1>Mu-SHROOM (SemEval-2025 Task 3), per language</h1><p>Reproduced runs are ranked by official IoU (ties "
         "by Cor). Rows marked <i>reported</i> are the organisers' printed figures, never ranked with reproduced "
-        f"runs; <i>incomplete</i> runs miss predictions and are not ranked.</p><nav>{tabs}</nav>"
-        + "".join(sections)
-        + "</body></html>"
+        "runs; <i>incomplete</i> runs miss predictions and are not ranked. The <b>human</b> row is one annotator "
+        "scored against the majority and shares of the other annotators with the same IoU and Cor rules: a reference, "
+        "never ranked (the organisers' rows are scored against the full gold, an easier target).</p>"
+        f"<nav>{tabs}</nav>" + "".join(sections) + "</body></html>"
     )
 
 

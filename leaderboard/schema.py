@@ -134,6 +134,53 @@ class Entry(BaseModel):
     """Run metadata (provenance, usage, cost) of reproduced rows, with local file paths cut to file names."""
     examples_page: str | None = None
     """Link, relative to the page, to this run's examples with gold and predicted spans (`--example-pages`)."""
+    agreement: dict[str, AgreementCell] = Field(default_factory=dict)
+    """Per partition with annotators, the like-for-like span F1 and its gap to one annotator (empty for reported
+    rows and for runs without such partitions)."""
+
+
+HUMAN_NAME = "human (one annotator vs the others)"
+
+
+class AgreementCell(BaseModel):
+    """One entry on one partition with annotators: its like-for-like span F1 beside the human figure."""
+
+    items: int
+    """Items with at least two annotators."""
+    f1: float
+    """The detector's per-example token F1 against each leave-one-out gold (mean over an item's golds, then
+    over items): `groups.agreement` of its results."""
+    ci: tuple[float, float]
+    """Its 95% bootstrap interval over items."""
+    human_f1: float
+    """One annotator against the others on the same items (the human reference)."""
+    human_ci: tuple[float, float]
+    """Its 95% bootstrap interval over items."""
+    gap: float
+    """`f1 - human_f1`: below zero, the detector is below one annotator."""
+
+
+class HumanCell(BaseModel):
+    """The human reference on one partition."""
+
+    items: int
+    """Items with at least two annotators."""
+    f1: float
+    """One annotator against the gold the source's rule builds from the others: per-example token F1, mean over
+    an item's annotators, then over items."""
+    ci: tuple[float, float]
+    """95% bootstrap interval over items."""
+
+
+class HumanReference(BaseModel):
+    """The `human (one annotator vs the others)` reference row: labelled, never ranked."""
+
+    name: str = HUMAN_NAME
+    """The row's label."""
+    convention: str
+    """How the figures are computed (`groups.agreement` of the results)."""
+    partitions: dict[str, HumanCell]
+    """Per partition whose source releases its annotators."""
 
 
 class Leaderboard(BaseModel):
@@ -170,6 +217,9 @@ class Leaderboard(BaseModel):
     """Scores reported in the SHAM-Bench paper (never ranked with, nor mixed into, the reproduced runs)."""
     reported_source: str | None = None
     """Citation of the reported scores."""
+    human: HumanReference | None = None
+    """One annotator against the others on the partitions whose sources release annotators (None without such
+    partitions): a reference row, never ranked; each entry's `agreement` gives its gap to it."""
 
 
 def json_schema(model: type[BaseModel], name: str, version: str) -> dict[str, Any]:

@@ -66,11 +66,12 @@ class Benchmark:
 
 
 def hf_features() -> Features:
-    """The Hugging Face schema of an example; `meta` is stored as a JSON string because its keys vary by source."""
+    """The Hugging Face schema of an example; `meta` is stored as a JSON string because its keys vary by source,
+    and `annotations` (the individual annotators' readings, nested) as a JSON string too, empty without them."""
     from datasets import Features, Value
 
     span = {"start": Value("int64"), "end": Value("int64"), "label": Value("string")}
-    text = ("id", "dataset", "task", "split", "question", "context", "response", "meta")
+    text = ("id", "dataset", "task", "split", "question", "context", "response", "meta", "annotations")
     return Features(
         {
             **{name: Value("string") for name in text},
@@ -84,15 +85,17 @@ def hf_features() -> Features:
 
 def hf_row(example: Example) -> dict:
     """One example as a row of `hf_features()` (None for absent soft spans and steps)."""
-    row = example.model_dump(exclude={"meta"})
+    row = example.model_dump(exclude={"meta", "annotations"})
     row["hallu_spans"] = [{k: s[k] for k in ("start", "end", "label")} for s in row["hallu_spans"]]
     row["meta"] = json.dumps(example.meta, ensure_ascii=False, sort_keys=True)
+    row["annotations"] = example.annotations.model_dump_json() if example.annotations else ""
     return row
 
 
 def example_from_hf(row: dict) -> Example:
     """The `Example` a row of `hf_features()` stands for."""
-    return Example.model_validate({**row, "meta": json.loads(row["meta"])})
+    annotations = json.loads(row["annotations"]) if row.get("annotations") else None
+    return Example.model_validate({**row, "meta": json.loads(row["meta"]), "annotations": annotations})
 
 
 def split_names(datasets: str | Sequence[str] | None) -> list[str] | None:
@@ -255,8 +258,10 @@ def dataset_card(benches: list[Benchmark]) -> str:
         "",
         "Hallucination-localisation examples in shambench's unified schema: `response` is the model output,",
         "`hallu_spans` its gold hallucinated character ranges (`[start, end)`, Python code points), `soft_spans`",
-        "the annotator agreement where the source releases it, `steps` the step bounds of math sets, and `meta`",
-        "(a JSON string) source-specific extras. Each source keeps its own licence, listed below.",
+        "the annotator agreement where the source releases it, `steps` the step bounds of math sets, `meta`",
+        "(a JSON string) source-specific extras, and `annotations` (a JSON string, empty when the source releases",
+        "no individual annotators) each annotator's spans beside the gold the others make. Each source keeps its",
+        "own licence, listed below.",
         "",
         "## Splits",
         "",

@@ -29,7 +29,11 @@ from shambench.scoring import metrics
 from shambench.scoring.corpus import Corpus
 from shambench.scoring.text import SENTENCE_SPLITTER, TOKENIZER
 
-HUMAN_LABEL = "human (one annotator vs the others)"
+LIKE_FOR_LIKE = (
+    "groups.agreement in results.json: the detector's prediction of each item scored against the same "
+    "leave-one-out golds (mean over an item's golds, then over items), beside the human figure; gap = detector "
+    "minus human"
+)
 
 
 def conventions(n_resamples: int, seed: int) -> dict[str, str]:
@@ -57,9 +61,7 @@ def conventions(n_resamples: int, seed: int) -> dict[str, str]:
         "one annotator too, which are not scored",
         "reproduces_gold": "items where the source's rule over all annotators gives the released gold exactly, "
         "out of the items where that was checked",
-        "like_for_like": "groups.agreement in results.json: the detector's prediction of each item scored "
-        "against the same leave-one-out golds (mean over an item's golds, then over items), beside the human "
-        "figure; gap = detector minus human",
+        "like_for_like": LIKE_FOR_LIKE,
     }
 
 
@@ -366,9 +368,7 @@ def like_for_like(loo: LeaveOneOut, predictions: Mapping[int, Prediction], human
             human=Figures(**hum.model_dump(include=set(Figures.model_fields))),
             gap=_gap(det, hum),
         )
-    group = AgreementGroup(
-        convention=conventions(loo.scorer.n_resamples, loo.scorer.seed)["like_for_like"], partitions=partitions
-    )
+    group = AgreementGroup(convention=LIKE_FOR_LIKE, partitions=partitions)
     return {"agreement": group.model_dump(mode="json")}
 
 

@@ -284,3 +284,36 @@ def test_rows_of_one_configuration_on_the_same_data_are_named_by_their_run_direc
     board = build([toy_runs / "runs" / "exact", tmp_path / "again"], None)
     # The same data twice: not merged, each ranked, told apart by the folder they came from.
     assert sorted((e.name, e.rank) for e in board.entries) == [("exact (again)", 1), ("exact (exact)", 2)]
+
+
+def test_the_human_row_is_labelled_never_ranked_and_each_row_gets_its_gap(tmp_path, monkeypatch):
+    from shambench.io import write_jsonl
+    from shambench.leaderboard.schema import HUMAN_NAME
+    from shambench.schema import Annotations, Example, Span, marked_by_more_than
+
+    monkeypatch.chdir(tmp_path)
+    # s1 "Bob bought pears. He ate them.": a marks "pears" [11, 16), b "bought pears" [4, 16).
+    # a against b: P 1 R 1/2; b against a: P 1/2 R 1: one annotator's F1 is 2/3.
+    marked = {"a": [Span(start=11, end=16)], "b": [Span(start=4, end=16)]}
+    annotations = Annotations.leave_one_out(marked, lambda lists: marked_by_more_than(lists, 0.5), "majority")
+    rows = [Example.model_validate(r) for r in EXAMPLES]
+    rows[2] = rows[2].model_copy(update={"annotations": annotations})
+    examples = tmp_path / "examples.jsonl"
+    write_jsonl(examples, rows)
+    for name in ("exact", "none"):
+        make_run(tmp_path / "runs" / name, examples, name)
+    board = build([tmp_path / "runs"], None)
+    assert board.human.name == HUMAN_NAME
+    cell = board.human.partitions["summ/toysum"]
+    assert (cell.items, cell.f1) == (1, pytest.approx(2 / 3))
+    by_name = {e.name: e for e in board.entries}
+    # exact predicts "pears": against b's "bought pears" P 1 R 1/2 (F1 2/3), against a's "pears" 1: mean 5/6.
+    exact = by_name["exact"].agreement["summ/toysum"]
+    assert (exact.f1, exact.human_f1, exact.gap) == (pytest.approx(5 / 6), pytest.approx(2 / 3), pytest.approx(1 / 6))
+    assert by_name["none"].agreement["summ/toysum"].f1 == 0.0
+    # Partitions without annotators have no human figure; the human row is in no ranking.
+    assert set(board.human.partitions) == {"summ/toysum"} and "toyqa" not in str(by_name["exact"].agreement)
+    assert HUMAN_NAME not in {e.name for e in board.entries}
+    page = render(board)
+    assert "How good is good?" in page and f'{HUMAN_NAME} <span class="badge reference">' in page
+    assert "gap +0.167" in page and "gap -0.667" in page

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from shambench.adapters.mushroom_multilingual import LANGUAGES
 from shambench.leaderboard.mushroom import language_tables, official_rows, render, write_page
-from shambench.schema import Example, Prediction
+from shambench.leaderboard.schema import HUMAN_NAME
+from shambench.schema import Annotations, Example, Prediction, Span, marked_by_more_than
 from shambench.scoring.scorer import score
 
 EXAMPLES = [
@@ -50,3 +53,35 @@ def test_every_language_has_a_tab_even_without_runs(tmp_path):
     page = write_page([], tmp_path).read_text(encoding="utf-8")
     assert page.count("<section id=") == 14 and 'href="#zh"' in page
     assert render({"de": []}).count("<tr") == 1  # the header row only
+
+
+def _annotated(i: int) -> Example:
+    # "Berlin liegt am Rhein.": two annotators mark "Rhein" [16, 21), a third nothing; soft labels 2/3 there.
+    marked = {"a": [Span(start=16, end=21)], "b": [Span(start=16, end=21)], "c": []}
+    return Example(
+        id=f"mushroom-de/{i}",
+        dataset="mushroom-de",
+        task="open_qa",
+        response="Berlin liegt am Rhein.",
+        hallu_spans=[(16, 21)],
+        soft_spans=[{"start": 16, "end": 21, "prob": 2 / 3}],
+        annotations=Annotations.leave_one_out(marked, lambda lists: marked_by_more_than(lists, 0.5), "m", soft=True),
+        meta={"lang": "de"},
+    )
+
+
+def test_the_human_row_stands_beside_the_organisers_rows_never_ranked():
+    examples = [_annotated(i) for i in range(2)]
+    results = score(examples, [Prediction(id=ex.id, spans=[(16, 21)]) for ex in examples], n_resamples=10)
+    results.run.detector = "exact"
+    table = language_tables([("runs/exact", results)])["de"]
+    assert [(r.name, r.rank, r.status) for r in table[:2]] == [("exact", 1, "complete"), (HUMAN_NAME, None, "human")]
+    human = table[1]
+    # Left out a (or b): the others are one "Rhein" and one nothing, a tie at half: no gold, IoU 0 for a's "Rhein".
+    # Left out c: both others mark "Rhein", c marks nothing: IoU 0. Every annotator scores 0 on both items.
+    assert (human.iou, human.token_f1) == (0.0, 0.0)
+    # Cor of a: the others' shares (1/2 on "Rhein") against a's 0/1 vector ranks alike: 1; of c: constant, 0.
+    assert human.cor == pytest.approx(2 / 3)
+    assert table[2:] == official_rows()["de"]
+    page = render({"de": table})
+    assert f'<tr class="human"><td></td><td>{HUMAN_NAME}</td>' in page
