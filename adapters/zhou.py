@@ -178,7 +178,7 @@ def _workers(data_dir: Path) -> _Workers | None:
 def _readings(workers: _Workers | None, system: str, key: str, target: str, labels: list[str]) -> Annotations | None:
     """The workers' readings of one XSum summary, when XSumFaith has it with the same text."""
     entry = workers.summaries.get((key, system)) if workers else None
-    if entry is None or entry.summary != target:
+    if workers is None or entry is None or entry.summary != target:
         return None
 
     def majority(span_lists: list[list[Span]]) -> list[Span]:

@@ -15,7 +15,6 @@ compares it with the human figure.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from typing import Any, Protocol
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from shambench.schema import Annotations, Prediction
+from shambench.schema import Annotations, Prediction, Reading
 from shambench.scoring import metrics
 from shambench.scoring.corpus import Corpus
 from shambench.scoring.text import SENTENCE_SPLITTER, TOKENIZER
@@ -108,7 +107,7 @@ class Reproduction(BaseModel):
     """reproduced / checked."""
 
 
-class Span_(BaseModel):
+class Range(BaseModel):
     """The smallest and largest number of annotators of the scored items."""
 
     min: int
@@ -122,7 +121,7 @@ class PartitionAgreement(Figures):
 
     items: int
     """Items scored (those with at least two annotators)."""
-    annotators: Span_
+    annotators: Range
     """Annotators per scored item."""
     items_by_annotators: dict[str, int]
     """Items (with annotators) per number of annotators, one-annotator items included."""
@@ -230,7 +229,7 @@ class LeaveOneOut:
                 rows.append(pred.model_copy(update={"id": row_id}))
         return rows
 
-    def _readings(self) -> list[Any]:
+    def _readings(self) -> list[Reading]:
         return [r for ann in self.annotations for r in ann.readings]
 
 
@@ -292,19 +291,14 @@ def figures(loo: LeaveOneOut, predictions: Sequence[Prediction]) -> dict[str, Fi
             token=token,
             sentence=sentence,
             pooled_token=_pooled(counts[:, items], resamples),
-            iou=_mean(soft["iou"][items]) if soft_items else None,
-            cor=_mean(soft["cor"][items]) if soft_items else None,
+            iou=metrics.exact_mean(soft["iou"][items]) if soft_items else None,
+            cor=metrics.exact_mean(soft["cor"][items]) if soft_items else None,
         )
     return out
 
 
-def _mean(values: np.ndarray) -> float:
-    """The exactly rounded mean, independent of the order of the values."""
-    return math.fsum(values.tolist()) / len(values)
-
-
 def _level(prf: np.ndarray, replicates: np.ndarray) -> Level:
-    p, r, f = (_mean(a) for a in prf)
+    p, r, f = (metrics.exact_mean(a) for a in prf)
     return Level(p=p, r=r, f1=f, ci=metrics.percentile_ci(replicates))
 
 
@@ -318,37 +312,40 @@ def _pooled(counts: np.ndarray, resamples: metrics.Resamples) -> Level:
 
 def report(corpus: Corpus, loo: LeaveOneOut | None, n_resamples: int = 1000, seed: int = 0) -> AgreementReport:
     """The human agreement of every partition of the corpus with annotators, with who annotated what."""
-    scored = set(loo.partitions) if loo else set()
-    without = sorted(set(corpus.partitions) - scored)
-    if loo is None:
-        return AgreementReport(partitions={}, without_annotators=without, conventions=conventions(n_resamples, seed))
-    human = figures(loo, loo.human())
+    with_figures = set(loo.partitions) if loo else set()
     partitions = {}
-    for partition, items in loo.partitions.items():
-        scored = [loo.annotations[int(k)] for k in items]
-        sizes = [len(a.readings) for a in scored]
-        everyone = loo.all_annotations[partition]
-        checked = [a.reproduces_gold for a in everyone if a.reproduces_gold is not None]
-        unplaced: Counter[str] = Counter()
-        for a in everyone:
-            unplaced.update(a.unplaced)
-        partitions[partition] = PartitionAgreement(
-            **human[partition].model_dump(),
-            items=len(items),
-            annotators=Span_(min=min(sizes), max=max(sizes)),
-            items_by_annotators={str(k): n for k, n in sorted(Counter(len(a.readings) for a in everyone).items())},
-            silent_readings=sum(not r.spans for a in scored for r in a.readings),
-            identical_readings=sum(len({_chars(r.spans) for r in a.readings}) == 1 for a in scored),
-            reproduces_gold=Reproduction(
-                checked=len(checked), reproduced=sum(checked), share=sum(checked) / len(checked)
-            )
-            if checked
-            else None,
-            unplaced=dict(sorted(unplaced.items())),
-            rule=scored[0].rule,
-        )
+    if loo is not None:
+        human = figures(loo, loo.human())
+        for partition, items in loo.partitions.items():
+            scored = [loo.annotations[int(k)] for k in items]
+            partitions[partition] = _counted(human[partition], scored, loo.all_annotations[partition])
     return AgreementReport(
-        partitions=partitions, without_annotators=without, conventions=conventions(n_resamples, seed)
+        partitions=partitions,
+        without_annotators=sorted(set(corpus.partitions) - with_figures),
+        conventions=conventions(n_resamples, seed),
+    )
+
+
+def _counted(human: Figures, scored: list[Annotations], everyone: list[Annotations]) -> PartitionAgreement:
+    """A partition's human figures with who annotated what (`scored`: its items of two or more annotators)."""
+    sizes = [len(a.readings) for a in scored]
+    checked = [a.reproduces_gold for a in everyone if a.reproduces_gold is not None]
+    unplaced: Counter[str] = Counter()
+    for a in everyone:
+        unplaced.update(a.unplaced)
+    reproduction = None
+    if checked:
+        reproduction = Reproduction(checked=len(checked), reproduced=sum(checked), share=sum(checked) / len(checked))
+    return PartitionAgreement(
+        **human.model_dump(),
+        items=len(scored),
+        annotators=Range(min=min(sizes), max=max(sizes)),
+        items_by_annotators={str(k): n for k, n in sorted(Counter(len(a.readings) for a in everyone).items())},
+        silent_readings=sum(not r.spans for a in scored for r in a.readings),
+        identical_readings=sum(len({_chars(r.spans) for r in a.readings}) == 1 for a in scored),
+        reproduces_gold=reproduction,
+        unplaced=dict(sorted(unplaced.items())),
+        rule=scored[0].rule,
     )
 
 

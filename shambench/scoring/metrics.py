@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -27,6 +28,13 @@ def per_example_prf(tp: np.ndarray, n_pred: np.ndarray, n_gold: np.ndarray) -> t
         f = np.where(p + r > 0, 2 * p * r / (p + r), 0.0)
     both_empty = (n_pred == 0) & (n_gold == 0)
     return tuple(np.where(both_empty, 1.0, a) for a in (p, r, f))
+
+
+def exact_mean(values: np.ndarray | Sequence[float]) -> float:
+    """The exactly rounded mean (math.fsum / n): independent of the order of the values, so the mean of stored
+    per-example values, in any order, equals the reported figure."""
+    listed = np.asarray(values, dtype=np.float64).tolist()
+    return math.fsum(listed) / len(listed)
 
 
 def pooled_prf(tp: float, n_pred: float, n_gold: float) -> tuple[float, float, float]:

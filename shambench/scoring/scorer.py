@@ -8,7 +8,6 @@ Segmentation is prepared once per `Scorer`; `Scorer.score` can be called again w
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, overload
@@ -440,9 +439,9 @@ class _GroupContext:
         reps = metrics.bootstrap_replicates(f1, sc.bootstrap_weights(name, len(idx)))
         per_example = {
             lvl: PRF(
-                precision=_mean(self.prf[lvl][0][idx]),
-                recall=_mean(self.prf[lvl][1][idx]),
-                f1=_mean(self.prf[lvl][2][idx]),
+                precision=metrics.exact_mean(self.prf[lvl][0][idx]),
+                recall=metrics.exact_mean(self.prf[lvl][1][idx]),
+                f1=metrics.exact_mean(self.prf[lvl][2][idx]),
                 ci=metrics.percentile_ci(reps[li]),
             )
             for li, lvl in enumerate(LEVELS)
@@ -480,7 +479,7 @@ class _GroupContext:
         if not len(soft):
             return None
         ious, cors = zip(*(self._iou_cor(int(i)) for i in soft))
-        return MushroomScores(iou=_mean(ious), cor=_mean(cors), n=len(soft))
+        return MushroomScores(iou=metrics.exact_mean(ious), cor=metrics.exact_mean(cors), n=len(soft))
 
     def _pred_soft(self, i: int) -> np.ndarray:
         pred = self.pa.kept.get(i)
@@ -530,12 +529,6 @@ class ExampleRows(Sequence[ExampleScores]):
         if not 0 <= k < len(self):
             raise IndexError(i)
         return self._ctx.row(k)
-
-
-def _mean(values: np.ndarray | Sequence[float]) -> float:
-    """The exactly rounded mean (see the `per_example` convention): independent of the order of the values."""
-    values = np.asarray(values, dtype=np.float64).tolist()
-    return math.fsum(values) / len(values)
 
 
 def _soft_vector(length: int, ranges: Iterable[SoftSpan | tuple[int, int, float]]) -> np.ndarray:

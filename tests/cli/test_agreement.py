@@ -96,3 +96,18 @@ def test_real_counts_of_who_annotated_what(real):
     assert (parts["open_qa/mushroom"].annotators.min, parts["open_qa/mushroom"].annotators.max) == (9, 12)
     # Partitions whose sources release no annotators get no figure.
     assert real.without_annotators == ["context_qa/ragtruth", "data2txt/ragtruth", "mt/zhou", "summ/ragtruth"]
+
+
+def test_score_puts_the_like_for_like_view_in_the_results_also_from_a_kept_corpus(tmp_path):
+    examples = _examples(tmp_path)
+    predictions = tmp_path / "pred.jsonl"
+    predictions.write_text('{"id": "x", "spans": [[4, 7]]}\n')
+    # The second scoring reads the EXAMPLES file's corpus kept on disk: the annotators must be kept with it.
+    for _ in range(2):
+        result = invoke("score", "--examples", examples, "--predictions", predictions, "--json", "--bootstrap", 20)
+        assert result.exit_code == 0, result.output
+        group = json.loads(result.stdout)["groups"]["agreement"]["partitions"]["qa/toy"]
+        # "cat" against b's "cat sat" (a left out): P 1 R 1/2; against a's "cat" (b left out): 1. Mean 5/6.
+        assert group["detector"]["token"]["f1"] == pytest.approx(5 / 6)
+        assert group["human"]["token"]["f1"] == pytest.approx(2 / 3)
+        assert "Like for like" in result.stderr
