@@ -111,3 +111,11 @@ def test_score_puts_the_like_for_like_view_in_the_results_also_from_a_kept_corpu
         assert group["detector"]["token"]["f1"] == pytest.approx(5 / 6)
         assert group["human"]["token"]["f1"] == pytest.approx(2 / 3)
         assert "Like for like" in result.stderr
+
+
+def test_examples_can_be_given_directly():
+    marked = {"a": [CAT], "b": [CAT]}
+    annotations = Annotations.leave_one_out(marked, lambda lists: marked_by_more_than(lists, 0.5), "majority")
+    example = Example(id="x", task="qa", dataset="toy", response=TEXT, hallu_spans=[CAT], annotations=annotations)
+    report = shambench.agreement(examples=[example], n_resamples=10)
+    assert report.partitions["qa/toy"].token.f1 == 1.0 and report.without_annotators == []
