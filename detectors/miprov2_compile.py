@@ -18,7 +18,6 @@ trainset comes from the adapters; a share of the trainset when it is a file). Bo
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import sys
@@ -51,6 +50,7 @@ from shambench.detectors.miprov2 import (
 )
 from shambench.errors import DataError
 from shambench.io import write_json
+from shambench.llm.loop import LoopThread
 from shambench.provenance import now_iso, shambench_version
 from shambench.records import read_examples
 from shambench.runs.failures import FIRST_REASONS
@@ -218,9 +218,7 @@ class ClientEngine:
         self.usage = Usage()
         self._lock = threading.Lock()
         self._last = threading.local()
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="shambench-dspy", daemon=True)
-        self._thread.start()
+        self._loop = LoopThread("shambench-dspy")
 
     def complete(self, request: Any) -> Any:
         from dspy.lm15 import Message, Response, TextPart
@@ -231,7 +229,7 @@ class ClientEngine:
         messages = [{"role": "system", "content": _text(request.system)}] if request.system is not None else []
         messages += [{"role": m.role, "content": m.text or ""} for m in request.messages]
         self.monitor.count("lm_calls")
-        future = asyncio.run_coroutine_threadsafe(self.client.chat(messages, self.body), self._loop)
+        future = self._loop.submit(self.client.chat(messages, self.body))
         try:
             done = future.result()
         except LLMError as err:
@@ -285,10 +283,7 @@ class ClientEngine:
 
     def close(self) -> None:
         """Close the client's connections and stop the loop."""
-        if self._loop.is_running():
-            asyncio.run_coroutine_threadsafe(self.client.aclose(), self._loop).result()
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join()
+        self._loop.close(self.client.aclose())
 
 
 def _text(system: Any) -> str:

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from shambench.detection.detector import Detector, Monitor
-from shambench.llm.client import Endpoint, LLMClient, map_endpoint
+from shambench.llm.client import Budget, Endpoint, LLMClient, Route, map_endpoint
 from shambench.schema import Example, Prediction
 
 T = TypeVar("T")
@@ -24,11 +24,11 @@ class APIDetector(Detector):
 
     structured: str = "auto"
     """Structured-output setting of its requests that ask for JSON (`auto` negotiates; see `shambench.llm.client`)."""
-    route: Any = None
-    """Where uncached requests go instead of the HTTP API (a `shambench.llm.client.Route`, set by `--batch`); not a
+    route: Route | None = None
+    """Where uncached requests go instead of the HTTP API (the Batch API's route, set by `--batch`); not a
     parameter: it changes how answers are fetched, never what they are."""
-    budget: Any = None
-    """The `shambench.llm.client.Budget` that stops sending requests (set by `--max-cost`); not a parameter either."""
+    budget: Budget | None = None
+    """What stops sending requests (set by `--max-cost`); not a parameter either."""
 
     def __init__(self, endpoint: Endpoint, use_cache: bool = True):
         self.endpoint = endpoint

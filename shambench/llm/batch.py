@@ -22,19 +22,9 @@ from pydantic import BaseModel, Field
 
 from shambench.detection.detector import Detector, Monitor
 from shambench.errors import DataError, MalformedReply
-from shambench.llm.client import (
-    Deferred,
-    Endpoint,
-    LLMClient,
-    LLMError,
-    Reply,
-    Route,
-    Usage,
-    cost_of,
-    error_message,
-    redact,
-    reply_of,
-)
+from shambench.llm.client import Deferred, Endpoint, LLMClient, LLMError, Route, redact
+from shambench.llm.pricing import cost_of
+from shambench.llm.wire import Reply, Usage, error_message, reply_of
 from shambench.schema import Example
 
 # Batch API endpoint of each request kind.

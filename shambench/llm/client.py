@@ -33,6 +33,10 @@ What it guarantees:
   parameters, cache records, usage records or error messages (redacted before any truncation); a base URL
   carrying credentials (`user:pass@host`) is refused (`EndpointError`).
 
+The client puts together parts that live beside it, one job each: `wire` (request bodies as sent and every reply
+validated), `negotiation` (the structured-output modes), `retry` (which failures to try again, Retry-After,
+backoff, the 429 gate), `pricing` (prices and costs) and `loop` (the event-loop thread behind `map`).
+
 The requests go out through aiohttp rather than the openai SDK: the SDK's request transformation and its httpx
 transport cost several milliseconds of CPU per request, which on a 2-core machine caps a run far below what a
 local vLLM server or OpenAI's rate limits allow (see benchmarks/bench_api.py). The wire format is the plain
@@ -53,29 +57,19 @@ Typical use from a detector:
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import email.utils
 import functools
 import json
-import math
 import os
 import queue
 import random
 import re
-import threading
-import time
 import urllib.parse
 import urllib.request
-from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
-from functools import cache
-from importlib import resources
-from pathlib import Path
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import orjson
-import yaml
-from platformdirs import user_config_dir
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from shambench.detection.detector import Monitor
 from shambench.errors import (
@@ -86,13 +80,30 @@ from shambench.errors import (
     ServerUnreachable,
     ShambenchError,
 )
-from shambench.io import json_type
 from shambench.llm.cache import ResponseCache, cache_key
+from shambench.llm.loop import LoopThread
+from shambench.llm.negotiation import (
+    REJECTION_STATUS,
+    STRUCTURED_MODES,
+    STRUCTURED_SETTINGS,
+    is_validation_error,
+    next_mode,
+    with_structured_mode,
+)
+from shambench.llm.retry import (
+    AUTH_STATUS,
+    RETRYABLE_STATUS,
+    UNREACHABLE_TO_STOP,
+    AdaptiveGate,
+    backoff,
+    connect_failure,
+    retry_after,
+)
+from shambench.llm.wire import Reply, Usage, error_message, parse_reply, wire_body
 
 T = TypeVar("T")
 R = TypeVar("R")
 
-PRICING_ENV = "SHAMBENCH_PRICING"
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 OPENAI_URL = "https://api.openai.com/v1"
 # Sent to servers that need no key (vLLM, llama.cpp): some still insist on an Authorization header.
@@ -101,34 +112,12 @@ PLACEHOLDER_KEY = "EMPTY"
 KIND_PATHS = {"chat": "chat/completions", "completions": "completions", "responses": "responses", "pooling": "pooling"}
 # Request kinds served at the server's root rather than under its /v1 (vLLM's pooling API).
 ROOT_KINDS = frozenset({"pooling"})
-# HTTP statuses worth another attempt: timeout, conflict, rate limit, and server errors.
-RETRYABLE_STATUS = frozenset({408, 409, 429})
-# Authentication failures: not retried, and a run stops after `Endpoint.auth_failures_to_stop` in a row.
-AUTH_STATUS = frozenset({401, 403})
-# Failed connections, before the server has answered once, after which the run stops: the second attempt lets a
-# server that is still starting come up; a server that answered before gets the full retries instead.
-UNREACHABLE_TO_STOP = 2
 # Replies larger than this many bytes are refused (`Endpoint.max_response_bytes`, default from this variable).
 MAX_RESPONSE_BYTES_ENV = "SHAMBENCH_MAX_RESPONSE_BYTES"
 DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
-# A token count above this in one reply is a server's garbage, not a bill.
-MAX_REPLY_TOKENS = 100_000_000
-# Structured-output modes, most to least constrained; `auto` starts at the first and falls back on rejection.
-STRUCTURED_MODES = ("json_schema", "json_object+schema", "json_object", "prompt")
-STRUCTURED_SETTINGS = ("auto", *STRUCTURED_MODES)
-# Statuses with which servers reject a request body they cannot take (llama-cpp-python answers 500).
-REJECTION_STATUS = frozenset({400, 422, 500})
-# A server error body that is a request-validation message (pydantic's, FastAPI's): the same request fails again.
-_VALIDATION = re.compile(
-    r"validation error|literal_error|input should be|field required|extra_forbidden|value_error|unprocessable",
-    re.IGNORECASE,
-)
 JSON_HEADERS = {"Content-Type": "application/json"}
 # How often finished results and counters are handed from the event-loop thread to the caller.
 FLUSH_SECONDS = 0.05
-# What the Batch API charges relative to standard processing, for models whose price lists no batch prices
-# (OpenAI bills batch requests at half price).
-BATCH_DISCOUNT = 0.5
 _FINISHED = object()
 
 
@@ -207,25 +196,6 @@ class Endpoint(BaseModel):
         """Model, server and key variable: the part an API-backed detector records in its params, in the
         keywords its factory takes, so that `--resume` rebuilds it against the same server."""
         return {"model": self.model, "base_url": self.base_url, "api_key_env": self.api_key_env}
-
-
-class Usage(BaseModel):
-    """What answering one item consumed in this run (a cache hit consumes no tokens and costs nothing)."""
-
-    input_tokens: int = 0
-    """Prompt tokens billed."""
-    output_tokens: int = 0
-    """Completion tokens billed (reasoning tokens included, as OpenAI counts them)."""
-    reasoning_tokens: int = 0
-    """Of the output tokens, how many were hidden reasoning."""
-    cost: float = 0.0
-    """US dollars, from the price table; 0 for models it does not list."""
-    requests: int = 0
-    """HTTP requests sent (attempts, including retries)."""
-    retries: int = 0
-    """Attempts after the first."""
-    cache_hit: int = 0
-    """1 when the answer came from the response cache."""
 
 
 class Completion(BaseModel):
@@ -316,99 +286,6 @@ class Route:
         """The request `deferred` was made for `item`, which is left unanswered."""
 
 
-class Price(BaseModel):
-    """US dollars per million tokens."""
-
-    input: float = Field(ge=0)
-    """Per million prompt tokens."""
-    output: float = Field(ge=0)
-    """Per million completion tokens (reasoning included)."""
-    batch_input: float | None = Field(default=None, ge=0)
-    """Per million prompt tokens sent through the Batch API; None means `input * BATCH_DISCOUNT`."""
-    batch_output: float | None = Field(default=None, ge=0)
-    """Per million completion tokens through the Batch API; None means `output * BATCH_DISCOUNT`."""
-
-    def per_token(self, batch: bool = False) -> tuple[float, float]:
-        """(input, output) US dollars per million tokens, at batch prices when `batch`."""
-        if not batch:
-            return self.input, self.output
-        inp = self.input * BATCH_DISCOUNT if self.batch_input is None else self.batch_input
-        out = self.output * BATCH_DISCOUNT if self.batch_output is None else self.batch_output
-        return inp, out
-
-
-def pricing_override_path() -> Path:
-    """The user's price file: `$SHAMBENCH_PRICING`, else `pricing.yaml` in the user config directory."""
-    return Path(os.environ.get(PRICING_ENV) or Path(user_config_dir("shambench")) / "pricing.yaml").expanduser()
-
-
-def _read_prices(text: str, origin: str) -> dict[str, Price]:
-    data = yaml.safe_load(text) or {}
-    if not isinstance(data, dict):
-        raise DataError(f"{origin}: expected a mapping of model name to {{input, output}} prices")
-    try:
-        return {str(name): Price.model_validate(entry) for name, entry in data.items()}
-    except ValidationError as err:
-        raise DataError(f"{origin}: {err.errors()[0]['loc']}: {err.errors()[0]['msg']}") from None
-
-
-@cache
-def load_prices() -> dict[str, Price]:
-    """The packaged price table, updated by the user's file when it exists (see `pricing_override_path`)."""
-    packaged = resources.files("shambench.llm").joinpath("pricing.yaml").read_text(encoding="utf-8")
-    prices = _read_prices(packaged, "shambench/llm/pricing.yaml")
-    user = pricing_override_path()
-    if user.is_file():
-        prices.update(_read_prices(user.read_text(encoding="utf-8"), str(user)))
-    return prices
-
-
-def price_of(model: str, prices: dict[str, Price] | None = None) -> Price | None:
-    """The price of a model: its exact name, else without a `provider/` prefix, else the longest listed prefix
-    (so a dated snapshot such as `gpt-5-mini-2025-08-07` is priced as `gpt-5-mini`)."""
-    prices = load_prices() if prices is None else prices
-    for name in (model, model.rsplit("/", 1)[-1]):
-        if name in prices:
-            return prices[name]
-    prefixes = [p for p in prices if model.rsplit("/", 1)[-1].startswith(p)]
-    return prices[max(prefixes, key=len)] if prefixes else None
-
-
-def cost_of(model: str, input_tokens: float, output_tokens: float, batch: bool = False) -> float:
-    """US dollars for the tokens (at Batch API prices when `batch`), 0 when the model has no price."""
-    price = price_of(model)
-    if price is None:
-        return 0.0
-    inp, out = price.per_token(batch)
-    return (input_tokens * inp + output_tokens * out) / 1_000_000
-
-
-def retry_after(headers: Any) -> float | None:
-    """Seconds a server asked us to wait (`retry-after-ms`, or `retry-after` in seconds or as an HTTP date)."""
-    if headers is None:
-        return None
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return max(0.0, float(ms) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        when = email.utils.parsedate_to_datetime(value) if value else None
-        return max(0.0, when.timestamp() - time.time()) if when else None
-
-
-def backoff(attempt: int, base: float, limit: float, rng: random.Random) -> float:
-    """Equal-jitter exponential backoff before retry `attempt` (1-based): in [d/2, d], d = min(limit, base*2**(n-1))."""
-    ceiling = min(limit, base * 2 ** (attempt - 1))
-    return ceiling / 2 + rng.random() * ceiling / 2
-
-
 # Shorter keys are placeholders a local server ignores (`x`, `EMPTY`, `none`): masking every occurrence of them
 # would mangle every message ("e***pected") and hide nothing.
 MIN_SECRET_CHARS = 8
@@ -421,218 +298,10 @@ def redact(text: str, secret: str | None) -> str:
     return re.sub(r"\bsk-[A-Za-z0-9*_\-]{3,}", "sk-***", text)
 
 
-class Reply(BaseModel):
-    """The validated content of one HTTP-200 completion body."""
-
-    text: str
-    """The message content (chat), completion text, or joined `output_text` parts (responses)."""
-    reasoning: str | None = None
-    """Reasoning text returned beside the content, when any."""
-    finish_reason: str | None = None
-    """Why generation stopped, when the server said."""
-    top_logprobs: dict[str, float] | None = None
-    """The first generated token's alternatives, when the body carries log-probabilities."""
-    served_model: str | None = None
-    """The model name the reply reports (a string `model` field), when it has one."""
-    usage: Usage
-    """Tokens and cost of this reply."""
-
-
-def parse_reply(kind: str, body: str, model: str) -> Reply:
-    """The completion in an HTTP-200 body of request kind `kind`; MalformedReply (a one-line reason) for
-    anything else. Only the transport-level shape is checked here: what the text means is the caller's."""
-    try:
-        response = json.loads(body)
-    except RecursionError:
-        raise MalformedReply("malformed reply: JSON nested too deeply") from None
-    except ValueError as err:
-        raise MalformedReply(f"malformed reply: not JSON ({err})") from None
-    return reply_of(kind, response, model)
-
-
-def reply_of(kind: str, response: Any, model: str, batch: bool = False) -> Reply:
-    """The completion in a decoded response body (an HTTP-200 body, or a Batch API output line's `body`), priced
-    at Batch API prices when `batch`; MalformedReply (a one-line reason) for anything that is not one."""
-    if not isinstance(response, dict):
-        raise MalformedReply(f"malformed reply: expected a JSON object, got {json_type(response)}")
-    error = response.get("error")
-    if error and "choices" not in response and "output" not in response:
-        message = error.get("message") if isinstance(error, dict) else error
-        raise MalformedReply(f"malformed reply: an error in an HTTP-200 body ({message})")
-    text, reasoning, finish = message_parts(kind, response)
-    return Reply(
-        text=text,
-        reasoning=reasoning,
-        finish_reason=finish,
-        top_logprobs=first_token_logprobs(kind, response),
-        served_model=response["model"] if isinstance(response.get("model"), str) else None,
-        usage=usage_of(model, response, batch),
-    )
-
-
-def _expect(value: Any, types: type | tuple[type, ...], where: str) -> Any:
-    """`value` when it is one of `types`; MalformedReply naming the field otherwise."""
-    if not isinstance(value, types) or (isinstance(value, bool) and bool not in _as_tuple(types)):
-        raise MalformedReply(f"malformed reply: {where} is {json_type(value)}")
-    return value
-
-
-def _as_tuple(types: type | tuple[type, ...]) -> tuple[type, ...]:
-    return types if isinstance(types, tuple) else (types,)
-
-
-def _token_count(value: Any, where: str) -> int:
-    """A token count from a usage record: a whole number in [0, MAX_REPLY_TOKENS]."""
-    if value is None:
-        return 0
-    _expect(value, (int, float), where)
-    if value != value or not 0 <= value <= MAX_REPLY_TOKENS or value != int(value):
-        raise MalformedReply(f"malformed reply: {where} = {value!r} is not a plausible token count")
-    return int(value)
-
-
-def usage_of(model: str, response: dict[str, Any], batch: bool = False) -> Usage:
-    """The token usage of a response body, in Chat Completions or Responses API names (zeros when absent), priced
-    at Batch API prices when `batch`; MalformedReply when it is not a record of plausible whole numbers."""
-    u = _expect(response.get("usage") or {}, dict, "usage")
-    inp = _token_count(u.get("prompt_tokens", u.get("input_tokens")), "usage.prompt_tokens")
-    out = _token_count(u.get("completion_tokens", u.get("output_tokens")), "usage.completion_tokens")
-    details = u.get("completion_tokens_details") or u.get("output_tokens_details") or {}
-    details = _expect(details, dict, "usage.completion_tokens_details")
-    reasoning = _token_count(details.get("reasoning_tokens"), "usage.reasoning_tokens")
-    return Usage(input_tokens=inp, output_tokens=out, reasoning_tokens=reasoning, cost=cost_of(model, inp, out, batch))
-
-
-def _responses_parts(response: dict[str, Any]) -> tuple[str, str | None, str | None]:
-    """(text, reasoning summary, status) of a Responses API body: its `output_text` parts, joined."""
-    output = _expect(response.get("output"), list, "output")
-    texts, summaries = [], []
-    for item in output:
-        _expect(item, dict, "an output item")
-        if item.get("type") == "message":
-            for part in _expect(item.get("content") or [], list, "a message's content"):
-                if _expect(part, dict, "a content part").get("type") == "output_text":
-                    texts.append(_expect(part.get("text", ""), str, "output_text.text"))
-        elif item.get("type") == "reasoning":
-            for part in _expect(item.get("summary") or [], list, "a reasoning summary"):
-                summaries.append(_expect(_expect(part, dict, "a summary part").get("text", ""), str, "summary text"))
-    status = _expect(response.get("status"), (str, type(None)), "status")
-    return "".join(texts), "\n".join(summaries) or None, status
-
-
-def message_parts(kind: str, response: dict[str, Any]) -> tuple[str, str | None, str | None]:
-    """(text, reasoning, finish_reason) of the first choice; MalformedReply when the body has none, or when its
-    content or finish reason is not a string."""
-    if kind == "responses":
-        return _responses_parts(response)
-    if kind == "pooling":
-        return _pooling_text(response), None, None
-    choices = _expect(response.get("choices"), list, "choices")
-    if not choices:
-        raise MalformedReply("malformed reply: choices is empty")
-    choice = _expect(choices[0], dict, "choices[0]")
-    finish = _expect(choice.get("finish_reason"), (str, type(None)), "finish_reason")
-    if kind == "completions":
-        return _expect(choice.get("text") or "", str, "choices[0].text"), None, finish
-    message = _expect(choice.get("message"), dict, "choices[0].message")
-    text = _expect(message.get("content") or "", str, "message content")
-    reasoning = message.get("reasoning_content") or message.get("reasoning")
-    return text, reasoning if isinstance(reasoning, str) else None, finish
-
-
-def _pooling_text(response: dict[str, Any]) -> str:
-    """The scores of a pooling reply (`data[0].data`: a number, or a list whose last item is the score, per
-    pooled position) as a JSON list of floats; MalformedReply for any other shape."""
-    data = _expect(response.get("data"), list, "data")
-    if not data:
-        raise MalformedReply("malformed reply: data is empty")
-    rows = _expect(_expect(data[0], dict, "data[0]").get("data"), list, "data[0].data")
-    scores = []
-    for row in rows:
-        value = row[-1] if isinstance(row, list) and row else row
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise MalformedReply("malformed reply: a pooled score is not a finite number")
-        scores.append(float(value))
-    return json.dumps(scores)
-
-
-def _logprob(value: Any, where: str) -> float:
-    """A finite log-probability."""
-    _expect(value, (int, float), where)
-    if not math.isfinite(value):
-        raise MalformedReply(f"malformed reply: {where} = {value!r} is not a finite number")
-    return float(value)
-
-
-def first_token_logprobs(kind: str, response: dict[str, Any]) -> dict[str, float] | None:
-    """Token -> log-probability of the first generated token's alternatives, from either endpoint's body; None
-    when the body has none, MalformedReply when they have the wrong shape."""
-    if kind in ("responses", "pooling"):
-        return None
-    choice = response["choices"][0]
-    logprobs = _expect(choice.get("logprobs") or {}, dict, "logprobs")
-    if kind == "completions":
-        top = _expect(logprobs.get("top_logprobs") or [None], list, "logprobs.top_logprobs")
-        first = _expect(top[0] if top else None, (dict, type(None)), "logprobs.top_logprobs[0]")
-        return {str(k): _logprob(v, "a top log-probability") for k, v in first.items()} if first else None
-    content = _expect(logprobs.get("content") or [None], list, "logprobs.content")
-    first = _expect(content[0] if content else None, (dict, type(None)), "logprobs.content[0]")
-    if not first:
-        return None
-    out = {}
-    for alt in _expect(first.get("top_logprobs") or [], list, "top_logprobs"):
-        token = _expect(_expect(alt, dict, "a top_logprobs entry").get("token"), str, "top_logprobs token")
-        out[token] = _logprob(alt.get("logprob"), "top_logprobs logprob")
-    return out
-
-
-def wire_body(model: str, body: dict[str, Any]) -> dict[str, Any]:
-    """The JSON sent: the model, the body, and `extra_body` merged in (as the openai SDK does)."""
-    out = {"model": model, **{k: v for k, v in body.items() if k != "extra_body"}}
-    out.update(body.get("extra_body") or {})
-    return out
-
-
-def is_validation_error(text: str) -> bool:
-    """Whether an error body is a request-validation message: a deterministic rejection, whatever its status."""
-    return bool(_VALIDATION.search(text))
-
-
-def with_structured_mode(body: dict[str, Any], mode: str) -> dict[str, Any]:
-    """The body with its `response_format` expressed in `mode` (see `STRUCTURED_MODES`); unchanged without one."""
-    fmt = body.get("response_format")
-    if not isinstance(fmt, dict) or mode == "json_schema":
-        return body
-    rest = {k: v for k, v in body.items() if k != "response_format"}
-    if mode == "prompt":
-        return rest
-    schema = (fmt.get("json_schema") or {}).get("schema") if fmt.get("type") == "json_schema" else fmt.get("schema")
-    if mode == "json_object+schema" and schema is not None:
-        return {**rest, "response_format": {"type": "json_object", "schema": schema}}
-    return {**rest, "response_format": {"type": "json_object"}}
-
-
-def next_mode(mode: str) -> str | None:
-    """The structured-output mode to fall back to after `mode` was rejected; None after the last."""
-    i = STRUCTURED_MODES.index(mode)
-    return STRUCTURED_MODES[i + 1] if i + 1 < len(STRUCTURED_MODES) else None
-
-
 def same_model(requested: str, served: str | None) -> bool:
     """Whether a reply's model is the requested one: the same name, or a dated snapshot of it (OpenAI answers
     `gpt-5-mini-2025-08-07` for `gpt-5-mini`)."""
     return served is None or served == requested or served.startswith(requested + "-")
-
-
-def error_message(status: int, text: str) -> str:
-    """`HTTP status: message`, the message taken from an OpenAI-style error body when there is one (in full:
-    secrets are redacted before it is shortened)."""
-    try:
-        err = json.loads(text).get("error")
-        message = err.get("message") if isinstance(err, dict) else err
-    except (ValueError, AttributeError, RecursionError):
-        message = None
-    return f"HTTP {status}: {message or text or 'no body'}"
 
 
 class LLMClient:
@@ -672,7 +341,7 @@ class LLMClient:
         self._settle_lock: asyncio.Lock | None = None
         self._settle_loop: asyncio.AbstractEventLoop | None = None
         self._slots_noted = False
-        self._gate = _AdaptiveGate(endpoint.max_concurrency, self._say_throttled)
+        self._gate = AdaptiveGate(endpoint.max_concurrency, self._say_throttled)
 
     @property
     def mode(self) -> str:
@@ -1039,8 +708,8 @@ class LLMClient:
         notes: list[str] = []
         self.on_count = lambda key, n: tally.__setitem__(key, tally.get(key, 0) + n)
         self.on_note = notes.append
-        runner = _LoopThread(self._work_all(items, work, events, tally, notes))
-        runner.start()
+        runner = LoopThread()
+        runner.submit(self._work_all(items, work, events, tally, notes))
         try:
             while True:
                 results, counts, said, end = events.get()
@@ -1058,7 +727,7 @@ class LLMClient:
                 if end is _FINISHED:
                     return
         finally:
-            runner.stop()
+            runner.close()
             self.on_count, self.on_note = forward, forward_note
 
     async def _work_all(
@@ -1110,84 +779,6 @@ class LLMClient:
         flush(outcome)
 
 
-class _AdaptiveGate:
-    """How many HTTP attempts may be in flight: `limit`, halved when the server answers 429 and raised by one
-    after as many successes in a row as the current bound (additive increase, multiplicative decrease)."""
-
-    def __init__(self, limit: int, on_throttle: Callable[[int], None]):
-        self.limit = limit
-        self.cap = limit
-        self.in_flight = 0
-        self.successes = 0
-        self.on_throttle = on_throttle
-        self._said = False
-        self._cond: asyncio.Condition | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    def _condition(self) -> asyncio.Condition:
-        loop = asyncio.get_running_loop()
-        if self._cond is None or self._loop is not loop:
-            self._cond, self._loop = asyncio.Condition(), loop
-        return self._cond
-
-    @contextlib.asynccontextmanager
-    async def slot(self) -> Any:
-        """Wait until fewer than `cap` attempts are in flight, and count this one while it runs."""
-        cond = self._condition()
-        async with cond:
-            await cond.wait_for(lambda: self.in_flight < self.cap)
-            self.in_flight += 1
-        try:
-            yield
-        finally:
-            async with cond:
-                self.in_flight -= 1
-                cond.notify_all()
-
-    def after(self, status: int) -> None:
-        """Adapt the bound to an attempt's status."""
-        if status == 429:
-            self.successes = 0
-            lowered = max(1, min(self.cap, self.in_flight) // 2)
-            if lowered < self.cap:
-                self.cap = lowered
-                if not self._said:
-                    self._said = True
-                    self.on_throttle(lowered)
-        elif status == 200 and self.cap < self.limit:
-            self.successes += 1
-            if self.successes >= self.cap:
-                self.cap, self.successes = self.cap + 1, 0
-
-
-class _LoopThread:
-    """Runs one coroutine on a fresh event loop in a daemon thread; `stop` cancels it and waits."""
-
-    def __init__(self, coro: Coroutine[Any, Any, None]):
-        self._loop = asyncio.new_event_loop()
-        self._task = self._loop.create_task(coro)
-        self._thread = threading.Thread(target=self._run, name="shambench-llm", daemon=True)
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self._loop)
-        try:
-            self._loop.run_until_complete(self._task)
-        except asyncio.CancelledError:
-            pass
-        finally:
-            self._loop.close()
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        if self._thread.is_alive():
-            # The loop may close between the check and the call: then there is nothing left to cancel.
-            with contextlib.suppress(RuntimeError):
-                self._loop.call_soon_threadsafe(self._task.cancel)
-        self._thread.join()
-
-
 async def read_body(reply: Any, limit: int) -> bytes:
     """The body of an aiohttp reply; MalformedReply as soon as it is known to exceed `limit` bytes (from its
     Content-Length, or while reading), so a huge reply is never held in memory whole."""
@@ -1201,15 +792,6 @@ async def read_body(reply: Any, limit: int) -> bytes:
             raise too_big
         chunks.append(chunk)
     return b"".join(chunks)
-
-
-def connect_failure(err: Any) -> str:
-    """Why a connection could not be made, in words (aiohttp's own text names `ssl:default` even for http)."""
-    key = getattr(err, "_conn_key", None)
-    where = f"{key.host}:{key.port}" if key is not None else "the server"
-    errno = getattr(getattr(err, "os_error", None), "errno", None)
-    cause = os.strerror(errno).lower() if errno else str(err)
-    return f"cannot connect to {where}: {cause}"
 
 
 def _short(text: str, limit: int = 300) -> str:

@@ -17,7 +17,8 @@ import yaml
 from pydantic import BaseModel, Field
 
 from shambench.errors import DataError
-from shambench.llm.client import STRUCTURED_SETTINGS, Endpoint
+from shambench.llm.client import Endpoint
+from shambench.llm.negotiation import STRUCTURED_SETTINGS
 
 # Request-body parameters a preset or `-p` may set (anything else is a typo until proven otherwise).
 GENERATION_KEYS = frozenset(
@@ -53,7 +54,7 @@ class Preset(BaseModel):
     timeout: float = Field(default=120.0, gt=0)
     """Seconds per request."""
     structured: bool | str = "auto"
-    """Structured output: `auto` (negotiated with the server, see `shambench.llm.client.STRUCTURED_MODES`), one mode
+    """Structured output: `auto` (negotiated with the server, see `shambench.llm.negotiation.STRUCTURED_MODES`), one mode
     to force, or false for the prompt alone (true means auto)."""
     generation: dict[str, Any] = Field(default_factory=dict)
     """Request-body parameters (temperature, max_tokens, reasoning_effort, extra_body, ...)."""

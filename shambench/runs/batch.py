@@ -45,12 +45,9 @@ from shambench.llm.batch import (
     request_cost,
     require_routes,
 )
-from shambench.llm.client import (
-    Budget,
-    cost_of,
-    price_of,
-    wire_body,
-)
+from shambench.llm.client import Budget
+from shambench.llm.pricing import cost_of, price_of
+from shambench.llm.wire import wire_body
 from shambench.provenance import now_iso
 from shambench.runs.files import BATCHES
 from shambench.runs.runner import run_predictions

@@ -19,7 +19,7 @@ from shambench.cli import main
 from shambench.detection.detector import create_detector
 from shambench.detectors.prompts import RESPONSE_FORMAT, messages_for
 from shambench.llm.batch import BatchRecord, answer_of, custom_id, key_of
-from shambench.llm.client import cost_of
+from shambench.llm.pricing import cost_of
 from shambench.runs.batch import load_state, state_path
 from tests.batch_server import BatchServer
 from tests.conftest import require_shared
@@ -411,7 +411,7 @@ def test_a_server_without_the_batch_api_is_one_clear_error(openai_server, tmp_pa
 
 
 def test_batch_prices_are_half_unless_the_price_file_gives_them(tmp_path, monkeypatch):
-    from shambench.llm.client import Price, load_prices
+    from shambench.llm.pricing import Price, load_prices
 
     assert Price(input=1.0, output=2.0).per_token(batch=True) == (0.5, 1.0)
     assert Price(input=1.0, output=2.0, batch_input=0.3).per_token(batch=True) == (0.3, 1.0)

@@ -14,17 +14,9 @@ from hypothesis import strategies as st
 
 from shambench.errors import DataError
 from shambench.llm.cache import ResponseCache
-from shambench.llm.client import (
-    Endpoint,
-    LLMClient,
-    LLMError,
-    backoff,
-    cost_of,
-    load_prices,
-    price_of,
-    redact,
-    retry_after,
-)
+from shambench.llm.client import Endpoint, LLMClient, LLMError, redact
+from shambench.llm.pricing import cost_of, load_prices, price_of
+from shambench.llm.retry import backoff, retry_after
 from tests.openai_server import Fault
 
 FAST = {"backoff_base": 0.001, "max_retries": 3}

@@ -9,7 +9,8 @@ import pytest
 
 from shambench.errors import AuthenticationStopped, EndpointError, MalformedReply, ServerUnreachable
 from shambench.llm.cache import ResponseCache
-from shambench.llm.client import DEFAULT_MAX_RESPONSE_BYTES, Endpoint, LLMClient, LLMError, endpoint_url, parse_reply
+from shambench.llm.client import DEFAULT_MAX_RESPONSE_BYTES, Endpoint, LLMClient, LLMError, endpoint_url
+from shambench.llm.wire import parse_reply
 from tests.openai_server import MALFORMED_200, Fault, OpenAIServer
 
 FAST = {"backoff_base": 0.001, "max_retries": 2}

@@ -16,7 +16,7 @@ from shambench.cli import main
 from shambench.detectors.miprov2 import base_prompt, load_program
 from shambench.detectors.miprov2_compile import OptimizeConfig, TokenF1, split_share, train_and_heldout
 from shambench.detectors.prompts import SYSTEM
-from shambench.llm.client import cost_of
+from shambench.llm.pricing import cost_of
 from shambench.schema import Example
 from tests.conftest import require_shared
 

@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from shambench.cli import main
-from shambench.llm.client import STRUCTURED_MODES
+from shambench.llm.negotiation import STRUCTURED_MODES
 from tests.conftest import require_shared
 
 URL = os.environ.get("SHAMBENCH_LIVE_URL")
