@@ -328,8 +328,8 @@ def make_miprov2(
 ) -> MIPROv2Detector:
     """An optimised DSPy span program from a `shambench optimize` file (`miprov2:PROGRAM.json`).
 
-    The file never routes the API key: its `api_key_env` is not used (the variable comes from the command line or
-    the base preset), and a `base_url` other than the preset's must be given again with --base-url."""
+    The file never routes the API key: the variable comes from the command line or the base preset, and a
+    `base_url` or `api_key_env` other than the preset's must be given again with --base-url / --api-key-env."""
     saved = load_program(program)
     if prompt_hash is not None and prompt_hash != saved.prompt.hash:
         raise DataError(
@@ -342,6 +342,12 @@ def make_miprov2(
         raise DataError(
             f"{program} was optimised against {saved.base_url}; the API key is sent only where the command line "
             f"says, so pass --base-url {saved.base_url} to evaluate against that server (or another --base-url)"
+        )
+    preset = presets().get(saved.base)
+    if api_key_env is None and preset is not None and saved.api_key_env != preset.api_key_env:
+        raise DataError(
+            f"{program} was optimised with the key in ${saved.api_key_env}; a file never chooses which variable's "
+            f"secret is sent, so pass --api-key-env {saved.api_key_env} to use it (or another --api-key-env)"
         )
     return program_detector(
         saved.prompt,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -121,14 +123,66 @@ def _umask() -> int:
     return mask
 
 
-def write_atomic(path: str | Path, text: str) -> None:
+NOT_FOLLOWED = "files of a run directory are opened, never followed"
+
+
+def open_regular(path: str | Path, flags: int, mode: int = 0o666) -> int:
+    """A file descriptor of `path`, opened without following a symbolic link and only when it is a regular file
+    (or is created as one by `os.O_CREAT` in `flags`); DataError otherwise, so that nothing outside the folder is
+    read, truncated or appended to through a planted link, and a FIFO or a device never blocks or floods a read."""
+    try:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer (regular files ignore the flag).
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise DataError(f"{path}: is a symbolic link; {NOT_FOLLOWED} (remove the link)") from None
+        if err.errno == errno.ENXIO:  # a FIFO without a reader, or a device gone
+            raise DataError(f"{path}: not a regular file; {NOT_FOLLOWED}") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise DataError(f"{path}: not a regular file; {NOT_FOLLOWED}")
+    os.set_blocking(fd, True)
+    return fd
+
+
+def read_regular(path: str | Path, limit: int | None = None) -> bytes | None:
+    """The bytes of a regular file opened as `open_regular` does (None when there is nothing at `path`);
+    DataError when it holds more than `limit` bytes."""
+    try:
+        fd = open_regular(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        data = fh.read() if limit is None else fh.read(limit + 1)
+    if limit is not None and len(data) > limit:
+        raise DataError(f"{path}: larger than {limit} bytes; not a file shambench wrote")
+    return data
+
+
+def check_regular(path: str | Path) -> None:
+    """DataError when `path` is a symbolic link or exists as anything but a regular file (see `open_regular`)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(mode):
+        raise DataError(f"{path}: is a symbolic link; {NOT_FOLLOWED} (remove the link)")
+    if not stat.S_ISREG(mode):
+        raise DataError(f"{path}: not a regular file; {NOT_FOLLOWED}")
+
+
+def write_atomic(path: str | Path, text: str, follow: bool = True) -> None:
     """Write a whole file so that readers see either the old content or the new, never a part.
 
     Only a regular file is replaced by a rename: a FIFO, a terminal or a device (`/dev/stdout`) is written in
-    place, since renaming onto it would swap the special file for a regular one.
+    place, since renaming onto it would swap the special file for a regular one. With `follow` false (a run
+    directory's files) a symbolic link or a special file at `path` is refused instead (DataError).
     """
     path = Path(path)
-    if path.exists() and not path.is_file():
+    if not follow:
+        check_regular(path)
+    elif path.exists() and not path.is_file():
         if path.is_dir():
             raise DataError(f"{path}: is a folder, expected a file to write")
         with path.open("w", encoding="utf-8") as fh:
@@ -149,16 +203,16 @@ def write_atomic(path: str | Path, text: str) -> None:
         raise
 
 
-def write_json(path: str | Path, obj: Any) -> None:
-    """Atomically write `obj` (a model or plain data) as indented JSON."""
+def write_json(path: str | Path, obj: Any, follow: bool = True) -> None:
+    """Atomically write `obj` (a model or plain data) as indented JSON (`follow`: see `write_atomic`)."""
     text = obj.model_dump_json(indent=2) if isinstance(obj, BaseModel) else json.dumps(obj, indent=2)
-    write_atomic(path, text + "\n")
+    write_atomic(path, text + "\n", follow)
 
 
-def write_jsonl(path: str | Path, rows: Iterable[BaseModel]) -> int:
-    """Atomically write models as JSON lines; returns how many."""
+def write_jsonl(path: str | Path, rows: Iterable[BaseModel], follow: bool = True) -> int:
+    """Atomically write models as JSON lines; returns how many (`follow`: see `write_atomic`)."""
     lines = [model_line(r) for r in rows]
-    write_atomic(path, "".join(lines))
+    write_atomic(path, "".join(lines), follow)
     return len(lines)
 
 
@@ -174,10 +228,11 @@ class Journal:
         return self.parse(self.text())
 
     def text(self) -> str:
-        """The journal's complete lines ("" when there is no journal), without a torn final line."""
-        if not self.path.exists():
+        """The journal's complete lines ("" when there is no journal), without a torn final line; DataError when
+        the journal is a symbolic link or not a regular file (see `open_regular`)."""
+        data = read_regular(self.path)
+        if data is None:
             return ""
-        data = self.path.read_bytes()
         # Cut the torn piece before decoding: a crash can split a multi-byte character, which must not make an
         # otherwise sound journal unreadable.
         complete = data[: data.rfind(b"\n") + 1]
@@ -209,20 +264,22 @@ class Journal:
 
     def repair(self) -> None:
         """Cut a torn final line so that appends start on a fresh line."""
-        if not self.path.exists():
+        try:
+            fd = open_regular(self.path, os.O_RDWR)
+        except FileNotFoundError:
             return
-        data = self.path.read_bytes()
-        if data and not data.endswith(b"\n"):
-            cut = data.rfind(b"\n") + 1
-            with self.path.open("r+b") as fh:
-                fh.truncate(cut)
+        with os.fdopen(fd, "r+b") as fh:
+            data = fh.read()
+            if data and not data.endswith(b"\n"):
+                fh.truncate(data.rfind(b"\n") + 1)
 
     @contextmanager
     def appender(self) -> Iterator[Callable[[BaseModel | str], None]]:
         """A function that appends one record (or its `model_line`, made elsewhere) and flushes it at once."""
         self.repair()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a", encoding="utf-8") as fh:
+        fd = open_regular(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        with os.fdopen(fd, "a", encoding="utf-8") as fh:
 
             def append(rec: BaseModel | str) -> None:
                 fh.write(rec if isinstance(rec, str) else model_line(rec))

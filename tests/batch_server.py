@@ -9,7 +9,7 @@ ends `completed` (or `final_status`: `expired` answers only `answer_limit` lines
 `batch_expired` in the error file, as OpenAI does; `cancelled` leaves them out). `hold` keeps batches
 `in_progress` until cleared. `item_faults(request)` returns an HTTP status for a line that should fail (its error
 goes to the error file). Direct chat requests still land in `log`; batch lines land in `batch_log` only, so a test
-can assert that a run used batches alone.
+can assert that a run used batches alone; `seen` records every request of any kind, with its Authorization header.
 
     def test_x(batch_server):
         batch_server.script = lambda req: '{"incorrect_spans": []}'
@@ -53,9 +53,17 @@ class BatchServer(OpenAIServer):
     batch_log: list[Request] = field(default_factory=list)
     status_checks: int = 0
     """`GET /v1/batches/{id}` requests served."""
+    seen: list[tuple[str, str, str | None]] = field(default_factory=list)
+    """Every request received, of any path: (method, path, Authorization header)."""
+
+    @web.middleware
+    async def _note(self, request: web.Request, handler: Callable) -> web.StreamResponse:
+        self.seen.append((request.method, request.path, request.headers.get("Authorization")))
+        return await handler(request)
 
     def _routes(self, app: web.Application) -> None:
         super()._routes(app)
+        app.middlewares.append(self._note)
         app.router.add_post("/v1/files", self._upload)
         app.router.add_get("/v1/files/{id}", self._file)
         app.router.add_get("/v1/files/{id}/content", self._content)

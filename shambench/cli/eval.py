@@ -8,6 +8,8 @@ import click
 
 from shambench.cli.exits import allow_failures_option
 from shambench.cli.options import (
+    DURATION,
+    api_key_env_option,
     base_url_option,
     data_selection,
     emit_json,
@@ -54,7 +56,7 @@ FIXED_ON_RESUME = (
 @click.option("--param", "-p", "params", multiple=True, metavar="KEY=VALUE", help="Detector parameter (repeatable).")
 @click.option("--model", help="Model name, for API-backed detectors.")
 @base_url_option
-@click.option("--api-key-env", metavar="VAR", help="Environment variable holding the API key (default OPENAI_API_KEY).")
+@api_key_env_option
 @click.option("--max-concurrency", type=click.IntRange(min=1), help="Requests in flight at once.")
 @click.option("--timeout", type=click.FloatRange(min=0.1), help="Per-request timeout in seconds.")
 @data_selection
@@ -119,6 +121,15 @@ FIXED_ON_RESUME = (
     help="With --batch: seconds between the first two status checks (each further wait is 1.5 times longer, at most 5 min).",
 )
 @click.option(
+    "--batch-timeout",
+    type=DURATION,
+    default="26h",
+    show_default=True,
+    metavar="DURATION",
+    help="With --batch: stop waiting for a batch after this long (e.g. 90m, 26h, 3600s); the batch stays recorded, "
+    "the run exits with status 4 and --resume waits again.",
+)
+@click.option(
     "--dry-run",
     is_flag=True,
     help="Print the requests the run would send (after the cache), their input tokens and estimated cost, "
@@ -173,7 +184,9 @@ def eval_command(
     everything else to stderr.
 
     Exit status: 0 when every prediction succeeded; 3 when the run finished and wrote its results but some
-    predictions failed (a summary and the --resume command are printed; --allow-failures makes this 0); 2 for
+    predictions failed (a summary and the --resume command are printed; --allow-failures makes this 0); 4 when a
+    run by batch was submitted but not finished (--no-wait, or --batch-timeout passed: no results yet, --resume
+    finishes it); 2 for
     usage or input errors (including a dataset that fails to load, a run directory in use, repeated
     authentication errors, and a run stopped because its predictions kept failing for one reason, see
     --keep-going); 130 when interrupted. On --resume the API key goes only to the --base-url given now
@@ -182,7 +195,7 @@ def eval_command(
     runs. A run by batch also keeps batches.json.
     """
     from shambench.cli import UserError
-    from shambench.cli.exits import INTERRUPTED, command_line, finish, print_failures
+    from shambench.cli.exits import INTERRUPTED, NOT_FINISHED, command_line, finish, print_failures, resume_args
     from shambench.cli.progress import ProgressMonitor
     from shambench.data.context import evidence_gaps
     from shambench.errors import EndpointStopped
@@ -219,7 +232,9 @@ def eval_command(
     else:
         where: dict[str, Any] = {"run_dir": run_dir, "runs_root": runs_root}
         opened = open_run(detector_spec, **selection, **where, write=not opts["dry_run"], **detector_params)
-    batch = BatchSettings(wait=not opts["no_wait"], poll=opts["poll"], max_cost=opts["max_cost"])
+    batch = BatchSettings(
+        wait=not opts["no_wait"], poll=opts["poll"], max_cost=opts["max_cost"], timeout=opts["batch_timeout"]
+    )
     with opened as run:
         if opts["dry_run"]:
             _print_estimate(run, console)
@@ -227,7 +242,7 @@ def eval_command(
         todo = run.todo()
         console.print(f"run directory: {run.run_dir}  ({len(todo)} of {len(run.examples)} examples to run)")
         _print_dropped(run.config.dropped_rows, console)
-        resume = ["shambench", "eval", "--resume", str(run.run_dir), *_resume_options(opts)]
+        resume = resume_args(run.run_dir, opts["base_url"], opts["api_key_env"])
         try:
             with ProgressMonitor(len(todo), run.detector.name, console, enabled=not no_progress) as monitor:
                 outcome = run_open(
@@ -249,9 +264,17 @@ def eval_command(
             raise UserError(f"{err}\nafter the fix, continue with: {command_line(resume)}") from None
         except EndpointStopped as err:
             raise UserError(f"{err}; nothing more was sent. Once fixed, resume with: {command_line(resume)}") from None
+    for line in outcome.unused_batch_lines:
+        warn(console, f"batch {line} (output lines applied to no request; a request named twice is failed)")
     if outcome.detached_batch:
-        console.print(f"batch {outcome.detached_batch} is still running; finish the run with: {command_line(resume)}")
-        return
+        why = f"still running after --batch-timeout {opts['batch_timeout']:g}s" if outcome.timed_out else "running"
+        console.print(
+            f"submitted, not finished: batch {outcome.detached_batch} is {why}; no results yet. "
+            f"Finish the run with: {command_line(resume)}",
+            markup=False,
+            soft_wrap=True,
+        )
+        raise click.exceptions.Exit(NOT_FINISHED)
     results = outcome.results
     assert results is not None  # a run not left to a batch is always scored
     print_results(results, console, title=f"{run.detector.name} on {len(run.examples)} examples")
@@ -260,7 +283,7 @@ def eval_command(
 
         if opts["sopo_compat"]:
             with_sopo_compat(results, run.examples, run.journal.read(), seed, console)
-            write_json(run.run_dir / RESULTS, results)
+            write_json(run.run_dir / RESULTS, results, follow=False)
         print_suite(results, opts["suite"], console, opts["sopo_compat"])
     console.print(f"results: {run.run_dir / RESULTS}", soft_wrap=True)
     gaps = evidence_gaps(run.config.context_provenance)
@@ -272,15 +295,6 @@ def eval_command(
     failed = failures(run.examples, run.journal)
     print_failures(console, failed, retry=f"retry them with: {command_line(resume)}")
     finish(len(failed), allow_failures)
-
-
-def _resume_options(opts: dict) -> list[str]:
-    """The endpoint options given now, which a --resume must repeat (it never takes them from config.json)."""
-    out = []
-    for key in ("base_url", "api_key_env"):
-        if opts.get(key):
-            out += [f"--{key.replace('_', '-')}", str(opts[key])]
-    return out
 
 
 def _print_dropped(dropped: dict[str, dict[str, int]], console: Console) -> None:

@@ -4,6 +4,8 @@
     2  usage or input error: bad options, unreadable data, a requested dataset that failed to load, refused
        credentials, a run directory in use, repeated authentication errors
     3  the command finished and wrote its results, but some items (predictions, evidence, judgements) failed
+    4  submitted, not finished: a run by batch left its batch running (`--no-wait`, or `--batch-timeout` passed);
+       no results yet, `shambench eval --resume RUN_DIR` finishes it
   130  interrupted (Ctrl-C); the message says how to resume
 
 Scripts can rely on these: a run that went wrong never exits 0 unless `--allow-failures` asks for it.
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -22,6 +25,7 @@ from shambench.runs.failures import failure_lines
 OK = 0
 USAGE = 2
 FAILURES = 3
+NOT_FINISHED = 4
 INTERRUPTED = 130
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -47,6 +51,14 @@ def print_failures(
 def command_line(args: Sequence[str]) -> str:
     """A shell-quoted command line."""
     return " ".join(shlex.quote(str(a)) for a in args)
+
+
+def resume_args(run_dir: str | Path, base_url: str | None = None, api_key_env: str | None = None) -> list[str]:
+    """`shambench eval --resume RUN_DIR` with the endpoint options given now, which a resume must repeat (it
+    never takes them from config.json)."""
+    out = ["shambench", "eval", "--resume", str(run_dir)]
+    out += ["--base-url", base_url] if base_url else []
+    return out + (["--api-key-env", api_key_env] if api_key_env else [])
 
 
 def finish(n_failed: int, allow_failures: bool) -> None:

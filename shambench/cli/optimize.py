@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from shambench.cli.exits import allow_failures_option
-from shambench.cli.options import base_url_option, data_dir_option, parse_params
+from shambench.cli.options import api_key_env_option, base_url_option, data_dir_option, parse_params
 
 # Endpoint options of `shambench eval`, applied to the base preset when given.
 ENDPOINT_OPTIONS = ("model", "base_url", "api_key_env", "max_concurrency", "timeout")
@@ -73,7 +73,7 @@ ENDPOINT_OPTIONS = ("model", "base_url", "api_key_env", "max_concurrency", "time
 @click.option("--param", "-p", "params", multiple=True, metavar="KEY=VALUE", help="Generation parameter (repeatable).")
 @click.option("--model", help="Model name, overriding the preset's.")
 @base_url_option
-@click.option("--api-key-env", metavar="VAR", help="Environment variable holding the API key (default OPENAI_API_KEY).")
+@api_key_env_option
 @click.option("--max-concurrency", type=click.IntRange(min=1), help="Requests in flight at once.")
 @click.option("--timeout", type=click.FloatRange(min=0.1), help="Per-request timeout in seconds.")
 @click.option("--no-progress", is_flag=True, help="Do not show the progress display.")

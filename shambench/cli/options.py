@@ -29,6 +29,29 @@ def _checked_base_url(ctx: click.Context, param: click.Parameter, value: str | N
         raise click.BadParameter(str(err).removeprefix("--base-url ").removeprefix("--base-url: ")) from None
 
 
+class Duration(click.ParamType):
+    """A length of time as a number with a unit, `s`, `m` or `h` (hours when none), converted to seconds."""
+
+    name = "duration"
+    UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, int | float):
+            return float(value)
+        text = str(value).strip().lower()
+        number, unit = (text[:-1], text[-1]) if text[-1:] in self.UNITS else (text, "h")
+        try:
+            seconds = float(number) * self.UNITS[unit]
+        except ValueError:
+            self.fail(f"expected a duration such as 90m, 26h or 3600s, got {value!r}", param, ctx)
+        if not seconds > 0 or seconds == float("inf"):
+            self.fail(f"expected a positive duration, got {value!r}", param, ctx)
+        return seconds
+
+
+DURATION = Duration()
+
+
 def base_url_option(func: F) -> F:
     """--base-url: an OpenAI-compatible server; refused when it carries credentials (user:password@)."""
     return click.option(
@@ -36,6 +59,13 @@ def base_url_option(func: F) -> F:
         callback=_checked_base_url,
         help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (no user:password@: name the key's variable "
         "with --api-key-env).",
+    )(func)
+
+
+def api_key_env_option(func: F) -> F:
+    """--api-key-env: the environment variable holding the API key (never named by a file)."""
+    return click.option(
+        "--api-key-env", metavar="VAR", help="Environment variable holding the API key (default OPENAI_API_KEY)."
     )(func)
 
 

@@ -8,8 +8,10 @@ from typing import TYPE_CHECKING
 import click
 
 from shambench.cli.exits import allow_failures_option
+from shambench.cli.options import api_key_env_option, base_url_option
 
 if TYPE_CHECKING:
+    from rich.console import Console
     from rich.table import Table
 
     from shambench.runs.sweep import SweepPlan, SweepReport
@@ -37,6 +39,8 @@ if TYPE_CHECKING:
     "--data-dir", type=click.Path(file_okay=False), help="Folder holding the corpora (overrides `data_dir:`)."
 )
 @click.option("--retries", type=click.IntRange(min=0), help="Extra attempts for a failed task (overrides `retries:`).")
+@base_url_option
+@api_key_env_option
 @click.option("--plan", "plan_only", is_flag=True, help="Print the cells and their state; run nothing.")
 @click.option("--no-leaderboard", is_flag=True, help="Do not build the leaderboard at the end.")
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
@@ -49,6 +53,8 @@ def sweep(
     runs: str | None,
     data_dir: str | None,
     retries: int | None,
+    base_url: str | None,
+    api_key_env: str | None,
     plan_only: bool,
     no_leaderboard: bool,
     no_progress: bool,
@@ -79,10 +85,15 @@ def sweep(
     send back. A task that fails (or whose worker dies) is sent again up to --retries times; cells that still
     fail are listed and recorded in RUNS/sweep.json.
 
+    A sweep file never routes the API key: it may not set base_url or api_key_env. --base-url and --api-key-env
+    (else the preset's, else $OPENAI_BASE_URL and OPENAI_API_KEY) go to every detector that takes them.
+    A grid of more than 10,000 cells is refused.
+
     Exit status: 0 when every cell and every prediction succeeded; 3 when cells or predictions failed (a summary
-    is printed; --allow-failures makes this 0); 2 for usage or input errors. A sweep file may not set
-    api_key_env: the key is read from the preset's variable.
+    is printed; --allow-failures makes this 0); 2 for usage or input errors, including a parameter a detector
+    refuses (its cell is not retried).
     """
+    from shambench.cli import UserError
     from shambench.cli.exits import finish, print_failures
     from shambench.cli.progress import SweepProgress
     from shambench.leaderboard.build import runs_site
@@ -90,9 +101,10 @@ def sweep(
     from shambench.runs.sweep import make_backend, plan_sweep, run_sweep
 
     console = make_console()
-    plan = plan_sweep(spec_file, runs=runs, data_dir=data_dir, retries=retries)
+    endpoint = {k: v for k, v in (("base_url", base_url), ("api_key_env", api_key_env)) if v}
+    plan = plan_sweep(spec_file, runs=runs, data_dir=data_dir, retries=retries, endpoint=endpoint)
     if plan_only:
-        console.print(plan_table(plan))
+        print_plan(plan, console)
         return
     plan.spec.leaderboard = plan.spec.leaderboard and not no_leaderboard
     with make_backend(backend, workers, scheduler) as engine, SweepProgress(plan, console, not no_progress) as bar:
@@ -104,6 +116,10 @@ def sweep(
     if report.leaderboard_error:
         console.print(styled(("leaderboard not built", "yellow"), f": {report.leaderboard_error}"))
     failures = sweep_failures(report)
+    refused = [c for c in report.failed if c.usage_error]
+    if refused:
+        print_failures(console, failures, what="cells")
+        raise UserError(f"{len(refused)} cells have parameters their detector refuses: fix the sweep file")
     print_failures(console, failures, what="cells", retry="retry them: run the same command again")
     finish(len(failures), allow_failures)
 
@@ -117,6 +133,21 @@ def sweep_failures(report: SweepReport) -> list[tuple[str, str]]:
         if c.status != "failed" and c.failed_predictions
     ]
     return out
+
+
+# Plans up to this many cells are printed as a table; longer ones as plain lines (a table of 10,000 rows takes
+# rich longer to lay out than planning does).
+PLAN_TABLE_ROWS = 500
+
+
+def print_plan(plan: SweepPlan, console: Console) -> None:
+    """The plan's cells and their state: a table, or one tab-separated line per cell for a long plan."""
+    if len(plan.cells) <= PLAN_TABLE_ROWS:
+        console.print(plan_table(plan))
+        return
+    console.print(f"{len(plan.cells)} cells in {plan.runs} (cell, detector, params, state)", soft_wrap=True)
+    for cell in plan.cells:
+        click.echo(f"{cell.name}\t{cell.detector}\t{_params(cell.params)}\t{plan.state_of(cell)}")
 
 
 def plan_table(plan: SweepPlan) -> Table:

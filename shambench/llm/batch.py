@@ -15,14 +15,18 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
+import os
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from shambench.detection.detector import Detector, Monitor
 from shambench.errors import DataError, MalformedReply
-from shambench.llm.client import Deferred, Endpoint, LLMClient, LLMError, Route, redact
+from shambench.io import json_type, parse_json_line
+from shambench.llm.client import MAX_RESPONSE_BYTES_ENV, Deferred, Endpoint, LLMClient, LLMError, Route, redact
 from shambench.llm.pricing import cost_of
 from shambench.llm.wire import Reply, Usage, error_message, reply_of
 from shambench.schema import Example
@@ -40,17 +44,36 @@ DEFAULT_OUTPUT_TOKENS = 100
 without reasoning is a few dozen tokens; the ceiling at the request's token limit is shown beside it)."""
 # Generation parameters that cap a reply's length, in the order a server honours them.
 LIMIT_KEYS = ("max_completion_tokens", "max_tokens", "max_output_tokens")
+# Output and error files larger than this many bytes are refused whole (`$SHAMBENCH_MAX_BATCH_FILE_BYTES`).
+MAX_BATCH_FILE_ENV = "SHAMBENCH_MAX_BATCH_FILE_BYTES"
+DEFAULT_MAX_BATCH_FILE_BYTES = 512 * 1024 * 1024
+LINE_WRAPPER_BYTES = 4096
+"""What an output line may hold besides its response body (ids, status): a line is refused past the body cap
+(the direct replies' `max_response_bytes`) plus this."""
+HEAD_BYTES = 1024
+"""How much of an overlong line is kept, to find its `custom_id` (OpenAI writes it before the response)."""
+_CUSTOM_ID = re.compile(rb'"custom_id"\s*:\s*"([^"\\]{1,1000})"')
+# Ids the Batch API gives files and batches; a recorded one of another shape is a doctored batches.json.
+_API_ID = r"^[A-Za-z0-9_.:-]{1,200}$"
 
 
 class BatchRecord(BaseModel):
     """One batch submitted for a run."""
 
-    input_file_id: str
+    input_file_id: str = Field(pattern=_API_ID)
     """The uploaded Batch JSONL file."""
-    id: str | None = None
+    id: str | None = Field(default=None, pattern=_API_ID)
     """The batch id; None while the process that uploaded the file had not yet recorded the batch."""
     endpoint: str
     """Batch API endpoint of its requests."""
+
+    @field_validator("endpoint")
+    @classmethod
+    def _known_endpoint(cls, value: str) -> str:
+        if value not in BATCH_ENDPOINTS.values():
+            raise ValueError(f"not a Batch API endpoint: {value!r}")
+        return value
+
     keys: list[str]
     """Response-cache keys of its requests (one per distinct request)."""
     estimated_cost: float = 0.0
@@ -246,25 +269,110 @@ class BatchAPI:
         """A batch's current state."""
         return self.call(f"checking batch {batch_id}", self.client.batches.retrieve, batch_id)
 
-    def lines(self, file_id: str) -> list[dict[str, Any]]:
-        """The JSON lines of an output or error file."""
-        content = self.call(f"downloading {file_id}", self.client.files.content, file_id)
-        return [json.loads(line) for line in content.text.splitlines() if line.strip()]
+    def lines(self, file_id: str, line_limit: int, file_limit: int) -> Iterator[tuple[int, bytes, bool]]:
+        """The lines of an output or error file as `split_lines` yields them, streamed (never held whole)."""
+        what = f"downloading {file_id}"
+        try:
+            with self.client.files.with_streaming_response.content(file_id) as response:
+                yield from split_lines(response.iter_bytes(64 * 1024), line_limit, file_limit, file_id)
+        except self._errors as err:  # the connection failed while the file streamed
+            raise DataError(redact(f"Batch API at {self.base_url}: {what} failed: {err}", self._key)) from None
+
+
+def max_batch_file_bytes() -> int:
+    """`$SHAMBENCH_MAX_BATCH_FILE_BYTES`, else 512 MiB."""
+    value = os.environ.get(MAX_BATCH_FILE_ENV)
+    if not value:
+        return DEFAULT_MAX_BATCH_FILE_BYTES
+    if not value.isdigit():
+        raise DataError(f"${MAX_BATCH_FILE_ENV}: expected a number of bytes, got {value!r}")
+    return int(value)
+
+
+def split_lines(
+    chunks: Iterable[bytes], line_limit: int, file_limit: int, name: str
+) -> Iterator[tuple[int, bytes, bool]]:
+    """`(line number, bytes, whole)` of each non-blank line of a file arriving in `chunks`: a line longer than
+    `line_limit` comes cut to its first `HEAD_BYTES` with `whole` false, so memory stays bounded by the limit;
+    DataError once the file passes `file_limit` bytes."""
+    size, lineno, line, cut = 0, 0, bytearray(), False
+    for chunk in chunks:
+        size += len(chunk)
+        if size > file_limit:
+            raise DataError(
+                f"batch file {name} is larger than the {file_limit}-byte limit (${MAX_BATCH_FILE_ENV}); nothing of it "
+                f"was applied: raise ${MAX_BATCH_FILE_ENV} to accept it, then resume"
+            )
+        start = 0
+        while start <= len(chunk):
+            end = chunk.find(b"\n", start)
+            if not cut:
+                line += chunk[start : len(chunk) if end < 0 else end]
+                if len(line) > line_limit:
+                    del line[HEAD_BYTES:]
+                    cut = True
+            if end < 0:
+                break
+            lineno += 1
+            if cut or line.strip():
+                yield lineno, bytes(line), not cut
+            line, cut, start = bytearray(), False, end + 1
+    if cut or line.strip():  # a last line without its newline: torn, or merely unterminated (parsing tells)
+        yield lineno + 1, bytes(line), not cut
 
 
 def answer_of(line: dict[str, Any]) -> Answer:
-    """One output/error file line as an answer or its failure reason."""
+    """One output/error file line (a decoded object) as an answer or its failure reason; a line of another shape
+    is that item's failure, never an exception."""
     error = line.get("error")
     if error:
         code = error.get("code") if isinstance(error, dict) else None
         message = error.get("message") if isinstance(error, dict) else error
-        return Answer(error=f"batch item failed: {': '.join(str(x) for x in (code, message) if x)}")
-    response = line.get("response") or {}
-    status = response.get("status_code")
-    body = response.get("body")
-    if status == 200 and isinstance(body, dict):
-        return Answer(body=body)
-    return Answer(error="batch item failed: " + error_message(int(status or 0), json.dumps(body or {})))
+        return Answer(error=f"batch item failed: {': '.join(str(x) for x in (code, message) if x)}"[:2000])
+    response = line.get("response")
+    if not isinstance(response, dict):
+        return Answer(error=f"batch output: the line's response is {json_type(response)}, not an object")
+    status, body = response.get("status_code"), response.get("body")
+    if not isinstance(status, int) or isinstance(status, bool):
+        return Answer(error=f"batch output: the line's status_code is {json_type(status)}, not a number")
+    if status != 200:
+        return Answer(error="batch item failed: " + error_message(status, json.dumps(body or {}))[:2000])
+    if not isinstance(body, dict):
+        return Answer(error=f"batch output: the line's body is {json_type(body)}, not a completion")
+    return Answer(body=body)
+
+
+def line_answer(raw: bytes, whole: bool, limit: int) -> tuple[str | None, Answer]:
+    """The `custom_id` of one raw output line (None when it has none that can be read) and its answer: a line
+    over the size limit, or not a JSON object, is the failure of the request it names."""
+    found = _CUSTOM_ID.search(raw[:HEAD_BYTES])
+    named = found.group(1).decode("utf-8", "replace") if found else None
+    if not whole:
+        return named, Answer(
+            error=f"batch output: the answer is larger than the {limit}-byte limit (${MAX_RESPONSE_BYTES_ENV})"
+        )
+    try:
+        line = parse_json_line(raw)
+    except ValueError as err:
+        return named, Answer(error=f"batch output: the line is {err}")
+    if not isinstance(line, dict):
+        return None, Answer(error=f"batch output: the line is {json_type(line)}, not an object")
+    custom = line.get("custom_id")
+    return (custom if isinstance(custom, str) else None), answer_of(line)
+
+
+class BatchAnswers(BaseModel):
+    """What a finished batch's files say about its requests."""
+
+    answers: dict[str, Answer]
+    """Each request of the batch (by cache key): its answer, or why it has none."""
+    unused: dict[str, int] = Field(default_factory=dict)
+    """Lines applied to no request, by reason (unknown or missing `custom_id`, unreadable), and requests answered
+    more than once (each then failed)."""
+
+    def unused_note(self) -> str:
+        """One line on the lines not used, or "" when every line answered one request."""
+        return ", ".join(f"{reason}: {n}" for reason, n in sorted(self.unused.items()))
 
 
 def batch_errors(batch: Any) -> str:
@@ -273,14 +381,32 @@ def batch_errors(batch: Any) -> str:
     return "; ".join(f"{e.code}: {e.message}" if getattr(e, "code", None) else str(e.message) for e in data)
 
 
-def answers_of(api: BatchAPI, batch: Any, record: BatchRecord) -> dict[str, Answer]:
+def answers_of(api: BatchAPI, batch: Any, record: BatchRecord, limit: int) -> BatchAnswers:
     """Every request of a finished batch: its answer, or why it has none (an expired, cancelled or failed batch
-    leaves requests unanswered; they get that as their reason)."""
-    out: dict[str, Answer] = {}
+    leaves requests unanswered; they get that as their reason). Each line is checked as a direct reply is (at most
+    `limit` bytes, a JSON object, a numeric status, an object body): a bad line fails the request it names and the
+    others are applied; a request named by two lines (two answers, or an answer and an error) fails, as neither
+    can be trusted; lines naming no request of the batch are counted."""
+    wanted = set(record.keys)
+    found: dict[str, list[Answer]] = {}
+    unused: Counter[str] = Counter()
+    file_limit = max_batch_file_bytes()
     for file_id in (batch.output_file_id, batch.error_file_id):
-        if file_id:
-            for line in api.lines(file_id):
-                out[key_of(str(line.get("custom_id", "")))] = answer_of(line)
+        for _, raw, whole in api.lines(file_id, limit + LINE_WRAPPER_BYTES, file_limit) if file_id else ():
+            custom, answer = line_answer(raw, whole, limit)
+            if custom is None:
+                unused["lines without a readable custom_id"] += 1
+            elif key_of(custom) not in wanted:
+                unused["lines with an unknown custom_id"] += 1
+            else:
+                found.setdefault(key_of(custom), []).append(answer)
     detail = batch_errors(batch)
     missing = Answer(error=f"batch {batch.id} {batch.status} without answering it" + (f" ({detail})" if detail else ""))
-    return {key: out.get(key, missing) for key in record.keys}
+    answers = {}
+    for key in record.keys:
+        given = found.get(key, [missing])
+        if len(given) > 1:
+            unused["requests answered more than once"] += 1
+            given = [Answer(error=f"batch output: {len(given)} lines answer this request (duplicate custom_id)")]
+        answers[key] = given[0]
+    return BatchAnswers(answers=answers, unused=dict(unused))

@@ -28,7 +28,7 @@ from pydantic import BaseModel, Field
 
 from shambench.detection.detector import Monitor
 from shambench.errors import DataError
-from shambench.io import Journal, write_json
+from shambench.io import Journal, read_regular, write_json
 from shambench.llm.batch import (
     BATCH_ENDPOINTS,
     DEFAULT_OUTPUT_TOKENS,
@@ -45,7 +45,7 @@ from shambench.llm.batch import (
     request_cost,
     require_routes,
 )
-from shambench.llm.client import Budget
+from shambench.llm.client import Budget, Endpoint
 from shambench.llm.pricing import cost_of, price_of
 from shambench.llm.wire import wire_body
 from shambench.provenance import now_iso
@@ -53,12 +53,21 @@ from shambench.runs.files import BATCHES
 from shambench.runs.runner import run_predictions
 from shambench.schema import Example, Prediction
 
+MAX_STATE_BYTES = 64 * 1024 * 1024
+"""Largest batches.json read (a batch of 10,000 requests records about 1 MB of keys)."""
+
 
 class BatchState(BaseModel):
     """`batches.json` of a run directory: every batch the run submitted, in order."""
 
+    by_batch: bool = False
+    """The run goes by batch: recorded before its first upload, so a process killed after the upload and before
+    the batch is recorded still resumes by batch (never at full price)."""
     batches: list[BatchRecord] = Field(default_factory=list)
     """Submitted batches, oldest first."""
+
+
+DEFAULT_TIMEOUT = 26 * 3600.0
 
 
 class BatchSettings(BaseModel):
@@ -72,6 +81,9 @@ class BatchSettings(BaseModel):
     """Longest wait between status checks."""
     max_cost: float | None = Field(default=None, ge=0)
     """US dollars this invocation may spend (answers accounted, batches estimated before submission)."""
+    timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0)
+    """Seconds this invocation waits for a batch to finish (`--batch-timeout`, 26 h: OpenAI's 24 h window and
+    some); after that the run stops, the batch stays recorded and `--resume` waits again."""
 
 
 class BatchOutcome(BaseModel):
@@ -79,6 +91,11 @@ class BatchOutcome(BaseModel):
 
     detached: str | None = None
     """The id of a batch left running (`--no-wait`, or not finished yet), when the run is not finished."""
+    timed_out: bool = False
+    """The batch was left running because `BatchSettings.timeout` passed while waiting for it."""
+    unused_lines: list[str] = Field(default_factory=list)
+    """`<batch id>: <counts>` of output lines applied to no request (unknown or unreadable `custom_id`s, requests
+    answered twice)."""
     batches: list[str] = Field(default_factory=list)
     """Ids of the batches submitted by this invocation."""
     unfinished: list[str] = Field(default_factory=list)
@@ -97,17 +114,19 @@ def state_path(run_dir: Path) -> Path:
 def load_state(run_dir: Path) -> BatchState:
     """The run's recorded batches (none when it never used the Batch API)."""
     path = state_path(run_dir)
-    if not path.is_file():
+    data = read_regular(path, MAX_STATE_BYTES)
+    if data is None:
         return BatchState()
     try:
-        return BatchState.model_validate_json(path.read_text(encoding="utf-8"))
+        return BatchState.model_validate_json(data)
     except ValueError as err:
         raise DataError(f"{path}: not a batch record ({err})") from None
 
 
 def has_batches(run_dir: Path) -> bool:
-    """Whether the run has ever submitted a batch (a resume then continues by batch)."""
-    return bool(load_state(run_dir).batches)
+    """Whether the run goes by batch: it submitted a batch, or was about to (a resume then continues by batch)."""
+    state = load_state(run_dir)
+    return state.by_batch or bool(state.batches)
 
 
 class Estimate(BaseModel):
@@ -218,7 +237,7 @@ class BatchRun:
         return self._api
 
     def save(self) -> None:
-        write_json(state_path(self.run_dir), self.state)
+        write_json(state_path(self.run_dir), self.state, follow=False)
 
     def run(
         self,
@@ -234,9 +253,12 @@ class BatchRun:
             for record in opened:
                 batch = self.wait(record)
                 if batch.status not in FINISHED:
-                    self.outcome.detached = batch.id
+                    self.outcome.detached, self.outcome.timed_out = batch.id, self.settings.wait
                     return self.outcome
-                answers.update(answers_of(self.api, batch, record))
+                got = answers_of(self.api, batch, record, self.detector.endpoint.max_response_bytes)
+                answers.update(got.answers)
+                if got.unused:
+                    self.outcome.unused_lines.append(f"{batch.id}: {got.unused_note()}")
                 if batch.status != "completed":
                     self.outcome.unfinished.append(f"{batch.id} {batch.status}")
             route = BatchRoute(self.detector.endpoint.model, answers)
@@ -297,6 +319,9 @@ class BatchRun:
                 "body": wire_body(model, deferred.body),
             }
             lines.append(json.dumps(line, ensure_ascii=False) + "\n")
+        if not self.state.by_batch:
+            self.state.by_batch = True
+            self.save()
         n = len(self.state.batches) + 1
         file_id = self.api.upload(lines, f"shambench-{self.run_dir.name}-{n}.jsonl")
         record = BatchRecord(
@@ -346,6 +371,7 @@ class BatchRun:
         self.ensure_created(record)
         delay = self.settings.poll
         seen = None
+        deadline = time.monotonic() + self.settings.timeout
         while True:
             batch = self.api.retrieve(str(record.id))
             counts = batch.request_counts.model_dump() if batch.request_counts else {}
@@ -356,17 +382,18 @@ class BatchRun:
                 done = f" {counts.get('completed', 0)}/{counts.get('total', 0)} done" if counts else ""
                 failed = f", {counts['failed']} failed" if counts.get("failed") else ""
                 self.report(f"batch {batch.id}: {batch.status}{done}{failed}")
-            if batch.status in FINISHED or not self.settings.wait:
+            left = deadline - time.monotonic()
+            if batch.status in FINISHED or not self.settings.wait or left <= 0:
                 return batch
-            time.sleep(delay)
+            time.sleep(min(delay, left))
             delay = min(delay * 1.5, self.settings.poll_max)
 
 
-def status_lines(run_dir: Path, detector: Any) -> list[str]:
+def status_lines(run_dir: Path, endpoint: Callable[[], Endpoint]) -> list[str]:
     """One line per recorded batch of a run: id, status, counts, and whether its answers were applied (the open
-    ones are checked with the API, the applied ones shown as recorded)."""
+    ones are checked with the API at `endpoint()`, called only then; the applied ones are shown as recorded)."""
     state = load_state(run_dir)
-    api = BatchAPI(detector.endpoint) if any(not r.applied for r in state.batches) else None
+    api = BatchAPI(endpoint()) if any(not r.applied for r in state.batches) else None
     lines = []
     for record in state.batches:
         status, counts = record.status, record.request_counts
@@ -380,5 +407,5 @@ def status_lines(run_dir: Path, detector: Any) -> list[str]:
         applied = "answers applied" if record.applied else "answers not applied yet"
         lines.append(f"{record.id or '(not created yet)'}  {status}  {done}{failed}  ({applied})")
     if api is not None:
-        write_json(state_path(run_dir), state)
+        write_json(state_path(run_dir), state, follow=False)
     return lines

@@ -75,7 +75,11 @@ class RunOutcome:
     results: Results | None = None
     """The scored results (None while a batch is still running)."""
     detached_batch: str | None = None
-    """The id of a batch left running (`wait=False`); the run is finished by resuming it."""
+    """The id of a batch left running (`wait=False`, or its timeout passed); the run is finished by resuming it."""
+    timed_out: bool = False
+    """The batch was left running because the wait's timeout passed (not because no wait was asked for)."""
+    unused_batch_lines: list[str] = field(default_factory=list)
+    """Batches whose output lines answered no request of theirs, with the counts (see `BatchAnswers.unused`)."""
     unfinished_batches: list[str] = field(default_factory=list)
     """Batches that expired or were cancelled with requests unanswered (those are failed predictions)."""
 
@@ -182,7 +186,7 @@ def open_run(
             config = make_config(det, examples, selection)
             if write:
                 check_new_run_dir(path)
-                write_json(path / CONFIG, config)
+                write_json(path / CONFIG, config, follow=False)
             yield OpenRun(path, det, examples, config)
     finally:
         det.close()
@@ -224,8 +228,9 @@ def run_open(
         runner = BatchRun(run.detector, run.run_dir, run.journal, settings, on_message)
         done = runner.run(todo, monitor or Monitor(), on_prediction)
         outcome.unfinished_batches = list(done.unfinished)
+        outcome.unused_batch_lines = list(done.unused_lines)
         if done.detached:
-            outcome.detached_batch = done.detached
+            outcome.detached_batch, outcome.timed_out = done.detached, done.timed_out
             return outcome
     else:
         if max_cost is not None:
@@ -235,7 +240,7 @@ def run_open(
     served = served_model(list(run.journal.read().values()))
     if served != run.config.served_model:
         run.config.served_model = served
-        write_json(run.run_dir / CONFIG, run.config)
+        write_json(run.run_dir / CONFIG, run.config, follow=False)
     outcome.results = score_run(run.run_dir, run.examples, n_resamples=n_resamples, seed=seed)
     return outcome
 

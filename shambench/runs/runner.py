@@ -30,7 +30,7 @@ from pydantic_core import to_jsonable_python
 from shambench.data.benchmark import Benchmark, load_benchmark
 from shambench.detection.detector import Detector, Monitor
 from shambench.errors import DataError
-from shambench.io import Journal, iter_jsonl, write_json, write_jsonl
+from shambench.io import Journal, iter_jsonl, open_regular, read_regular, write_json, write_jsonl
 from shambench.provenance import git_commit, now_iso, package_versions, shambench_version
 from shambench.records import check_detector_prediction, iter_records, read_examples
 from shambench.runs.failures import FailureWatch
@@ -39,6 +39,9 @@ from shambench.schema import Example, Prediction
 from shambench.scoring.corpus import Corpus, file_corpus
 from shambench.scoring.results import ExampleScores, Results, RunInfo
 from shambench.scoring.scorer import UNSCORED_EXAMPLE_FIELDS, Scorer
+
+MAX_CONFIG_BYTES = 64 * 1024 * 1024
+"""Largest config.json read: far above any run's (selection, provenance, dropped-row counts)."""
 
 
 class RunConfig(BaseModel):
@@ -274,7 +277,8 @@ def run_lock(run_dir: Path) -> Iterator[None]:
 
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    with (run_dir / LOCK).open("a+", encoding="utf-8") as fh:
+    # Never through a planted link: the pid written below would truncate whatever file it points to.
+    with os.fdopen(open_regular(run_dir / LOCK, os.O_RDWR | os.O_CREAT), "r+", encoding="utf-8") as fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -357,8 +361,8 @@ def rescore_run(
 
 def write_scores(run_dir: Path, results: Results, per_example: Sequence[ExampleScores]) -> None:
     """Write a run's `per_example.jsonl`, then its `results.json` (each atomically)."""
-    write_jsonl(run_dir / PER_EXAMPLE, per_example)
-    write_json(run_dir / RESULTS, results)
+    write_jsonl(run_dir / PER_EXAMPLE, per_example, follow=False)
+    write_json(run_dir / RESULTS, results, follow=False)
 
 
 def score_predictions(
@@ -444,9 +448,10 @@ def usage_totals(predictions: Iterable[Prediction]) -> dict[str, float]:
 def load_config(run_dir: Path) -> RunConfig:
     """The config of a run directory; DataError when it is not one."""
     path = Path(run_dir) / CONFIG
-    if not path.is_file():
+    data = read_regular(path, MAX_CONFIG_BYTES)
+    if data is None:
         raise DataError(f"{path}: not found (is {run_dir} a run directory?)")
     try:
-        return RunConfig.model_validate_json(path.read_text(encoding="utf-8"))
+        return RunConfig.model_validate_json(data)
     except ValidationError as err:
         raise DataError(f"{path}: not a run config ({err.errors()[0]['msg']})") from None

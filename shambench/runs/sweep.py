@@ -20,6 +20,7 @@ import concurrent.futures as cf
 import hashlib
 import itertools
 import json
+import math
 import pickle
 import re
 import threading
@@ -34,11 +35,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from shambench.data.adapter import adapters, resolve_data_dir
 from shambench.data.benchmark import default_datasets, split_names
 from shambench.detection.detector import Detector, Monitor, create_detector, detectors
-from shambench.errors import CellError, DataError
-from shambench.io import Journal, model_line, write_json
+from shambench.errors import CellError, DataError, ParameterError
+from shambench.io import Journal, model_line, read_regular, write_json
 from shambench.provenance import now_iso
 from shambench.records import check_detector_prediction
-from shambench.runs.evaluate import run_differences
+from shambench.registry import checked_params, factory_parameters
+from shambench.runs.evaluate import CREDENTIAL_ROUTING, run_differences
 from shambench.runs.files import CONFIG, JOURNAL, RESULTS
 from shambench.runs.runner import (
     RunConfig,
@@ -56,6 +58,8 @@ from shambench.scoring.results import ExampleScores, Results
 from shambench.scoring.text import Segmentation, language_of, remember, segment_mixed
 
 SUMMARY = "sweep.json"
+MAX_CELLS = 10_000
+"""Most cells one sweep plans: every cell is a run directory, so a grid past this is a mistake or several sweeps."""
 
 # ---------------------------------------------------------------------------------------------- the sweep file
 
@@ -84,11 +88,20 @@ class DetectorGrid(BaseModel):
 
     @field_validator("params", "grid")
     @classmethod
-    def _no_key_variable(cls, value: dict[str, Any]) -> dict[str, Any]:
-        # A file never chooses which environment variable's secret is sent: that is the preset's or the default.
-        if "api_key_env" in value:
-            raise ValueError("a sweep file may not set api_key_env (the key comes from the preset's variable)")
+    def _no_routing(cls, value: dict[str, Any]) -> dict[str, Any]:
+        # A file never chooses where the API key goes, nor which environment variable's secret is sent.
+        for key in CREDENTIAL_ROUTING:
+            if key in value:
+                flag = f"--{key.replace('_', '-')}"
+                raise ValueError(
+                    f"a sweep file may not set {key}: the API key goes only where the command line says; pass "
+                    f"{flag} to `shambench sweep` (or use the preset's)"
+                )
         return value
+
+    def size(self) -> int:
+        """How many cells the entry makes on one data item (counted, not expanded)."""
+        return math.prod(len(values) for values in self.grid.values())
 
     def combinations(self) -> list[dict[str, Any]]:
         """The parameters of each cell: the fixed ones plus one combination of the grid's values."""
@@ -153,7 +166,7 @@ def read_spec(path: str | Path) -> SweepSpec:
     except ValidationError as err:
         first = err.errors()[0]
         where = ".".join(str(x) for x in first["loc"]) or "sweep"
-        raise DataError(f"{path}: {where}: {first['msg']}") from None
+        raise DataError(f"{path}: {where}: {first['msg'].removeprefix('Value error, ')}") from None
 
 
 # ---------------------------------------------------------------------------------------------------- the plan
@@ -187,6 +200,13 @@ class Cell(BaseModel):
     """Examples per worker task (None: the whole cell in one task)."""
     batch: bool = False
     """Run by OpenAI's Batch API on the driver instead of on workers."""
+    endpoint: dict[str, str] = Field(default_factory=dict)
+    """`base_url` / `api_key_env` from the command line, for a detector that takes them (never from the file)."""
+
+    @property
+    def detector_params(self) -> dict[str, Any]:
+        """What the cell's detector is created with: the file's parameters and the command line's endpoint."""
+        return {**self.params, **self.endpoint}
 
     @property
     def name(self) -> str:
@@ -236,10 +256,32 @@ def data_items(spec: SweepSpec, base: Path, root: Path) -> list[DataItem]:
     return items
 
 
+def check_parameters(entry: DetectorGrid) -> None:
+    """ParameterError (a usage error) when the entry's detector is unknown, or takes no parameter named in the
+    file or not of a value's type; each value is checked once, however many cells it appears in."""
+    name = entry.detector.partition(":")[0]
+    factory = detectors.get(name).factory  # an unknown name fails here, with a suggestion
+    checked_params("detector", name, factory, entry.params)
+    for key, values in entry.grid.items():
+        for value in values:
+            checked_params("detector", name, factory, {key: value})
+
+
+def takes_endpoint(spec: str) -> bool:
+    """Whether a detector's factory takes `base_url` (declared, or handed on with its other parameters)."""
+    declared, more = factory_parameters(detectors.get(spec.partition(":")[0]).factory)
+    return more or any(p.name == "base_url" for p in declared)
+
+
 def plan_sweep(
-    path: str | Path, runs: str | Path | None = None, data_dir: str | Path | None = None, retries: int | None = None
+    path: str | Path,
+    runs: str | Path | None = None,
+    data_dir: str | Path | None = None,
+    retries: int | None = None,
+    endpoint: dict[str, str] | None = None,
 ) -> SweepPlan:
-    """The cells of a sweep file; `runs`, `data_dir` and `retries` override the file's values."""
+    """The cells of a sweep file; `runs`, `data_dir` and `retries` override the file's values, and `endpoint`
+    (`base_url`, `api_key_env`: the command line's) goes to every detector that takes them."""
     path = Path(path)
     spec = read_spec(path)
     if retries is not None:
@@ -248,7 +290,14 @@ def plan_sweep(
     root = Path(data_dir) if data_dir else resolve_data_dir((base / spec.data_dir) if spec.data_dir else None)
     runs_dir = Path(runs) if runs else base / (spec.runs or f"runs/{path.stem}")
     for entry in spec.detectors:
-        detectors.get(entry.detector.partition(":")[0])  # a typo fails now, with a suggestion
+        check_parameters(entry)  # a typo or a value of the wrong type fails now, as a usage error
+    items = data_items(spec, base, root)
+    n_cells = len(items) * sum(entry.size() for entry in spec.detectors)
+    if n_cells > MAX_CELLS:
+        raise DataError(
+            f"{path}: the grid makes {n_cells:,} cells, more than the {MAX_CELLS:,} one sweep runs; split it into "
+            "several sweep files (or sweep fewer values)"
+        )
     cells = [
         Cell(
             detector=entry.detector,
@@ -257,8 +306,9 @@ def plan_sweep(
             run_dir=runs_dir / item.label / cell_label(entry.detector, params),
             shard_size=entry.shard_size,
             batch=entry.batch,
+            endpoint=endpoint if endpoint and takes_endpoint(entry.detector) else {},
         )
-        for item in data_items(spec, base, root)
+        for item in items
         for entry in spec.detectors
         for params in entry.combinations()
     ]
@@ -311,11 +361,22 @@ def kept_detector(spec: str, params: dict[str, Any]) -> Detector:
     """The worker's detector for `spec` with `params`, created on first use."""
     key = json.dumps([spec, params], sort_keys=True, default=str)
     with _detectors_lock:
-        det = _detectors.pop(key, None) or create_detector(spec, **params)
+        det = _detectors.pop(key, None) or created(spec, params)
         _detectors[key] = det
         while len(_detectors) > _KEPT_DETECTORS:
             _detectors.popitem(last=False)[1].close()
     return det
+
+
+def created(spec: str, params: dict[str, Any]) -> Detector:
+    """`create_detector(spec, **params)`; a factory refusing its parameters (a ValueError) is a ParameterError:
+    a usage error, never retried."""
+    try:
+        return create_detector(spec, **params)
+    except ParameterError:
+        raise
+    except ValueError as err:
+        raise ParameterError(f"detector {spec!r}: {err}") from None
 
 
 # A worker keeps the examples of its last few datasets, decoded, with their segmentations in the text cache.
@@ -501,6 +562,8 @@ class TaskFailure(BaseModel):
     """How many times it was sent."""
     error: str
     """The last error, as `Type: message`."""
+    usage: bool = False
+    """The detector refused its parameters (`ParameterError`): a usage error, never sent again."""
 
 
 def run_tasks(
@@ -522,7 +585,9 @@ def run_tasks(
                     fn, args = calls[i]
                     futures[backend.submit(fn, *args)] = i
                 else:
-                    yield i, None, TaskFailure(index=i, attempts=attempts[i], error=f"{type(err).__name__}: {err}")
+                    error = f"{type(err).__name__}: {err}"
+                    usage = isinstance(err, ParameterError)
+                    yield i, None, TaskFailure(index=i, attempts=attempts[i], error=error, usage=usage)
                 continue
             yield i, result, None
 
@@ -546,7 +611,12 @@ class RemoteDetector(Detector):
         size = self.cell.shard_size or max(1, len(examples))
         positions = [self.data.position[ex.id] for ex in examples]
         shards = [positions[i : i + size] for i in range(0, len(positions), size)]
-        head = (self.cell.detector, self.cell.params, self.data.hash, self.data.handle(self.backend, self.retries))
+        head = (
+            self.cell.detector,
+            self.cell.detector_params,
+            self.data.hash,
+            self.data.handle(self.backend, self.retries),
+        )
         failures = []
         for i, out, failure in run_tasks(self.backend, [(predict_shard, (*head, s)) for s in shards], self.retries):
             if failure:
@@ -555,6 +625,9 @@ class RemoteDetector(Detector):
             if self.reported is None:
                 self.family, self.reported = out.family, out.params
             yield out
+        refused = next((f for _, f in failures if f.usage), None)
+        if refused is not None:
+            raise ParameterError(refused.error.removeprefix("ParameterError: "))
         if failures:
             lost = sum(n for n, _ in failures)
             f = failures[0][1]
@@ -613,6 +686,8 @@ class CellReport(BaseModel):
     """Overall token F1 (per-example F1 averaged within tasks, then unweighted over tasks), when there is one."""
     error: str | None = None
     """Why the cell failed."""
+    usage_error: bool = False
+    """It failed because its detector refused its parameters (a usage error: running again cannot help)."""
 
 
 class SweepReport(BaseModel):
@@ -709,7 +784,7 @@ def check_existing(cell: Cell, data: SharedData) -> RunConfig | None:
     if not (cell.run_dir / CONFIG).is_file():
         return None
     config = load_config(cell.run_dir)
-    differences = run_differences(config, cell.detector, cell.params, data.hash, all_params=False)
+    differences = run_differences(config, cell.detector, cell.detector_params, data.hash, all_params=False)
     if differences == ["examples"]:
         raise CellError(f"{cell.run_dir}: the examples changed since the run began; delete the folder to rerun it")
     if differences:
@@ -738,13 +813,15 @@ def run_cell(
             todo = pending(shared.examples, journal)
             if (cell.run_dir / RESULTS).is_file() and not todo:
                 report.status = "skipped"
-                results = Results.model_validate_json((cell.run_dir / RESULTS).read_text(encoding="utf-8"))
+                results = Results.model_validate_json(read_regular(cell.run_dir / RESULTS) or b"")
             else:
                 remote = RemoteDetector(cell, shared, backend, spec.retries)
 
                 def write_config() -> None:
                     if not (cell.run_dir / CONFIG).is_file():
-                        write_json(cell.run_dir / CONFIG, make_config(remote, shared.examples, shared.selection))
+                        write_json(
+                            cell.run_dir / CONFIG, make_config(remote, shared.examples, shared.selection), follow=False
+                        )
 
                 if todo and cell.batch:
                     report.predicted = run_batch_cell(cell, shared, journal, todo, monitor, on_predictions)
@@ -755,6 +832,7 @@ def run_cell(
                 write_scores(cell.run_dir, results, per_example)
     except (CellError, DataError) as err:
         report.status, report.error = "failed", str(err)
+        report.usage_error = isinstance(err, ParameterError)
         return report
     except Exception as err:  # one cell's unforeseen trouble must not stop the others or lose the report
         report.status, report.error = "failed", f"{type(err).__name__}: {err}"
@@ -775,7 +853,7 @@ def run_batch_cell(
     """Journal a cell's predictions by batch (see `shambench.llm.batch`), on the driver; returns how many arrived."""
     from shambench.runs.batch import BatchRun, BatchSettings
 
-    det = create_detector(cell.detector, **cell.params)
+    det = created(cell.detector, cell.detector_params)
     arrived = 0
 
     def count(pred: Any) -> None:
@@ -786,9 +864,13 @@ def run_batch_cell(
 
     try:
         if not (cell.run_dir / CONFIG).is_file():
-            write_json(cell.run_dir / CONFIG, make_config(det, data.examples, data.selection))
+            write_json(cell.run_dir / CONFIG, make_config(det, data.examples, data.selection), follow=False)
         # Items an expired or cancelled batch left unanswered are failed predictions, counted in the cell's report.
-        BatchRun(det, cell.run_dir, journal, BatchSettings(), lambda line: None).run(todo, monitor or Monitor(), count)
+        outcome = BatchRun(det, cell.run_dir, journal, BatchSettings(), lambda line: None).run(
+            todo, monitor or Monitor(), count
+        )
+        if outcome.detached:  # waited past the timeout: the batch stays recorded, a rerun collects it
+            raise CellError(f"batch {outcome.detached} has not finished; run the sweep again to collect it")
     finally:
         det.close()
     return arrived
@@ -835,5 +917,5 @@ def run_sweep(
         except Exception as err:  # the sweep's runs stand without it; `shambench leaderboard build` can redo it
             report.leaderboard_error = f"{type(err).__name__}: {err}"
     report.finished_at = now_iso()
-    write_json(plan.runs / SUMMARY, report)
+    write_json(plan.runs / SUMMARY, report, follow=False)
     return report

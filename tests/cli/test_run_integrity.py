@@ -1,5 +1,5 @@
 """Run integrity through `shambench eval`: malformed replies, exit statuses, the failure summary, the cache across
-servers, one writer per run directory, and where credentials may go."""
+servers, one writer per run directory, where credentials may go, and run files that are links or FIFOs."""
 
 from __future__ import annotations
 
@@ -237,8 +237,11 @@ def test_a_program_file_neither_picks_the_key_variable_nor_the_server(openai_ser
         path.write_text(program.model_dump_json())
         refused = invoke("--detector", f"miprov2:{path}", "--examples", examples, "--run-dir", tmp_path / "r1")
         assert refused.exit_code == 2 and f"pass --base-url {attacker.base_url}" in refused.stderr
-        ok = invoke("--detector", f"miprov2:{path}", "--base-url", openai_server.base_url, "--examples", examples,
-                    "--run-dir", tmp_path / "r2", *FAST)  # fmt: skip
+        refused = invoke("--detector", f"miprov2:{path}", "--base-url", openai_server.base_url, "--examples", examples,
+                         "--run-dir", tmp_path / "r2", *FAST)  # fmt: skip
+        assert refused.exit_code == 2 and "pass --api-key-env OTHER_KEY to use it" in refused.stderr
+        ok = invoke("--detector", f"miprov2:{path}", "--base-url", openai_server.base_url, "--api-key-env",
+                    "OPENAI_API_KEY", "--examples", examples, "--run-dir", tmp_path / "r2", *FAST)  # fmt: skip
         assert ok.exit_code == 0, ok.output
         assert attacker.count() == 0
     assert {r.authorization for r in openai_server.log} == {f"Bearer {SECRET}"}
@@ -285,3 +288,41 @@ def test_rows_an_adapter_drops_are_printed_by_eval_and_recorded_in_results(tmp_p
     assert res.exit_code == 0, res.output
     assert "dropper: 4 source rows dropped by the adapter (1 empty response, 3 no labels)" in res.output
     assert results_of(run)["run"]["dropped_rows"] == {"dropper": {"no labels": 3, "empty response": 1}}
+
+
+# --- run directories are opened, never followed -------------------------------------------------------------
+
+
+def finished_run(tmp_path: Path) -> Path:
+    """A finished run of `all` on two examples, whose files the tests replace by links and FIFOs."""
+    run = tmp_path / "run"
+    res = invoke(
+        "--detector", "all", "--examples", examples_file(tmp_path / "ex.jsonl", 2), "--run-dir", run, *FAST[:3]
+    )
+    assert res.exit_code == 0, res.output
+    return run
+
+
+@pytest.mark.parametrize("name", [".lock", "predictions.jsonl", "results.json", "per_example.jsonl", "config.json"])
+def test_a_planted_link_in_a_run_directory_is_refused_and_its_target_untouched(tmp_path, name):
+    run = finished_run(tmp_path)
+    outside = tmp_path / "precious.txt"
+    outside.write_text("keep me\n")
+    before = outside.read_bytes()
+    (run / name).unlink(missing_ok=True)
+    (run / name).symlink_to(outside)
+    res = invoke("--resume", run, *FAST[:3])
+    assert res.exit_code == 2, res.output
+    assert f"{run / name}: is a symbolic link; files of a run directory are opened, never followed" in res.stderr
+    assert "Traceback" not in res.output
+    assert outside.read_bytes() == before
+
+
+@pytest.mark.parametrize("name", ["predictions.jsonl", "results.json", "config.json"])
+def test_a_fifo_in_a_run_directory_is_refused_without_blocking(tmp_path, name):
+    run = finished_run(tmp_path)
+    (run / name).unlink()
+    os.mkfifo(run / name)
+    res = invoke("--resume", run, *FAST[:3])
+    assert res.exit_code == 2, res.output
+    assert f"{run / name}: not a regular file" in res.stderr

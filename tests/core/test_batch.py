@@ -175,29 +175,48 @@ def test_kill_during_polling_then_resume_finishes_without_a_second_batch(batch_s
     assert list(batch_server.batches) == ["batch_0001"]
 
 
+def submitted(server: BatchServer, tmp_path: Path, n: int = 5) -> Path:
+    """A run by batch submitted with --no-wait (exit 4: submitted, not finished); its batch is held."""
+    run = tmp_path / "run"
+    server.hold = True
+    result = invoke("eval", *toy_args(server, tmp_path, n), "--batch", "--no-wait", "--run-dir", str(run), *FAST)
+    assert result.exit_code == 4, result.output
+    server.hold = False
+    return run
+
+
 def test_no_wait_submits_and_resume_collects(batch_server, tmp_path):
     run = tmp_path / "run"
     batch_server.polls = 3
-    out = eval_ok(*toy_args(batch_server, tmp_path), "--batch", "--no-wait", "--run-dir", str(run), *FAST)
-    assert "batch batch_0001: 5 requests submitted" in out
-    assert f"shambench eval --resume {run}" in out
+    result = invoke("eval", *toy_args(batch_server, tmp_path), "--batch", "--no-wait", "--run-dir", str(run), *FAST)
+    # Submitted, not finished: a status of its own (4), never 0, and no results.
+    assert result.exit_code == 4, result.output
+    assert "batch batch_0001: 5 requests submitted" in result.output
+    resume = f"shambench eval --resume {run} --base-url {batch_server.base_url}"
+    assert f"submitted, not finished: batch batch_0001 is running; no results yet. Finish the run with: {resume}" in (
+        " ".join(result.output.split())
+    )
     assert not (run / "results.json").exists() and _recorded_id(run) == "batch_0001"
 
     dry = invoke("eval", "--resume", str(run), "--base-url", batch_server.base_url, "--dry-run")
     assert "requests to send      0  (5 more already in a submitted batch)" in dry.output, dry.output
 
-    status = invoke("batch", "status", str(run))
+    # The run was made against --base-url: `batch status` needs it again, as --resume does.
+    refused = invoke("batch", "status", str(run))
+    assert refused.exit_code == 2 and f"the run was made with --base-url {batch_server.base_url}" in refused.output
+    status = invoke("batch", "status", str(run), "--base-url", batch_server.base_url)
     assert status.exit_code == 0, status.output
     assert "batch_0001  in_progress" in status.output and "(answers not applied yet)" in status.output
-
-    eval_ok("--resume", str(run), "--base-url", batch_server.base_url, *FAST)
+    # The command it prints works as printed.
+    assert f"finish the run with: {resume}" in " ".join(status.output.split())
+    eval_ok(*resume.split()[2:], *FAST)
     assert results_of(run)["failed_predictions"] == 0 and len(batch_server.batches) == 1
+    # Every batch applied: nothing to ask the API, so no --base-url is needed to show them.
     assert "(answers applied)" in invoke("batch", "status", str(run)).output
 
 
 def test_batch_recorded_before_its_id_is_found_again_not_made_twice(batch_server, tmp_path):
-    run = tmp_path / "run"
-    eval_ok(*toy_args(batch_server, tmp_path), "--batch", "--no-wait", "--run-dir", str(run), *FAST)
+    run = submitted(batch_server, tmp_path)
     # As if the process had died after creating the batch and before writing its id.
     state = load_state(run)
     state.batches[0].id = None
@@ -361,7 +380,7 @@ def test_max_cost_by_batch_submits_only_what_the_estimate_fits(batch_server, tmp
 
 
 def test_sweep_cell_with_batch_true_runs_by_batch_once(batch_server, tmp_path):
-    from shambench.runs.sweep import LocalBackend, plan_sweep, run_sweep
+    from shambench.runs.sweep import SUMMARY, plan_sweep
 
     examples = invented(4)
     batch_server.script = scripted(town_replies(examples))
@@ -370,19 +389,24 @@ def test_sweep_cell_with_batch_true_runs_by_batch_once(batch_server, tmp_path):
     spec = tmp_path / "sweep.yaml"
     spec.write_text(
         "examples: [toy.jsonl]\nbootstrap: 10\nleaderboard: false\ndetectors:\n"
-        f"  - detector: openai\n    params: {{model: gpt-5-mini, base_url: '{batch_server.base_url}'}}\n"
-        "    batch: true\n"
+        "  - detector: openai\n    params: {model: gpt-5-mini}\n    batch: true\n  - none\n"
     )
-    plan = plan_sweep(spec)
-    assert plan.cells[0].batch
-    with LocalBackend(1) as backend:
-        first = run_sweep(plan, backend)
-        again = run_sweep(plan_sweep(spec), backend)
-    (cell,) = first.cells
-    assert cell.status == "done" and cell.predicted == 4 and cell.failed_predictions == 0 and cell.token_f1 == 1.0
+    endpoint = {"base_url": batch_server.base_url}
+    plan = plan_sweep(spec, endpoint=endpoint)
+    # The command line's endpoint goes to the detector that takes one, and never into the cell's folder name.
+    assert plan.cells[0].batch and plan.cells[0].endpoint == endpoint and plan.cells[1].endpoint == {}
+    assert plan.cells[0].run_dir.name == "openai_model=-gpt-5-mini"
+    args = ["sweep", str(spec), "--base-url", batch_server.base_url, "--workers", "1", "--no-progress"]
+    first = invoke(*args)
+    assert first.exit_code == 0, first.output
+    cell = json.loads((plan.runs / SUMMARY).read_text())["cells"][0]
+    assert cell["status"] == "done" and cell["predicted"] == 4 and cell["failed_predictions"] == 0
+    assert cell["token_f1"] == 1.0
     assert batch_server.log == [] and list(batch_server.batches) == ["batch_0001"]
     assert load_state(plan.cells[0].run_dir).batches[0].applied
-    assert again.cells[0].status == "skipped" and len(batch_server.batches) == 1
+    assert invoke(*args).exit_code == 0
+    assert json.loads((plan.runs / SUMMARY).read_text())["cells"][0]["status"] == "skipped"
+    assert len(batch_server.batches) == 1
 
 
 def test_a_lost_batch_id_is_found_on_a_later_page_of_the_list(batch_server, monkeypatch):
@@ -407,7 +431,9 @@ def test_a_server_without_the_batch_api_is_one_clear_error(openai_server, tmp_pa
     result = invoke("eval", *args, "--batch", "--run-dir", str(tmp_path / "run"), *FAST)
     assert result.exit_code == 2, result.output
     assert f"error: Batch API at {openai_server.base_url}: uploading the requests failed: HTTP 404" in result.output
-    assert openai_server.log == [] and not state_path(tmp_path / "run").exists()
+    # The intent was recorded before the upload (so a resume stays a batch run); no batch was.
+    state = load_state(tmp_path / "run")
+    assert openai_server.log == [] and state.by_batch and state.batches == []
 
 
 def test_batch_prices_are_half_unless_the_price_file_gives_them(tmp_path, monkeypatch):
@@ -443,3 +469,173 @@ def test_miprov2_programs_run_by_batch_with_their_own_prompt(batch_server, tmp_p
     sent = sorted(json.dumps(r.body["messages"]) for r in batch_server.batch_log)
     assert sent == sorted(json.dumps(render(PROMPT)(ex)) for ex in examples)
     assert results_of(tmp_path / "run")["run"]["prompt_hash"] == PROMPT.hash
+
+
+# --- files and servers that lie -----------------------------------------------------------------------------
+
+
+def answered(server: BatchServer, batch_id: str = "batch_0001") -> dict[str, bytes]:
+    """Answer a held batch now; its output lines by example id (what a test then doctors)."""
+    batch = server.batches[batch_id]
+    server._finish(batch, "completed")
+    data = server.files[batch["output_file_id"]]["data"]
+    return {json.loads(line)["custom_id"].split("#")[0]: line for line in data.splitlines()}
+
+
+def test_lying_output_lines_fail_their_items_and_the_rest_are_applied(batch_server, tmp_path, monkeypatch):
+    monkeypatch.setenv("SHAMBENCH_MAX_RESPONSE_BYTES", "4096")
+    run = submitted(batch_server, tmp_path, 8)
+    lines = answered(batch_server)
+    wrapper = json.loads(lines["toy/1"])
+    big = {**wrapper, "response": {**wrapper["response"], "body": {**wrapper["response"]["body"], "pad": "x" * 20000}}}
+    doctored = [
+        lines["toy/0"][: len(lines["toy/0"]) // 2],  # torn
+        json.dumps({**wrapper, "custom_id": json.loads(lines["toy/2"])["custom_id"], "response": "ok"}).encode(),
+        json.dumps({**json.loads(lines["toy/3"]), "response": {"status_code": "200", "body": {}}}).encode(),
+        lines["toy/4"],
+        lines["toy/4"],  # the same custom_id twice
+        lines["toy/5"],
+        lines["toy/6"],
+        json.dumps(big).encode(),  # toy/1, past the 4096-byte limit of a reply
+        b"[1, 2, 3]",  # not an object
+        json.dumps({**wrapper, "custom_id": "toy/9#" + "f" * 64}).encode(),  # a request never sent
+    ]
+    batch = batch_server.batches["batch_0001"]
+    batch_server.files[batch["output_file_id"]]["data"] = b"\n".join(doctored) + b"\n"
+    # An error line for a request the output file answered: it must not silently replace the answer.
+    error = {"custom_id": json.loads(lines["toy/5"])["custom_id"], "response": None, "error": {"code": "x"}}
+    batch["error_file_id"] = batch_server._store("err.jsonl", "batch_output", json.dumps(error).encode())["id"]
+
+    result = invoke("eval", "--resume", str(run), "--base-url", batch_server.base_url, *FAST)
+    assert result.exit_code == 3, result.output
+    assert "Traceback" not in result.output and isinstance(result.exception, SystemExit)
+    errors = {k: v.get("error") for k, v in journal_of(run).items()}
+    assert errors["toy/0"].startswith("batch output: the line is not valid JSON")
+    assert (
+        errors["toy/1"] == "batch output: the answer is larger than the 4096-byte limit ($SHAMBENCH_MAX_RESPONSE_BYTES)"
+    )
+    assert errors["toy/2"] == "batch output: the line's response is a string, not an object"
+    assert errors["toy/3"] == "batch output: the line's status_code is a string, not a number"
+    assert errors["toy/4"] == errors["toy/5"] == "batch output: 2 lines answer this request (duplicate custom_id)"
+    assert errors["toy/6"] is None and errors["toy/7"].startswith("batch batch_0001 completed without answering it")
+    note = (
+        "lines with an unknown custom_id: 1, lines without a readable custom_id: 1, requests answered more than once: 2"
+    )
+    assert f"warning: batch batch_0001: {note} (output lines applied to no request" in " ".join(result.output.split())
+    # The good answer is applied, with the same span as a direct reply; the batch is used up, not re-downloaded.
+    assert journal_of(run)["toy/6"]["spans"] == [{"start": 30, "end": 35}]  # "Varn6", its gold span
+    assert load_state(run).batches[0].applied
+    checks = batch_server.status_checks
+    eval_ok("--resume", str(run), "--base-url", batch_server.base_url, *FAST)
+    assert lines_of(batch_server, "batch_0002") == 7 and results_of(run)["failed_predictions"] == 0
+    assert batch_server.status_checks > checks and batch_server.log == []
+
+
+def test_an_output_file_past_the_whole_file_limit_is_refused_and_kept_for_later(batch_server, tmp_path, monkeypatch):
+    run = submitted(batch_server, tmp_path, 3)
+    answered(batch_server)
+    monkeypatch.setenv("SHAMBENCH_MAX_BATCH_FILE_BYTES", "1000")
+    result = invoke("eval", "--resume", str(run), "--base-url", batch_server.base_url, *FAST)
+    assert result.exit_code == 2, result.output
+    assert "batch file file-0002 is larger than the 1000-byte limit ($SHAMBENCH_MAX_BATCH_FILE_BYTES)" in result.output
+    assert not load_state(run).batches[0].applied and journal_of(run) == {}
+    monkeypatch.delenv("SHAMBENCH_MAX_BATCH_FILE_BYTES")
+    eval_ok("--resume", str(run), "--base-url", batch_server.base_url, *FAST)
+    assert results_of(run)["failed_predictions"] == 0 and len(batch_server.batches) == 1
+
+
+def test_a_batch_that_never_finishes_stops_at_the_timeout_resumably(batch_server, tmp_path):
+    batch_server.hold = True
+    run = tmp_path / "run"
+    args = [*toy_args(batch_server, tmp_path, 2), "--batch", "--batch-timeout", "1s", "--run-dir", str(run), *FAST]
+    start = time.monotonic()
+    result = invoke("eval", *args)
+    assert time.monotonic() - start < 30
+    assert result.exit_code == 4, result.output
+    assert "batch batch_0001 is still running after --batch-timeout 1s" in " ".join(result.output.split())
+    assert load_state(run).batches[0].id == "batch_0001" and not (run / "results.json").exists()
+    batch_server.hold = False
+    eval_ok("--resume", str(run), "--base-url", batch_server.base_url, *FAST)
+    assert results_of(run)["failed_predictions"] == 0 and len(batch_server.batches) == 1
+    refused = invoke("eval", "--resume", str(run), "--batch-timeout", "soon")
+    assert refused.exit_code == 2 and "expected a duration such as 90m, 26h or 3600s, got 'soon'" in refused.output
+
+
+def test_killed_after_the_upload_the_resume_stays_a_batch_run(batch_server, tmp_path, monkeypatch):
+    from shambench.llm.batch import BatchAPI
+
+    real = BatchAPI.upload
+
+    def upload_then_die(self, lines, name):
+        real(self, lines, name)
+        raise KeyboardInterrupt  # as a kill between the upload and batches.json
+
+    monkeypatch.setattr(BatchAPI, "upload", upload_then_die)
+    run = tmp_path / "run"
+    result = invoke("eval", *toy_args(batch_server, tmp_path, 3), "--batch", "--run-dir", str(run), *FAST)
+    assert result.exit_code == 130 and load_state(run).by_batch and not load_state(run).batches
+    monkeypatch.setattr(BatchAPI, "upload", real)
+    eval_ok("--resume", str(run), "--base-url", batch_server.base_url, *FAST)
+    # Never sent directly at full price: a batch of the three requests (the orphaned upload is never used).
+    assert batch_server.log == [] and list(batch_server.batches) == ["batch_0001"]
+    assert lines_of(batch_server, "batch_0001") == 3 and results_of(run)["failed_predictions"] == 0
+
+
+def test_batch_status_never_sends_the_key_where_config_json_says(batch_server, tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-right-place")
+    monkeypatch.setenv("SHAMBENCH_TEST_OTHER_SECRET", "sk-must-not-leave")
+    run = submitted(batch_server, tmp_path)
+    with BatchServer() as attacker:
+        config = json.loads((run / "config.json").read_text())
+        config["params"].update(base_url=attacker.base_url, api_key_env="SHAMBENCH_TEST_OTHER_SECRET")
+        (run / "config.json").write_text(json.dumps(config))
+        plain = invoke("batch", "status", str(run))
+        named = invoke("batch", "status", str(run), "--base-url", batch_server.base_url)
+        assert attacker.seen == []
+    for result in (plain, named):
+        assert result.exit_code == 2, result.output
+        assert f"the run was made with --api-key-env SHAMBENCH_TEST_OTHER_SECRET --base-url {attacker.base_url}" in (
+            result.output
+        )
+    assert {auth for _, _, auth in batch_server.seen} == {"Bearer sk-right-place"}
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"id": "../files/file-0001"}, {"endpoint": "https://elsewhere.example/v1/chat/completions"}],
+)
+def test_a_doctored_batches_json_is_refused(batch_server, tmp_path, change):
+    run = submitted(batch_server, tmp_path, 2)
+    state = json.loads(state_path(run).read_text())
+    state["batches"][0].update(change)
+    state_path(run).write_text(json.dumps(state))
+    checks = batch_server.status_checks
+    result = invoke("eval", "--resume", str(run), "--base-url", batch_server.base_url, *FAST)
+    assert result.exit_code == 2 and f"{state_path(run)}: not a batch record" in result.output
+    assert batch_server.status_checks == checks
+
+
+def test_a_linked_batches_json_is_refused_and_its_target_untouched(batch_server, tmp_path):
+    run = submitted(batch_server, tmp_path, 2)
+    outside = tmp_path / "elsewhere.json"
+    outside.write_bytes(state_path(run).read_bytes())
+    state_path(run).unlink()
+    state_path(run).symlink_to(outside)
+    before = outside.read_bytes()
+    result = invoke("eval", "--resume", str(run), "--base-url", batch_server.base_url, *FAST)
+    assert result.exit_code == 2 and "is a symbolic link" in result.output
+    assert outside.read_bytes() == before
+
+
+def test_lines_are_split_within_bounds_whatever_the_chunks():
+    from shambench.errors import DataError
+    from shambench.llm.batch import HEAD_BYTES, split_lines
+
+    data = b'{"a": 1}\n\n' + b'{"custom_id": "x#k", "pad": "' + b"y" * 5000 + b'"}\n{"b": 2}'
+    for size in (1, 7, 4096, len(data)):
+        chunks = [data[i : i + size] for i in range(0, len(data), size)]
+        got = list(split_lines(chunks, 2000, 10_000, "f"))
+        assert [(n, whole) for n, _, whole in got] == [(1, True), (3, False), (4, True)]
+        assert got[0][1] == b'{"a": 1}' and got[2][1] == b'{"b": 2}' and len(got[1][1]) == HEAD_BYTES
+    with pytest.raises(DataError, match="batch file f is larger than the 100-byte limit"):
+        list(split_lines([data], 2000, 100, "f"))

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shambench.cli import main
-from shambench.errors import DataError, UnknownPluginError
+from shambench.errors import DataError, ParameterError, UnknownPluginError
 from shambench.runs.files import JOURNAL, RESULTS
 from shambench.runs.runner import examples_hash, load_config
 from shambench.runs.sweep import (
@@ -265,7 +265,7 @@ def test_a_second_run_skips_complete_cells_and_resumes_a_partial_one(local_sweep
     assert outputs(copy) == before
 
 
-def test_a_failing_cell_is_retried_then_reported_and_the_others_finish(tmp_path, backend):
+def test_a_value_the_factory_refuses_fails_its_cell_once_as_a_usage_error(tmp_path, backend):
     spec = write_sweep(
         tmp_path,
         "examples: [toy.jsonl]\nbootstrap: 20\nretries: 1\nleaderboard: false\n"
@@ -274,25 +274,23 @@ def test_a_failing_cell_is_retried_then_reported_and_the_others_finish(tmp_path,
     report = run_sweep(plan_sweep(spec), backend)
     ok, bad = report.cells
     assert ok.status == "done" and ok.predicted == 12
-    assert bad.status == "failed" and bad.predicted == 0
-    # retries: 1 → sent twice in all.
-    assert bad.error == "12 examples failed after 2 attempts: ValueError: rate must be in [0, 1], got 1.5"
+    assert bad.status == "failed" and bad.predicted == 0 and bad.usage_error
+    # The same refusal every time: sent once, whatever `retries` says.
+    assert bad.error == "detector 'random': rate must be in [0, 1], got 1.5"
     assert report.failed == [bad]
     summary = json.loads((tmp_path / "runs" / "sweep" / SUMMARY).read_text())
-    assert summary["cells"][1]["status"] == "failed" and "rate must be in [0, 1]" in summary["cells"][1]["error"]
+    assert summary["cells"][1]["status"] == "failed" and summary["cells"][1]["usage_error"]
 
 
-def test_a_bad_parameter_fails_its_cell_at_once_without_retries(tmp_path, backend):
+def test_an_unknown_parameter_or_a_wrong_type_is_refused_when_planning(tmp_path):
+    spec = write_sweep(tmp_path, "examples: [toy.jsonl]\ndetectors:\n  - {detector: random, params: {rat: 0.2}}\n")
+    with pytest.raises(ParameterError, match="detector 'random' has no parameter 'rat'; did you mean 'rate'?"):
+        plan_sweep(spec)
     spec = write_sweep(
-        tmp_path,
-        "examples: [toy.jsonl]\nbootstrap: 20\nretries: 2\nleaderboard: false\n"
-        "detectors:\n  - {detector: random, params: {rat: 0.2}}\n",
+        tmp_path, "examples: [toy.jsonl]\ndetectors:\n  - {detector: random, grid: {rate: [0.1, abc]}}\n"
     )
-    [bad] = run_sweep(plan_sweep(spec), backend).cells
-    assert bad.status == "failed"
-    # a ParameterError is the same on every attempt: sent once, not retries + 1 times
-    assert "after 1 attempts" in bad.error
-    assert "detector 'random' has no parameter 'rat'; did you mean 'rate'?" in bad.error
+    with pytest.raises(ParameterError, match="parameter rate='abc' is not a float"):
+        plan_sweep(spec)
 
 
 def test_a_cell_whose_run_directory_another_process_holds_fails_at_once(tmp_path, backend):
@@ -347,24 +345,49 @@ def test_cli_plan_run_and_failure_exit_status(tmp_path):
     assert "toy/all" in planned.output and "toy/random_rate=2" in planned.output and "new" in planned.output
 
     ran = runner.invoke(main, ["sweep", str(spec), "--workers", "1", "--no-progress"])
-    assert ran.exit_code == 3
-    assert "1 cells failed:" in ran.output and "retry them: run the same command again" in ran.output
-    assert "toy/random_rate=2: " in ran.output
+    # A parameter the detector refuses is a usage error: exit 2, and no "run again" advice.
+    assert ran.exit_code == 2, ran.output
+    assert "toy/random_rate=2: detector 'random': rate must be in [0, 1], got 2" in ran.output
+    assert "1 cells have parameters their detector refuses: fix the sweep file" in ran.output
+    assert "run the same command again" not in ran.output
     assert (tmp_path / "runs" / "sweep" / "toy" / "all" / RESULTS).is_file()
     allowed = runner.invoke(main, ["sweep", str(spec), "--workers", "1", "--no-progress", "--allow-failures"])
-    assert allowed.exit_code == 0 and "1 cells failed:" in allowed.output
+    assert allowed.exit_code == 2
 
     replanned = runner.invoke(main, ["sweep", str(spec), "--plan"])
     assert re.search(r"toy/all .* complete", replanned.output)
 
 
-def test_a_sweep_file_may_not_choose_the_key_variable(tmp_path):
-    spec = write_sweep(
-        tmp_path, "examples: [toy.jsonl]\ndetectors:\n  - {detector: gpt5mini, params: {api_key_env: AWS_SECRET}}\n"
-    )
+@pytest.mark.parametrize(
+    ("where", "key", "value"),
+    [
+        ("params", "api_key_env", "AWS_SECRET"),
+        ("params", "base_url", "http://127.0.0.1:9/v1"),
+        ("grid", "base_url", ["http://127.0.0.1:9/v1"]),
+    ],
+)
+def test_a_sweep_file_may_not_route_the_key(tmp_path, where, key, value):
+    entry = json.dumps({"detector": "gpt5mini", where: {key: value}})
+    spec = write_sweep(tmp_path, f"examples: [toy.jsonl]\ndetectors:\n  - {entry}\n")
     result = CliRunner().invoke(main, ["sweep", str(spec), "--plan"])
     assert result.exit_code == 2
-    assert "may not set api_key_env" in result.output
+    flag = "--" + key.replace("_", "-")
+    assert f"may not set {key}: the API key goes only where the command line says; pass {flag}" in result.output
+
+
+def test_a_huge_grid_is_refused_before_it_is_expanded(tmp_path):
+    import time
+
+    values = json.dumps(list(range(40)))
+    grid = "{" + ", ".join(f"p{i}: {values}" for i in range(4)) + "}"  # 40**4 = 2,560,000 cells
+    spec = write_sweep(
+        tmp_path, f"examples: [toy.jsonl]\ndetectors:\n  - {{detector: embedding-support, grid: {grid}}}\n"
+    )
+    start = time.monotonic()
+    result = CliRunner().invoke(main, ["sweep", str(spec), "--plan"])
+    assert time.monotonic() - start < 10
+    assert result.exit_code == 2, result.output
+    assert "the grid makes 2,560,000 cells, more than the 10,000 one sweep runs" in result.output
 
 
 def test_cli_bad_spec_is_one_line_error(tmp_path):

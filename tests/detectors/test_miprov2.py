@@ -195,3 +195,16 @@ def test_listing_detectors_imports_neither_dspy_nor_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_program_file_never_routes_the_key(tmp_path):
+    """A program naming another server or key variable is refused until the command line names it too."""
+    path = save(tmp_path / "p.json", program_file(base_url="http://127.0.0.1:9/v1"))
+    with pytest.raises(DataError, match=r"pass --base-url http://127.0.0.1:9/v1 to evaluate against that server"):
+        create_detector(f"miprov2:{path}")
+    assert create_detector(f"miprov2:{path}", base_url="http://127.0.0.1:9/v1").endpoint.base_url
+    path = save(tmp_path / "q.json", program_file(api_key_env="AWS_SECRET_ACCESS_KEY"))
+    with pytest.raises(DataError, match=r"pass --api-key-env AWS_SECRET_ACCESS_KEY to use it"):
+        create_detector(f"miprov2:{path}")
+    named = create_detector(f"miprov2:{path}", api_key_env="AWS_SECRET_ACCESS_KEY")
+    assert named.endpoint.api_key_env == "AWS_SECRET_ACCESS_KEY"
