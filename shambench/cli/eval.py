@@ -111,7 +111,8 @@ FIXED_ON_RESUME = (
 @click.option(
     "--no-wait",
     is_flag=True,
-    help="With --batch: submit the batch and exit; `shambench eval --resume RUN_DIR` finishes the run later.",
+    help="With --batch: submit the batch and exit with status 4 (submitted, not finished); "
+    "`shambench eval --resume RUN_DIR` finishes the run later.",
 )
 @click.option(
     "--poll",
