@@ -128,8 +128,9 @@ NOT_FOLLOWED = "files of a run directory are opened, never followed"
 
 def open_regular(path: str | Path, flags: int, mode: int = 0o666) -> int:
     """A file descriptor of `path`, opened without following a symbolic link and only when it is a regular file
-    (or is created as one by `os.O_CREAT` in `flags`); DataError otherwise, so that nothing outside the folder is
-    read, truncated or appended to through a planted link, and a FIFO or a device never blocks or floods a read."""
+    (or is created as one by `os.O_CREAT` in `flags`), and, when opened for writing, has no other hard link;
+    DataError otherwise, so that nothing outside the folder is read, truncated or appended to through a planted
+    link, and a FIFO or a device never blocks or floods a read."""
     try:
         # O_NONBLOCK: opening a FIFO must not wait for a writer (regular files ignore the flag).
         fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
@@ -139,9 +140,15 @@ def open_regular(path: str | Path, flags: int, mode: int = 0o666) -> int:
         if err.errno == errno.ENXIO:  # a FIFO without a reader, or a device gone
             raise DataError(f"{path}: not a regular file; {NOT_FOLLOWED}") from None
         raise
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
         os.close(fd)
         raise DataError(f"{path}: not a regular file; {NOT_FOLLOWED}")
+    if flags & (os.O_WRONLY | os.O_RDWR) and info.st_nlink > 1:
+        # A hard link is the same file elsewhere too (a planted link, or a `cp -al` backup): writing here would
+        # change it there.
+        os.close(fd)
+        raise DataError(f"{path}: has {info.st_nlink - 1} other hard link(s); {NOT_FOLLOWED} (copy the file instead)")
     os.set_blocking(fd, True)
     return fd
 

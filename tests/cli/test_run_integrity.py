@@ -326,3 +326,17 @@ def test_a_fifo_in_a_run_directory_is_refused_without_blocking(tmp_path, name):
     res = invoke("--resume", run, *FAST[:3])
     assert res.exit_code == 2, res.output
     assert f"{run / name}: not a regular file" in res.stderr
+
+
+@pytest.mark.parametrize("name", [".lock", "predictions.jsonl"])
+def test_a_hard_link_to_a_file_elsewhere_is_never_written(tmp_path, name):
+    run = finished_run(tmp_path)
+    outside = tmp_path / "backup"
+    outside.write_bytes((run / name).read_bytes() if (run / name).exists() else b"")
+    before = outside.read_bytes()
+    (run / name).unlink(missing_ok=True)
+    os.link(outside, run / name)
+    res = invoke("--resume", run, *FAST[:3])
+    assert res.exit_code == 2, res.output
+    assert f"{run / name}: has 1 other hard link(s)" in res.stderr
+    assert outside.read_bytes() == before
