@@ -257,10 +257,10 @@ def data_items(spec: SweepSpec, base: Path, root: Path) -> list[DataItem]:
 
 
 def check_parameters(entry: DetectorGrid) -> None:
-    """ParameterError (a usage error) when the entry's detector is unknown, or takes no parameter named in the
-    file or not of a value's type; each value is checked once, however many cells it appears in."""
+    """ParameterError (a usage error) when the entry's detector takes no parameter named in the file, or not of a
+    value's type; each value is checked once, however many cells it appears in."""
     name = entry.detector.partition(":")[0]
-    factory = detectors.get(name).factory  # an unknown name fails here, with a suggestion
+    factory = detectors.get(name).factory
     checked_params("detector", name, factory, entry.params)
     for key, values in entry.grid.items():
         for value in values:
@@ -290,7 +290,7 @@ def plan_sweep(
     root = Path(data_dir) if data_dir else resolve_data_dir((base / spec.data_dir) if spec.data_dir else None)
     runs_dir = Path(runs) if runs else base / (spec.runs or f"runs/{path.stem}")
     for entry in spec.detectors:
-        check_parameters(entry)  # a typo or a value of the wrong type fails now, as a usage error
+        detectors.get(entry.detector.partition(":")[0])  # a typo fails now, with a suggestion
     items = data_items(spec, base, root)
     n_cells = len(items) * sum(entry.size() for entry in spec.detectors)
     if n_cells > MAX_CELLS:
@@ -298,6 +298,8 @@ def plan_sweep(
             f"{path}: the grid makes {n_cells:,} cells, more than the {MAX_CELLS:,} one sweep runs; split it into "
             "several sweep files (or sweep fewer values)"
         )
+    for entry in spec.detectors:
+        check_parameters(entry)  # a parameter the detector does not take, or of the wrong type: a usage error
     cells = [
         Cell(
             detector=entry.detector,

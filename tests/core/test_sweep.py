@@ -375,6 +375,29 @@ def test_a_sweep_file_may_not_route_the_key(tmp_path, where, key, value):
     assert f"may not set {key}: the API key goes only where the command line says; pass {flag}" in result.output
 
 
+def test_the_command_lines_endpoint_reaches_the_workers_and_a_changed_one_is_refused(tmp_path, monkeypatch):
+    from tests.openai_server import OpenAIServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-for-the-first-server")
+    spec = write_sweep(
+        tmp_path,
+        "examples: [toy.jsonl]\nbootstrap: 10\nleaderboard: false\ndetectors:\n  - {detector: openai, params: {model: m}}\n",
+    )
+    # Workers read the key from their own environment: started after it is set (as on a cluster's nodes).
+    with OpenAIServer() as first, OpenAIServer() as other, LocalBackend(1) as backend:
+        first.script = other.script = lambda req: '{"incorrect_spans": []}'
+        plan = plan_sweep(spec, endpoint={"base_url": first.base_url})
+        [done] = run_sweep(plan, backend).cells
+        assert done.status == "done" and done.failed_predictions == 0, done.error
+        assert {r.authorization for r in first.log} == {"Bearer sk-for-the-first-server"} and len(first.log) == 12
+        assert load_config(plan.cells[0].run_dir).params["base_url"] == first.base_url
+        # The same cell against another server would mix two servers' answers in one run: refused, nothing sent.
+        (plan.cells[0].run_dir / RESULTS).unlink()
+        [refused] = run_sweep(plan_sweep(spec, endpoint={"base_url": other.base_url}), backend).cells
+        assert refused.status == "failed" and "not of this cell" in refused.error
+        assert other.log == []
+
+
 def test_a_huge_grid_is_refused_before_it_is_expanded(tmp_path):
     import time
 
