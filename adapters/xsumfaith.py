@@ -11,6 +11,15 @@ whitespace stripped) nearest to the given start, read 1-based. A span that does 
 without the release's own escapes (a literal `\\n` at its ends, doubled backslashes). What cannot be placed is
 counted by reason, never guessed: an empty span, a text found nowhere, or two occurrences equally near the offset.
 `NULL` rows mean "marked nothing", even the few that carry stray span text (counted apart).
+
+The adapter (`xsumfaith`, partition `summ/xsumfaith-gold`, suite `extended`) reads only the 500 `Gold` summaries:
+the four systems' summaries are `summ/zhou` already. A token is gold-hallucinated when more than half of the
+summary's workers marked it (Zhou's "majority voting"), and each run of such tokens becomes one span, as in
+`summ/zhou`. This reproduces Zhou's released labels on 99.5% of the tokens, of the four systems (1,912 of their
+2,000 summaries identical) as of Gold (494 of 500): Zhou's unpublished aggregation ignored the spans written with
+the release's escapes and read a few offsets differently. The context is the XSum article of the same BBC id
+from Zhou's `.source` files (`../zhou/`, read by `summ/zhou` too; `shambench data download zhou` fetches them).
+Ids are `xsumfaith/gold/<BBC id>`.
 """
 
 from __future__ import annotations
@@ -18,17 +27,25 @@ from __future__ import annotations
 import csv
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from shambench.adapters._released import source_file
+from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.errors import SourceError
-from shambench.schema import Span
+from shambench.schema import Example, Span
 
 ANNOTATIONS = "hallucination_annotations_xsum_summaries.csv"
+_COMMIT = "4abdbb2c807cb93c1df1188a1992d20a55cdcc34"
+_RAW = f"https://raw.githubusercontent.com/google-research-datasets/xsum_hallucination_annotations/{_COMMIT}"
+_SHA256 = "fa7fb66a36cc0f32ede4135985d0d65591dc2a8d21103a0bacd0583d77d4c8ea"
+_ZHOU = ("docid", "source")
+GOLD = "Gold"
+DATASET = "xsumfaith-gold"
+NO_ARTICLE = "no XSum article for the BBC id in Zhou et al.'s .source files"
 EXPECTED = (
     "Maynez et al.'s CSV with columns bbcid, system, summary, hallucination_type (intrinsic, extrinsic or NULL), "
     "hallucinated_span, hallucinated_span_start, hallucinated_span_end, worker_id"
@@ -145,14 +162,17 @@ def _offset(where: str, row: dict[str, str]) -> int:
         raise SourceError(f"{where}: hallucinated_span_start is {value!r}, expected an integer") from None
 
 
-def read_annotations(root: Path) -> Annotations:
-    """The annotation file of an XSumFaith folder, every span placed on its summary (see the module docstring)."""
+def read_annotations(root: Path, systems: Collection[str] | None = None) -> Annotations:
+    """The annotation file of an XSumFaith folder, every span placed on its summary (see the module docstring);
+    only the summaries of `systems` (and only their rows in the counts) when given."""
     path = source_file(root, ANNOTATIONS, "xsumfaith", EXPECTED)
     summaries: dict[tuple[str, str], AnnotatedSummary] = {}
     placed: Counter[str] = Counter()
     unplaced: Counter[str] = Counter()
     ignored: Counter[str] = Counter()
     for where, row in _rows(path):
+        if systems is not None and row["system"] not in systems:
+            continue
         key = (row["bbcid"], row["system"])
         entry = summaries.setdefault(
             key, AnnotatedSummary(bbcid=key[0], system=key[1], summary=row["summary"], workers={})
@@ -180,3 +200,68 @@ def read_annotations(root: Path) -> Annotations:
     return Annotations(
         summaries=list(summaries.values()), placed=dict(placed), unplaced=dict(unplaced), ignored=dict(ignored)
     )
+
+
+class XSumFaithAdapter(Adapter):
+    """Maynez et al. 2020: the human-written reference summaries (`Gold`), gold by the majority of three workers."""
+
+    name = "xsumfaith"
+    tasks = ("summ",)
+    suite = "extended"
+    license = "CC BY 4.0"
+    homepage = "https://github.com/google-research-datasets/xsum_hallucination_annotations"
+    revision = f"google-research-datasets/xsum_hallucination_annotations@{_COMMIT}"
+    citation = (
+        "Joshua Maynez, Shashi Narayan, Bernd Bohnet, Ryan McDonald. On Faithfulness and Factuality in Abstractive "
+        "Summarization. ACL 2020."
+    )
+    remote_files = (RemoteFile(url=f"{_RAW}/{ANNOTATIONS}", path=ANNOTATIONS, sha256=_SHA256),)
+
+    def available(self, data_dir: Path) -> bool:
+        return (self.root(data_dir) / ANNOTATIONS).is_file()
+
+    def load(self, data_dir: Path, split: str = "test") -> LoadResult:
+        self.check_split(split)
+        annotations = read_annotations(self.root(data_dir), systems={GOLD})
+        # Zhou's adapter imports this module (for its workers' readings), so it is imported here, not at the top.
+        from shambench.adapters.zhou import SYSTEMS, ZhouAdapter, spans_of_labels, xsum_articles
+
+        articles = xsum_articles(ZhouAdapter().root(data_dir))
+        dropped: Counter[str] = Counter()
+        examples = []
+        for summary in annotations.summaries:
+            if summary.bbcid not in articles:
+                dropped[NO_ARTICLE] += 1
+                continue
+            examples.append(
+                Example(
+                    id=f"xsumfaith/gold/{summary.bbcid}",
+                    dataset=DATASET,
+                    task="summ",
+                    context=articles[summary.bbcid],
+                    response=summary.summary,
+                    hallu_spans=spans_of_labels(summary.summary, summary.majority_labels()),
+                    meta={"system": GOLD, "bbcid": summary.bbcid, "workers": len(summary.workers)},
+                )
+            )
+        return LoadResult(
+            examples=examples,
+            dropped=dict(dropped),
+            files=[ANNOTATIONS, *(f"../zhou/{s.file(ext)}" for s in SYSTEMS if s.corpus == "xsum" for ext in _ZHOU)],
+            spans=span_account(annotations),
+        )
+
+
+@adapter("xsumfaith")
+def xsumfaith() -> Adapter:
+    """XSumFaith (Maynez et al. 2020): the 500 human-written XSum reference summaries, three workers' spans."""
+    return XSumFaithAdapter()
+
+
+def span_account(annotations: Annotations) -> dict[str, int]:
+    """The `LoadResult.spans` view of the annotation counts: placed by how, unplaced by reason."""
+    return {
+        **{f"placed: {how}": n for how, n in annotations.placed.items()},
+        **{f"unplaced: {why}": n for why, n in annotations.unplaced.items()},
+        **{f"not a span: {why}": n for why, n in annotations.ignored.items()},
+    }

@@ -144,6 +144,27 @@ def _lines(root: Path, name: str) -> list[str]:
     return lines[:-1] if lines[-1] == "" else lines
 
 
+def xsum_articles(root: Path) -> dict[str, str]:
+    """The XSum article of each BBC id, from the four XSum systems' `.docid` and `.source` files below `root`."""
+    articles: dict[str, str] = {}
+    for system in SYSTEMS:
+        if system.corpus != "xsum":
+            continue
+        docids, sources = _lines(root, system.file("docid")), _lines(root, system.file("source"))
+        if len(docids) != len(sources):
+            raise SourceError(
+                f"{root / system.file('docid')} has {len(docids)} lines but {root / system.file('source')} "
+                f"{len(sources)}; expected one line per example in both"
+            )
+        for lineno, (docid, article) in enumerate(zip(docids, sources), start=1):
+            if articles.setdefault(docid.strip(), article) != article:
+                raise SourceError(
+                    f"{root / system.file('source')}:{lineno}: the article of BBC id {docid.strip()} differs from "
+                    "another system's; expected the same article for every system"
+                )
+    return articles
+
+
 _RULE = (
     "Zhou (XSum): the gold is the tokens more than half of Maynez et al.'s three workers marked (XSumFaith, joined "
     "by BBC id and system); a worker's spans are placed on the summary by their text nearest the released offset "

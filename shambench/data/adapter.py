@@ -66,6 +66,10 @@ class LoadResult(BaseModel):
     """Rows not kept, counted by reason (e.g. `quality != good`)."""
     files: list[str] = Field(default_factory=list)
     """The files read, relative to the source folder."""
+    spans: dict[str, int] = Field(default_factory=dict)
+    """For sources whose gold spans are placed by their text (quoted strings, unreliable offsets): the source's
+    spans counted by outcome, `placed: <how>`, `ambiguous: <how>` or `unplaced: <reason>`, over every row read
+    (a row dropped for a span that could not be placed still counts that span)."""
 
 
 class Adapter:

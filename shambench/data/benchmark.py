@@ -146,6 +146,7 @@ def load_dev(adapter: Adapter, root: Path) -> LoadResult:
         examples=dev_selection(other.examples, test.examples if adapter.dev_from_test else []),
         dropped=dict(dropped),
         files=list(dict.fromkeys(other.files + test.files)),
+        spans=dict(Counter(test.spans) + Counter(other.spans)),
     )
 
 

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from shambench.adapters.xsumfaith import (
     ANNOTATIONS,
     EMPTY,
+    NO_ARTICLE,
     NOT_FOUND,
     STRAY_NULL,
     TIED,
@@ -20,6 +21,8 @@ from shambench.adapters.xsumfaith import (
     place_span,
     read_annotations,
 )
+from shambench.adapters.zhou import SYSTEMS
+from shambench.data.adapter import adapters
 from shambench.errors import SourceError
 from shambench.schema import Span
 from tests.conftest import require_shared
@@ -184,3 +187,63 @@ def test_real_summaries_are_zhous_targets_and_the_majority_mostly_its_labels(rea
     assert agree == {"BERTS2S": 485, "PtGen": 474, "TConvS2S": 475, "TranS2S": 478, "Gold": 494}
     assert tokens == {"BERTS2S": 8992, "PtGen": 10169, "TConvS2S": 9000, "TranS2S": 9193, "Gold": 10595}
     assert agree_tokens == {"BERTS2S": 8959, "PtGen": 10115, "TConvS2S": 8938, "TranS2S": 9156, "Gold": 10546}
+
+
+def _write_zhou_articles(data_dir: Path, articles: dict[str, str]) -> None:
+    """The four XSum systems' `.docid` and `.source` files of Zhou's release, each listing `articles`."""
+    for system in SYSTEMS:
+        if system.corpus != "xsum":
+            continue
+        for ext, lines in (("docid", list(articles)), ("source", list(articles.values()))):
+            path = data_dir / "zhou" / system.file(ext)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+
+def test_the_adapter_keeps_gold_summaries_with_their_article_and_majority_spans(tmp_path):
+    gold = [f"300,Gold,{S1}," + row.split(f"{S1},", 1)[1] for row in ROWS[:5]]
+    _write(tmp_path, [*ROWS, *gold, f"400,Gold,{S2},NULL,NULL,-1,-1,wid_0"])
+    _write_zhou_articles(tmp_path, {"300": "The article of 300.", "999": "Another article."})
+    result = adapters.create("xsumfaith").load(tmp_path)
+    # Only Gold is read (BERTS2S is summ/zhou); 200 and 400 have no article in Zhou's files.
+    [example] = result.examples
+    assert (example.id, example.partition, example.context) == (
+        "xsumfaith/gold/300",
+        "summ/xsumfaith-gold",
+        "The article of 300.",
+    )
+    assert example.response == S1
+    # Majority tokens "owner" and "cat" (see test_majority_is_more_than_half_of_the_workers_per_token).
+    assert [(s.start, s.end) for s in example.hallu_spans] == [(11, 16), (26, 29)]
+    assert example.meta == {"system": "Gold", "bbcid": "300", "workers": 3}
+    assert result.dropped == {NO_ARTICLE: 2}
+    # Spans of the Gold rows only: 300's (2 at the offset, 1 nearest, 1 unescaped) and 200's (2 at the offset,
+    # the tied, absent and blank ones, and the stray NULL text).
+    assert result.spans == {
+        "placed: offset": 4,
+        "placed: nearest": 1,
+        "placed: unescaped": 1,
+        f"unplaced: {TIED}": 1,
+        f"unplaced: {NOT_FOUND}": 1,
+        f"unplaced: {EMPTY}": 1,
+        f"not a span: {STRAY_NULL}": 1,
+    }
+
+
+def test_the_adapter_needs_zhous_articles(tmp_path):
+    _write(tmp_path, ROWS)
+    with pytest.raises(SourceError, match="shambench data download zhou"):
+        adapters.create("xsumfaith").load(tmp_path)
+
+
+def test_real_gold_partition(shared_data):
+    result = adapters.create("xsumfaith").load(shared_data)
+    assert len(result.examples) == 500 and result.dropped == {}
+    assert len({ex.id for ex in result.examples}) == 500
+    # 430 summaries with a majority span (Zhou's Gold labels: 429), 687 spans over 3,933 of 10,595 tokens (3,886).
+    assert sum(bool(ex.hallu_spans) for ex in result.examples) == 430
+    assert sum(len(ex.hallu_spans) for ex in result.examples) == 687
+    assert result.spans == {"placed: offset": 1983, "placed: nearest": 91, "placed: unescaped": 9}
+    zhou = shared_data / "zhou" / "eval_data" / "xsum" / "Gold"
+    article = dict(zip(_zhou_lines(zhou.parent, "Gold", "docid"), _zhou_lines(zhou.parent, "Gold", "source")))
+    assert all(ex.context == article[ex.meta["bbcid"]] for ex in result.examples)
