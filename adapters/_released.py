@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import re
+import sys
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -139,3 +142,24 @@ def split_files(root: Path, split: str, config: str | None = None) -> list[Path]
         for p in base.glob("**/*")
         if p.is_file() and p.suffix in DATA_SUFFIXES and re.match(rf"{re.escape(split)}[-._]", p.name)
     )
+
+
+def csv_rows(
+    path: Path, columns: Sequence[str], expected: str, delimiter: str = ","
+) -> Iterator[tuple[str, dict[str, str]]]:
+    """`(file:line, row)` for each record of a delimited file with a header naming at least `columns`; SourceError
+    naming the file (and the line) for a header that lacks one or a record with too few or too many fields."""
+    # Released responses and label lists can exceed csv's default 128 KiB field limit.
+    csv.field_size_limit(sys.maxsize)
+    name = {"\t": "tab", ",": "comma"}.get(delimiter, repr(delimiter))
+    with path.open(encoding="utf-8", newline="") as fh:
+        reader = csv.DictReader(fh, delimiter=delimiter)
+        missing = [c for c in columns if c not in (reader.fieldnames or [])]
+        if missing:
+            raise SourceError(f"{path}: header lacks column(s) {', '.join(missing)}; expected {expected}")
+        for row in reader:
+            where = f"{path}:{reader.line_num}"
+            # DictReader fills a short row with None and files a long row's surplus under the key None.
+            if None in row or None in row.values():
+                raise SourceError(f"{where}: expected {len(reader.fieldnames or [])} {name}-separated fields")
+            yield where, row

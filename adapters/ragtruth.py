@@ -20,9 +20,7 @@ fall outside it or do not frame the label's own `text`, or when its source recor
 from __future__ import annotations
 
 import ast
-import csv
 import json
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from shambench.adapters._released import jsonl_rows, source_file, validated
+from shambench.adapters._released import csv_rows, jsonl_rows, source_file, validated
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.errors import SourceError
 from shambench.schema import Example, Span
@@ -207,19 +205,7 @@ def _official_load(root: Path, split: str) -> LoadResult:
 def _cr_rows(root: Path) -> Iterator[tuple[str, dict[str, str]]]:
     """`(file:line, row)` of ConstrainedReasoner's response table, a pandas-written TSV with quoted fields."""
     path = source_file(root, CR_TABLE, "ragtruth", _EXPECTED_CR)
-    # Some responses and label lists exceed csv's default 128 KiB field limit.
-    csv.field_size_limit(sys.maxsize)
-    with path.open(encoding="utf-8", newline="") as fh:
-        reader = csv.DictReader(fh, delimiter="\t")
-        missing = [c for c in _CR_COLUMNS if c not in (reader.fieldnames or [])]
-        if missing:
-            raise SourceError(f"{path}: header lacks column(s) {', '.join(missing)}; expected {_EXPECTED_CR}")
-        for row in reader:
-            where = f"{path}:{reader.line_num}"
-            # DictReader fills a short row with None and files a long row's surplus under the key None.
-            if None in row or None in row.values():
-                raise SourceError(f"{where}: expected {len(reader.fieldnames or [])} tab-separated fields")
-            yield where, row
+    return csv_rows(path, _CR_COLUMNS, _EXPECTED_CR, delimiter="\t")
 
 
 def _cr_response(where: str, row: dict[str, str]) -> ResponseRow:

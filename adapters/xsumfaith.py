@@ -24,16 +24,15 @@ Ids are `xsumfaith/gold/<BBC id>`.
 
 from __future__ import annotations
 
-import csv
 import re
 from collections import Counter
-from collections.abc import Collection, Iterator
+from collections.abc import Collection
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from shambench.adapters._released import source_file
+from shambench.adapters._released import csv_rows, source_file
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.errors import SourceError
 from shambench.schema import Example, Span
@@ -139,21 +138,6 @@ def place_span(summary: str, text: str, start: int) -> tuple[int, int, Method] |
     return NOT_FOUND
 
 
-def _rows(path: Path) -> Iterator[tuple[str, dict[str, str]]]:
-    """`(file:line, row)` of the annotation CSV, checked for its columns."""
-    with path.open(encoding="utf-8", newline="") as fh:
-        reader = csv.DictReader(fh)
-        missing = [c for c in _COLUMNS if c not in (reader.fieldnames or [])]
-        if missing:
-            raise SourceError(f"{path}: header lacks column(s) {', '.join(missing)}; expected {EXPECTED}")
-        for row in reader:
-            where = f"{path}:{reader.line_num}"
-            # DictReader fills a short row with None and files a long row's surplus under the key None.
-            if None in row or None in row.values():
-                raise SourceError(f"{where}: expected {len(_COLUMNS)} comma-separated fields ({EXPECTED})")
-            yield where, row
-
-
 def _offset(where: str, row: dict[str, str]) -> int:
     value = row["hallucinated_span_start"]
     try:
@@ -170,7 +154,7 @@ def read_annotations(root: Path, systems: Collection[str] | None = None) -> Anno
     placed: Counter[str] = Counter()
     unplaced: Counter[str] = Counter()
     ignored: Counter[str] = Counter()
-    for where, row in _rows(path):
+    for where, row in csv_rows(path, _COLUMNS, EXPECTED):
         if systems is not None and row["system"] not in systems:
             continue
         key = (row["bbcid"], row["system"])

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from shambench.cli.context import add_context_command
-from shambench.cli.options import data_dir_option, datasets_option
+from shambench.cli.options import data_dir_option, datasets_option, suite_datasets, suite_option
 from shambench.errors import DataError
 
 if TYPE_CHECKING:
@@ -166,16 +166,26 @@ def _transfer_progress(console: Console, no_progress: bool) -> Progress:
 
 @data_group.command("stats")
 @datasets_option
+@suite_option("Datasets by suite instead of --datasets (extended: SHAM-Bench's sources present and the extended ones).")
 @click.option("--split", default="test", show_default=True, help="Split: test, dev, or a source's own split.")
 @data_dir_option
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON (with their conventions).")
-def stats(datasets: str | None, split: str, data_dir: str | None, as_json: bool) -> None:
+def stats(datasets: str | None, suite: str | None, split: str, data_dir: str | None, as_json: bool) -> None:
     """Per task/dataset partition and in total: examples (beside the paper's count), mean response tokens, mean
     hallucinated tokens, mean per-example hallucinated-token rate, share of examples with a span, and the rows
-    each source dropped, by reason (the layout of SHAM-Bench's Table 1)."""
+    each source dropped, by reason (the layout of SHAM-Bench's Table 1).
+
+    For the extended suite's partitions the count beside ours is the one their corpus's paper or release reports
+    (listed under the table with its source). Sources whose gold spans are placed by their text also list their
+    spans by outcome: how they were placed, and those that could not be, by reason.
+    """
     from shambench.data.stats import benchmark_stats
     from shambench.reporting.console import make_console
 
+    if suite:
+        if datasets:
+            raise click.UsageError("give --suite or --datasets, not both")
+        datasets = suite_datasets(suite, data_dir, split)
     bench = _load(datasets, split, data_dir, make_console(stderr=True))
     figures = benchmark_stats(bench)
     if as_json:
@@ -187,6 +197,8 @@ def stats(datasets: str | None, split: str, data_dir: str | None, as_json: bool)
 def _print_stats(figures: BenchmarkStats, console: Console) -> None:
     from rich import box
     from rich.table import Table
+
+    from shambench.data.stats import PAPER_SOURCE
 
     table = Table(title=f"SHAM-Bench composition ({figures.split} split)", title_justify="left", box=box.SIMPLE_HEAD)
     justified: tuple[tuple[str, JustifyMethod], ...] = (
@@ -212,6 +224,18 @@ def _print_stats(figures: BenchmarkStats, console: Console) -> None:
             end_section=i == len(figures.partitions) - 1,
         )
     console.print(table)
+    sources = {r.count_source for r in figures.partitions if r.count_source and r.count_source != PAPER_SOURCE}
+    for source in sorted(sources):
+        names = ", ".join(f"{r.task}/{r.dataset}" for r in figures.partitions if r.count_source == source)
+        console.print(f"paper n of {names}: {source}", soft_wrap=True)
+    placed = [(name, outcome, n) for name, outcomes in figures.spans.items() for outcome, n in outcomes.items()]
+    if placed:
+        spans = Table(title="gold spans placed by their text", title_justify="left", box=box.SIMPLE_HEAD)
+        for col in ("dataset", "outcome", "spans"):
+            spans.add_column(col, justify="right" if col == "spans" else "left")
+        for name, outcome, n in placed:
+            spans.add_row(name, outcome, str(n))
+        console.print(spans)
     drops = [(name, reason, n) for name, reasons in figures.dropped.items() for reason, n in reasons.items()]
     if drops:
         dropped = Table(title="rows dropped by the adapters", title_justify="left", box=box.SIMPLE_HEAD)

@@ -18,6 +18,8 @@ from shambench.cli.options import (
     json_to_stdout,
     parse_params,
     scoring,
+    suite_datasets,
+    suite_option,
 )
 from shambench.scoring.suites import SUITES as STEP_SUITES
 
@@ -25,9 +27,6 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from shambench.runs.evaluate import OpenRun
-
-# `--suite mushroom` runs the 14 Mu-SHROOM languages; `print_results` adds the shared task's per-language view.
-SUITES = {**STEP_SUITES, "mushroom": "mushroom-multilingual"}
 
 # Endpoint options of API-backed detectors; passed to the detector factory only when given.
 ENDPOINT_OPTIONS = ("model", "base_url", "api_key_env", "max_concurrency", "timeout")
@@ -73,11 +72,11 @@ FIXED_ON_RESUME = (
     metavar="KEY=VALUE",
     help="Context provider parameter (repeatable), e.g. preset=qwen3-4b for --context llm.",
 )
-@click.option(
-    "--suite",
-    type=click.Choice(list(SUITES)),
-    help="A step-level math suite instead of --datasets: selects its datasets and prints its per-subset table "
-    "(ProcessBench F1, Hard2Verify balanced accuracy/F1, Math-Shepherd character F1).",
+@suite_option(
+    "Datasets by suite instead of --datasets: a step-level math suite (prints its per-subset table: ProcessBench "
+    "F1, Hard2Verify balanced accuracy/F1, Math-Shepherd character F1), mushroom (the 14 Mu-SHROOM languages) or "
+    "extended (every SHAM-Bench source present plus HaluQuestQA, XSumFaith's Gold summaries and the 14 languages; "
+    "prints the extended view, whose overall never enters the paper's)."
 )
 @click.option(
     "--sopo-compat",
@@ -176,6 +175,7 @@ def eval_command(
     shambench eval --detector gpt5mini --datasets mushroom --base-url http://127.0.0.1:8000/v1
     shambench eval --resume runs/20261129T120000_gpt5mini
     shambench eval --suite processbench --detector first-step-wrong
+    shambench eval --suite extended --detector overlap --data-dir ../shared/data
     shambench eval --detector gpt5mini --dry-run                 what a full run would send and cost
     shambench eval --detector gpt5mini --batch --no-wait         submit by batch; --resume RUN_DIR finishes
 
@@ -218,7 +218,7 @@ def eval_command(
     if opts["suite"]:
         if opts["datasets"] or opts["examples_file"]:
             raise click.UsageError("give --suite or --datasets/--examples, not both")
-        selection["datasets"] = SUITES[opts["suite"]]
+        selection["datasets"] = suite_datasets(opts["suite"], opts["data_dir"], opts["split"])
     if opts["no_wait"] and not opts["batch"] and not resume_dir:
         raise click.UsageError("--no-wait goes with --batch (or --resume of a run by batch)")
     if resume_dir:

@@ -34,6 +34,9 @@ DEV = "dev"
 DEV_PER_PARTITION = 5
 DEV_SALT = "shambench-dev-v1"
 DEFAULT_SUITE = "shambench"
+EXTENDED_SUITE = "extended"
+# The adapters' suites (`Adapter.suite`) a selectable suite is made of; any other suite is its own adapters only.
+SUITE_SOURCES = {EXTENDED_SUITE: (DEFAULT_SUITE, EXTENDED_SUITE, "mushroom")}
 log = logging.getLogger(__name__)
 
 
@@ -217,10 +220,13 @@ def data_folder_below(root: Path) -> tuple[Path, list[str]] | None:
     return None
 
 
-def default_datasets(root: Path, split: str = "test") -> list[str]:
-    """The names `load_benchmark` loads when none are given: SHAM-Bench sources usable for `split` under `root`."""
+def default_datasets(root: Path, split: str = "test", suite: str = DEFAULT_SUITE) -> list[str]:
+    """The sources of `suite` usable for `split` under `root`; for the default suite, what `load_benchmark` loads
+    when no names are given. The extended suite is SHAM-Bench's sources, the `extended` ones and Mu-SHROOM's 14
+    languages (`SUITE_SOURCES`)."""
+    members = SUITE_SOURCES.get(suite, (suite,))
     usable = ((e.name, e.factory()) for e in adapters.entries())
-    return [name for name, a in usable if a.suite == DEFAULT_SUITE and not _unusable(a, name, root, split)]
+    return [name for name, a in usable if a.suite in members and not _unusable(a, name, root, split)]
 
 
 def _unusable(adapter: Adapter, name: str, root: Path, split: str) -> str | None:

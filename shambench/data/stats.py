@@ -8,10 +8,12 @@ them (`shambench.scoring.text`), and a token is hallucinated when a gold span ov
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from shambench.data.benchmark import Benchmark
 from shambench.schema import Example
@@ -30,6 +32,9 @@ PAPER_COUNTS = {
     "summ/zhou": 1995,
 }
 PAPER_TOTAL = 6461
+PAPER_SOURCE = "SHAM-Bench, Table 1"
+# The counts the extended suite's corpora report of themselves, with where (shipped with the package).
+REPORTED_COUNTS = Path(__file__).with_name("reported_counts.json")
 
 CONVENTIONS = {
     "tokenizer": f"{TOKENIZER}; an example with meta.lang is tokenised with spacy.blank(lang) instead (Chinese: one "
@@ -40,7 +45,9 @@ CONVENTIONS = {
     "mean_hallucinated_rate": "mean over examples of hallucinated tokens / response tokens (0 for an empty response)",
     "share_with_span": "share of examples with at least one gold span",
     "total": "the same quantities over all examples together (examples weigh equally)",
-    "paper_count": "the example count of SHAM-Bench's Table 1 (test split); null where the paper has none",
+    "paper_count": "the example count of SHAM-Bench's Table 1 (test split), or for a partition of the extended "
+    "suite the count its corpus's paper or release reports (count_source says which); null where none is reported; "
+    "the total's only when every partition is SHAM-Bench's",
 }
 
 
@@ -54,7 +61,9 @@ class GroupStats(BaseModel):
     count: int
     """Examples loaded."""
     paper_count: int | None
-    """Examples in the paper's Table 1 (test split only)."""
+    """Examples reported by the paper: SHAM-Bench's Table 1, or the corpus's own paper (test split only)."""
+    count_source: str | None = None
+    """Where `paper_count` is printed."""
     mean_response_tokens: float
     """Mean tokens per response."""
     mean_hallucinated_tokens: float
@@ -78,6 +87,8 @@ class BenchmarkStats(BaseModel):
     """All examples together."""
     dropped: dict[str, dict[str, int]]
     """Per dataset, rows its adapter did not keep, by reason."""
+    spans: dict[str, dict[str, int]] = Field(default_factory=dict)
+    """Per dataset whose gold spans are placed by their text, the spans by outcome (`LoadResult.spans`)."""
     errors: dict[str, str]
     """Per dataset, why it could not be loaded."""
     conventions: dict[str, str]
@@ -92,8 +103,33 @@ def hallucinated_tokens(seg: Segmentation, example: Example) -> int:
     return int(hit.sum())
 
 
-def group_stats(task: str, dataset: str, examples: Sequence[Example], paper_count: int | None) -> GroupStats:
-    """The Table-1 figures of a group of examples."""
+class ReportedCount(BaseModel):
+    """How many examples a corpus's own paper or release reports for a partition of the extended suite."""
+
+    count: int
+    """The reported count, in this partition's unit (one example per response)."""
+    source: str
+    """Where it is printed, and how it maps to the partition's examples."""
+
+
+def reported_counts() -> dict[str, ReportedCount]:
+    """Per partition of the extended suite whose corpus reports its size, that count (`reported_counts.json`)."""
+    data = json.loads(REPORTED_COUNTS.read_text(encoding="utf-8"))
+    return {name: ReportedCount.model_validate(entry) for name, entry in data["partitions"].items()}
+
+
+def paper_count(partition: str) -> tuple[int, str] | None:
+    """The example count a paper reports for a partition, with where: SHAM-Bench's Table 1, else the corpus's."""
+    if partition in PAPER_COUNTS:
+        return PAPER_COUNTS[partition], PAPER_SOURCE
+    reported = reported_counts().get(partition)
+    return (reported.count, reported.source) if reported else None
+
+
+def group_stats(
+    task: str, dataset: str, examples: Sequence[Example], paper: tuple[int, str] | None = None
+) -> GroupStats:
+    """The Table-1 figures of a group of examples, beside the `(count, source)` a paper reports."""
     segs = segment_mixed([ex.response for ex in examples], [language_of(ex.meta) for ex in examples])
     n_tokens = np.array([len(s.token_starts) for s in segs], dtype=float)
     n_hallu = np.array([hallucinated_tokens(s, ex) for s, ex in zip(segs, examples)], dtype=float)
@@ -102,7 +138,8 @@ def group_stats(task: str, dataset: str, examples: Sequence[Example], paper_coun
         task=task,
         dataset=dataset,
         count=len(examples),
-        paper_count=paper_count,
+        paper_count=paper[0] if paper else None,
+        count_source=paper[1] if paper else None,
         mean_response_tokens=_mean(n_tokens),
         mean_hallucinated_tokens=_mean(n_hallu),
         mean_hallucinated_rate=_mean(rate),
@@ -121,16 +158,18 @@ def benchmark_stats(bench: Benchmark) -> BenchmarkStats:
         by_partition.setdefault(ex.partition, []).append(ex)
     test = bench.split == "test"
     rows = [
-        group_stats(task, dataset, exs, PAPER_COUNTS.get(name) if test else None)
+        group_stats(task, dataset, exs, paper_count(name) if test else None)
         for name, exs in sorted(by_partition.items())
         for task, dataset in [name.split("/", 1)]
     ]
+    paper_total = test and all(name in PAPER_COUNTS for name in by_partition)
     return BenchmarkStats(
         split=bench.split,
         data_dir=str(bench.data_dir),
         partitions=rows,
-        total=group_stats("total", "", bench.examples, PAPER_TOTAL if test else None),
+        total=group_stats("total", "", bench.examples, (PAPER_TOTAL, PAPER_SOURCE) if paper_total else None),
         dropped={name: load.dropped for name, load in bench.loads.items()},
+        spans={name: load.spans for name, load in bench.loads.items() if load.spans},
         errors=bench.errors,
         conventions=CONVENTIONS,
     )

@@ -8,8 +8,9 @@ from rich.table import Table
 
 from shambench.reporting.console import make_console
 from shambench.scoring.agreement import AgreementGroup, AgreementReport
+from shambench.scoring.extended import ExtendedView
 from shambench.scoring.metrics import EMPTY_RULE_SENTENCE
-from shambench.scoring.results import PRF, GroupScores, Results
+from shambench.scoring.results import PRF, GroupScores, Overall, Results
 from shambench.scoring.text import convention
 
 
@@ -38,9 +39,9 @@ def _row(name: str, g: GroupScores) -> list[str]:
     ]
 
 
-def _mean_over_tasks(results: Results, tasks: list[str], view: str) -> float | None:
-    """The unweighted mean over `tasks` of one token-F1 view (None when a task lacks it), as the overall is."""
-    values = [getattr(results.tasks[t], view) for t in tasks]
+def _mean_over(groups: dict[str, GroupScores], names: list[str], view: str) -> float | None:
+    """The unweighted mean over `names` of one token-F1 view (None when a group lacks it), as an overall is."""
+    values = [getattr(groups[t], view) for t in names]
     return sum(v.f1 for v in values) / len(values) if values and all(values) else None
 
 
@@ -48,36 +49,61 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def results_table(results: Results, title: str = "SHAM-Bench scores") -> Table:
-    """Partitions, then tasks, then the overall mean (± population std over tasks)."""
-    table = Table(
-        title=title, title_justify="left", caption=_caption(results), caption_justify="left", box=box.SIMPLE_HEAD
-    )
-    table.add_column("partition / task", overflow="fold", min_width=12)
+def _scores_table(title: str, caption: str, first_column: str) -> Table:
+    table = Table(title=title, title_justify="left", caption=caption, caption_justify="left", box=box.SIMPLE_HEAD)
+    table.add_column(first_column, overflow="fold", min_width=12)
     for col in ("n", "span F1", "95% CI", "P", "R", "F1 hallu", "pooled F1", "sent F1", "95% CI", "missing"):
         table.add_column(col, justify="right", no_wrap=True)
+    return table
+
+
+def _add_overall(table: Table, o: Overall, groups: dict[str, GroupScores], label: str, missing: int) -> None:
+    """The overall row: the mean over the groups it names, ± the population std over them."""
+    table.add_section()
+    table.add_row(
+        f"{label} ({_plural(len(o.tasks), 'task')})",
+        str(sum(groups[t].n for t in o.tasks)),
+        f"{o.token.f1:.3f}",
+        f"std {o.token.std:.2f}",
+        f"{o.token.precision:.3f}",
+        f"{o.token.recall:.3f}",
+        _f1(_mean_over(groups, o.tasks, "token_with_gold")),
+        _f1(_mean_over(groups, o.tasks, "token_pooled")),
+        f"{o.sentence.f1:.3f}",
+        f"std {o.sentence.std:.2f}",
+        str(missing) if missing else "",
+        style="bold green",
+    )
+
+
+def results_table(results: Results, title: str = "SHAM-Bench scores") -> Table:
+    """Partitions, then tasks, then the overall mean (± population std over tasks)."""
+    table = _scores_table(title, _caption(results), "partition / task")
     for name, g in results.datasets.items():
         table.add_row(*_row(name, g))
     table.add_section()
     for name, g in results.tasks.items():
         table.add_row(*_row(name, g), style="bold")
     if results.overall:
-        o = results.overall
-        table.add_section()
-        table.add_row(
-            f"overall ({_plural(len(o.tasks), 'task')})",
-            str(sum(results.tasks[t].n for t in o.tasks)),
-            f"{o.token.f1:.3f}",
-            f"std {o.token.std:.2f}",
-            f"{o.token.precision:.3f}",
-            f"{o.token.recall:.3f}",
-            _f1(_mean_over_tasks(results, o.tasks, "token_with_gold")),
-            _f1(_mean_over_tasks(results, o.tasks, "token_pooled")),
-            f"{o.sentence.f1:.3f}",
-            f"std {o.sentence.std:.2f}",
-            str(results.missing_predictions) if results.missing_predictions else "",
-            style="bold green",
-        )
+        _add_overall(table, results.overall, results.tasks, "overall", results.missing_predictions)
+    return table
+
+
+def extended_table(results: Results) -> Table | None:
+    """The extended suite's groups and its own overall (None when the run scored none of its added partitions)."""
+    group = results.groups.get("extended")
+    if not group:
+        return None
+    view = ExtendedView.model_validate(group)
+    caption = (
+        "groups: each task with every partition of the run (the added ones included), the Mu-SHROOM languages "
+        "apart; extended overall: mean over these groups, never part of the paper's overall above"
+    )
+    table = _scores_table("extended suite", caption, "group")
+    for name, g in view.groups.items():
+        table.add_row(*_row(f"{name} ({_plural(len(view.partitions[name]), 'partition')})", g), style="bold")
+    missing = sum(g.missing_predictions for g in view.groups.values())
+    _add_overall(table, view.overall, view.groups, "extended overall", missing)
     return table
 
 
@@ -102,17 +128,15 @@ def _caption(results: Results) -> str:
 
 
 def print_results(results: Results, console: Console | None = None, title: str = "SHAM-Bench scores") -> None:
-    """Print the results table, and the Mu-SHROOM shared-task view when the run scored its language partitions."""
+    """Print the results table, then the views the run has: Mu-SHROOM's shared task (its language partitions),
+    the extended suite (one of its added partitions), like for like (partitions with annotators)."""
     from shambench.scoring.shared_task import shared_task_table
 
     console = console or make_console()
     console.print(results_table(results, title))
-    view = shared_task_table(results)
-    if view is not None:
-        console.print(view)
-    like = like_for_like_table(results)
-    if like is not None:
-        console.print(like)
+    for view in (shared_task_table(results), extended_table(results), like_for_like_table(results)):
+        if view is not None:
+            console.print(view)
 
 
 def _figure(value: float | None) -> str:

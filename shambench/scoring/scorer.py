@@ -19,6 +19,7 @@ from shambench.provenance import git_commit, now_iso, shambench_version
 from shambench.schema import Example, Prediction, SoftSpan, Span
 from shambench.scoring import metrics
 from shambench.scoring.corpus import Corpus, covered
+from shambench.scoring.extended import ADDED_PARTITIONS, ExtendedView, extended_group, kept_apart
 from shambench.scoring.results import (
     PRF,
     ExampleScores,
@@ -47,7 +48,8 @@ def conventions(n_resamples: int, seed: int) -> dict[str, str]:
         "averaging": "per-example precision/recall/F1 averaged over the examples of each task/dataset partition "
         "and of each task (datasets weigh by their size)",
         "overall": "unweighted mean of the task scores; std is the population standard deviation (ddof=0) "
-        "over tasks; step-level (math) tasks are excluded",
+        "over tasks; step-level (math) tasks are excluded, and tasks hold no partition of the extended suite's "
+        "additions (Mu-SHROOM's 14 languages, open_qa_long/haluquestqa, summ/xsumfaith-gold: groups.extended)",
         "tokenizer": TOKENIZER,
         "sentence_splitter": SENTENCE_SPLITTER,
         "positive_unit": "a token or sentence unit is positive when a span overlaps it by at least one character",
@@ -99,8 +101,10 @@ def _max_scores(starts: np.ndarray, ends: np.ndarray, s: np.ndarray, e: np.ndarr
 
 
 def _members(by_id: np.ndarray, codes: np.ndarray, names: list[str]) -> dict[str, np.ndarray]:
-    """Per name (sorted), the positions of its examples in id order (`codes`: each position's name, in that order)."""
-    return {name: by_id[codes == code] for code, name in sorted(enumerate(names), key=lambda item: item[1])}
+    """Per name (sorted) that has examples, their positions in id order (`codes`: each position's name, in that
+    order)."""
+    members = {name: by_id[codes == code] for code, name in sorted(enumerate(names), key=lambda item: item[1])}
+    return {name: idx for name, idx in members.items() if len(idx)}
 
 
 @dataclass
@@ -180,12 +184,22 @@ class Scorer:
         # Group members are listed in id order, so that the bootstrap (which resamples positions) gives the
         # same interval whatever order the examples came in.
         by_id = np.argsort(np.array(corpus.ids), kind="stable")
+        partition_of = corpus.partition_code[by_id]
+        # Partitions with a group of their own (the extended suite's) never enter the paper's tasks.
+        paper = np.array([not kept_apart(p) for p in corpus.partitions], bool)[partition_of]
         self.groups = {
-            "datasets": _members(by_id, corpus.partition_code[by_id], corpus.partitions),
-            "tasks": _members(by_id, corpus.task_code[by_id], corpus.tasks),
+            "datasets": _members(by_id, partition_of, corpus.partitions),
+            "tasks": _members(by_id[paper], corpus.task_code[by_id][paper], corpus.tasks),
         }
+        if any(p in ADDED_PARTITIONS for p in corpus.partitions):
+            names = sorted({extended_group(p) for p in corpus.partitions})
+            codes = np.array([names.index(extended_group(p)) for p in corpus.partitions])[partition_of]
+            self.groups["extended"] = _members(by_id, codes, names)
         self.step_tasks = {
-            t for t, idx in self.groups["tasks"].items() if all(int(i) in corpus.with_steps for i in idx)
+            t
+            for key in ("tasks", "extended")
+            for t, idx in self.groups.get(key, {}).items()
+            if all(int(i) in corpus.with_steps for i in idx)
         }
         self._resamples: dict[str, metrics.Resamples] = {}
         self._agreement: tuple[LeaveOneOut | None, AgreementReport] | None = None
@@ -320,7 +334,12 @@ class Scorer:
             tasks={name: gs for name, (gs, _) in task_scores.items()},
             overall=self._overall({t: v for t, v in task_scores.items() if t not in self.step_tasks}),
             segmentation=self.segmentation,
-            groups={**self._math_group(pa), **shared_task_group(datasets), **self._agreement_group(pa)},
+            groups={
+                **self._math_group(pa),
+                **shared_task_group(datasets),
+                **self._agreement_group(pa),
+                **self._extended_group(ctx, task_scores),
+            },
         )
         return results, ExampleRows(ctx)
 
@@ -347,6 +366,25 @@ class Scorer:
         from shambench.scoring.agreement import like_for_like
 
         return like_for_like(loo, pa.kept, human)
+
+    def _extended_group(self, ctx: _GroupContext, task_scores: dict[str, tuple[GroupScores, np.ndarray]]) -> dict:
+        """The extended suite's view, when an added partition was scored (see `shambench.scoring.extended`)."""
+        members = {g: idx for g, idx in self.groups.get("extended", {}).items() if g not in self.step_tasks}
+        if not members:
+            return {}
+        scores = {}
+        for name, idx in members.items():
+            same = name in self.groups["tasks"] and np.array_equal(self.groups["tasks"][name], idx)
+            # A group that is also a paper task, with the same examples, keeps that task's scores and replicates.
+            scores[name] = task_scores[name] if same else ctx.group(f"extended:{name}", idx)
+        overall = self._overall(scores)
+        assert overall is not None  # members is not empty
+        partitions: dict[str, list[str]] = {}
+        for partition in self.groups["datasets"]:
+            if extended_group(partition) in members:
+                partitions.setdefault(extended_group(partition), []).append(partition)
+        view = ExtendedView(groups={g: gs for g, (gs, _) in scores.items()}, partitions=partitions, overall=overall)
+        return {"extended": view.model_dump(mode="json")}
 
     def _math_group(self, pa: _PredictionArrays) -> dict:
         """Step-level (math) metrics in their own group, apart from the overall (see `shambench.scoring.steps`)."""
