@@ -27,6 +27,7 @@ from shambench.leaderboard.schema import (
 from shambench.provenance import now_iso, shambench_version
 from shambench.runs.files import RESULTS
 from shambench.scoring.agreement import LIKE_FOR_LIKE, AgreementGroup
+from shambench.scoring.extended import kept_apart
 from shambench.scoring.results import PRF, GroupScores, Results
 
 SITE_JSON = "leaderboard.json"
@@ -117,12 +118,14 @@ def _level(results: Results, level: str) -> Level:
         if level == "token":
             views = {v: _mean_over(in_overall, v) for v in ("f1_with_gold", "f1_pooled")}
         overall = Cell(f1=o.f1, precision=o.precision, recall=o.recall, ci=o.ci, n=n, **views)
+    # The extended suite's added partitions are not the board's data (they have their own view, extended.html).
+    paper = {name: g for name, g in results.datasets.items() if not kept_apart(name)}
     return Level(
         overall=overall,
         overall_std=getattr(results.overall, level).std if results.overall else None,
         overall_tasks=results.overall.tasks if results.overall else [],
         tasks=tasks,
-        datasets=cells(results.datasets),
+        datasets=cells(paper),
     )
 
 
@@ -471,6 +474,8 @@ def build(run_paths: Sequence[str | Path], reported_path: str | Path | None) -> 
     """The leaderboard of every run found under `run_paths` (a configuration's runs over disjoint data merged into
     one row), plus the reported rows when a file is given."""
     found = [(p, load_results(p)) for p in find_results(run_paths)]
+    # A run of none of the board's partitions (only Mu-SHROOM's languages, say) is on its own page only.
+    found = [(p, r) for p, r in found if any(not kept_apart(name) for name in r.datasets)]
     entries = named([e for members in configurations(found) for e in configuration_entries(members)])
     if reported_path is None:
         return assemble(entries)

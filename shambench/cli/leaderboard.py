@@ -68,8 +68,9 @@ def build(
     random) are shown unranked, incomplete and partial-coverage runs in their own sections. The paper's
     reported scores are added as rows marked "reported in paper", in their own section. Runs of the 14-language
     Mu-SHROOM suite also get OUT/mushroom.html, one tab per language with the official IoU/Cor, beside the
-    organisers' reported rows (never ranked with runs). The page needs no server or network: open index.html in a
-    browser.
+    organisers' reported rows (never ranked with runs). Runs of the extended suite (`eval --suite extended`) are on
+    the main board by the paper's partitions only, and also get OUT/extended.html and OUT/extended.json, ranked by
+    the extended overall. The page needs no server or network: open index.html in a browser.
     """
     from shambench.leaderboard.build import build as build_board
     from shambench.leaderboard.build import with_example_pages, write_site
@@ -86,6 +87,11 @@ def build(
     runs = mushroom_runs(run_paths)
     if runs:
         click.echo(f"Mu-SHROOM per language: {len(runs)} runs -> {write_page(runs, out_dir)}")
+    from shambench.leaderboard.extended import extended_runs, write_view
+
+    rows = extended_runs(run_paths)
+    if rows:
+        click.echo(f"extended suite: {len(rows)} runs -> {write_view(rows, out_dir)}")
 
 
 @leaderboard_group.command("submit")
