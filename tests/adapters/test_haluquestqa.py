@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import hashlib
 import re
 from collections import Counter
 from pathlib import Path
@@ -189,3 +190,13 @@ def test_real_counts(real):
         "law": 86,
     }
     assert all(ex.question and not ex.context for ex in real.examples)
+
+
+def test_the_download_is_the_pinned_release_file():
+    [remote] = adapters.create("haluquestqa").remote_files
+    assert remote.url == (
+        "https://raw.githubusercontent.com/UKPLab/arxiv2024-lfqa-hallucination/"
+        "198541af8d0a840dbd2ddec5e69d9ab9ac7324fc/src/data/HaluQuestQA.csv"
+    )
+    assert remote.path == FILE
+    assert remote.sha256 == hashlib.sha256(require_shared("haluquestqa", FILE).read_bytes()).hexdigest()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import Counter
 from pathlib import Path
@@ -247,3 +248,13 @@ def test_real_gold_partition(shared_data):
     zhou = shared_data / "zhou" / "eval_data" / "xsum" / "Gold"
     article = dict(zip(_zhou_lines(zhou.parent, "Gold", "docid"), _zhou_lines(zhou.parent, "Gold", "source")))
     assert all(ex.context == article[ex.meta["bbcid"]] for ex in result.examples)
+
+
+def test_the_download_is_the_pinned_release_file():
+    [remote] = adapters.create("xsumfaith").remote_files
+    assert remote.url == (
+        "https://raw.githubusercontent.com/google-research-datasets/xsum_hallucination_annotations/"
+        f"4abdbb2c807cb93c1df1188a1992d20a55cdcc34/{ANNOTATIONS}"
+    )
+    assert remote.path == ANNOTATIONS
+    assert remote.sha256 == hashlib.sha256(require_shared("xsumfaith", ANNOTATIONS).read_bytes()).hexdigest()
