@@ -14,6 +14,7 @@ from shambench.errors import DataError
 if TYPE_CHECKING:
     from rich.console import Console, JustifyMethod
     from rich.progress import Progress
+    from rich.table import Table
 
     from shambench.data.benchmark import Benchmark
     from shambench.data.download import ProgressHook
@@ -228,24 +229,27 @@ def _print_stats(figures: BenchmarkStats, console: Console) -> None:
     for source in sorted(sources):
         names = ", ".join(f"{r.task}/{r.dataset}" for r in figures.partitions if r.count_source == source)
         console.print(f"paper n of {names}: {source}", soft_wrap=True)
-    placed = [(name, outcome, n) for name, outcomes in figures.spans.items() for outcome, n in outcomes.items()]
-    if placed:
-        spans = Table(title="gold spans placed by their text", title_justify="left", box=box.SIMPLE_HEAD)
-        for col in ("dataset", "outcome", "spans"):
-            spans.add_column(col, justify="right" if col == "spans" else "left")
-        for name, outcome, n in placed:
-            spans.add_row(name, outcome, str(n))
-        console.print(spans)
-    drops = [(name, reason, n) for name, reasons in figures.dropped.items() for reason, n in reasons.items()]
-    if drops:
-        dropped = Table(title="rows dropped by the adapters", title_justify="left", box=box.SIMPLE_HEAD)
-        for col in ("dataset", "reason", "rows"):
-            dropped.add_column(col, justify="right" if col == "rows" else "left")
-        for name, reason, n in drops:
-            dropped.add_row(name, reason, str(n))
-        console.print(dropped)
+    if figures.spans:
+        console.print(_counts_table("gold spans placed by their text", figures.spans, ("outcome", "spans")))
+    if any(figures.dropped.values()):
+        console.print(_counts_table("rows dropped by the adapters", figures.dropped, ("reason", "rows")))
     else:
         console.print("no rows dropped")
+
+
+def _counts_table(title: str, counts: dict[str, dict[str, int]], columns: tuple[str, str]) -> Table:
+    """A table of per-dataset counts by key: dataset, the key (`columns[0]`), the count (`columns[1]`)."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
+    table.add_column("dataset")
+    table.add_column(columns[0])
+    table.add_column(columns[1], justify="right")
+    for name, by_key in counts.items():
+        for key, n in by_key.items():
+            table.add_row(name, key, str(n))
+    return table
 
 
 @data_group.command("dump")
