@@ -118,18 +118,23 @@ def reported_counts() -> dict[str, ReportedCount]:
     return {name: ReportedCount.model_validate(entry) for name, entry in data["partitions"].items()}
 
 
-def paper_count(partition: str) -> tuple[int, str] | None:
-    """The example count a paper reports for a partition, with where: SHAM-Bench's Table 1, else the corpus's."""
+def reported_count(partition: str) -> tuple[int | None, str | None]:
+    """The example count a paper reports for a partition and where (SHAM-Bench's Table 1, else the corpus's own
+    paper or release); `(None, None)` when none does."""
     if partition in PAPER_COUNTS:
         return PAPER_COUNTS[partition], PAPER_SOURCE
     reported = reported_counts().get(partition)
-    return (reported.count, reported.source) if reported else None
+    return (reported.count, reported.source) if reported else (None, None)
 
 
 def group_stats(
-    task: str, dataset: str, examples: Sequence[Example], paper: tuple[int, str] | None = None
+    task: str,
+    dataset: str,
+    examples: Sequence[Example],
+    paper_count: int | None = None,
+    count_source: str | None = None,
 ) -> GroupStats:
-    """The Table-1 figures of a group of examples, beside the `(count, source)` a paper reports."""
+    """The Table-1 figures of a group of examples, beside the count a paper reports (and where)."""
     segs = segment_mixed([ex.response for ex in examples], [language_of(ex.meta) for ex in examples])
     n_tokens = np.array([len(s.token_starts) for s in segs], dtype=float)
     n_hallu = np.array([hallucinated_tokens(s, ex) for s, ex in zip(segs, examples)], dtype=float)
@@ -138,8 +143,8 @@ def group_stats(
         task=task,
         dataset=dataset,
         count=len(examples),
-        paper_count=paper[0] if paper else None,
-        count_source=paper[1] if paper else None,
+        paper_count=paper_count,
+        count_source=count_source,
         mean_response_tokens=_mean(n_tokens),
         mean_hallucinated_tokens=_mean(n_hallu),
         mean_hallucinated_rate=_mean(rate),
@@ -158,7 +163,7 @@ def benchmark_stats(bench: Benchmark) -> BenchmarkStats:
         by_partition.setdefault(ex.partition, []).append(ex)
     test = bench.split == "test"
     rows = [
-        group_stats(task, dataset, exs, paper_count(name) if test else None)
+        group_stats(task, dataset, exs, *(reported_count(name) if test else (None, None)))
         for name, exs in sorted(by_partition.items())
         for task, dataset in [name.split("/", 1)]
     ]
@@ -167,7 +172,7 @@ def benchmark_stats(bench: Benchmark) -> BenchmarkStats:
         split=bench.split,
         data_dir=str(bench.data_dir),
         partitions=rows,
-        total=group_stats("total", "", bench.examples, (PAPER_TOTAL, PAPER_SOURCE) if paper_total else None),
+        total=group_stats("total", "", bench.examples, *((PAPER_TOTAL, PAPER_SOURCE) if paper_total else (None, None))),
         dropped={name: load.dropped for name, load in bench.loads.items()},
         spans={name: load.spans for name, load in bench.loads.items() if load.spans},
         errors=bench.errors,
