@@ -107,7 +107,7 @@ class HaluQuestQAAdapter(Adapter):
 
 @adapter("haluquestqa")
 def haluquestqa() -> Adapter:
-    """HaluQuestQA (Sachdeva et al. 2024): long-form answers by humans and GPT-4, expert factuality spans."""
+    """HaluQuestQA (Sachdeva et al. 2024): human and GPT-4 long-form answers, factuality spans (suite `extended`)."""
     return HaluQuestQAAdapter()
 
 

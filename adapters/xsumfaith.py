@@ -238,7 +238,7 @@ class XSumFaithAdapter(Adapter):
 
 @adapter("xsumfaith")
 def xsumfaith() -> Adapter:
-    """XSumFaith (Maynez et al. 2020): the 500 human-written XSum reference summaries, three workers' spans."""
+    """XSumFaith (Maynez et al. 2020): 500 human-written XSum summaries, 3 workers' spans (suite `extended`)."""
     return XSumFaithAdapter()
 
 
