@@ -14,9 +14,11 @@ from pydantic import BaseModel, ValidationError
 
 from shambench.errors import SourceError
 from shambench.io import validation_message
-from shambench.schema import Example
+from shambench.schema import Example, Span
 
 M = TypeVar("M", bound=BaseModel)
+TOKEN = re.compile(r"\S+")
+"""A whitespace token, the unit of token-labelled releases (Zhou et al., XSumFaith's majority)."""
 
 
 def source_file(root: Path, name: str, dataset: str, expected: str) -> Path:
@@ -163,3 +165,34 @@ def csv_rows(
             if None in row or None in row.values():
                 raise SourceError(f"{where}: expected {len(reader.fieldnames or [])} {name}-separated fields")
             yield where, row
+
+
+def text_lines(root: Path, name: str, dataset: str) -> list[str]:
+    """The lines of a released UTF-8 text file (one example per line) without their newlines."""
+    path = source_file(root, name, dataset, "a UTF-8 text file with one example per line")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise SourceError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
+    # Split on "\n" only: str.splitlines would also break at form feeds and Unicode separators inside a line.
+    lines = text.split("\n")
+    return lines[:-1] if lines[-1] == "" else lines
+
+
+def spans_of_labels(target: str, labels: list[str]) -> list[Span]:
+    """Character spans of `target` covering each run of consecutive whitespace tokens labelled `1` (the spaces
+    inside a run belong to it)."""
+    spans: list[Span] = []
+    run_start: int | None = None
+    run_end = 0
+    for match, label in zip(TOKEN.finditer(target), labels):
+        if label == "1":
+            if run_start is None:
+                run_start = match.start()
+            run_end = match.end()
+        elif run_start is not None:
+            spans.append(Span(start=run_start, end=run_end))
+            run_start = None
+    if run_start is not None:
+        spans.append(Span(start=run_start, end=run_end))
+    return spans

@@ -18,7 +18,7 @@ summary's workers marked it (Zhou's "majority voting"), and each run of such tok
 `summ/zhou`. This reproduces Zhou's released labels on 99.5% of the tokens, of the four systems (1,912 of their
 2,000 summaries identical) as of Gold (494 of 500): Zhou's unpublished aggregation ignored the spans written with
 the release's escapes and read a few offsets differently. The context is the XSum article of the same BBC id
-from Zhou's `.source` files (`../zhou/`, read by `summ/zhou` too; `shambench data download zhou` fetches them).
+in Zhou's `Gold.source` (`../zhou/`; `shambench data download zhou` fetches it).
 Ids are `xsumfaith/gold/<BBC id>`.
 """
 
@@ -32,7 +32,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from shambench.adapters._released import csv_rows, source_file
+from shambench.adapters._released import csv_rows, source_file, spans_of_labels, text_lines
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.errors import SourceError
 from shambench.schema import Example, Span
@@ -41,10 +41,12 @@ ANNOTATIONS = "hallucination_annotations_xsum_summaries.csv"
 _COMMIT = "4abdbb2c807cb93c1df1188a1992d20a55cdcc34"
 _RAW = f"https://raw.githubusercontent.com/google-research-datasets/xsum_hallucination_annotations/{_COMMIT}"
 _SHA256 = "fa7fb66a36cc0f32ede4135985d0d65591dc2a8d21103a0bacd0583d77d4c8ea"
-_ZHOU = ("docid", "source")
+ZHOU = "zhou"
+GOLD_ARTICLES = ("eval_data/xsum/Gold/Gold.docid", "eval_data/xsum/Gold/Gold.source")
+"""Zhou et al.'s files (in the `zhou` folder, declared by its adapter) holding the Gold summaries' articles."""
 GOLD = "Gold"
 DATASET = "xsumfaith-gold"
-NO_ARTICLE = "no XSum article for the BBC id in Zhou et al.'s .source files"
+NO_ARTICLE = "no XSum article for the BBC id in Zhou et al.'s Gold.source"
 EXPECTED = (
     "Maynez et al.'s CSV with columns bbcid, system, summary, hallucination_type (intrinsic, extrinsic or NULL), "
     "hallucinated_span, hallucinated_span_start, hallucinated_span_end, worker_id"
@@ -207,10 +209,7 @@ class XSumFaithAdapter(Adapter):
     def load(self, data_dir: Path, split: str = "test") -> LoadResult:
         self.check_split(split)
         annotations = read_annotations(self.root(data_dir), systems={GOLD})
-        # Zhou's adapter imports this module (for its workers' readings), so it is imported here, not at the top.
-        from shambench.adapters.zhou import SYSTEMS, ZhouAdapter, spans_of_labels, xsum_articles
-
-        articles = xsum_articles(ZhouAdapter().root(data_dir))
+        articles = gold_articles(data_dir / ZHOU)
         dropped: Counter[str] = Counter()
         examples = []
         for summary in annotations.summaries:
@@ -231,7 +230,7 @@ class XSumFaithAdapter(Adapter):
         return LoadResult(
             examples=examples,
             dropped=dict(dropped),
-            files=[ANNOTATIONS, *(f"../zhou/{s.file(ext)}" for s in SYSTEMS if s.corpus == "xsum" for ext in _ZHOU)],
+            files=[ANNOTATIONS, *(f"../{ZHOU}/{name}" for name in GOLD_ARTICLES)],
             spans=span_account(annotations),
         )
 
@@ -240,6 +239,17 @@ class XSumFaithAdapter(Adapter):
 def xsumfaith() -> Adapter:
     """XSumFaith (Maynez et al. 2020): 500 human-written XSum summaries, 3 workers' spans (suite `extended`)."""
     return XSumFaithAdapter()
+
+
+def gold_articles(zhou_root: Path) -> dict[str, str]:
+    """The XSum article of each Gold summary's BBC id, from Zhou et al.'s `Gold.docid` and `Gold.source`."""
+    docids, sources = (text_lines(zhou_root, name, ZHOU) for name in GOLD_ARTICLES)
+    if len(docids) != len(sources):
+        listed = ", ".join(
+            f"{zhou_root / name} has {len(lines)}" for name, lines in zip(GOLD_ARTICLES, (docids, sources))
+        )
+        raise SourceError(f"line counts differ ({listed}); expected one line per example in both")
+    return {docid.strip(): article for docid, article in zip(docids, sources)}
 
 
 def span_account(annotations: Annotations) -> dict[str, int]:

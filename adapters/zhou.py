@@ -19,20 +19,18 @@ majority), and whether the three workers' majority reproduces Zhou's released la
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 from shambench.adapters import xsumfaith
-from shambench.adapters._released import source_file
+from shambench.adapters._released import TOKEN, spans_of_labels, text_lines
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.errors import SourceError
 from shambench.schema import Annotations, Example, Span
 
 _COMMIT = "be14c9f378f8b9c0447c3b3d080263966d157b8c"
 _RAW = f"https://raw.githubusercontent.com/violet-zct/fairseq-detect-hallucination/{_COMMIT}"
-_TOKEN = re.compile(r"\S+")
 
 
 @dataclass(frozen=True)
@@ -89,6 +87,9 @@ _SHA256 = {
     "eval_data/xsum/TranS2S/TranS2S.label": "36c3dfb785b27692b801e69fa54de816249f4304533d174c01277fe142794733",
     "eval_data/xsum/TranS2S/TranS2S.source": "78bfdd35970978edd81809941bc08f5c5c0caae557e51b066f36860a8b61c426",
     "eval_data/xsum/TranS2S/TranS2S.target": "0a10f5d415c99a5cabf81b6f7765d8200ac5ef9f7661f8046a24df5622a55b3b",
+    # Not read here: the XSum articles of the Gold summaries, which the xsumfaith adapter reads.
+    "eval_data/xsum/Gold/Gold.docid": "a6afc4a3104b1b19d8f2c41a91368003de4dc9ce23dc9612eb8d3a2a926bf9a6",
+    "eval_data/xsum/Gold/Gold.source": "e686c7383a8e510d1c18b7dec42627d56db848186ffdfc24efbee7628c1b5e4d",
 }
 
 
@@ -105,11 +106,7 @@ class ZhouAdapter(Adapter):
         "Ghazvininejad. Detecting Hallucinated Content in Conditional Neural Sequence Generation. "
         "Findings of ACL-IJCNLP 2021."
     )
-    remote_files = tuple(
-        RemoteFile(url=f"{_RAW}/{system.file(ext)}", path=system.file(ext), sha256=_SHA256[system.file(ext)])
-        for system in SYSTEMS
-        for ext in system.extensions
-    )
+    remote_files = tuple(RemoteFile(url=f"{_RAW}/{path}", path=path, sha256=sha) for path, sha in _SHA256.items())
 
     def available(self, data_dir: Path) -> bool:
         return (self.root(data_dir) / SYSTEMS[0].file("target")).is_file()
@@ -130,39 +127,6 @@ class ZhouAdapter(Adapter):
 def zhou() -> Adapter:
     """Zhou et al. 2021: XSum summaries and zh→en translations with token-level hallucination labels."""
     return ZhouAdapter()
-
-
-def _lines(root: Path, name: str) -> list[str]:
-    """The lines of a released text file without their newlines."""
-    path = source_file(root, name, "zhou", "a UTF-8 text file with one example per line")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise SourceError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
-    # Split on "\n" only: str.splitlines would also break at form feeds and Unicode separators inside a line.
-    lines = text.split("\n")
-    return lines[:-1] if lines[-1] == "" else lines
-
-
-def xsum_articles(root: Path) -> dict[str, str]:
-    """The XSum article of each BBC id, from the four XSum systems' `.docid` and `.source` files below `root`."""
-    articles: dict[str, str] = {}
-    for system in SYSTEMS:
-        if system.corpus != "xsum":
-            continue
-        docids, sources = _lines(root, system.file("docid")), _lines(root, system.file("source"))
-        if len(docids) != len(sources):
-            raise SourceError(
-                f"{root / system.file('docid')} has {len(docids)} lines but {root / system.file('source')} "
-                f"{len(sources)}; expected one line per example in both"
-            )
-        for lineno, (docid, article) in enumerate(zip(docids, sources), start=1):
-            if articles.setdefault(docid.strip(), article) != article:
-                raise SourceError(
-                    f"{root / system.file('source')}:{lineno}: the article of BBC id {docid.strip()} differs from "
-                    "another system's; expected the same article for every system"
-                )
-    return articles
 
 
 _RULE = (
@@ -216,7 +180,7 @@ def _readings(workers: _Workers | None, system: str, key: str, target: str, labe
 def _system_examples(
     root: Path, system: System, dropped: Counter[str], workers: _Workers | None = None
 ) -> list[Example]:
-    columns = {ext: _lines(root, system.file(ext)) for ext in system.extensions}
+    columns = {ext: text_lines(root, system.file(ext), "zhou") for ext in system.extensions}
     counts = {system.file(ext): len(lines) for ext, lines in columns.items()}
     if len(set(counts.values())) > 1:
         listed = ", ".join(f"{root / path} has {n}" for path, n in counts.items())
@@ -254,24 +218,6 @@ def _defect(target: str, labels: list[str], key: str, seen: set[str]) -> str | N
         return "duplicate document id within a system"
     if any(lab not in ("0", "1") for lab in labels):
         return "label other than 0 or 1"
-    if len(labels) != len(_TOKEN.findall(target)):
+    if len(labels) != len(TOKEN.findall(target)):
         return "label count differs from the target's token count"
     return None
-
-
-def spans_of_labels(target: str, labels: list[str]) -> list[Span]:
-    """Character spans of `target` covering each run of consecutive tokens labelled `1`."""
-    spans: list[Span] = []
-    run_start: int | None = None
-    run_end = 0
-    for match, label in zip(_TOKEN.finditer(target), labels):
-        if label == "1":
-            if run_start is None:
-                run_start = match.start()
-            run_end = match.end()
-        elif run_start is not None:
-            spans.append(Span(start=run_start, end=run_end))
-            run_start = None
-    if run_start is not None:
-        spans.append(Span(start=run_start, end=run_end))
-    return spans

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from shambench.adapters.xsumfaith import (
     ANNOTATIONS,
     EMPTY,
+    GOLD_ARTICLES,
     NO_ARTICLE,
     NOT_FOUND,
     STRAY_NULL,
@@ -22,7 +23,6 @@ from shambench.adapters.xsumfaith import (
     place_span,
     read_annotations,
 )
-from shambench.adapters.zhou import SYSTEMS
 from shambench.data.adapter import adapters
 from shambench.errors import SourceError
 from shambench.schema import Span
@@ -191,14 +191,11 @@ def test_real_summaries_are_zhous_targets_and_the_majority_mostly_its_labels(rea
 
 
 def _write_zhou_articles(data_dir: Path, articles: dict[str, str]) -> None:
-    """The four XSum systems' `.docid` and `.source` files of Zhou's release, each listing `articles`."""
-    for system in SYSTEMS:
-        if system.corpus != "xsum":
-            continue
-        for ext, lines in (("docid", list(articles)), ("source", list(articles.values()))):
-            path = data_dir / "zhou" / system.file(ext)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    """Zhou's `Gold.docid` and `Gold.source`, listing `articles`."""
+    for name, lines in zip(GOLD_ARTICLES, (list(articles), list(articles.values()))):
+        path = data_dir / "zhou" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
 
 
 def test_the_adapter_keeps_gold_summaries_with_their_article_and_majority_spans(tmp_path):
@@ -258,3 +255,8 @@ def test_the_download_is_the_pinned_release_file():
     )
     assert remote.path == ANNOTATIONS
     assert remote.sha256 == hashlib.sha256(require_shared("xsumfaith", ANNOTATIONS).read_bytes()).hexdigest()
+
+
+def test_zhous_adapter_declares_the_article_files():
+    declared = {remote.path for remote in adapters.create("zhou").remote_files}
+    assert set(GOLD_ARTICLES) <= declared

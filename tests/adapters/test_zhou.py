@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shambench.adapters.zhou import SYSTEMS, spans_of_labels, xsum_articles
+from shambench.adapters.zhou import SYSTEMS, spans_of_labels
 from shambench.data.adapter import adapters
 from shambench.errors import SourceError
 from tests.conftest import require_shared
@@ -230,15 +230,3 @@ def test_invented_workers_beside_the_tokens_both_others_marked(tmp_path):
     assert second.reproduces_gold is False
     # Summaries XSumFaith does not hold get no annotators.
     assert by_id["zhou/xsum-PtGen/30000000"].annotations is None
-
-
-def test_xsum_articles_by_bbc_id_agree_across_systems(tmp_path):
-    root = _write_release(tmp_path)
-    assert xsum_articles(root) == {
-        "30000000": "Invented article 0 about a town.",
-        "30000001": "Invented article 1 about a town.",
-    }
-    source = root / SYSTEMS[1].file("source")
-    source.write_text("Invented article 0 about a town.\nA different article.\n", encoding="utf-8")
-    with pytest.raises(SourceError, match=r"PtGen\.source:2: the article of BBC id 30000001 differs"):
-        xsum_articles(root)
