@@ -22,12 +22,22 @@ partition, so the paper's numbers stay comparable.
 
 from __future__ import annotations
 
+import json
+import re
+from collections import Counter
 from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
 
 from shambench.adapters._released import jsonl_rows, source_file
 from shambench.adapters.mushroom import BOUNDARIES, EXPECTED, ORGANISERS, RAW, MushroomRow, row_example
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
+from shambench.data.formats import PredictionsFormat, PredictionsRead, predictions_format
 from shambench.errors import DataError
+from shambench.io import iter_lines, validation_message
+from shambench.schema import Prediction
+from shambench.scoring.shared_task import EXACT_READING, ORGANISERS_READING, organisers_float
 
 LANGUAGES = ("ar", "ca", "cs", "de", "en", "es", "eu", "fa", "fi", "fr", "hi", "it", "sv", "zh")
 VALIDATION_LANGUAGES = ("ar", "de", "en", "es", "fi", "fr", "hi", "it", "sv", "zh")
@@ -159,3 +169,133 @@ class MushroomMultilingualAdapter(Adapter):
 def mushroom_multilingual(boundaries: str = ORGANISERS) -> Adapter:
     """Mu-SHROOM (SemEval-2025 Task 3) in 14 languages, one open-QA partition per language (suite `mushroom`)."""
     return MushroomMultilingualAdapter(boundaries=boundaries)
+
+
+# The official submission format (README of the test release, "Submission file format"): one line per item, its `id`
+# with `hard_labels` ([[start, end], ...]) and/or `soft_labels` ([{"start", "end", "prob"}, ...]); other keys are
+# allowed and ignored, as the organisers' scorer ignores them.
+SUBMISSION_ID = re.compile(r"(tst|val)-([a-z]+)-[0-9]+")
+SUBMISSION_KEYS = ("hard_labels", "soft_labels")
+SUBMISSION_EXPECTED = (
+    "a Mu-SHROOM submission line: an object with id tst-<lang>-N or val-<lang>-N and hard_labels [[start, end], ...] "
+    'and/or soft_labels [{"start", "end", "prob"}, ...]'
+)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _offset(value: Any, where: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"{where}: expected an integer character offset, got {json.dumps(value)}")
+    return value
+
+
+def _kept_range(field: str, start: int, end: int, skipped: Counter[str]) -> bool:
+    """Whether a range counts. The organisers' scorer reads a range as `range(start, end)`: an empty one
+    (`[-1, -1]`, end <= start) marks nothing, so it is skipped and counted; a non-empty one must start at 0 or
+    later (their scorer would take -1 as the last character)."""
+    if end <= start:
+        skipped[f"{field}: empty range (end <= start)"] += 1
+        return False
+    if start < 0:
+        raise ValueError(f"{field}: [{start}, {end}) starts before the text")
+    return True
+
+
+def _hard_labels(value: Any, skipped: Counter[str]) -> list[list[int]]:
+    if not isinstance(value, list):
+        raise ValueError(f"hard_labels: expected a list of [start, end], got {json.dumps(value)}")
+    kept = []
+    for i, pair in enumerate(value):
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise ValueError(f"hard_labels.{i}: expected [start, end], got {json.dumps(pair)}")
+        start, end = (_offset(v, f"hard_labels.{i}") for v in pair)
+        if _kept_range("hard_labels", start, end, skipped):
+            kept.append([start, end])
+    return kept
+
+
+def _soft_labels(value: Any, skipped: Counter[str]) -> list[dict[str, Any]]:
+    if not isinstance(value, list):
+        raise ValueError(f'soft_labels: expected a list of {{"start", "end", "prob"}}, got {json.dumps(value)}')
+    kept = []
+    for i, label in enumerate(value):
+        where = f"soft_labels.{i}"
+        if not isinstance(label, dict):
+            raise ValueError(f'{where}: expected {{"start", "end", "prob"}}, got {json.dumps(label)}')
+        start, end = (_offset(label.get(key), f"{where}.{key}") for key in ("start", "end"))
+        if not _kept_range("soft_labels", start, end, skipped):
+            continue
+        if "prob" not in label:
+            # The organisers' scorer reads `prob` only for the characters of a range, so an empty range without
+            # one passes; a non-empty one stops it (KeyError): it is skipped and counted here instead.
+            skipped["soft_labels: range without prob"] += 1
+            continue
+        prob = label["prob"]
+        if not isinstance(prob, int | float) or isinstance(prob, bool) or not 0 <= prob <= 1:
+            raise ValueError(f"{where}.prob: expected a probability in [0, 1], got {json.dumps(prob)}")
+        kept.append({"start": start, "end": end, "prob": prob})
+    return kept
+
+
+def submission_prediction(obj: Any, skipped: Counter[str]) -> Prediction:
+    """The prediction of one submission line, for the example `mushroom-<lang>/<id>`; empty ranges and soft ranges
+    without prob are counted in `skipped`. ValueError says what is wrong."""
+    if not isinstance(obj, dict):
+        raise ValueError("expected a JSON object")
+    item = obj.get("id")
+    match = SUBMISSION_ID.fullmatch(item) if isinstance(item, str) else None
+    if match is None or match.group(2) not in LANGUAGES:
+        raise ValueError(f"id {json.dumps(item)} is not a Mu-SHROOM item id (tst-<lang>-N or val-<lang>-N)")
+    hard, soft = obj.get("hard_labels"), obj.get("soft_labels")
+    if hard is None and soft is None:
+        raise ValueError("neither hard_labels nor soft_labels")
+    fields: dict[str, Any] = {"id": f"{DATASET_PREFIX}{match.group(2)}/{item}"}
+    if soft is not None:
+        fields["soft_spans"] = _soft_labels(soft, skipped)
+    # Without hard_labels, `Prediction` derives them from the soft labels as the organisers' scorer does
+    # (`recompute_hard_labels`: prob > 0.5, adjacent ranges merged); without soft_labels, Cor reads the hard labels
+    # with probability 1 (`infer_soft_labels`).
+    if hard is not None:
+        fields["spans"] = _hard_labels(hard, skipped)
+    try:
+        return Prediction(**fields)
+    except ValidationError as err:
+        raise ValueError(validation_message(err)) from None
+
+
+class MushroomSubmission(PredictionsFormat):
+    """Mu-SHROOM submission files, unchanged: ids `tst-<lang>-N` (or `val-<lang>-N`) of the `mushroom-<lang>`
+    examples, `hard_labels` and/or `soft_labels`, read as the organisers' scorer read them."""
+
+    name = "mushroom"
+
+    def recognises(self, first: dict[str, Any]) -> bool:
+        return "id" in first and any(key in first for key in SUBMISSION_KEYS)
+
+    def read(self, path: Path, exact_floats: bool = False) -> PredictionsRead:
+        number = float if exact_floats else organisers_float
+        skipped: Counter[str] = Counter()
+        predictions = []
+        for lineno, raw in iter_lines(path):
+            try:
+                obj = json.loads(raw, parse_float=number, parse_constant=_reject_constant)
+                predictions.append((lineno, submission_prediction(obj, skipped)))
+            except ValueError as err:  # JSON and UTF-8 errors are ValueErrors too
+                raise DataError(f"{path}:{lineno}: {err} (expected {SUBMISSION_EXPECTED})") from None
+        datasets = sorted({pred.id.split("/", 1)[0] for _, pred in predictions})
+        reading = EXACT_READING if exact_floats else ORGANISERS_READING
+        return PredictionsRead(
+            predictions=predictions,
+            skipped=dict(sorted(skipped.items())),
+            datasets=datasets,
+            conventions={"mushroom_probabilities": reading},
+        )
+
+
+@predictions_format("mushroom")
+def mushroom_submission() -> PredictionsFormat:
+    """Mu-SHROOM (SemEval-2025 Task 3) submission files as participants sent them (id, hard_labels, soft_labels)."""
+    return MushroomSubmission()

@@ -8,9 +8,16 @@ from typing import TYPE_CHECKING
 import click
 
 from shambench.cli.options import data_selection, emit_json, given_options, json_outputs, json_to_stdout, scoring
+from shambench.errors import ScoringError
 
 if TYPE_CHECKING:
-    pass
+    from collections.abc import Sequence
+
+    from shambench.data.formats import PredictionsFormat
+    from shambench.scoring.results import ExampleScores, Results
+
+Selection = tuple[str | None, str | None, str, str | None, int | None]
+"""--datasets, --examples, --split, --data-dir and --limit."""
 
 
 @click.command("score")
@@ -20,6 +27,18 @@ if TYPE_CHECKING:
     "--predictions",
     type=click.Path(dir_okay=False),
     help='PRED JSONL: one {"id", "spans": [[start, end], ...]} per line (optional sentence_labels, scores).',
+)
+@click.option(
+    "--predictions-format",
+    metavar="NAME",
+    help="Read PRED in a released format (see `shambench list formats`), e.g. `mushroom` for a Mu-SHROOM "
+    "submission file as sent to the organisers; default: the format its first line's keys name, else `shambench`.",
+)
+@click.option(
+    "--exact-floats",
+    is_flag=True,
+    help="Read a released format's numbers correctly rounded, not as its own scorer read them (a Mu-SHROOM "
+    "submission's probabilities are otherwise read as pandas.read_json read them for the official leaderboard).",
 )
 @json_outputs
 @click.option(
@@ -38,6 +57,8 @@ def score(
     data_dir: str | None,
     limit: int | None,
     predictions: str | None,
+    predictions_format: str | None,
+    exact_floats: bool,
     out: str | None,
     as_json: bool,
     per_example_out: str | None,
@@ -62,21 +83,26 @@ def score(
       meta             anything else, kept and not scored
     (also step_scores, step_verdicts, first_error and raw for step-level detectors).
 
+    \b
+    A file in a released format is read as its authors' scorer read it, and only the datasets its ids name are
+    scored. A Mu-SHROOM submission file, unchanged (one line per item, one file per language):
+      shambench score -d mushroom-multilingual --predictions mushroom.en-tst.v1.jsonl
+    ids tst-<lang>-N (val-<lang>-N with --split dev) name the mushroom-<lang> examples; hard_labels are derived
+    from soft_labels when absent; other keys are ignored; empty ranges ([-1, -1]) and soft ranges without prob
+    are skipped and counted (results.json: run.skipped_ranges); probabilities are read as pandas.read_json
+    read them for the official leaderboard (results.json: conventions.mushroom_probabilities).
+
     Examples without a prediction are scored as predicting nothing and counted as missing. A malformed line, an
     unknown key, a non-integer offset, a NaN score, an unknown or repeated id or a span past the end of its
     response is one error naming the file and line (exit status 2; nothing is written).
     RUN_DIR rescoring also rewrites RUN_DIR/per_example.jsonl.
     """
-    from shambench.errors import ScoringError
+    from shambench.data.formats import format_of
     from shambench.io import model_line, write_jsonl
-    from shambench.records import iter_records, line_of_id
     from shambench.reporting.console import make_console
     from shambench.reporting.tables import print_results
     from shambench.runs.files import PER_EXAMPLE
-    from shambench.runs.runner import corpus_to_score, rescore_run
-    from shambench.schema import Prediction
-    from shambench.scoring.results import RunInfo
-    from shambench.scoring.scorer import UNSCORED_PREDICTION_FIELDS, Scorer
+    from shambench.runs.runner import rescore_run
 
     console = make_console(stderr=json_to_stdout(out, as_json) or per_example_out == "-")
     if run_dir:
@@ -95,19 +121,18 @@ def score(
     else:
         if not predictions:
             raise click.UsageError("give RUN_DIR, or --predictions with --examples or --datasets")
-        # Both files are read as the scorer consumes them: neither is ever held whole.
-        scorer = Scorer(
-            corpus_to_score(datasets, examples_file, split, data_dir, limit), n_resamples=n_resamples, seed=seed
-        )
-        lines = iter_records(predictions, Prediction, UNSCORED_PREDICTION_FIELDS)
-        try:
-            results, per_example = scorer.score_with_examples(p for _, p in lines)
-        except ScoringError as err:
-            line = line_of_id(predictions, err.prediction_id)
-            raise ScoringError(f"{predictions}{f':{line}' if line else ''}: {err}") from None
-        results.run = RunInfo.model_validate(
-            {"origin": "predictions", "predictions_file": str(Path(predictions).resolve())}
-        )
+        fmt = format_of(predictions, predictions_format)
+        if fmt is None and exact_floats:
+            raise click.UsageError("--exact-floats applies to a released format (shambench's own is read exactly)")
+        chosen: Selection = (datasets, examples_file, split, data_dir, limit)
+        if fmt is None:
+            results, per_example = _score_pred_file(predictions, chosen, n_resamples, seed)
+        else:
+            results, per_example = _score_released(predictions, fmt, exact_floats, chosen, n_resamples, seed)
+            for reason, count in results.run.skipped_ranges.items():
+                console.print(
+                    f"note: {count} skipped ({reason}), as {fmt.name}'s own scorer skips them", soft_wrap=True
+                )
     print_results(results, console)
     if per_example_out == "-" and json_to_stdout(out, as_json):
         raise click.UsageError("--per-example - and the results JSON cannot both go to stdout")
@@ -117,3 +142,56 @@ def score(
         write_jsonl(per_example_out, per_example)
         console.print(f"per-example scores written to {per_example_out}", soft_wrap=True)
     emit_json(results, out, as_json, console)
+
+
+def _score_pred_file(
+    predictions: str, selection: Selection, n_resamples: int, seed: int
+) -> tuple[Results, Sequence[ExampleScores]]:
+    """Results of a file of shambench's own PRED lines. Both files are read as the scorer consumes them: neither is
+    ever held whole."""
+    from shambench.records import iter_records, line_of_id
+    from shambench.runs.runner import corpus_to_score
+    from shambench.schema import Prediction
+    from shambench.scoring.results import RunInfo
+    from shambench.scoring.scorer import UNSCORED_PREDICTION_FIELDS, Scorer
+
+    scorer = Scorer(corpus_to_score(*selection), n_resamples=n_resamples, seed=seed)
+    lines = iter_records(predictions, Prediction, UNSCORED_PREDICTION_FIELDS)
+    try:
+        results, per_example = scorer.score_with_examples(p for _, p in lines)
+    except ScoringError as err:
+        line = line_of_id(predictions, err.prediction_id)
+        raise ScoringError(f"{predictions}{f':{line}' if line else ''}: {err}") from None
+    results.run = RunInfo.model_validate(
+        {"origin": "predictions", "predictions_file": str(Path(predictions).resolve())}
+    )
+    return results, per_example
+
+
+def _score_released(
+    predictions: str, fmt: PredictionsFormat, exact_floats: bool, selection: Selection, n_resamples: int, seed: int
+) -> tuple[Results, Sequence[ExampleScores]]:
+    """Results of a file in a released format, on the examples of the datasets its ids name; how it was read joins
+    the results' conventions, and the ranges it skipped are counted in `run.skipped_ranges`."""
+    from shambench.runs.runner import corpus_to_score
+    from shambench.scoring.results import RunInfo
+    from shambench.scoring.scorer import Scorer
+
+    read = fmt.read(Path(predictions), exact_floats)
+    scorer = Scorer(corpus_to_score(*selection, kept_datasets=read.datasets), n_resamples=n_resamples, seed=seed)
+    line_of = {pred.id: lineno for lineno, pred in read.predictions}
+    try:
+        results, per_example = scorer.score_with_examples(pred for _, pred in read.predictions)
+    except ScoringError as err:
+        line = line_of.get(err.prediction_id or "")
+        raise ScoringError(f"{predictions}{f':{line}' if line else ''}: {err}") from None
+    results.conventions.update(read.conventions)
+    results.run = RunInfo.model_validate(
+        {
+            "origin": "predictions",
+            "predictions_file": str(Path(predictions).resolve()),
+            "predictions_format": fmt.name,
+            "skipped_ranges": read.skipped,
+        }
+    )
+    return results, per_example

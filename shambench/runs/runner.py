@@ -18,7 +18,7 @@ import json
 import os
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -133,10 +133,12 @@ def examples_to_score(
     split: str,
     data_dir: str | Path | None,
     limit: int | None,
+    kept_datasets: Collection[str] | None = None,
 ) -> Iterator[Example]:
     """The examples of a selection (as `select_examples`), for scoring only. An EXAMPLES file is read as the scorer
     consumes the examples (which it keeps as columns, see `shambench.scoring.corpus`), without their questions and
-    contexts: its texts are never all in memory."""
+    contexts: its texts are never all in memory. `kept_datasets`: only the examples of these datasets (those a
+    file of predictions in a released format covers)."""
     if examples_file and datasets:
         raise DataError("give --datasets or --examples, not both")
     read: Iterator[Example]
@@ -144,12 +146,18 @@ def examples_to_score(
         read = (ex for _, ex in iter_records(examples_file, Example, UNSCORED_EXAMPLE_FIELDS))
     else:
         read = iter(loaded_benchmark(datasets, split, data_dir).examples)
+    if kept_datasets is not None:
+        read = (ex for ex in read if ex.dataset in kept_datasets)
     n = 0
     for ex in first_per_partition(read, limit):
         n += 1
         yield ex
     if not n:
-        raise DataError(NO_EXAMPLES)
+        raise DataError(
+            NO_EXAMPLES
+            if kept_datasets is None
+            else f"{NO_EXAMPLES}; the predictions are for {', '.join(sorted(kept_datasets)) or 'no dataset'}"
+        )
 
 
 def corpus_to_score(
@@ -158,11 +166,13 @@ def corpus_to_score(
     split: str,
     data_dir: str | Path | None,
     limit: int | None,
+    kept_datasets: Collection[str] | None = None,
 ) -> Corpus:
     """The scorer's corpus of a selection (see `examples_to_score`). An EXAMPLES file scored before, byte for byte,
-    is not read again: its corpus is kept on disk (`shambench.scoring.corpus.file_corpus`)."""
-    read = examples_to_score(datasets, examples_file, split, data_dir, limit)
-    if examples_file and not datasets:
+    is not read again: its corpus is kept on disk (`shambench.scoring.corpus.file_corpus`), unless only some of its
+    datasets are kept."""
+    read = examples_to_score(datasets, examples_file, split, data_dir, limit, kept_datasets)
+    if examples_file and not datasets and kept_datasets is None:
         return file_corpus(examples_file, limit, lambda: read)
     return Corpus.of(read)
 

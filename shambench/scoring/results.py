@@ -157,6 +157,10 @@ class RunInfo(_Documented):
     """EXAMPLES JSONL file, when the examples came from a file."""
     predictions_file: str | None = None
     """PRED JSONL file that was scored, for `shambench score --predictions`."""
+    predictions_format: str | None = None
+    """The released format the predictions file was read in (e.g. `mushroom`); None for shambench's own."""
+    skipped_ranges: dict[str, int] = Field(default_factory=dict)
+    """Ranges of the predictions file left out as its format's own scorer leaves them out, by reason."""
     limit: int | None = None
     """At most this many examples per partition, when the run was limited."""
     context: str | None = None

@@ -4,10 +4,16 @@ The shared task ranked systems per language on character IoU and Cor; SHAM-Bench
 For partitions named `<task>/mushroom-<lang>` (the `mushroom-multilingual` source) the view lists all four per
 language, and its overall is the unweighted mean over languages (not over examples), as a per-language ranking
 implies. It is stored in `Results.groups["mushroom"]`, apart from the SHAM-Bench overall.
+
+The organisers' scorer read both files with `pandas.read_json`, whose default float parser is not correctly rounded:
+`organisers_float` reads a number the same way, so that a submission's probabilities (and the hard labels derived
+from them) are the values the official leaderboard was computed from (`ORGANISERS_READING`).
 """
 
 from __future__ import annotations
 
+import math
+import re
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
@@ -19,9 +25,61 @@ if TYPE_CHECKING:
 
 DATASET_PREFIX = "mushroom-"
 CONVENTION = (
-    "per language: Mu-SHROOM official IoU and Cor (mean over items, official scorer rules) and per-example token "
-    "and sentence F1 (SHAM-Bench convention); overall: unweighted mean over languages"
+    "per language: Mu-SHROOM official IoU and Cor (mean over items, official scorer rules, from the predicted "
+    "probabilities as read: see mushroom_probabilities for a submission file) and per-example token and sentence "
+    "F1 (SHAM-Bench convention); overall: unweighted mean over languages"
 )
+ORGANISERS_READING = (
+    "a Mu-SHROOM submission's numbers are read as the organisers' scorer read them (pandas.read_json, default "
+    "precise_float=False: pandas' ujson decoder keeps at most 15 fraction digits, dropping the rest, and computes "
+    "(integer part + fraction digits * 10^-k) * 10^exponent in double arithmetic, without fused multiply-add as on "
+    "x86-64), so probabilities that differ past the 15th fraction digit are equal, as on the official leaderboard; "
+    "gold probabilities are read exactly (their 10 decimals keep the same order and ties either way)"
+)
+EXACT_READING = (
+    "a Mu-SHROOM submission's numbers are read correctly rounded (--exact-floats), not as the organisers' "
+    "scorer read them: figures may differ from the official leaderboard where probabilities differ past the 15th "
+    "fraction digit"
+)
+# What the JSON grammar lets through as a number with a fraction or an exponent (`json`'s `parse_float` input).
+_JSON_FLOAT = re.compile(r"(-?)(\d+)(?:\.(\d+))?(?:[eE]([-+]?)(\d+))?")
+# pandas' vendored ujson: JSON_DOUBLE_MAX_DECIMALS fraction digits are kept, scaled by this table of literals.
+_MAX_DECIMALS = 15
+_POW10 = tuple(float(f"1e-{k}") for k in range(_MAX_DECIMALS + 1))
+# The integer part is gathered in an unsigned 64-bit integer; ujson refuses larger ones ("Value is too big!").
+_INT_LIMIT = 2**64
+
+
+def organisers_float(text: str) -> float:
+    """A JSON number (with a fraction or an exponent) as `pandas.read_json` reads it by default.
+
+    pandas' ujson decoder (`decode_numeric`, `precise_float=False`) sums the first 15 fraction digits as a whole
+    number `f`, returns `(integer part + f * 10^-k) * sign` (`k` the digits kept), then multiplies by
+    `pow(10, exponent)`: each step rounds, and digits past the 15th are dropped, so `0.30` reads 0.3 but `0.3`
+    reads 0.30000000000000004, and `0.10000000000000001` and `0.10000000000000002` read the same. ValueError for
+    text that is not such a number or whose integer part ujson refuses.
+    """
+    match = _JSON_FLOAT.fullmatch(text)
+    if match is None:
+        raise ValueError(f"{text!r} is not a JSON number")
+    sign, whole, fraction, exp_sign, exponent = match.groups()
+    if int(whole) >= _INT_LIMIT:
+        raise ValueError(f"{text}: integer part too large for the organisers' reader")
+    kept = (fraction or "")[:_MAX_DECIMALS]
+    digits = 0.0
+    for ch in kept:
+        digits = digits * 10.0 + (ord(ch) - 48)
+    value = (float(int(whole)) + digits * _POW10[len(kept)]) * (-1.0 if sign else 1.0)
+    if exponent is None:
+        return value
+    power = 0.0
+    for ch in exponent:
+        power = power * 10.0 + (ord(ch) - 48)
+    try:
+        scale = 10.0 ** (-power if exp_sign == "-" else power)
+    except OverflowError:  # C's pow gives infinity where Python raises
+        scale = math.inf
+    return value * scale
 
 
 class LanguageScores(BaseModel):
@@ -91,5 +149,7 @@ def shared_task_table(results: Any) -> Table | None:
     for col in ("language", "n", "IoU", "Cor", "token F1", "sentence F1"):
         table.add_column(col, justify="left" if col == "language" else "right")
     for lang, r in [*view.languages.items(), ("overall", view.overall)]:
-        table.add_row(lang, str(r.n), *(f"{v:.4f}" for v in (r.iou, r.cor, r.token_f1, r.sentence_f1)))
+        # IoU and Cor to 6 significant digits, as the official rankings print them.
+        official = (f"{v:.6g}" for v in (r.iou, r.cor))
+        table.add_row(lang, str(r.n), *official, *(f"{v:.4f}" for v in (r.token_f1, r.sentence_f1)))
     return table
