@@ -285,6 +285,8 @@ class MushroomSubmission(PredictionsFormat):
                 predictions.append((lineno, submission_prediction(obj, skipped)))
             except ValueError as err:  # JSON and UTF-8 errors are ValueErrors too
                 raise DataError(f"{path}:{lineno}: {err} (expected {SUBMISSION_EXPECTED})") from None
+            except RecursionError:
+                raise DataError(f"{path}:{lineno}: nested too deep (expected {SUBMISSION_EXPECTED})") from None
         datasets = sorted({pred.id.split("/", 1)[0] for _, pred in predictions})
         reading = EXACT_READING if exact_floats else ORGANISERS_READING
         return PredictionsRead(

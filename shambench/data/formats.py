@@ -8,13 +8,12 @@ whose files it reads (the Mu-SHROOM submission format beside the Mu-SHROOM adapt
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shambench.io import iter_lines
+from shambench.io import iter_lines, parse_json_line
 from shambench.registry import Registry
 from shambench.schema import Prediction
 
@@ -61,7 +60,7 @@ def first_object(path: str | Path) -> dict[str, Any] | None:
     then reports it)."""
     for _, line in iter_lines(path):
         try:
-            obj = json.loads(line)
+            obj = parse_json_line(line)
         except ValueError:
             return None
         return obj if isinstance(obj, dict) else None
