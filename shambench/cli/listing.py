@@ -1,4 +1,4 @@
-"""`shambench list detectors|datasets`."""
+"""`shambench list detectors|datasets|formats`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from shambench.reporting.console import make_console
 
 @click.group("list")
 def list_group() -> None:
-    """List the registered detectors or datasets (built-in and installed plugins)."""
+    """List the registered detectors, datasets or prediction formats (built-in and installed plugins)."""
 
 
 def _table(title: str, rows: Sequence[tuple[str, ...]], columns: tuple[str, ...]) -> None:
@@ -88,3 +88,13 @@ def list_datasets(data_dir: str | None) -> None:
             style="yellow",
             soft_wrap=True,
         )
+
+
+@list_group.command("formats")
+def list_formats() -> None:
+    """Released prediction formats `shambench score --predictions-format` reads (beside shambench's own)."""
+    from shambench.data.formats import NATIVE, formats
+
+    rows = [(NATIVE, "shambench's own PRED lines (`shambench score --help`)", "shambench.records")]
+    rows += [(e.name, e.description, e.origin) for e in formats.entries()]
+    _table("prediction formats", rows, ("name", "description", "module"))

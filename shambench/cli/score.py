@@ -84,13 +84,14 @@ def score(
     (also step_scores, step_verdicts, first_error and raw for step-level detectors).
 
     \b
-    A file in a released format is read as its authors' scorer read it, and only the datasets its ids name are
-    scored. A Mu-SHROOM submission file, unchanged (one line per item, one file per language):
+    A file in a released format is read as its authors' scorer read it, and only the datasets
+    its ids name are scored. A Mu-SHROOM submission file, unchanged (one per language):
       shambench score -d mushroom-multilingual --predictions mushroom.en-tst.v1.jsonl
-    ids tst-<lang>-N (val-<lang>-N with --split dev) name the mushroom-<lang> examples; hard_labels are derived
-    from soft_labels when absent; other keys are ignored; empty ranges ([-1, -1]) and soft ranges without prob
-    are skipped and counted (results.json: run.skipped_ranges); probabilities are read as pandas.read_json
-    read them for the official leaderboard (results.json: conventions.mushroom_probabilities).
+    Its ids tst-<lang>-N (val-<lang>-N: --split validation) name the mushroom-<lang> examples;
+    hard_labels are derived from soft_labels when absent; other keys are ignored; empty ranges
+    ([-1, -1]) and soft ranges without prob are skipped and counted (run.skipped_ranges in the
+    results); probabilities are read as pandas.read_json read them for the official leaderboard
+    (conventions.mushroom_probabilities; --exact-floats reads them correctly rounded).
 
     Examples without a prediction are scored as predicting nothing and counted as missing. A malformed line, an
     unknown key, a non-integer offset, a NaN score, an unknown or repeated id or a span past the end of its

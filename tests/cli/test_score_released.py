@@ -168,3 +168,17 @@ def test_a_bad_submission_line_is_one_error(gold, tmp_path):
     )
     assert result.exit_code == 2
     assert f"{path}:2: prediction for unknown example id 'mushroom-en/tst-en-9999'" in result.output
+
+
+def test_list_formats_names_shambench_and_mushroom():
+    result = CliRunner().invoke(main, ["list", "formats"])
+    assert result.exit_code == 0
+    assert "shambench" in result.output and "mushroom" in result.output
+    assert "shambench.adapters.mushroom_multilingual" in result.output
+
+
+def test_exact_floats_needs_a_released_format(tmp_path):
+    path = tmp_path / "pred.jsonl"
+    path.write_text('{"id": "a", "spans": []}\n')
+    result = CliRunner().invoke(main, ["score", "--examples", str(path), "--predictions", str(path), "--exact-floats"])
+    assert result.exit_code == 2 and "--exact-floats applies to a released format" in result.output
