@@ -26,12 +26,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from shambench.adapters._released import csv_rows, jsonl_rows, source_file, validated
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
-from shambench.errors import SourceError
-from shambench.schema import Example, Span
+from shambench.data.formats import PredictionsFormat, PredictionsRead, predictions_format
+from shambench.errors import DataError, SourceError
+from shambench.io import iter_lines, parse_json_line, validation_message
+from shambench.schema import Example, Prediction, Span
 
 TASKS = {"QA": "context_qa", "Summary": "summ", "Data2txt": "data2txt"}
 """RAGTruth `task_type` → shambench task."""
@@ -292,11 +294,16 @@ def _examples(rows: list[tuple[ResponseRow, SourceRow | None]], layout: str, dro
                 question=question,
                 context=context,
                 response=row.response,
-                hallu_spans=[Span(start=lab.start, end=lab.end, label=lab.label_type) for lab in row.labels],
+                hallu_spans=label_spans(row.labels),
                 meta=meta,
             )
         )
     return examples
+
+
+def label_spans(labels: list[Label]) -> list[Span]:
+    """Each label as a span of its type: all four types are hallucinations (gold and predicted alike)."""
+    return [Span(start=lab.start, end=lab.end, label=lab.label_type) for lab in labels]
 
 
 def _defect(row: ResponseRow, source: SourceRow) -> str | None:
@@ -344,3 +351,58 @@ def record_lines(value: dict[str, Any] | list[Any], depth: int = 0) -> list[str]
         else:
             lines.append(f"{pad}{key}: {item if isinstance(item, str) else json.dumps(item)}")
     return lines
+
+
+LABEL_FORMAT_EXPECTED = (
+    'a line in RAGTruth\'s label format: an object with the response id and labels [{"start", "end", "label_type"}, '
+    "...] (response.jsonl's own keys; others are ignored)"
+)
+LABEL_FORMAT_READING = (
+    "predictions in RAGTruth's label format (response.jsonl lines): id is the RAGTruth response id (example "
+    "ragtruth/<id>); each label's [start, end) is a predicted span of its label_type, all four types hallucinations "
+    "as in the gold; a label's text is not compared (the offsets are the prediction)"
+)
+
+
+class LabelledResponse(BaseModel):
+    """A predictions line in RAGTruth's label format: a response id and its labels."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str
+    """The RAGTruth response id (a string, as response.jsonl writes it)."""
+    labels: list[Label]
+    """The predicted hallucination labels, as `response.jsonl` writes the gold ones."""
+
+
+class RAGTruthLabels(PredictionsFormat):
+    """Predictions written as RAGTruth writes its labels: `response.jsonl` lines with the response `id` and
+    `labels`; the examples are `ragtruth/<id>`."""
+
+    name = "ragtruth-labels"
+
+    def recognises(self, first: dict[str, Any]) -> bool:
+        return "id" in first and isinstance(first.get("labels"), list)
+
+    def read(self, path: Path, exact_floats: bool = False) -> PredictionsRead:
+        # exact_floats: RAGTruth labels hold only integer offsets and strings.
+        predictions = []
+        for lineno, raw in iter_lines(path):
+            try:
+                row = LabelledResponse.model_validate(parse_json_line(raw), strict=True)  # 3.0 or "3" is no offset
+                predictions.append((lineno, Prediction(id=f"ragtruth/{row.id}", spans=label_spans(row.labels))))
+            except ValidationError as err:
+                raise DataError(
+                    f"{path}:{lineno}: {validation_message(err)} (expected {LABEL_FORMAT_EXPECTED})"
+                ) from None
+            except ValueError as err:
+                raise DataError(f"{path}:{lineno}: {err} (expected {LABEL_FORMAT_EXPECTED})") from None
+        return PredictionsRead(
+            predictions=predictions, datasets=["ragtruth"], conventions={"ragtruth_labels": LABEL_FORMAT_READING}
+        )
+
+
+@predictions_format("ragtruth-labels")
+def ragtruth_labels() -> PredictionsFormat:
+    """Predictions in RAGTruth's own label format (response.jsonl lines: id, labels with start, end, label_type)."""
+    return RAGTruthLabels()
