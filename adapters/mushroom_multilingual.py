@@ -195,9 +195,11 @@ def _offset(value: Any, where: str) -> int:
 def _kept_range(field: str, start: int, end: int, skipped: Counter[str]) -> bool:
     """Whether a range counts. The organisers' scorer reads a range as `range(start, end)`: an empty one
     (`[-1, -1]`, end <= start) marks nothing, so it is skipped and counted; a non-empty one must start at 0 or
-    later (their scorer would take -1 as the last character)."""
+    later (their scorer would take -1 as the last character). (Where hard labels are derived, their
+    `recompute_hard_labels` also reads an empty range's prob, and fails on a first `[-1, -1]` above 0.5: such a
+    file is scored here, the empty ranges skipped.)"""
     if end <= start:
-        skipped[f"{field}: empty range (end <= start)"] += 1
+        skipped[f"{field}: empty range (end <= start), which the organisers' scorer ignores"] += 1
         return False
     if start < 0:
         raise ValueError(f"{field}: [{start}, {end}) starts before the text")
@@ -230,8 +232,9 @@ def _soft_labels(value: Any, skipped: Counter[str]) -> list[dict[str, Any]]:
             continue
         if "prob" not in label:
             # The organisers' scorer reads `prob` only for the characters of a range, so an empty range without
-            # one passes; a non-empty one stops it (KeyError): it is skipped and counted here instead.
-            skipped["soft_labels: range without prob"] += 1
+            # one passes; a non-empty one stops it (KeyError): it is skipped and counted here instead, so the file
+            # is scored, though its figures then have no official counterpart.
+            skipped["soft_labels: non-empty range without prob (the organisers' scorer stops at it)"] += 1
             continue
         prob = label["prob"]
         if not isinstance(prob, int | float) or isinstance(prob, bool) or not 0 <= prob <= 1:

@@ -131,9 +131,7 @@ def score(
         else:
             results, per_example = _score_released(predictions, fmt, exact_floats, chosen, n_resamples, seed)
             for reason, count in results.run.skipped_ranges.items():
-                console.print(
-                    f"note: {count} skipped ({reason}), as {fmt.name}'s own scorer skips them", soft_wrap=True
-                )
+                console.print(f"note: {count} ranges skipped: {reason}", soft_wrap=True)
     print_results(results, console)
     if per_example_out == "-" and json_to_stdout(out, as_json):
         raise click.UsageError("--per-example - and the results JSON cannot both go to stdout")

@@ -73,9 +73,9 @@ def test_ranges_the_organisers_scorer_ignores_are_skipped_and_counted(tmp_path):
     }
     got = read(submission(tmp_path, row, {"id": "tst-en-2", "hard_labels": [[-1, -1]]}))
     assert got.skipped == {
-        "hard_labels: empty range (end <= start)": 3,
-        "soft_labels: empty range (end <= start)": 2,
-        "soft_labels: range without prob": 1,
+        "hard_labels: empty range (end <= start), which the organisers' scorer ignores": 3,
+        "soft_labels: empty range (end <= start), which the organisers' scorer ignores": 2,
+        "soft_labels: non-empty range without prob (the organisers' scorer stops at it)": 1,
     }
     pred = got.predictions[0][1]
     assert pred.spans == [Span(start=3, end=7)] and pred.soft_spans == [SoftSpan(start=3, end=7, prob=0.8)]

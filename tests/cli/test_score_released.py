@@ -119,8 +119,10 @@ def test_a_soft_only_submission_scores_as_on_the_official_leaderboard(gold, tmp_
     assert list(results["datasets"]) == ["open_qa/mushroom-en"] and results["missing_predictions"] == 0
     assert results["conventions"]["mushroom_probabilities"] == ORGANISERS_READING
     assert results["run"]["predictions_format"] == "mushroom"
-    assert results["run"]["skipped_ranges"] == {"soft_labels: empty range (end <= start)": 154}
-    assert "note: 154 skipped (soft_labels: empty range (end <= start))" in output
+    assert results["run"]["skipped_ranges"] == {
+        "soft_labels: empty range (end <= start), which the organisers' scorer ignores": 154
+    }
+    assert "note: 154 ranges skipped: soft_labels: empty range (end <= start)" in output
     # The same file read exactly gives what pandas' precise reading gives, and here a different Cor.
     exact, _ = score(data_dir, path, "--exact-floats")
     precise = organisers_scores(gold_text, text, precise=True)
@@ -148,9 +150,9 @@ def test_hard_labels_with_empty_ranges(gold, tmp_path, soft):
     path.write_text(text)
     results, _ = score(data_dir, path, "--predictions-format", "mushroom")
     en = results["groups"]["mushroom"]["languages"]["en"]
-    skipped = {"hard_labels: empty range (end <= start)": 77}
+    skipped = {"hard_labels: empty range (end <= start), which the organisers' scorer ignores": 77}
     if soft is not None:
-        skipped["soft_labels: empty range (end <= start)"] = 77
+        skipped["soft_labels: empty range (end <= start), which the organisers' scorer ignores"] = 77
     assert results["missing_predictions"] == 77 and results["run"]["skipped_ranges"] == skipped
     # The organisers' scorer needs every item: the 77 missing ones are scored as predicting nothing, as shambench
     # scores a missing prediction.
