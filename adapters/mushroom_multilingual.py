@@ -274,6 +274,7 @@ class MushroomSubmission(PredictionsFormat):
     examples, `hard_labels` and/or `soft_labels`, read as the organisers' scorer read them."""
 
     name = "mushroom"
+    source = "mushroom-multilingual"
 
     def recognises(self, first: dict[str, Any]) -> bool:
         return "id" in first and any(key in first for key in SUBMISSION_KEYS)

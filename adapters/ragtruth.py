@@ -380,6 +380,7 @@ class RAGTruthLabels(PredictionsFormat):
     `labels`; the examples are `ragtruth/<id>`."""
 
     name = "ragtruth-labels"
+    source = "ragtruth"
 
     def recognises(self, first: dict[str, Any]) -> bool:
         return "id" in first and isinstance(first.get("labels"), list)

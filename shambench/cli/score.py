@@ -85,8 +85,9 @@ def score(
 
     \b
     A file in a released format is read as its authors' scorer read it, and only the datasets
-    its ids name are scored. A Mu-SHROOM submission file, unchanged (one per language):
-      shambench score -d mushroom-multilingual --predictions mushroom.en-tst.v1.jsonl
+    its ids name are scored (of its source, when no data is selected). A Mu-SHROOM submission
+    file, unchanged (one per language):
+      shambench score --predictions mushroom.en-tst.v1.jsonl --data-dir ../shared/data
     Its ids tst-<lang>-N (val-<lang>-N: --split validation) name the mushroom-<lang> examples;
     hard_labels are derived from soft_labels when absent; other keys are ignored; empty ranges
     ([-1, -1]) and soft ranges without prob are skipped and counted (run.skipped_ranges in the
@@ -125,6 +126,8 @@ def score(
         fmt = format_of(predictions, predictions_format)
         if fmt is None and exact_floats:
             raise click.UsageError("--exact-floats applies to a released format (shambench's own is read exactly)")
+        if fmt is not None and not (datasets or examples_file):
+            datasets = fmt.source
         chosen: Selection = (datasets, examples_file, split, data_dir, limit)
         if fmt is None:
             results, per_example = _score_pred_file(predictions, chosen, n_resamples, seed)

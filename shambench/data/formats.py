@@ -38,6 +38,8 @@ class PredictionsFormat:
 
     name: str = ""
     """The value of `--predictions-format`."""
+    source: str = ""
+    """The dataset (adapter name) whose examples the file's ids name: scored when no data is selected."""
 
     def recognises(self, first: dict[str, Any]) -> bool:
         """Whether a file whose first line is this object is in this format."""

@@ -184,3 +184,17 @@ def test_exact_floats_needs_a_released_format(tmp_path):
     path.write_text('{"id": "a", "spans": []}\n')
     result = CliRunner().invoke(main, ["score", "--examples", str(path), "--predictions", str(path), "--exact-floats"])
     assert result.exit_code == 2 and "--exact-floats applies to a released format" in result.output
+
+
+def test_without_data_selected_the_format_names_its_source(gold, tmp_path):
+    data_dir, _ = gold
+    path = tmp_path / "sub.jsonl"
+    path.write_text('{"id": "tst-fr-1", "hard_labels": []}\n')
+    out = tmp_path / "results.json"
+    result = CliRunner().invoke(
+        main, ["score", "--data-dir", str(data_dir), "--predictions", str(path), "--bootstrap", "10", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    results = json.loads(out.read_text())
+    assert list(results["datasets"]) == ["open_qa/mushroom-fr"] and results["run"]["predictions_format"] == "mushroom"
+    assert results["n_examples"] == 150 and results["missing_predictions"] == 149
