@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import io
 import json
 import os
 import shutil
@@ -325,6 +326,8 @@ _RULE_MODULES = ("shambench.scoring.corpus", "shambench.scoring.text", "shambenc
 # Corpora larger than this are not kept: their arrays would crowd the cache, and reading their file dominates less.
 KEPT_CORPUS_BYTES = 256 * 2**20
 CORPORA_DIR = "corpora"
+# The files of a kept corpus: its arrays, its names, and the digest of both with the key it was made for.
+ARRAYS_FILE, NAMES_FILE, DIGEST_FILE = "arrays.npz", "names.json", "digest.json"
 
 
 def corpora_dir() -> Path:
@@ -350,13 +353,15 @@ def file_key(path: str | Path, limit: int | None) -> str:
 
 
 def _save(corpus: Corpus, folder: Path) -> None:
-    """Write a corpus into a new folder that appears whole (renamed into place) or not at all."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".tmp-"))
+    """Write a corpus into a new folder that appears whole (renamed into place) or not at all, with the digest of
+    its files and the key it was made for (`digest.json`, checked by `_load`)."""
+    tmp: Path | None = None
     try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".tmp-"))
         # Typed loosely for `savez`, whose other keyword (allow_pickle) a name could otherwise be taken for.
         arrays: dict[str, Any] = _arrays(corpus)
-        np.savez(tmp / "arrays.npz", **arrays)
+        np.savez(tmp / ARRAYS_FILE, **arrays)
         names = {
             "ids": corpus.ids,
             "partitions": corpus.partitions,
@@ -367,17 +372,41 @@ def _save(corpus: Corpus, folder: Path) -> None:
             "with_steps": [[i, ex.model_dump(mode="json")] for i, ex in corpus.with_steps.items()],
             "annotations": [[i, a.model_dump(mode="json")] for i, a in corpus.annotations.items()],
         }
-        (tmp / "names.json").write_text(json.dumps(names), encoding="utf-8")
+        (tmp / NAMES_FILE).write_text(json.dumps(names), encoding="utf-8")
+        digests = {name: _digest((tmp / name).read_bytes()) for name in (ARRAYS_FILE, NAMES_FILE)}
+        (tmp / DIGEST_FILE).write_text(json.dumps({"key": folder.name, **digests}), encoding="utf-8")
         os.replace(tmp, folder)
     except OSError:
-        # Another process stored the same corpus first (the folder exists), or the disk refused: nothing is lost.
-        shutil.rmtree(tmp, ignore_errors=True)
+        # Another process stored the same corpus first (the folder exists), or the disk refused (read-only, full,
+        # not a folder): the corpus is simply not kept.
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=20).hexdigest()
+
+
+class _NotThisCorpus(ValueError):
+    """A kept corpus whose files are not what its digest says, or were made for another key."""
+
+
+def _verified(folder: Path, name: str, claimed: dict) -> bytes:
+    """The bytes of one file of a kept corpus, when they are what the folder's digest says."""
+    data = (folder / name).read_bytes()
+    if claimed.get(name) != _digest(data):
+        raise _NotThisCorpus(f"{name} does not match its digest (edited, truncated or from another corpus)")
+    return data
 
 
 def _load(folder: Path) -> Corpus:
-    with np.load(folder / "arrays.npz") as npz:
+    """A kept corpus, after checking that it was made for this folder's key and that its files are unchanged."""
+    claimed = json.loads((folder / DIGEST_FILE).read_text(encoding="utf-8"))
+    if not isinstance(claimed, dict) or claimed.get("key") != folder.name:
+        raise _NotThisCorpus("it was made for another file (its key differs from its folder's)")
+    with np.load(io.BytesIO(_verified(folder, ARRAYS_FILE, claimed))) as npz:
         arrays = {name: npz[name] for name in npz.files}
-    names = json.loads((folder / "names.json").read_text(encoding="utf-8"))
+    names = json.loads(_verified(folder, NAMES_FILE, claimed).decode("utf-8"))
     units = {kind: Units(**{name: arrays[f"{kind}.{name}"] for name in _UNIT_ARRAYS}) for kind in ("tokens", "units")}
     return Corpus(
         ids=names["ids"],
@@ -415,8 +444,11 @@ def file_corpus(path: str | Path, limit: int | None, examples: Callable[[], Iter
     if folder.is_dir():
         try:
             return _load(folder)
-        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as err:
-            warnings.warn(f"stored corpus {folder} not used: {err}", RuntimeWarning, stacklevel=2)
+        except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as err:
+            warnings.warn(
+                f"stored corpus {folder} not used, rebuilt from the file: {err}", RuntimeWarning, stacklevel=2
+            )
+            shutil.rmtree(folder, ignore_errors=True)
     corpus = Corpus.of(examples())
     if sum(a.nbytes for a in _arrays(corpus).values()) <= KEPT_CORPUS_BYTES and not folder.is_dir():
         _save(corpus, folder)

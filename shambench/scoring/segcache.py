@@ -5,7 +5,9 @@ One SQLite file, `cache_dir()/segmentation.sqlite`, in write-ahead-log mode: rea
 writers from many processes queue on SQLite's own lock (`busy_timeout`), and a row is written with
 `INSERT OR IGNORE`, so two processes segmenting the same text store it once. A row is keyed by the segmentation
 convention (tokenizer, spaCy version, language; see `shambench.scoring.text.convention`) and the BLAKE2b hash of the
-text; its value is the int32 array `[n_tokens, n_units, token starts, token ends, unit starts, unit ends]`.
+text; its value is the int32 array `[n_tokens, n_units, token starts, token ends, unit starts, unit ends]`, sealed by
+a BLAKE2b digest keyed with the text's hash. Every row is checked before use (its seal, its counts, its items
+inside its text and in order); a row that fails is a miss: recomputed, rewritten, and reported in one warning.
 The cache is an optimisation only: when it cannot be read or written, segmentation goes on without it.
 """
 
@@ -29,6 +31,8 @@ _QUERY_KEYS = 30_000
 # Rows per write transaction: short transactions let concurrent writers take turns.
 _WRITE_ROWS = 5000
 _INT32_MAX = np.iinfo(np.int32).max
+# Bytes of the keyed BLAKE2b digest that ends every row.
+_SEAL = 16
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS segmentations (
@@ -51,32 +55,72 @@ def text_key(text: str) -> bytes:
 
 
 def encode(
-    token_starts: np.ndarray, token_ends: np.ndarray, unit_starts: np.ndarray, unit_ends: np.ndarray
+    key: bytes, token_starts: np.ndarray, token_ends: np.ndarray, unit_starts: np.ndarray, unit_ends: np.ndarray
 ) -> bytes | None:
-    """The stored form of one segmentation; None when an offset does not fit in int32 (such texts are not kept)."""
+    """The stored form of one text's segmentation, sealed with a digest of itself and the text's key (so a row
+    stored under another key is never taken for this text's); None when an offset does not fit in int32 (such
+    texts are not kept)."""
     parts = [np.array([len(token_starts), len(unit_starts)]), token_starts, token_ends, unit_starts, unit_ends]
     flat = np.concatenate(parts)
     if len(flat) and flat.max() > _INT32_MAX:
         return None
-    return flat.astype(np.int32).tobytes()
+    body = flat.astype(np.int32).tobytes()
+    return body + _seal(key, body)
 
 
-def decode(blobs: Sequence[bytes]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
-    """`(token_starts, token_ends, unit_starts, unit_ends)` int64 arrays of each stored segmentation.
+def _seal(key: bytes, body: bytes) -> bytes:
+    return hashlib.blake2b(body, digest_size=_SEAL, key=key).digest()
 
-    All blobs are converted in one numpy call; each result is a view of that one array.
+
+Bounds = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def decode(keys: Sequence[bytes], blobs: Sequence[bytes], lengths: Sequence[int]) -> list[Bounds | None]:
+    """`(token_starts, token_ends, unit_starts, unit_ends)` int64 arrays of each stored segmentation of the texts
+    with those keys and lengths, or None for a row that is not one: unsealed or sealed for another key, a count
+    that does not match its size, an item empty, out of order, overlapping the previous one or outside its text.
+
+    All rows are converted and checked in a few numpy calls over one array; each result is a view of it.
     """
-    if not blobs:
-        return []
-    sizes = np.fromiter(map(len, blobs), np.int64, len(blobs)) // 4
-    flat = np.frombuffer(b"".join(blobs), np.int32).astype(np.int64)
-    firsts = (np.cumsum(sizes) - sizes).tolist()
-    out = []
-    for first, n_tok, n_unit in zip(firsts, flat[firsts].tolist(), flat[np.add(firsts, 1)].tolist()):
+    sealed = [
+        i
+        for i, (k, blob) in enumerate(zip(keys, blobs))
+        if len(blob) >= _SEAL + 8 and (len(blob) - _SEAL) % 4 == 0 and blob[-_SEAL:] == _seal(k, blob[:-_SEAL])
+    ]
+    out: list[Bounds | None] = [None] * len(blobs)
+    if not sealed:
+        return out
+    sizes = np.array([(len(blobs[i]) - _SEAL) // 4 for i in sealed], np.int64)
+    flat = np.frombuffer(b"".join(blobs[i][:-_SEAL] for i in sealed), np.int32).astype(np.int64)
+    firsts = np.cumsum(sizes) - sizes
+    n_tok, n_unit = flat[firsts], flat[firsts + 1]
+    fits = (n_tok >= 0) & (n_unit >= 0) & (sizes == 2 + 2 * n_tok + 2 * n_unit)
+    n_tok, n_unit = np.where(fits, n_tok, 0), np.where(fits, n_unit, 0)
+    text_lengths = np.array([lengths[i] for i in sealed], np.int64)
+    good = (
+        fits
+        & _items_fit(flat, firsts + 2, n_tok, text_lengths)
+        & _items_fit(flat, firsts + 2 + 2 * n_tok, n_unit, text_lengths)
+    )
+    for row, first, nt, nu in zip(np.flatnonzero(good).tolist(), *(x[good].tolist() for x in (firsts, n_tok, n_unit))):
         a = first + 2
-        b, c, d = a + n_tok, a + 2 * n_tok, a + 2 * n_tok + n_unit
-        out.append((flat[a:b], flat[b:c], flat[c:d], flat[d : d + n_unit]))
+        b, c, d = a + nt, a + 2 * nt, a + 2 * nt + nu
+        out[sealed[row]] = (flat[a:b], flat[b:c], flat[c:d], flat[d : d + nu])
     return out
+
+
+def _items_fit(flat: np.ndarray, where: np.ndarray, counts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Per row, whether its `counts` items (starts at `where`, then as many ends) are non-empty, in order, disjoint
+    and inside `[0, length)` of its text."""
+    total = int(counts.sum())
+    row = np.repeat(np.arange(len(counts)), counts)
+    within = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+    starts = flat[np.repeat(where, counts) + within]
+    ends = flat[np.repeat(where + counts, counts) + within]
+    bad = (starts < 0) | (ends <= starts) | (ends > lengths[row])
+    # An item that starts before the previous item of its row ends.
+    bad[1:] |= (row[1:] == row[:-1]) & (starts[1:] < ends[:-1])
+    return np.bincount(row[bad], minlength=len(counts)) == 0
 
 
 class SegmentationCacheStats(BaseModel):
@@ -123,16 +167,18 @@ class SegmentationStore:
                 found.update(db.execute(query, [convention, *chunk]))
         return found
 
-    def put_many(self, convention: str, items: Sequence[tuple[bytes, bytes]]) -> None:
-        """Store `(key, value)` pairs; a key already stored (by this or another process) is left as it is."""
+    def put_many(self, convention: str, items: Sequence[tuple[bytes, bytes]], replace: bool = False) -> None:
+        """Store `(key, value)` pairs; a key already stored (by this or another process) is left as it is, unless
+        `replace` (for rows found unusable)."""
         # In key order: the table is a B-tree on the (random) hashes, which takes sorted inserts twice as fast.
         items = sorted(items)
+        verb = "REPLACE" if replace else "IGNORE"
         with self._connection() as db:
             for lo in range(0, len(items), _WRITE_ROWS):
                 db.execute("BEGIN IMMEDIATE")
                 try:
                     db.executemany(
-                        "INSERT OR IGNORE INTO segmentations (convention, key, data) VALUES (?, ?, ?)",
+                        f"INSERT OR {verb} INTO segmentations (convention, key, data) VALUES (?, ?, ?)",
                         [(convention, k, v) for k, v in items[lo : lo + _WRITE_ROWS]],
                     )
                     db.execute("COMMIT")
@@ -164,6 +210,16 @@ class SegmentationStore:
 
     def _files(self) -> list[Path]:
         return [p for p in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")) if p.exists()]
+
+
+def warn_rejected(n_rows: int, path: Path) -> None:
+    """Say once per batch that stored rows failed their checks (they are recomputed and rewritten)."""
+    warnings.warn(
+        f"segmentation cache {path}: {n_rows} stored row(s) failed their checks (corrupt, or written for another "
+        "text) and were recomputed",
+        RuntimeWarning,
+        stacklevel=3,
+    )
 
 
 def warn_unusable(err: Exception, path: Path) -> None:

@@ -22,7 +22,7 @@ import os
 import sqlite3
 import sys
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import cache
@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from shambench.scoring.segcache import SegmentationStore, decode, encode, text_key, warn_unusable
+from shambench.scoring.segcache import SegmentationStore, decode, encode, text_key, warn_rejected, warn_unusable
 
 if TYPE_CHECKING:
     from spacy.tokenizer import Tokenizer
@@ -55,7 +55,7 @@ PROCESS_CACHE_TEXTS = 20_000
 # Smaller batches (a detector asking for one text's tokens) are cheaper to tokenise than to look up on disk.
 DISK_MIN_TEXTS = 64
 # Bumped whenever the stored form or the segmentation rule changes, so stale disk entries are never read.
-_FORMAT = 1
+_FORMAT = 2
 
 _lock = threading.Lock()
 # Per language, text -> segmentation.
@@ -242,28 +242,37 @@ def _pool_context() -> BaseContext:
     return multiprocessing.get_context("spawn")
 
 
-def _from_disk(texts: list[str], lang: str) -> dict[str, Segmentation]:
-    """The segmentations of those texts that the disk cache holds (none when it cannot be read)."""
+def _from_disk(texts: list[str], lang: str) -> tuple[dict[str, Segmentation], list[str]]:
+    """The segmentations of those texts that the disk cache holds and that pass their checks (none when it cannot
+    be read), and the texts whose stored rows failed them."""
     store = SegmentationStore()
     keys = [text_key(t) for t in texts]
     try:
         found = store.get_many(cache_convention(lang), keys)
     except (sqlite3.Error, OSError) as err:
         warn_unusable(err, store.path)
-        return {}
-    hits = [(t, found[k]) for t, k in zip(texts, keys) if k in found]
-    return {t: Segmentation(*arrays) for (t, _), arrays in zip(hits, decode([blob for _, blob in hits]))}
+        return {}, []
+    hits = [(t, k) for t, k in zip(texts, keys) if k in found]
+    rows = decode([k for _, k in hits], [found[k] for _, k in hits], [len(t) for t, _ in hits])
+    rejected = [t for (t, _), row in zip(hits, rows) if row is None]
+    if rejected:
+        warn_rejected(len(rejected), store.path)
+    return {t: Segmentation(*row) for (t, _), row in zip(hits, rows) if row is not None}, rejected
 
 
-def _to_disk(made: dict[str, Segmentation], lang: str) -> None:
+def _to_disk(made: dict[str, Segmentation], lang: str, rejected: Collection[str] = ()) -> None:
+    """Store new segmentations; those of `rejected` texts overwrite the stored rows that failed their checks."""
     store = SegmentationStore()
-    items = []
+    items: dict[bool, list[tuple[bytes, bytes]]] = {False: [], True: []}
     for t, seg in made.items():
-        blob = encode(seg.token_starts, seg.token_ends, seg.sentence_starts, seg.sentence_ends)
+        key = text_key(t)
+        blob = encode(key, seg.token_starts, seg.token_ends, seg.sentence_starts, seg.sentence_ends)
         if blob is not None:
-            items.append((text_key(t), blob))
+            items[t in rejected].append((key, blob))
     try:
-        store.put_many(cache_convention(lang), items)
+        for replace, rows in items.items():
+            if rows:
+                store.put_many(cache_convention(lang), rows, replace=replace)
     except (sqlite3.Error, OSError) as err:
         warn_unusable(err, store.path)
 
@@ -278,12 +287,12 @@ def segment_all(texts: Iterable[str], batch_size: int = 256, lang: str = DEFAULT
     fresh: dict[str, Segmentation] = {}
     if todo:
         use_disk = len(todo) >= DISK_MIN_TEXTS
-        fresh = _from_disk(todo, lang) if use_disk else {}
+        fresh, rejected = _from_disk(todo, lang) if use_disk else ({}, [])
         missing = [t for t in todo if t not in fresh]
         if missing:
             made = dict(zip(missing, _tokenised(missing, batch_size, lang)))
             if use_disk:
-                _to_disk(made, lang)
+                _to_disk(made, lang, set(rejected))
             fresh.update(made)
     with _lock:
         if len(known) + len(fresh) <= PROCESS_CACHE_TEXTS:

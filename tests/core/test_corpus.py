@@ -254,3 +254,97 @@ def test_cache_cli_reports_and_clears_kept_corpora(tmp_path):
     cleared = runner.invoke(main, ["cache", "clear", "--segmentation", "--yes"])
     assert "deleted 1 kept corpora of EXAMPLES files" in cleared.output
     assert corpus_module.corpora_stats() == (0, 0)
+
+
+def kept_twice(tmp_path):
+    """Two EXAMPLES files with the same ids and texts but other gold, each scored once (so each corpus is kept)."""
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    write_examples(first, mixed_examples())
+    other = [e.model_copy(update={"hallu_spans": []}) for e in mixed_examples()]
+    write_examples(second, other)
+    for path in (first, second):
+        corpus_module.file_corpus(path, None, reading(path)[0])
+    return first, second, other
+
+
+def test_two_swapped_corpora_are_misses_and_each_file_scores_with_its_own_gold(tmp_path):
+    first, second, other = kept_twice(tmp_path)
+    a, b = (corpus_module.corpora_dir() / corpus_module.file_key(p, None) for p in (first, second))
+    a.rename(tmp_path / "a")
+    b.rename(a)
+    (tmp_path / "a").rename(b)
+    for path, examples in ((first, mixed_examples()), (second, other)):
+        read, reads = reading(path)
+        with pytest.warns(RuntimeWarning, match="made for another file"):
+            corpus = corpus_module.file_corpus(path, None, read)
+        assert len(reads) == 1
+        assert scores(Scorer(corpus, n_resamples=50), MIXED_PREDICTIONS) == scores(
+            Scorer(examples, n_resamples=50), MIXED_PREDICTIONS
+        )
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        pytest.param(lambda names: names["partitions"].__setitem__(0, "summ/edited"), id="partition renamed"),
+        pytest.param(lambda names: names["ids"].pop(), id="id dropped"),
+        pytest.param(lambda names: names["ids"].reverse(), id="ids reordered"),
+    ],
+)
+def test_an_edited_corpus_is_a_miss_rebuilt_once(tmp_path, edit):
+    path = tmp_path / "examples.jsonl"
+    write_examples(path, mixed_examples())
+    read, reads = reading(path)
+    corpus_module.file_corpus(path, None, read)
+    (folder,) = corpus_module.corpora_dir().iterdir()
+    names = json.loads((folder / "names.json").read_text(encoding="utf-8"))
+    edit(names)
+    (folder / "names.json").write_text(json.dumps(names), encoding="utf-8")
+    with pytest.warns(RuntimeWarning, match="names.json does not match its digest"):
+        corpus = corpus_module.file_corpus(path, None, read)
+    assert corpus.ids == ["a", "b", "c", "d", "e", "f"] and "summ/x" in corpus.partitions
+    # The doctored copy was replaced by a good one: the next score reads nothing and warns nothing.
+    again = corpus_module.file_corpus(path, None, read)
+    assert len(reads) == 2 and again.partitions == corpus.partitions
+
+
+def test_a_corpus_without_its_digest_is_a_miss(tmp_path):
+    path = tmp_path / "examples.jsonl"
+    write_examples(path, mixed_examples())
+    corpus_module.file_corpus(path, None, reading(path)[0])
+    (folder,) = corpus_module.corpora_dir().iterdir()
+    (folder / "digest.json").unlink()
+    with pytest.warns(RuntimeWarning, match="stored corpus .* not used"):
+        assert len(corpus_module.file_corpus(path, None, reading(path)[0])) == 6
+
+
+@pytest.mark.parametrize("refusal", ["not a folder", "disk full"])
+def test_an_unwritable_or_full_cache_is_a_miss_and_score_succeeds(tmp_path, monkeypatch, refusal):
+    import errno
+
+    from click.testing import CliRunner
+
+    from shambench.cli import main
+
+    path = tmp_path / "examples.jsonl"
+    write_examples(path, mixed_examples())
+    predictions = tmp_path / "predictions.jsonl"
+    predictions.write_text("".join(p.model_dump_json() + "\n" for p in MIXED_PREDICTIONS), encoding="utf-8")
+    if refusal == "not a folder":
+        blocker = tmp_path / "cache-is-a-file"
+        blocker.write_text("x")
+        monkeypatch.setenv("SHAMBENCH_CACHE_DIR", str(blocker))
+    else:
+
+        def full(*_args, **_kwargs):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(corpus_module.np, "savez", full)
+    out = tmp_path / "results.json"
+    result = CliRunner().invoke(main, ["score", "--examples", path, "--predictions", predictions, "--out", out])
+    assert result.exit_code == 0, result.output
+    assert result.exception is None and "Traceback" not in result.output
+    expected = Scorer(mixed_examples(), n_resamples=50).score(MIXED_PREDICTIONS)
+    assert json.loads(out.read_text())["overall"]["token"]["f1"] == expected.overall.token.f1
+    assert corpus_module.corpora_stats() == (0, 0) or refusal == "not a folder"
+    assert not list(tmp_path.glob("**/.tmp-*"))

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shambench.cli import main
-from shambench.scoring import text
-from shambench.scoring.segcache import SegmentationStore, decode, encode, store_path
+from shambench.scoring import segcache, text
+from shambench.scoring.segcache import SegmentationStore, decode, encode, store_path, text_key
 from tests.conftest import require_shared
 
 
@@ -45,15 +45,84 @@ def disk_for_every_batch(monkeypatch):
     text.clear_cache()
 
 
+TEXT = "Two words. And three more!"
+
+
+def stored(text_: str = TEXT) -> tuple[bytes, bytes]:
+    """The key and stored row of a text's segmentation."""
+    seg = fresh_segmentation([text_])[0]
+    key = text_key(text_)
+    return key, encode(key, seg.token_starts, seg.token_ends, seg.sentence_starts, seg.sentence_ends)
+
+
 def test_stored_form_round_trips():
-    seg = fresh_segmentation(["Two words. And three more!"])[0]
-    blob = encode(seg.token_starts, seg.token_ends, seg.sentence_starts, seg.sentence_ends)
-    # [n_tokens, n_units, 7 token starts, 7 token ends, 2 unit starts, 2 unit ends] in int32.
-    assert len(blob) == 4 * (2 + 7 + 7 + 2 + 2)
-    (back,) = decode([blob])
-    assert [a.tolist() for a in back] == list(units([seg])[0])
+    key, blob = stored()
+    # [n_tokens, n_units, 7 token starts, 7 token ends, 2 unit starts, 2 unit ends] in int32, then a 16-byte seal.
+    assert len(blob) == 4 * (2 + 7 + 7 + 2 + 2) + 16
+    (back,) = decode([key], [blob], [len(TEXT)])
+    assert [a.tolist() for a in back] == list(units(fresh_segmentation([TEXT]))[0])
     assert all(a.dtype == np.int64 for a in back)
-    assert encode(np.array([2**31]), np.array([2**31 + 1]), np.array([0]), np.array([1])) is None
+    assert encode(key, np.array([2**31]), np.array([2**31 + 1]), np.array([0]), np.array([1])) is None
+
+
+def resealed(key: bytes, values: list[int]) -> bytes:
+    """A row a buggy writer could store: any int32 values, sealed correctly for the key."""
+    body = np.array(values, np.int32).tobytes()
+    return body + segcache._seal(key, body)
+
+
+def test_rows_that_fail_their_checks_are_misses():
+    key, blob = stored()
+    other_key, other = stored("Short one.")
+    n = len(TEXT)
+    good = np.frombuffer(blob[:-16], np.int32).tolist()  # [7, 2, starts..., ends..., unit starts, unit ends]
+    past_end = good.copy()
+    past_end[2 + 7 + 6] = n + 1  # the last token ends past the text
+    swapped_tokens = good.copy()
+    swapped_tokens[2], swapped_tokens[3] = swapped_tokens[3], swapped_tokens[2]  # starts out of order
+    doctored = {
+        "another text's row": other,
+        "a short row": blob[:-20] + blob[-16:],
+        "a flipped byte": blob[:5] + bytes([blob[5] ^ 1]) + blob[6:],
+        "no seal": blob[:-16],
+        "a wrong token count": resealed(key, [8, *good[1:]]),
+        "a token past the text": resealed(key, past_end),
+        "tokens out of order": resealed(key, swapped_tokens),
+        "a negative count": resealed(key, [-1, 2, *good[2:]]),
+    }
+    rows = decode([key] * len(doctored), list(doctored.values()), [n] * len(doctored))
+    assert {why: row for why, row in zip(doctored, rows)} == dict.fromkeys(doctored)
+    # The good row beside them is still read, and a text's own row is read for its own key only.
+    both = decode([key, other_key, key], [blob, other, other], [n, len("Short one."), n])
+    assert both[0] is not None and both[1] is not None and both[2] is None
+
+
+@given(st.lists(st.text(alphabet="ab .!\n", max_size=30), min_size=1, max_size=6))
+@settings(max_examples=60, deadline=None)
+def test_every_real_segmentation_passes_its_checks(texts):
+    segs = fresh_segmentation(texts)
+    keys = [text_key(t) for t in texts]
+    blobs = [encode(k, s.token_starts, s.token_ends, s.sentence_starts, s.sentence_ends) for k, s in zip(keys, segs)]
+    back = decode(keys, blobs, [len(t) for t in texts])
+    assert [tuple(a.tolist() for a in row) for row in back] == units(segs)
+
+
+def test_a_corrupt_row_on_disk_is_recomputed_rewritten_and_warned_once(disk_for_every_batch):
+    texts = ["First text. It has two sentences.", "Second one here."]
+    made = units(text.segment_all(texts))
+    convention = text.cache_convention("en")
+    keys = [text_key(t) for t in texts]
+    with sqlite3.connect(store_path()) as db:
+        rows = dict(db.execute("SELECT key, data FROM segmentations WHERE convention = ?", [convention]))
+        # The two rows swapped: each is whole, but written for the other text.
+        for k, other in zip(keys, reversed(keys)):
+            db.execute("UPDATE segmentations SET data = ? WHERE key = ?", [rows[other], k])
+    text.clear_cache()
+    with pytest.warns(RuntimeWarning, match=r"2 stored row\(s\) failed their checks") as caught:
+        assert units(text.segment_all(texts)) == made
+    assert len([w for w in caught if "segmentation cache" in str(w.message)]) == 1
+    with sqlite3.connect(store_path()) as db:
+        assert dict(db.execute("SELECT key, data FROM segmentations WHERE convention = ?", [convention])) == rows
 
 
 def test_a_new_process_reads_segmentations_from_disk(disk_for_every_batch, monkeypatch):
