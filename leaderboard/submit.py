@@ -8,10 +8,12 @@ temporary folder and renamed into place) that `shambench leaderboard build`, `sh
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ from shambench.io import iter_lines, parse_json_line, write_json, write_jsonl
 from shambench.leaderboard.build import display_path, load_leaderboard, run_entry, with_entry, write_site
 from shambench.leaderboard.schema import Leaderboard
 from shambench.records import parse_record
+from shambench.registry import name_problem
 from shambench.runs.files import CONFIG, JOURNAL, PER_EXAMPLE, RESULTS
 from shambench.runs.runner import RunConfig, load_config, new_config, new_run_dir, run_info, select_examples
 from shambench.schema import Prediction
@@ -136,17 +139,42 @@ def check_predictions(path: str | Path, scorer: Scorer) -> tuple[list[Prediction
 
 def name_problems(name: str, runs_dir: Path, board: Leaderboard | None) -> list[str]:
     """Why `name` cannot be used: empty, or already taken by a submission in `runs_dir` or a row of the board."""
-    if not name.strip():
-        return ["--name must not be empty"]
+    if problem := name_problem(name):
+        return [f"--name {name!r} {problem}"]
     problems = []
-    if board is not None and any(e.name == name for e in board.entries):
+    # Names that differ only in case or inner spacing would be told apart by no reader of the page.
+    same = _folded(name)
+    if board is not None and any(_folded(e.name) == same for e in board.entries):
         problems.append(f"the leaderboard already has a row named {name!r}")
     taken = runs_dir.is_dir() and any(
-        (c := load_config(p.parent)).origin == "submission" and c.detector == name for p in runs_dir.rglob(CONFIG)
+        (c := load_config(p.parent)).origin == "submission" and _folded(c.detector or "") == same
+        for p in runs_dir.rglob(CONFIG)
     )
     if taken:
         problems.append(f"{runs_dir} already holds a submission named {name!r}")
     return problems
+
+
+def _folded(name: str) -> str:
+    return " ".join(name.split()).casefold()
+
+
+@contextmanager
+def site_lock(site_dir: str | Path) -> Iterator[None]:
+    """Hold the site's lock for a read-modify-write of its board: an exclusive `flock` on the site folder itself
+    (opened without following a link; no lock file is left in the site), so concurrent submits to one site take
+    turns and each reads the board the previous one wrote."""
+    site = Path(site_dir)
+    load_leaderboard(site)  # a missing or broken site is refused before anything waits on it
+    try:
+        fd = os.open(site, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as err:
+        raise DataError(f"{site}: cannot lock the site ({err.strerror})") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def _write_run(run_dir: Path, config: RunConfig, predictions: Sequence[Prediction], results, per_example) -> None:
@@ -175,7 +203,22 @@ def submit(
     n_resamples: int = 1000,
     seed: int = 0,
 ) -> Path:
-    """Check, score and add a submission; returns its run directory. SubmissionError lists every problem."""
+    """Check, score and add a submission; returns its run directory. SubmissionError lists every problem. With a
+    site, the whole submission holds the site's lock (`site_lock`): a concurrent one waits, then sees this row."""
+    with site_lock(site_dir) if site_dir else nullcontext():
+        return _submit(predictions_path, name, meta_file, selection, Path(runs_dir), site_dir, n_resamples, seed)
+
+
+def _submit(
+    predictions_path: str | Path,
+    name: str,
+    meta_file: str | Path | None,
+    selection: dict[str, Any],
+    runs_dir: Path,
+    site_dir: str | Path | None,
+    n_resamples: int,
+    seed: int,
+) -> Path:
     examples, chosen = select_examples(**selection)
     board = load_leaderboard(site_dir) if site_dir else None
     scorer = Scorer(examples, n_resamples=n_resamples, seed=seed)

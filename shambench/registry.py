@@ -39,6 +39,18 @@ class Entry(Generic[T]):
     info: dict[str, Any] = field(default_factory=dict)
 
 
+def name_problem(name: str) -> str | None:
+    """What makes `name` unusable as a plugin or row name (shown in terminals, compared as given), or None: empty,
+    leading or trailing whitespace, or a character that is not printable (ANSI escapes, newlines, ...)."""
+    if not name.strip():
+        return "is empty"
+    if name != name.strip():
+        return "has leading or trailing whitespace"
+    if not name.isprintable():
+        return "contains control characters"
+    return None
+
+
 def _first_line(doc: str | None) -> str:
     return (doc or "").strip().splitlines()[0] if (doc or "").strip() else ""
 
@@ -67,6 +79,8 @@ class Registry(Generic[T]):
 
     def add(self, name: str, factory: Callable[..., T], description: str, origin: str, **info: Any) -> None:
         """Register a factory directly (used for data-driven plugins such as presets)."""
+        if problem := name_problem(name):
+            raise ValueError(f"cannot register {self.kind} {name!r}: {problem}")
         with self._lock:
             existing = self._entries.get(name)
             if existing and existing.origin.startswith("shambench.") and not origin.startswith("shambench."):
@@ -107,7 +121,12 @@ class Registry(Generic[T]):
             return sorted(self._entries.values(), key=lambda e: e.name)
 
     def get(self, name: str) -> Entry[T]:
-        """The entry for `name`; entry points are scanned only when it is not built in."""
+        """The entry for `name`; entry points are scanned only when it is not built in. Only the canonical
+        spelling is found: `overlap ` is not another name for `overlap` (runs record the name as given)."""
+        if problem := name_problem(name):
+            canonical = " ".join(name.split())
+            hint = f"; did you mean {canonical!r}?" if canonical in self._names() else ""
+            raise UnknownPluginError(f"{self.kind} name {name!r} {problem}{hint}")
         self._load_builtins()
         with self._lock:
             if name in self._entries:
@@ -122,6 +141,10 @@ class Registry(Generic[T]):
         hint = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
         suggestion = f"; did you mean {' or '.join(repr(h) for h in hint)}?" if hint else ""
         raise UnknownPluginError(f"unknown {self.kind} {name!r}{suggestion} (see `shambench list {self.kind}s`)")
+
+    def _names(self) -> list[str]:
+        with self._lock:
+            return list(self._entries)
 
     def create(self, name: str, **params: Any) -> T:
         """Call the factory of `name` with the given parameters."""

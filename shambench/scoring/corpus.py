@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from shambench.errors import ScoringError
+from shambench.errors import DataError, ScoringError
 from shambench.paths import cache_dir
 from shambench.schema import Annotations, Example, SoftSpan, Span
-from shambench.scoring.text import convention, language_of, segment_mixed
+from shambench.scoring.text import convention, language_of, segment_mixed, unknown_language
 
 # Examples segmented together: large enough that a chunk of uncached texts is tokenised on every core, small enough
 # that its texts cost little memory (about 10 MB of real responses).
@@ -209,7 +209,9 @@ class Corpus:
                 total += len(ex.response)
             langs = [language_of(ex.meta) for ex in chunk]
             for ex, lang in zip(chunk, langs):
-                languages.setdefault(ex.partition, {})[lang] = None
+                if lang not in languages.setdefault(ex.partition, {}) and (why := unknown_language(lang)):
+                    raise DataError(f"example {ex.id!r}: {why}")
+                languages[ex.partition][lang] = None
             # int32 offsets while the corpus fits (halving the item arrays); a chunk past that goes int64.
             wide = wide or total > _INT32_MAX
             dtype = np.int64 if wide else np.int32

@@ -90,8 +90,19 @@ def convention(lang: str = DEFAULT_LANG) -> str:
 
 
 def language_of(meta: dict) -> str:
-    """The language code segmentation uses for an example: its `meta["lang"]` in lower case, else English."""
-    return str(meta.get("lang") or DEFAULT_LANG).lower()
+    """The language code segmentation uses for an example: the primary subtag of its `meta["lang"]` in lower case
+    (`en-US` and `en_GB` are `en`, `zh-Hans` and `zh_Hant` are `zh`: spaCy tokenises a language, not a region or
+    script), else English."""
+    return str(meta.get("lang") or DEFAULT_LANG).replace("_", "-").split("-")[0].strip().lower() or DEFAULT_LANG
+
+
+def unknown_language(lang: str) -> str | None:
+    """Why texts in `lang` cannot be segmented (spaCy has no tokenizer for it), or None when they can."""
+    try:
+        _tokenizer(lang)
+    except ImportError:
+        return f"meta.lang {lang!r} is not a language spaCy can tokenise (an ISO 639-1 code such as 'en', 'de', 'zh')"
+    return None
 
 
 @cache

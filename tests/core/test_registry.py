@@ -89,3 +89,20 @@ def test_create_detector_passes_name_and_argument():
     assert det.params() == {"rate": 0.5, "seed": 3}
     with pytest.raises(ValueError, match=r"rate must be in \[0, 1\]"):
         create_detector("random", rate=2)
+
+
+def test_only_canonical_names_are_registered_or_found():
+    from shambench.detection.detector import detectors
+    from shambench.errors import UnknownPluginError
+
+    with pytest.raises(
+        UnknownPluginError,
+        match=r"detector name 'overlap ' has leading or trailing whitespace; did you mean 'overlap'\?",
+    ):
+        detectors.get("overlap ")
+    with pytest.raises(UnknownPluginError, match="contains control characters"):
+        detectors.get("over\x1b[0mlap")
+    for bad in ("", " padded", "tab\there", "esc\x1b[31m"):
+        with pytest.raises(ValueError, match="cannot register detector"):
+            detectors.add(bad, lambda: None, "", "tests")
+    assert detectors.get("overlap").name == "overlap"

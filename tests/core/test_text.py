@@ -147,3 +147,36 @@ def test_the_cache_keys_on_the_language():
 
 def test_language_of_reads_meta_lang_in_lower_case_and_defaults_to_english():
     assert [text.language_of(m) for m in ({"lang": "ZH"}, {"lang": ""}, {})] == ["zh", "en", "en"]
+
+
+def test_language_of_keeps_the_primary_subtag_of_regional_and_script_codes():
+    codes = ["en-US", "en_GB", "zh_Hans", "zh-Hant-TW", "PT-br", " de "]
+    assert [text.language_of({"lang": c}) for c in codes] == ["en", "en", "zh", "zh", "pt", "de"]
+
+
+def test_an_unknown_language_is_a_one_line_error_naming_the_example(tmp_path):
+    from click.testing import CliRunner
+
+    from shambench.cli import main
+
+    rows = [
+        {
+            "id": "fine",
+            "dataset": "d",
+            "task": "summ",
+            "response": "Hello there.",
+            "hallu_spans": [],
+            "meta": {"lang": "en-US"},
+        },
+        {"id": "odd", "dataset": "d", "task": "summ", "response": "Qq qq.", "hallu_spans": [], "meta": {"lang": "qq"}},
+    ]
+    examples = tmp_path / "examples.jsonl"
+    examples.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    predictions = tmp_path / "predictions.jsonl"
+    predictions.write_text('{"id": "fine", "spans": []}\n{"id": "odd", "spans": []}\n', encoding="utf-8")
+    result = CliRunner().invoke(main, ["score", "--examples", examples, "--predictions", predictions])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and not isinstance(result.exception, ImportError)
+    (line,) = [x for x in result.output.splitlines() if "qq" in x]
+    assert "example 'odd'" in line and "not a language spaCy can tokenise" in line
+    assert text.unknown_language("en") is None and text.unknown_language("zh") is None

@@ -170,3 +170,63 @@ def test_cli_accepts_a_valid_file(board):
     (run_dir,) = [p.parent for p in board["runs"].rglob("results.json")]
     assert (run_dir / "per_example.jsonl").read_text().count("\n") == 3
     assert Results.model_validate_json((run_dir / "results.json").read_text()).overall.token.f1 == 1.0
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("\x1b[2J\x1b[31mred", r"--name '\x1b[2J\x1b[31mred' contains control characters"),
+        ("exact ", "--name 'exact ' has leading or trailing whitespace"),
+        ("EXACT", "the leaderboard already has a row named 'EXACT'"),
+        ("   ", "--name '   ' is empty"),
+    ],
+    ids=["ansi", "trailing-space", "case-only", "blank"],
+)
+def test_a_name_that_would_mislead_is_refused_and_never_printed_raw(board, name, expected):
+    before = _snapshot(board["site"], board["runs"])
+    with pytest.raises(SubmissionError) as err:
+        _submit(board, EXACT, name=name)
+    assert expected in err.value.problems and "\x1b" not in str(err.value)
+    assert _snapshot(board["site"], board["runs"]) == before
+
+
+def test_concurrent_submits_to_one_site_are_all_kept(board):
+    import threading
+
+    names = [f"mine-{i}" for i in range(4)]
+    paths = {}
+    for name in names:
+        paths[name] = board["site"].parent / f"{name}.jsonl"
+        paths[name].write_text(_lines(EXACT), encoding="utf-8")
+    start = threading.Barrier(len(names))
+    errors: list[BaseException] = []
+
+    def one(name: str) -> None:
+        start.wait()
+        try:
+            submit(
+                paths[name],
+                name,
+                selection={
+                    "datasets": None,
+                    "examples_file": board["examples"],
+                    "split": "test",
+                    "data_dir": None,
+                    "limit": None,
+                },
+                runs_dir=board["runs"],
+                site_dir=board["site"],
+                n_resamples=20,
+            )
+        except BaseException as err:  # reported below: a thread's exception would otherwise vanish
+            errors.append(err)
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in names]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    rows = {e.name for e in load_leaderboard(board["site"]).entries}
+    assert set(names) <= rows and len(rows) == 3 + len(names)
+    assert sorted(p.name for p in board["site"].iterdir()) == ["index.html", "leaderboard.json"]
