@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 import os
+import stat
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -28,7 +30,7 @@ from shambench.provenance import now_iso, shambench_version
 from shambench.runs.files import RESULTS
 from shambench.scoring.agreement import LIKE_FOR_LIKE, AgreementGroup
 from shambench.scoring.extended import kept_apart
-from shambench.scoring.results import PRF, GroupScores, Results
+from shambench.scoring.results import PRF, GroupScores, Results, RunInfo
 
 SITE_JSON = "leaderboard.json"
 SITE_HTML = "index.html"
@@ -76,14 +78,33 @@ def find_results(paths: Iterable[str | Path]) -> list[Path]:
     return sorted(found)
 
 
+# The largest run files a build reads: a results file is a few hundred kB; a journal holds one line per example.
+MAX_RESULTS_BYTES = 64 * 2**20
+MAX_JOURNAL_BYTES = 4 * 2**30
+
+
+def checked_file(path: Path, limit: int) -> Path:
+    """`path`, when it is a regular file of at most `limit` bytes: a device, FIFO or folder named like a run file
+    is never opened (reading it would never end); DataError otherwise."""
+    try:
+        info = path.stat()
+    except OSError as err:
+        raise DataError(f"{display_path(path)}: cannot be read ({err.strerror})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise DataError(f"{display_path(path)}: not a regular file")
+    if info.st_size > limit:
+        raise DataError(f"{display_path(path)}: {info.st_size} bytes, more than a run file holds ({limit})")
+    return path
+
+
 def load_results(path: Path) -> Results:
     """A `results.json` validated against the results schema; DataError names the file and the field."""
     try:
-        return Results.model_validate_json(path.read_bytes())
+        return Results.model_validate_json(checked_file(path, MAX_RESULTS_BYTES).read_bytes())
     except ValidationError as err:
         first = err.errors()[0]
         where = ".".join(str(x) for x in first["loc"]) or "file"
-        raise DataError(f"{path}: not a shambench results file ({where}: {first['msg']})") from None
+        raise DataError(f"{display_path(path)}: not a shambench results file ({where}: {first['msg']})") from None
 
 
 def _cell(group: GroupScores, level: str) -> Cell:
@@ -130,20 +151,32 @@ def _level(results: Results, level: str) -> Level:
 
 
 def display_path(path: Path) -> str:
-    """`path` relative to the current directory when it lies below it, else as given (no home or machine paths)."""
+    """`path` relative to the current directory when it lies below it, else as given (no home or machine paths);
+    a link is shown as named, not where it points."""
     try:
-        return Path(os.path.relpath(path.resolve(), Path.cwd())).as_posix()
+        return Path(os.path.relpath(os.path.abspath(path), Path.cwd())).as_posix()
     except ValueError:
         return path.as_posix()
 
 
 def incomplete_because(results: Results) -> list[str]:
     """Why a scored run is not complete: not the test split, a `--limit`, failed or missing predictions."""
-    run, reasons = results.run, []
+    return selection_reasons(results.run) + coverage_reasons(results)
+
+
+def selection_reasons(run: RunInfo) -> list[str]:
+    """Why a run's data is not the whole test split: another split, or a `--limit`."""
+    reasons = []
     if run.split not in ("test", None) or (run.split is None and run.examples_file is None):
         reasons.append(f"{run.split or 'unknown'} split, not test")
     if run.limit is not None:
         reasons.append(f"--limit {run.limit} (first {run.limit} examples per partition)")
+    return reasons
+
+
+def coverage_reasons(results: Results) -> list[str]:
+    """Failed predictions and examples without one."""
+    reasons = []
     failed = results.failed_predictions
     missing = results.missing_predictions - failed
     if failed:
@@ -397,8 +430,10 @@ def configurations(found: Sequence[tuple[Path, Results]]) -> list[list[tuple[Pat
 
 
 def merged_results(members: Sequence[tuple[Path, Results]]) -> Results:
-    """One configuration's runs scored together, from their journals and their examples (re-created from each
-    run's config): every view, interval and task mean is then exactly what one run over all their data gives."""
+    """A configuration's runs (one or several) scored together from their journals and their examples (re-created
+    from each run's config): every view, interval and task mean is then exactly what one run over all their data
+    gives, whatever their `results.json` files say. DataError when a run's files cannot be read or its examples
+    re-created."""
     from shambench.runs.files import JOURNAL
     from shambench.runs.runner import examples_of, load_config
     from shambench.scoring.scorer import Scorer
@@ -406,8 +441,11 @@ def merged_results(members: Sequence[tuple[Path, Results]]) -> Results:
     examples, predictions, first = [], [], members[0][1].run
     for path, _ in members:
         examples += examples_of(load_config(path.parent))
-        predictions += list(Journal(path.parent / JOURNAL).read().values())
+        predictions += list(Journal(checked_file(path.parent / JOURNAL, MAX_JOURNAL_BYTES)).read().values())
     results = Scorer(examples).score(predictions)
+    if len(members) == 1:
+        results.run = first
+        return results
     runs = [r.run for _, r in members]
     results.run = first.model_copy(
         update={
@@ -423,18 +461,56 @@ def merged_results(members: Sequence[tuple[Path, Results]]) -> Results:
     return results
 
 
-def configuration_entries(members: Sequence[tuple[Path, Results]]) -> list[Entry]:
-    """The row of one configuration: its merged runs, or one row per run when their data cannot be re-created."""
-    if len(members) == 1:
-        path, results = members[0]
-        return [run_entry(results, display_path(path.parent))]
-    try:
-        merged = merged_results(members)
-    except DataError:
-        return [run_entry(r, display_path(p.parent)) for p, r in members]
-    reasons = list(dict.fromkeys(reason for _, r in members for reason in incomplete_because(r)))
+DISAGREES = "results.json disagrees with its journal"
+"""How a row's reasons start when a run's results file does not say what its journal and examples give."""
+
+
+def disagreements(members: Sequence[tuple[Path, Results]], rescored: Results) -> list[str]:
+    """Where the runs' `results.json` files differ from their rescoring: a partition's span or sentence F1 or
+    count, the examples or the predictions counted (a doctored file, or a journal edited since)."""
+    found = []
+    for path, claimed in members:
+        where = display_path(path)
+        for name, group in claimed.datasets.items():
+            if name not in rescored.datasets:
+                found.append(f"{DISAGREES} ({where}): partition {name} is not in its data")
+                continue
+            mine = rescored.datasets[name]
+            for what, a, b in (
+                ("span F1", group.token.f1, mine.token.f1),
+                ("sentence F1", group.sentence.f1, mine.sentence.f1),
+            ):
+                if not math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12):
+                    found.append(f"{DISAGREES} ({where}): {name} {what} {a:.3f} there, {b:.3f} from the journal")
+            if group.n != mine.n:
+                found.append(f"{DISAGREES} ({where}): {name} has {group.n} examples there, {mine.n} in its data")
+    claimed_counts = {
+        "examples": sum(r.n_examples for _, r in members),
+        "examples without a prediction": sum(r.missing_predictions for _, r in members),
+        "failed predictions": sum(r.failed_predictions for _, r in members),
+    }
+    counts = {
+        "examples": rescored.n_examples,
+        "examples without a prediction": rescored.missing_predictions,
+        "failed predictions": rescored.failed_predictions,
+    }
+    found += [
+        f"{DISAGREES}: {claimed_counts[k]} {k} there, {counts[k]} from the journal"
+        for k in counts
+        if claimed_counts[k] != counts[k]
+    ]
+    return found
+
+
+def configuration_entry(members: Sequence[tuple[Path, Results]]) -> Entry:
+    """The row of one configuration (one run, or several over disjoint data merged), scored from the runs'
+    journals and examples; incomplete when their results files disagree with that. DataError when it cannot be
+    scored so."""
+    rescored = merged_results(members)
+    reasons = [reason for _, r in members for reason in selection_reasons(r.run)]
+    reasons += coverage_reasons(rescored) + disagreements(members, rescored)
     source = ", ".join(display_path(p.parent) for p, _ in members)
-    return [run_entry(merged, source, reasons, runs=len(members))]
+    return run_entry(rescored, source, list(dict.fromkeys(reasons)), runs=len(members))
 
 
 def _param_text(value: Any) -> str:
@@ -473,14 +549,26 @@ def _told_apart(entry: Entry, alike: Sequence[Entry]) -> str:
 def build(run_paths: Sequence[str | Path], reported_path: str | Path | None) -> Leaderboard:
     """The leaderboard of every run found under `run_paths` (a configuration's runs over disjoint data merged into
     one row), plus the reported rows when a file is given."""
-    found = [(p, load_results(p)) for p in find_results(run_paths)]
+    found, skipped = [], {}
+    for path in find_results(run_paths):
+        try:
+            found.append((path, load_results(path)))
+        except DataError as err:
+            skipped[display_path(path.parent)] = str(err)
     # A run of none of the board's partitions (only Mu-SHROOM's languages, say) is on its own page only.
     found = [(p, r) for p, r in found if any(not kept_apart(name) for name in r.datasets)]
-    entries = named([e for members in configurations(found) for e in configuration_entries(members)])
-    if reported_path is None:
-        return assemble(entries)
-    reported = load_reported(reported_path)
-    return assemble(entries, reported_entries(reported), reported.source)
+    entries = []
+    for members in configurations(found):
+        try:
+            entries.append(configuration_entry(members))
+        except (DataError, OSError) as err:
+            # One bad run costs its own row only; the reason is kept on the board and printed by the build.
+            why = str(err) if isinstance(err, DataError) else f"cannot be read ({err})"
+            skipped |= {display_path(p.parent): f"not rescored from its journal: {why}" for p, _ in members}
+    entries = named(entries)
+    reported = load_reported(reported_path) if reported_path is not None else None
+    board = assemble(entries, reported_entries(reported), reported.source) if reported else assemble(entries)
+    return board.model_copy(update={"skipped": skipped})
 
 
 def with_entry(board: Leaderboard, entry: Entry) -> Leaderboard:

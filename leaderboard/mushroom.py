@@ -19,6 +19,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from shambench.errors import DataError
 from shambench.io import write_atomic
 from shambench.leaderboard.schema import HUMAN_NAME
 from shambench.scoring.agreement import AgreementGroup
@@ -155,7 +156,12 @@ def mushroom_runs(run_paths: Sequence[str | Path]) -> list[tuple[str, Results]]:
     """The scored runs under `run_paths` that hold the Mu-SHROOM per-language view, with their directories."""
     from shambench.leaderboard.build import display_path, find_results, load_results
 
-    runs = [(display_path(p.parent), load_results(p)) for p in find_results(run_paths)]
+    runs = []
+    for path in find_results(run_paths):
+        try:
+            runs.append((display_path(path.parent), load_results(path)))
+        except DataError:
+            continue  # the build reports it among the skipped runs
     return [(source, r) for source, r in runs if r.groups.get("mushroom")]
 
 

@@ -220,6 +220,9 @@ class Leaderboard(BaseModel):
     human: HumanReference | None = None
     """One annotator against the others on the partitions whose sources release annotators (None without such
     partitions): a reference row, never ranked; each entry's `agreement` gives its gap to it."""
+    skipped: dict[str, str] = Field(default_factory=dict)
+    """Runs found but left off the board (unreadable, not a regular file, too large, or not re-scorable from
+    their journal and examples), by run directory, with the reason."""
 
 
 def json_schema(model: type[BaseModel], name: str, version: str) -> dict[str, Any]:

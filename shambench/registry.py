@@ -123,11 +123,14 @@ class Registry(Generic[T]):
     def get(self, name: str) -> Entry[T]:
         """The entry for `name`; entry points are scanned only when it is not built in. Only the canonical
         spelling is found: `overlap ` is not another name for `overlap` (runs record the name as given)."""
+        self._load_builtins()
         if problem := name_problem(name):
             canonical = " ".join(name.split())
-            hint = f"; did you mean {canonical!r}?" if canonical in self._names() else ""
-            raise UnknownPluginError(f"{self.kind} name {name!r} {problem}{hint}")
-        self._load_builtins()
+            with self._lock:
+                known = canonical in self._entries
+            raise UnknownPluginError(
+                f"{self.kind} name {name!r} {problem}" + (f"; did you mean {canonical!r}?" if known else "")
+            )
         with self._lock:
             if name in self._entries:
                 return self._entries[name]
@@ -141,10 +144,6 @@ class Registry(Generic[T]):
         hint = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
         suggestion = f"; did you mean {' or '.join(repr(h) for h in hint)}?" if hint else ""
         raise UnknownPluginError(f"unknown {self.kind} {name!r}{suggestion} (see `shambench list {self.kind}s`)")
-
-    def _names(self) -> list[str]:
-        with self._lock:
-            return list(self._entries)
 
     def create(self, name: str, **params: Any) -> T:
         """Call the factory of `name` with the given parameters."""

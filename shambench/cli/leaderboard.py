@@ -61,7 +61,9 @@ def build(
     shambench leaderboard build --runs runs/leaderboard --out leaderboard/site
     shambench leaderboard build --runs runs/a --runs runs/b --out site --reported reported_f1.json
 
-    Every results.json found is one row; the runs of one detector configuration over disjoint data (a
+    Every results.json found is one row, scored again from its run's journal and examples: a results.json that
+    says otherwise is flagged (a warning, and the row is shown unranked); a run that cannot be read or rescored
+    (not a regular file, too large, data missing) is skipped with its reason. The runs of one detector configuration over disjoint data (a
     sweep's cells) are scored together as one row, named by the parameters that tell its rows apart
     (`random rate=0.3`). Only complete runs (test split, no --limit, every example predicted without failure)
     over all of the board's partitions are ranked, by overall span-level F1; reference baselines (none, all,
@@ -72,8 +74,8 @@ def build(
     the main board by the paper's partitions only, and also get OUT/extended.html and OUT/extended.json, ranked by
     the extended overall. The page needs no server or network: open index.html in a browser.
     """
+    from shambench.leaderboard.build import DISAGREES, with_example_pages, write_site
     from shambench.leaderboard.build import build as build_board
-    from shambench.leaderboard.build import with_example_pages, write_site
 
     board = build_board(run_paths, _reported_path(reported, no_reported))
     if example_pages:
@@ -82,6 +84,15 @@ def build(
     standings = Counter(e.standing for e in board.entries)
     counts = ", ".join(f"{standings[s]} {s}" for s in ("ranked", "reference", "partial", "incomplete"))
     click.echo(f"{len(board.entries)} runs ({counts}), {len(board.reported)} reported rows -> {html_path}, {json_path}")
+    for entry in board.entries:
+        for reason in (r for r in entry.incomplete_because if r.startswith(DISAGREES)):
+            click.echo(
+                f"warning: {entry.name!r} ({entry.source}): {reason}; shown as its journal scores, not ranked", err=True
+            )
+    if board.skipped:
+        click.echo(f"warning: {len(board.skipped)} run(s) skipped:", err=True)
+        for source, reason in board.skipped.items():
+            click.echo(f"  {source}: {reason}", err=True)
     from shambench.leaderboard.mushroom import mushroom_runs, write_page
 
     runs = mushroom_runs(run_paths)

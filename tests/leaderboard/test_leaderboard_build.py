@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
 import shutil
+import signal
 
 import pytest
 from click.testing import CliRunner
@@ -87,7 +89,7 @@ def test_real_reported_scores_become_one_row_per_detector(toy_runs):
     assert board.tasks[:6] == ["open_qa", "context_qa", "data2txt", "open_bio", "summ", "mt"]
 
 
-def test_missing_or_empty_or_corrupt_run_paths_are_errors(toy_runs, tmp_path):
+def test_missing_or_empty_run_paths_are_errors_and_a_corrupt_run_is_skipped(toy_runs, tmp_path):
     with pytest.raises(DataError, match="no such run directory"):
         find_results([tmp_path / "nowhere"])
     (tmp_path / "empty").mkdir()
@@ -98,8 +100,10 @@ def test_missing_or_empty_or_corrupt_run_paths_are_errors(toy_runs, tmp_path):
     results = json.loads((bad / "results.json").read_text())
     results["n_examples"] = "three"
     (bad / "results.json").write_text(json.dumps(results))
-    with pytest.raises(DataError, match=r"bad/results.json: not a shambench results file \(n_examples"):
-        build([bad], None)
+    board = build([bad, toy_runs / "runs"], None)
+    assert len(board.entries) == 3
+    ((where, why),) = board.skipped.items()
+    assert where.endswith("bad") and re.search(r"bad/results.json: not a shambench results file \(n_examples", why)
 
 
 def test_page_escapes_names_params_and_meta(tmp_path, monkeypatch):
@@ -317,3 +321,111 @@ def test_the_human_row_is_labelled_never_ranked_and_each_row_gets_its_gap(tmp_pa
     page = render(board)
     assert "How good is good?" in page and f'{HUMAN_NAME} <span class="badge reference">' in page
     assert "gap +0.167" in page and "gap -0.667" in page
+
+
+# --- runs whose files lie --------------------------------------------------------------------------------------
+
+
+def doctored_runs(toy_runs, root):
+    """Copies of the toy runs, each lying in one way, beside an honest copy of `exact`."""
+    from shambench.runs.files import JOURNAL, RESULTS
+
+    runs = root / "runs"
+    shutil.copytree(toy_runs / "runs" / "exact", runs / "honest")
+    # `all` scores (0.125 + 2/9) / 2 = 0.174; its results file claims 0.99 overall and per partition.
+    shutil.copytree(toy_runs / "runs" / "nested" / "all", runs / "boasting")
+    claimed = json.loads((runs / "boasting" / RESULTS).read_text())
+    claimed["overall"]["token"]["f1"] = 0.99
+    for group in claimed["datasets"].values():
+        group["token"]["f1"] = 0.99
+    (runs / "boasting" / RESULTS).write_text(json.dumps(claimed))
+    # `exact` with two of its three journal lines deleted: its results file still says complete at 1.0.
+    shutil.copytree(toy_runs / "runs" / "exact", runs / "torn")
+    lines = (runs / "torn" / JOURNAL).read_text().splitlines(keepends=True)
+    (runs / "torn" / JOURNAL).write_text(lines[0])
+    # A NaN in the results file.
+    shutil.copytree(toy_runs / "runs" / "none", runs / "nan")
+    nan = json.loads((runs / "nan" / RESULTS).read_text())
+    nan["overall"]["token"]["f1"] = float("nan")
+    (runs / "nan" / RESULTS).write_text(json.dumps(nan))
+    # Files that never end: a FIFO and /dev/zero named results.json, a FIFO named predictions.jsonl.
+    for name in ("fifo", "zero", "fifo-journal"):
+        shutil.copytree(toy_runs / "runs" / "none", runs / name)
+    for path in (runs / "fifo" / RESULTS, runs / "fifo-journal" / JOURNAL):
+        path.unlink()
+        os.mkfifo(path)
+    (runs / "zero" / RESULTS).unlink()
+    (runs / "zero" / RESULTS).symlink_to("/dev/zero")
+    return runs
+
+
+@pytest.fixture
+def never_hangs():
+    """A build that blocks on a file fails the test after 60 s instead of hanging the suite."""
+
+    def hung(*_):
+        raise AssertionError("the build blocked on a file")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(60)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
+def test_every_row_is_rescored_and_lying_files_are_flagged_or_skipped(toy_runs, tmp_path, monkeypatch, never_hangs):
+    monkeypatch.chdir(tmp_path)
+    runs = doctored_runs(toy_runs, tmp_path)
+    before = {p: p.read_bytes() for p in runs.rglob("*") if p.is_file() and not p.is_symlink() and p.suffix != ""}
+    result = CliRunner().invoke(
+        main, ["leaderboard", "build", "--runs", runs, "--out", tmp_path / "site", "--no-reported"]
+    )
+    assert result.exit_code == 0 and result.exception is None, result.output
+    board = load_leaderboard(tmp_path / "site")
+    rows = {e.source: e for e in board.entries}
+    # The boasting run shows what its journal gives, is not complete, and says why.
+    boasting = rows["runs/boasting"]
+    assert boasting.span.overall.f1 == pytest.approx(SPAN_OVERALL["all"])
+    assert not boasting.complete and boasting.standing == "incomplete" and boasting.rank is None
+    assert (
+        "results.json disagrees with its journal (runs/boasting/results.json): context_qa/toyqa span F1 0.990 there, 0.125 from the journal"
+        in boasting.incomplete_because
+    )
+    # The torn run: one prediction of three, so incomplete; its stale results file is flagged too.
+    torn = rows["runs/torn"]
+    assert not torn.complete and "2 example(s) without a prediction" in torn.incomplete_because
+    assert (
+        "results.json disagrees with its journal: 0 examples without a prediction there, 2 from the journal"
+        in torn.incomplete_because
+    )
+    # Only the honest run is ranked.
+    assert [e.source for e in board.entries if e.standing == "ranked"] == ["runs/honest"]
+    assert rows["runs/honest"].span.overall.f1 == 1.0 and rows["runs/honest"].complete
+    # The NaN is never shown: its file is refused, the run skipped with the reason.
+    assert board.skipped == {
+        "runs/nan": "runs/nan/results.json: not a shambench results file (overall.token.f1: Input should be a finite number)",
+        "runs/fifo": "runs/fifo/results.json: not a regular file",
+        "runs/zero": "runs/zero/results.json: not a regular file",
+        "runs/fifo-journal": "not rescored from its journal: runs/fifo-journal/predictions.jsonl: not a regular file",
+    }
+    assert (
+        "warning: 4 run(s) skipped:" in result.stderr
+        and "runs/fifo: runs/fifo/results.json: not a regular file" in result.stderr
+    )
+    assert (
+        "warning: 'all' (runs/boasting): results.json disagrees" in result.stderr and "Traceback" not in result.output
+    )
+    assert {p: p.read_bytes() for p in before} == before
+
+
+def test_an_oversized_results_file_is_skipped_unread(toy_runs, tmp_path, monkeypatch):
+    from shambench.leaderboard import build as build_module
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(toy_runs / "runs" / "none", tmp_path / "runs" / "big")
+    monkeypatch.setattr(build_module, "MAX_RESULTS_BYTES", 100)
+    board = build(["runs"], None)
+    size = (tmp_path / "runs" / "big" / "results.json").stat().st_size
+    assert board.entries == [] and board.skipped == {
+        "runs/big": f"runs/big/results.json: {size} bytes, more than a run file holds (100)"
+    }
