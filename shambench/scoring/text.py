@@ -17,6 +17,7 @@ one process.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import multiprocessing
 import os
 import sqlite3
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import version
 from multiprocessing.context import BaseContext
+from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
@@ -98,11 +100,23 @@ def language_of(meta: dict) -> str:
 
 def unknown_language(lang: str) -> str | None:
     """Why texts in `lang` cannot be segmented (spaCy has no tokenizer for it), or None when they can."""
+    if lang in _shipped_languages():
+        return None
     try:
-        _tokenizer(lang)
+        _tokenizer(lang)  # a language another package registers with spaCy
     except ImportError:
         return f"meta.lang {lang!r} is not a language spaCy can tokenise (an ISO 639-1 code such as 'en', 'de', 'zh')"
     return None
+
+
+@cache
+def _shipped_languages() -> frozenset[str]:
+    """The language codes spaCy ships (`spacy/lang/<code>/`), found without importing spaCy: a scoring whose
+    texts are all cached never loads a tokenizer."""
+    spec = importlib.util.find_spec("spacy")
+    if spec is None or spec.origin is None:
+        return frozenset()
+    return frozenset(p.parent.name for p in (Path(spec.origin).parent / "lang").glob("*/__init__.py"))
 
 
 @cache
