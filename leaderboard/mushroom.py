@@ -153,14 +153,17 @@ def render(tables: dict[str, list[Row]]) -> str:
 
 
 def mushroom_runs(run_paths: Sequence[str | Path]) -> list[tuple[str, Results]]:
-    """The scored runs under `run_paths` that hold the Mu-SHROOM per-language view, with their directories."""
-    from shambench.leaderboard.build import display_path, find_results, load_results
+    """The scored runs under `run_paths` that hold the Mu-SHROOM per-language view, with their directories, each
+    scored again from its journal and examples (as the board's rows are)."""
+    from shambench.leaderboard.build import display_path, find_results, load_results, merged_results
 
     runs = []
     for path in find_results(run_paths):
         try:
-            runs.append((display_path(path.parent), load_results(path)))
-        except DataError:
+            claimed = load_results(path)
+            if claimed.groups.get("mushroom"):
+                runs.append((display_path(path.parent), merged_results([(path, claimed)])))
+        except (DataError, OSError):
             continue  # the build reports it among the skipped runs
     return [(source, r) for source, r in runs if r.groups.get("mushroom")]
 

@@ -85,3 +85,31 @@ def test_the_human_row_stands_beside_the_organisers_rows_never_ranked():
     assert table[2:] == official_rows()["de"]
     page = render({"de": table})
     assert f'<tr class="human"><td></td><td>{HUMAN_NAME}</td>' in page
+
+
+def test_the_language_tabs_show_what_the_journal_gives_not_a_doctored_results_file(tmp_path):
+    import json
+
+    from shambench.leaderboard.mushroom import mushroom_runs
+    from tests.leaderboard.toy import make_run, write_examples
+
+    rows = [
+        {
+            "id": "m1",
+            "dataset": "mushroom-en",
+            "task": "open_qa",
+            "question": "How tall is the tower?",
+            "response": "The tower is 320 metres tall.",
+            "hallu_spans": [[13, 16]],
+            "soft_spans": [{"start": 13, "end": 16, "prob": 1.0}],
+            "meta": {"lang": "en"},
+        }
+    ]
+    examples = write_examples(tmp_path / "examples.jsonl", rows)
+    run = make_run(tmp_path / "runs" / "exact", examples, "exact", spans={"m1": [[13, 16]]})
+    claimed = json.loads((run / "results.json").read_text())
+    assert claimed["groups"]["mushroom"]["languages"]["en"]["iou"] == 1.0
+    claimed["groups"]["mushroom"]["languages"]["en"]["iou"] = 0.5
+    (run / "results.json").write_text(json.dumps(claimed))
+    ((_, results),) = mushroom_runs([tmp_path / "runs"])
+    assert results.groups["mushroom"]["languages"]["en"]["iou"] == 1.0
