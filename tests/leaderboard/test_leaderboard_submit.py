@@ -36,8 +36,8 @@ def board(toy_runs, tmp_path, monkeypatch) -> dict[str, Path]:
     return {"site": site, "runs": tmp_path / "submissions", "examples": toy_runs / "examples.jsonl"}
 
 
-def _submit(board, rows, name="mine", **kwargs):
-    path = board["site"].parent / "preds.jsonl"
+def _submit(board, rows, name="mine", preds="preds.jsonl", **kwargs):
+    path = board["site"].parent / preds
     path.write_text(_lines(rows), encoding="utf-8")
     return submit(
         path,
@@ -194,30 +194,13 @@ def test_concurrent_submits_to_one_site_are_all_kept(board):
     import threading
 
     names = [f"mine-{i}" for i in range(4)]
-    paths = {}
-    for name in names:
-        paths[name] = board["site"].parent / f"{name}.jsonl"
-        paths[name].write_text(_lines(EXACT), encoding="utf-8")
     start = threading.Barrier(len(names))
     errors: list[BaseException] = []
 
     def one(name: str) -> None:
         start.wait()
         try:
-            submit(
-                paths[name],
-                name,
-                selection={
-                    "datasets": None,
-                    "examples_file": board["examples"],
-                    "split": "test",
-                    "data_dir": None,
-                    "limit": None,
-                },
-                runs_dir=board["runs"],
-                site_dir=board["site"],
-                n_resamples=20,
-            )
+            _submit(board, EXACT, name=name, preds=f"{name}.jsonl")
         except BaseException as err:  # reported below: a thread's exception would otherwise vanish
             errors.append(err)
 
