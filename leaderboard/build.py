@@ -461,6 +461,21 @@ def merged_results(members: Sequence[tuple[Path, Results]]) -> Results:
     return results
 
 
+def rescored_runs(run_paths: Sequence[str | Path], group: str) -> list[tuple[str, Results]]:
+    """The runs under `run_paths` whose results hold `groups[group]` (a view with a page of its own), each with
+    its directory and scored again from its journal and examples, as the board's rows are; a run that cannot be
+    read or rescored is left out (the board's build lists it among the skipped)."""
+    runs = []
+    for path in find_results(run_paths):
+        try:
+            claimed = load_results(path)
+            if claimed.groups.get(group):
+                runs.append((display_path(path.parent), merged_results([(path, claimed)])))
+        except (DataError, OSError):
+            continue
+    return runs
+
+
 DISAGREES = "results.json disagrees with its journal"
 """How a row's reasons start when a run's results file does not say what its journal and examples give."""
 

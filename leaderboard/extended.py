@@ -128,11 +128,11 @@ def render(extended: ExtendedBoard) -> str:
 
 
 def extended_runs(run_paths: Sequence[str | Path]) -> list[Row]:
-    """The rows of the scored runs under `run_paths` that hold the extended view."""
-    from shambench.leaderboard.build import display_path, find_results, load_results
+    """The rows of the scored runs under `run_paths` that hold the extended view, each scored again from its
+    journal and examples (as the board's rows are)."""
+    from shambench.leaderboard.build import rescored_runs
 
-    runs = [(display_path(p.parent), load_results(p)) for p in find_results(run_paths)]
-    return [run_row(source, r) for source, r in runs if r.groups.get("extended")]
+    return [run_row(source, r) for source, r in rescored_runs(run_paths, "extended")]
 
 
 def write_view(rows: Sequence[Row], out_dir: str | Path) -> Path:

@@ -19,7 +19,6 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from shambench.errors import DataError
 from shambench.io import write_atomic
 from shambench.leaderboard.schema import HUMAN_NAME
 from shambench.scoring.agreement import AgreementGroup
@@ -155,17 +154,9 @@ def render(tables: dict[str, list[Row]]) -> str:
 def mushroom_runs(run_paths: Sequence[str | Path]) -> list[tuple[str, Results]]:
     """The scored runs under `run_paths` that hold the Mu-SHROOM per-language view, with their directories, each
     scored again from its journal and examples (as the board's rows are)."""
-    from shambench.leaderboard.build import display_path, find_results, load_results, merged_results
+    from shambench.leaderboard.build import rescored_runs
 
-    runs = []
-    for path in find_results(run_paths):
-        try:
-            claimed = load_results(path)
-            if claimed.groups.get("mushroom"):
-                runs.append((display_path(path.parent), merged_results([(path, claimed)])))
-        except (DataError, OSError):
-            continue  # the build reports it among the skipped runs
-    return [(source, r) for source, r in runs if r.groups.get("mushroom")]
+    return rescored_runs(run_paths, "mushroom")
 
 
 def write_page(runs: Sequence[tuple[str, Results]], out_dir: str | Path) -> Path:

@@ -7,7 +7,6 @@ import json
 from click.testing import CliRunner
 
 from shambench.cli import main
-from shambench.io import write_json
 from shambench.leaderboard.extended import board, render, run_row
 from shambench.schema import Example, Prediction
 from shambench.scoring.scorer import score
@@ -47,9 +46,15 @@ def test_rows_are_ranked_by_the_extended_overall():
 
 
 def test_build_writes_the_extended_view_and_keeps_the_main_board_to_the_paper(tmp_path):
+    from shambench.io import write_jsonl
+    from tests.leaderboard.toy import make_run
+
+    # Run directories (config, journal, results): the build scores every row again from its journal.
+    examples = tmp_path / "examples.jsonl"
+    write_jsonl(examples, EXAMPLES)
     nothing = dict.fromkeys(("z1", "x1", "h1"), [])
     for name, spans in (("exact", {"z1": [[0, 1]], "x1": [[2, 3]], "h1": [[0, 3]]}), ("first-word", nothing)):
-        write_json(tmp_path / "runs" / name / "results.json", _results(name, spans))
+        make_run(tmp_path / "runs" / name, examples, name, spans=spans)
     site = tmp_path / "site"
     result = CliRunner().invoke(main, ["leaderboard", "build", "--runs", str(tmp_path / "runs"), "--out", str(site),
                                        "--no-reported"])  # fmt: skip
