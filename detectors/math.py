@@ -2,14 +2,29 @@
 
 A PRM gives each step a probability of being correct (`Prediction.step_scores`); `shambench eval` applies the
 threshold (tuned per suite, see `shambench.scoring.steps`). For the span view a PRM also marks the steps scoring below
-`span_threshold` and gives every step's 1 - score as a scored range. The PRM input is SHARP's: after
-"Question: {question}\\n\\nSolution:\\n", each step followed by the marker `<extra_0>`, steps joined by a blank line.
-Backends:
-- `transformers`: a local model whose head gives two logits per token (`auto_class`, default
-  `AutoModelForTokenClassification`; Qwen2.5-Math-PRM needs `-p auto_class=AutoModel -p trust_remote_code=true`);
-  the score of a step is the softmax probability of class 1 at its marker token;
-- `openai`: a server with vLLM's `/pooling` endpoint and the STEP pooler (`step_tag_id` = the marker's token id),
-  which returns one `[p_incorrect, p_correct]` row per marker.
+`span_threshold` and gives every step's 1 - score as a scored range. The input, the model class and the probability
+read follow each PRM's own inference code (`-p format=`; `auto`, the default, picks it from the model's name and
+refuses a name it does not know):
+- `qwen2.5-math-prm` — the model cards of Qwen/Qwen2.5-Math-PRM-7B, -72B and Qwen2.5-Math-7B-PRM800K (ProcessBench's
+  baseline): chat messages (system "Please reason step by step, and put your final answer within \\boxed{}.", the
+  question as the user turn, the steps each followed by `<extra_0>` and joined with nothing as the assistant turn)
+  rendered with the tokenizer's chat template (`add_generation_prompt=False`), encoded without truncation, run
+  through `AutoModel` with remote code; a step's score is the softmax probability of class 1 at its `<extra_0>`.
+- `math-shepherd` — the model card of peiyi9979/math-shepherd-mistral-7b-prm: `f"{question} {output}"` where the
+  output is the steps each followed by " ки", joined by a newline (exactly the released data's `input` field),
+  encoded without truncation, run through `AutoModelForCausalLM`; a step's score is the softmax over the logits of
+  the `+` and `-` tokens, read for `+`, at each `ки` token. The card finds these ids as `encode("+ -")[1:]` and
+  `encode("ки")[-1]` (dropping Mistral's BOS); shambench encodes without special tokens and keeps both ids, the same
+  ids on that tokenizer, and refuses a tokenizer where they are not single tokens.
+- `sharp` — SHARP's PRMs: after "Question: {question}\\n\\nSolution:\\n", each step followed by `<extra_0>`, steps
+  joined by a blank line, class 1 of a two-logit token head (`AutoModelForTokenClassification`) at each marker.
+Backends: `transformers` (the model run here as above; `-p auto_class=` and `-p trust_remote_code=` override the
+format's) and `openai`, a vLLM server's `/pooling` endpoint with the STEP pooler: the chat messages for
+`qwen2.5-math-prm` (the server applies the template), the text otherwise; each row's last entry is read as
+p(correct), except for `math-shepherd`, served with `returned_token_ids` = [+, -] as the card orders them, whose
+last entry is p(-) and whose score is 1 - p(-) = p(+). ProcessBench's repository (QwenLM/ProcessBench e802463)
+evaluates critics and one generative PRM (`run_eval_prm_rlhflow.py`), not these PRMs, and fixes no threshold for
+them; shambench tunes it per suite.
 The critic asks a chat model through `shambench.llm.client` either for a verdict per step (`mode=steps`: "Verdict: yes,
 no, ...", Hard2Verify's format) or for the first wrong step (`mode=first-error`: "Verdict: 3", -1 for none).
 A reply without a `Verdict:` line, or whose verdict line holds no verdict at all, is a failed prediction (its text
@@ -38,6 +53,21 @@ from shambench.schema import Example, Prediction, Span
 MARKER = "<extra_0>"
 PRM_QUESTION = "Question: {question}\n\nSolution:\n"
 STEP_JOIN = "\n\n"
+QWEN_PRM_SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
+SHEPHERD_TAG, SHEPHERD_GOOD, SHEPHERD_BAD = "ки", "+", "-"
+PRM_FORMATS = ("qwen2.5-math-prm", "math-shepherd", "sharp")
+# Lower-cased name fragments of the published checkpoints, for `format=auto`.
+PRM_NAMES = {
+    "qwen2.5-math-prm": "qwen2.5-math-prm",
+    "qwen2.5-math-7b-prm800k": "qwen2.5-math-prm",
+    "math-shepherd": "math-shepherd",
+    "sharp": "sharp",
+}
+AUTO_CLASSES = {
+    "qwen2.5-math-prm": "AutoModel",
+    "math-shepherd": "AutoModelForCausalLM",
+    "sharp": "AutoModelForTokenClassification",
+}
 
 
 def step_texts(example: Example) -> list[str]:
@@ -112,10 +142,82 @@ class RandomStep(Detector):
         return prm_prediction(example, scores, self.span_threshold)
 
 
-def prm_input(example: Example) -> str:
-    """SHARP's PRM input: the question, then each step followed by the marker, steps joined by a blank line."""
+def prm_format(model: str, given: str = "auto") -> str:
+    """The PRM input format: `given`, or for `auto` the one named by the model's name; DataError otherwise."""
+    if given != "auto":
+        if given not in PRM_FORMATS:
+            raise DataError(f"unknown PRM format {given!r} (use auto or one of {', '.join(PRM_FORMATS)})")
+        return given
+    name = model.lower()
+    for fragment, fmt in PRM_NAMES.items():
+        if fragment in name:
+            return fmt
+    raise DataError(f"cannot tell the input format of PRM {model!r}: say -p format={'|'.join(PRM_FORMATS)}")
+
+
+def prm_input(example: Example, fmt: str = "sharp") -> str:
+    """The PRM's input text: SHARP's (question header, `<extra_0>` after each step, blank lines between) or
+    Math-Shepherd's (question, a space, steps each ending in " ки" joined by newlines)."""
+    if fmt == "math-shepherd":
+        steps = "\n".join(f"{text} {SHEPHERD_TAG}" for text in step_texts(example))
+        return f"{example.question} {steps}"
     steps = STEP_JOIN.join(text + MARKER for text in step_texts(example))
     return PRM_QUESTION.format(question=example.question) + steps
+
+
+def qwen_prm_messages(example: Example) -> list[dict[str, str]]:
+    """Qwen2.5-Math-PRM's chat: its system prompt, the question, the steps each followed by `<extra_0>`."""
+    return [
+        {"role": "system", "content": QWEN_PRM_SYSTEM},
+        {"role": "user", "content": example.question},
+        {"role": "assistant", "content": "".join(text + MARKER for text in step_texts(example))},
+    ]
+
+
+def single_token(tokenizer: Any, text: str, model: str) -> int:
+    """The id of `text` when the tokenizer makes it one token (no special tokens); DataError otherwise."""
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    if len(ids) != 1 or ids[0] == tokenizer.unk_token_id:
+        raise DataError(f"{model}: the tokenizer does not make {text!r} a single token")
+    return ids[0]
+
+
+def transformers_scorer(model_name: str, fmt: str, auto_class: str, trust: bool):
+    """A function from an example to its step scores, as the format's official code computes them here."""
+    import torch
+    import transformers
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(model_name, trust_remote_code=trust)
+    model = getattr(transformers, auto_class).from_pretrained(model_name, trust_remote_code=trust).eval()
+
+    def logits_of(ids: Any) -> Any:
+        with torch.no_grad():
+            out = model(input_ids=ids)
+        return (out.logits if hasattr(out, "logits") else out[0])[0].float()
+
+    if fmt == "math-shepherd":
+        good, bad = (single_token(tokenizer, t, model_name) for t in (SHEPHERD_GOOD, SHEPHERD_BAD))
+        tag = single_token(tokenizer, SHEPHERD_TAG, model_name)
+
+        def shepherd(example: Example) -> list[float]:
+            ids = torch.tensor([tokenizer.encode(prm_input(example, fmt))])
+            probs = torch.softmax(logits_of(ids)[:, [good, bad]], dim=-1)[:, 0]
+            return probs[ids[0] == tag].tolist()
+
+        return shepherd
+    marker = single_token(tokenizer, MARKER, model_name)
+
+    def at_markers(example: Example) -> list[float]:
+        if fmt == "qwen2.5-math-prm":
+            text = tokenizer.apply_chat_template(
+                qwen_prm_messages(example), tokenize=False, add_generation_prompt=False
+            )
+        else:
+            text = prm_input(example, fmt)
+        ids = torch.tensor([tokenizer.encode(text)])
+        return torch.softmax(logits_of(ids), dim=-1)[ids[0] == marker][:, 1].tolist()
+
+    return at_markers
 
 
 class PRMDetector(APIDetector):
@@ -124,7 +226,9 @@ class PRMDetector(APIDetector):
 
     family = "prm"
 
-    def __init__(self, model: str, backend: str = "openai", span_threshold: float = 0.5, **options: Any):
+    def __init__(
+        self, model: str, backend: str = "openai", span_threshold: float = 0.5, format: str = "auto", **options: Any
+    ):
         if backend not in ("openai", "transformers"):
             raise DataError(f"unknown PRM backend {backend!r} (use openai or transformers)")
         if not model:
@@ -144,11 +248,14 @@ class PRMDetector(APIDetector):
         )
         super().__init__(endpoint, use_cache=bool(options.get("cache", True)))
         self.model, self.backend, self.span_threshold = model, backend, float(span_threshold)
+        self.format = prm_format(model, format)
         self.options = options
 
     def params(self) -> dict[str, Any]:
         safe = {k: v for k, v in self.options.items() if k != "api_key"}
-        return {"model": self.model, "backend": self.backend, "span_threshold": self.span_threshold, **safe}
+        # The resolved format, so that `--resume` rebuilds the same input whatever `auto` would pick later.
+        given = {"model": self.model, "backend": self.backend, "span_threshold": self.span_threshold}
+        return {**given, "format": self.format, **safe}
 
     def predict(self, examples: Sequence[Example], monitor: Monitor | None = None) -> Iterator[Prediction]:
         if self.backend == "openai":
@@ -157,10 +264,12 @@ class PRMDetector(APIDetector):
             yield from self.map(examples, self.predict_one, monitor)
             return
         monitor = monitor or Monitor()
-        score = self._transformers_scores()
+        trust = bool(self.options.get("trust_remote_code", self.format == "qwen2.5-math-prm"))
+        auto_class = self.options.get("auto_class") or AUTO_CLASSES[self.format]
+        score = transformers_scorer(self.model, self.format, auto_class, trust)
         for example in examples:
             try:
-                scores = score(prm_input(example))
+                scores = score(example)
             except (OSError, ValueError, KeyError, TypeError, IndexError, RecursionError) as err:
                 pred = Prediction(id=example.id, error=f"{type(err).__name__}: {err}")
             else:
@@ -172,39 +281,22 @@ class PRMDetector(APIDetector):
         """The step scores of one example from the server's pooling API (`/pooling`, STEP pooler)."""
         from shambench.llm.client import LLMError
 
+        if self.format == "qwen2.5-math-prm":
+            body: dict[str, Any] = {"messages": qwen_prm_messages(example)}
+        else:
+            body = {"input": prm_input(example, self.format)}
         try:
-            reply = await client.request("pooling", {"input": prm_input(example)}, accept=lambda c: json.loads(c.text))
+            reply = await client.request("pooling", body, accept=lambda c: json.loads(c.text))
         except LLMError as err:
             return Prediction(id=example.id, error=err.reason, meta={"usage": err.usage.model_dump()})
-        return self._prediction(example, reply.parsed, {"usage": reply.usage.model_dump()})
+        # A row's last entry is p(-) for Math-Shepherd's [+, -] and p(correct) for the others' [0, 1].
+        scores = [1.0 - p for p in reply.parsed] if self.format == "math-shepherd" else reply.parsed
+        return self._prediction(example, scores, {"usage": reply.usage.model_dump()})
 
     def _prediction(self, example: Example, scores: list[float], meta: dict[str, Any]) -> Prediction:
         if len(scores) != len(example.steps or []):
             meta = {**meta, "n_scores": len(scores)}
         return prm_prediction(example, scores, self.span_threshold, meta=meta)
-
-    def _transformers_scores(self):
-        import torch
-        import transformers
-
-        opts = self.options
-        trust = bool(opts.get("trust_remote_code", False))
-        tokenizer = transformers.AutoTokenizer.from_pretrained(self.model, trust_remote_code=trust)
-        auto = getattr(transformers, opts.get("auto_class", "AutoModelForTokenClassification"))
-        model = auto.from_pretrained(self.model, trust_remote_code=trust).eval()
-        marker_id = tokenizer.convert_tokens_to_ids(MARKER)
-        if marker_id is None or marker_id == tokenizer.unk_token_id:
-            raise DataError(f"{self.model}: the tokenizer has no {MARKER} token")
-
-        def score(text: str) -> list[float]:
-            ids = tokenizer(text, return_tensors="pt", truncation=True)
-            with torch.no_grad():
-                out = model(**ids)
-            logits = out.logits if hasattr(out, "logits") else out[0]
-            at = ids["input_ids"][0] == marker_id
-            return torch.softmax(logits[0][at].float(), dim=-1)[:, 1].tolist()
-
-        return score
 
 
 VERDICT = re.compile(r"\bverdict:\s*(.+)", re.IGNORECASE)
@@ -330,9 +422,16 @@ def random_step(seed: int = 0, span_threshold: float = 0.5) -> Detector:
 
 
 @detector("prm", family="prm")
-def prm(model: str = "", backend: str = "openai", span_threshold: float = 0.5, **options: Any) -> Detector:
-    """Process reward model (transformers or vLLM /pooling): a correctness score per step at `<extra_0>`."""
-    return PRMDetector(model, backend, span_threshold, **options)
+def prm(
+    model: str = "", backend: str = "openai", span_threshold: float = 0.5, format: str = "auto", **options: Any
+) -> Detector:
+    """Process reward model (transformers or vLLM /pooling): a correctness score per step, read as its authors do.
+
+    Args:
+        format: qwen2.5-math-prm, math-shepherd or sharp (input, model class and token read; see the module);
+            auto picks it from the model's name.
+    """
+    return PRMDetector(model, backend, span_threshold, format, **options)
 
 
 @detector("critic", family="critic")

@@ -16,7 +16,16 @@ from click.testing import CliRunner
 from shambench.cli import main
 from shambench.data.steps import step_fields
 from shambench.detection.detector import create_detector
-from shambench.detectors.math import MARKER, parse_first_error, parse_step_verdicts, prm_input
+from shambench.detectors.math import (
+    MARKER,
+    QWEN_PRM_SYSTEM,
+    parse_first_error,
+    parse_step_verdicts,
+    prm_format,
+    prm_input,
+    qwen_prm_messages,
+)
+from shambench.errors import DataError
 from shambench.schema import Example
 from tests.conftest import require_shared
 
@@ -164,7 +173,7 @@ def test_prm_pooling_backend():
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         base = f"http://127.0.0.1:{server.server_port}/v1"
-        det = create_detector("prm:my-prm", base_url=base)
+        det = create_detector("prm:my-prm", base_url=base, format="sharp")
         preds = list(det.predict([example((1, 0, 0))]))
     finally:
         server.shutdown()
@@ -177,7 +186,9 @@ def test_prm_pooling_backend():
 def test_prm_pooling_backend_that_never_answers_stops_the_run():
     from shambench.errors import ServerUnreachable
 
-    det = create_detector("prm:my-prm", base_url="http://127.0.0.1:9/v1", timeout=1.0, max_retries=1)
+    det = create_detector(
+        "prm:my-prm", base_url="http://127.0.0.1:9/v1", timeout=1.0, max_retries=1, format="sharp"
+    )
     with pytest.raises(ServerUnreachable, match="no server answers at http://127.0.0.1:9/v1"):
         list(det.predict([example()]))
 
@@ -208,9 +219,173 @@ def test_prm_transformers_backend(tmp_path):
         model.classifier.bias.copy_(torch.tensor([0.0, math.log(3)]))
     fast.save_pretrained(tmp_path)
     model.save_pretrained(tmp_path)
-    det = create_detector(f"prm:{tmp_path}", backend="transformers")
+    det = create_detector(f"prm:{tmp_path}", backend="transformers", format="sharp")
     (pred,) = det.predict([example((1, 0, 0))])
     assert pred.error is None and pred.step_scores == pytest.approx([0.75, 0.75, 0.75])
+
+
+@pytest.mark.parametrize(
+    "model, fmt",
+    [
+        ("Qwen/Qwen2.5-Math-PRM-7B", "qwen2.5-math-prm"),
+        ("/models/Qwen2.5-Math-PRM-72B", "qwen2.5-math-prm"),
+        ("Qwen/Qwen2.5-Math-7B-PRM800K", "qwen2.5-math-prm"),
+        ("peiyi9979/math-shepherd-mistral-7b-prm", "math-shepherd"),
+        ("/models/Qwen2.5-Math-7B-SHARP-Step", "sharp"),
+    ],
+)
+def test_prm_format_is_picked_from_the_published_names(model, fmt):
+    assert prm_format(model) == fmt
+    assert prm_format("my-prm", fmt) == fmt
+
+
+def test_an_unknown_prm_name_or_format_is_refused():
+    with pytest.raises(DataError, match="format=qwen2.5-math-prm|math-shepherd|sharp"):
+        prm_format("my-prm")
+    with pytest.raises(DataError, match="unknown PRM format 'qwen'"):
+        prm_format("Qwen/Qwen2.5-Math-PRM-7B", "qwen")
+
+
+def test_qwen_prm_messages_are_the_model_cards():
+    # The card: system prompt, the query as the user turn, "<extra_0>".join(steps) + "<extra_0>" as the assistant's.
+    assert qwen_prm_messages(example((1, 0))) == [
+        {"role": "system", "content": "Please reason step by step, and put your final answer within \\boxed{}."},
+        {"role": "user", "content": "Q?"},
+        {"role": "assistant", "content": "step number 0 is fine<extra_0>step number 1 is wrong<extra_0>"},
+    ]
+    assert QWEN_PRM_SYSTEM == "Please reason step by step, and put your final answer within \\boxed{}."
+
+
+def test_math_shepherd_input_is_the_card_format():
+    assert prm_input(example((1, 0)), "math-shepherd") == "Q? step number 0 is fine ки\nstep number 1 is wrong ки"
+
+
+def test_math_shepherd_input_rebuilds_the_released_input_field():
+    # The card scores f"{question} {output}" with steps ending in " ки" joined by "\n": the data's own `input`.
+    from shambench.adapters.math_shepherd import MathShepherdAdapter
+
+    path = require_shared("math_shepherd", "samples_math-shepherd.openr.jsonl")
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    examples = MathShepherdAdapter().load(path.parents[1], "sample").examples
+    assert len(examples) == len(rows) == 7
+    rebuilt = [prm_input(ex, "math-shepherd") for ex in examples]
+    assert sum(text == row["input"] for text, row in zip(rebuilt, rows)) == 7
+
+
+def _word_tokenizer(tmp_path: Path, words: list[str], special: list[str], **extra):
+    transformers = pytest.importorskip("transformers")
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = {w: i for i, w in enumerate(["[UNK]", "[PAD]", *special, *words])}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    splits = [pre_tokenizers.Split(t, "isolated") for t in special]
+    tok.pre_tokenizer = pre_tokenizers.Sequence([*splits, pre_tokenizers.Whitespace()])
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", **extra)
+    fast.add_special_tokens({"additional_special_tokens": special})
+    fast.save_pretrained(tmp_path)
+    return fast, len(vocab)
+
+
+WORDS = ["Q", "?", "step", "number", "0", "1", "2", "is", "fine", "wrong", "+", "-", "ки", "system", "user"]
+
+
+def test_qwen_prm_transformers_backend_reads_class_1_at_each_marker_of_the_chat(tmp_path):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    template = "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    special = [MARKER, "<|im_start|>", "<|im_end|>"]
+    fast, size = _word_tokenizer(tmp_path, WORDS + ["assistant"], special, chat_template=template)
+    torch.manual_seed(0)
+    config = transformers.BertConfig(
+        vocab_size=size, hidden_size=8, num_hidden_layers=1, num_attention_heads=1, intermediate_size=8, num_labels=2
+    )
+    model = transformers.BertForTokenClassification(config).eval()
+    model.save_pretrained(tmp_path)
+    ex = example((1, 0, 0))
+    # The model card's procedure, written out.
+    text = fast.apply_chat_template(qwen_prm_messages(ex), tokenize=False, add_generation_prompt=False)
+    ids = fast.encode(text, return_tensors="pt")
+    with torch.no_grad():
+        probs = torch.softmax(model(input_ids=ids)[0], dim=-1)
+    expected = probs[0][ids[0] == fast.encode(MARKER)[0]][:, 1].tolist()
+    det = create_detector(
+        f"prm:{tmp_path}",
+        backend="transformers",
+        format="qwen2.5-math-prm",
+        auto_class="AutoModelForTokenClassification",
+    )
+    (pred,) = det.predict([ex])
+    assert pred.error is None and len(expected) == 3
+    assert pred.step_scores == pytest.approx(expected, abs=1e-6)
+    assert det.params()["format"] == "qwen2.5-math-prm"
+
+
+def test_math_shepherd_transformers_backend_reads_plus_against_minus_at_each_tag(tmp_path):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    fast, size = _word_tokenizer(tmp_path, WORDS, [])
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(vocab_size=size, n_embd=8, n_layer=1, n_head=1, n_positions=64)
+    model = transformers.GPT2LMHeadModel(config).eval()
+    model.save_pretrained(tmp_path)
+    ex = example((1, 0, 1))
+    # The card: logits of [+, -] at every position, softmax, the + column, at the ки positions.
+    good, bad, tag = (fast.convert_tokens_to_ids(t) for t in ("+", "-", "ки"))
+    ids = torch.tensor([fast.encode("Q? " + "\n".join(f"step number {i} is {w} ки" for i, w in
+                                                      enumerate(["fine", "wrong", "fine"])))])  # fmt: skip
+    with torch.no_grad():
+        scores = model(ids).logits[:, :, [good, bad]].softmax(dim=-1)[:, :, 0]
+    expected = scores[ids == tag].tolist()
+    det = create_detector(f"prm:{tmp_path}", backend="transformers", format="math-shepherd")
+    (pred,) = det.predict([ex])
+    assert pred.error is None and len(expected) == 3
+    assert pred.step_scores == pytest.approx(expected, abs=1e-6)
+
+
+class _Recording(BaseHTTPRequestHandler):
+    """vLLM's /pooling: records each body; answers rows (p0, p1) = (0.3, 0.7), (0.6, 0.4), ... one per step."""
+
+    bodies: list = []
+
+    def do_POST(self):  # noqa: N802 (http.server's naming)
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).bodies.append(body)
+        rows = [[0.3, 0.7], [0.6, 0.4], [0.9, 0.1]]
+        payload = json.dumps({"data": [{"data": rows}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize(
+    "model, sent, scores",
+    [
+        # Qwen's [0, 1] rows: class 1 is correct; the chat goes as messages (the server applies the template).
+        ("Qwen/Qwen2.5-Math-PRM-7B", "messages", [0.7, 0.4, 0.1]),
+        # Math-Shepherd's [+, -] rows: the last entry is p(-), the score p(+) = 1 - p(-).
+        ("peiyi9979/math-shepherd-mistral-7b-prm", "input", [0.3, 0.6, 0.9]),
+    ],
+)
+def test_prm_pooling_backend_by_format(model, sent, scores):
+    _Recording.bodies = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Recording)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        det = create_detector(f"prm:{model}", base_url=f"http://127.0.0.1:{server.server_port}/v1")
+        (pred,) = det.predict([example((1, 0, 0))])
+    finally:
+        server.shutdown()
+    assert pred.error is None and pred.step_scores == pytest.approx(scores)
+    (body,) = _Recording.bodies
+    if sent == "messages":
+        assert body["messages"] == qwen_prm_messages(example((1, 0, 0)))
+    else:
+        assert body["input"] == prm_input(example((1, 0, 0)), "math-shepherd")
 
 
 def test_critic_verdict_parsing():
