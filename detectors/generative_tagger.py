@@ -1,13 +1,35 @@
 """Generative taggers: fine-tuned LLMs served behind an OpenAI-compatible completions endpoint (e.g. vLLM).
 
-- `fava` — FAVA (Mishra et al. 2024) rewrites the response with its errors wrapped in type tags (`<entity>`,
-  `<relation>`, `<contradictory>`, `<invented>`, `<subjective>`, `<unverifiable>`), suggested insertions in
-  `<mark>` and deletions in `<delete>`. The tags are read with the FAVABench adapter's parser; when the rewrite
-  reproduces the response (up to whitespace) the spans are moved onto it by alignment, otherwise each tagged
-  string is placed in the response by `shambench.detection.locate`. Spans carry FAVA's error type as label.
-- `ragtruth-tagger` — the RAGTruth baseline fine-tune (Llama-2-13B in the paper), prompted with the task's
-  template from RAGTruth's `baseline/dataset.py` in Llama-2's `[INST] ... [/INST]` wrapping; it answers
-  `{"hallucination list": [span, ...]}` and each string is placed with `shambench.detection.locate`.
+- `fava` — FAVA (Mishra et al. 2024, fava-uw/fava-model) as its inference script runs it (github abhika-m/FAVA,
+  commit 7ec08c2, `eval/run_fava.py`): its `INPUT` prompt with the references as one string and the response after
+  `[Text] `, greedy decoding (temperature 0, top_p 1.0), 1024 new tokens. The model rewrites the response with
+  its errors wrapped in type tags (`<entity>`, `<relation>`, `<contradictory>`, `<invented>`, `<subjective>`,
+  `<unverifiable>`) in the form of its training completions (`training/process_train_data.py`, `swap_error_tags`
+  in `utils.py`): the response's own erroneous text in `<delete>`, a suggested replacement in `<mark>`, and a
+  contradictory sentence as `<contradictory><delete>...</delete><contradictory>` (the swap turns every closing
+  `</contradictory>` into `</delete><contradictory>`; `official_tags` reads that second opener as the closer).
+  The tags are then read with the FAVABench adapter's parser; when the rewrite reproduces the response (up to
+  whitespace) the spans are moved onto it by alignment, otherwise each tagged string is placed in the response by
+  `shambench.detection.locate`. Spans carry FAVA's error type as label. FAVA's own evaluation
+  (`eval/run_eval.py --metric detection`) scores tag presence per spaCy sentence, not spans, so the span reading
+  is shambench's. Differences: the repository's other entry, `eval/run_eval.py`, means to number several
+  references ("Reference [1]: ...", as the training prompts do) but cannot run (it appends to an undefined
+  `prompt` and formats the Python list of references); shambench follows `run_fava.py` and sends the example's
+  context as it is. With `-p question_as_evidence=true` (off by default) an example without a context sends its
+  question as the reference; FAVA's script sends an empty reference.
+- `ragtruth-tagger` — the RAGTruth baseline fine-tune (Llama-2-13B in the paper) as ParticleMedia/RAGTruth
+  (commit c103204) runs it in `baseline/predict_and_evaluate.py`: the task's template from `baseline/dataset.py`
+  in `[INST] {prompt.strip()} [/INST]`, sampled with temperature 0.05, top_p 0.95, top_k 40 and 512 new tokens;
+  the whole reply, stripped, must parse as JSON (`json.loads`) and its `"hallucination list"` is read (training
+  targets are `json.dumps({"hallucination list": [...]}, indent=2)`). The script retries an unparsable reply up
+  to ten times; here such a reply is an unusable output, re-asked by `--resume`. `-p parse=lenient` (off by
+  default) takes instead the last JSON dict with that key anywhere in the reply. Each listed string is placed in
+  the response with `shambench.detection.locate` (the script evaluates only whether the list is empty, so
+  placement is shambench's). The template's `{reference}` is the example's context: for RAGTruth examples that is
+  the adapter's rendering (passages and article stripped; a data-to-text record as indented `key: value` lines),
+  not the script's (`source_info['passages']` and the article as released, and `str()` of the data-to-text
+  record, a Python dict repr), so data-to-text prompts differ from the script's until the adapter exposes the
+  released record.
 
 Requests go through `shambench.llm.client` (bounded concurrency, retries, the response cache), so a rerun is served from
 the cache and `--resume` re-asks only what failed. Every prediction records the prompt template's hash.
@@ -16,6 +38,7 @@ the cache and `--resume` re-asks only what failed. Every prediction records the 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -66,6 +89,23 @@ def ragtruth_task(example: Example) -> str:
     return "QA"
 
 
+def option_value(name: str, given: Any, allowed: tuple[Any, ...]) -> Any:
+    """`given` as one of `allowed` (booleans also from "true"/"false"), the default when None; DataError otherwise."""
+    if given is None:
+        return allowed[0]
+    if isinstance(allowed[0], bool) and isinstance(given, str) and given.lower() in ("true", "false"):
+        given = given.lower() == "true"
+    if given not in allowed:
+        raise DataError(f"-p {name}={given!r}: use one of {', '.join(map(str, allowed))}")
+    return given
+
+
+def official_tags(text: str) -> str:
+    """FAVA's output with the contradictory-sentence closer its training data teaches (`</delete><contradictory>`)
+    written as the closing tag it stands for."""
+    return text.replace("</delete><contradictory>", "</delete></contradictory>")
+
+
 class GenerativeTagger(APIDetector):
     """Base of the taggers: one completion per example, parsed into strings or spans and placed in the response."""
 
@@ -73,10 +113,21 @@ class GenerativeTagger(APIDetector):
     templates: tuple[str, ...] = ()
     """The prompt templates (their hash is recorded)."""
 
-    def __init__(self, endpoint: Any, generation: dict[str, Any], min_similarity: float, use_cache: bool = True):
+    options: dict[str, tuple[Any, ...]] = {}
+    """The tagger's own options and their allowed values, the first its default (the official behaviour)."""
+
+    def __init__(
+        self,
+        endpoint: Any,
+        generation: dict[str, Any],
+        min_similarity: float,
+        use_cache: bool = True,
+        **chosen: Any,
+    ):
         super().__init__(endpoint, use_cache)
         self.generation = generation
         self.min_similarity = min_similarity
+        self.chosen = {name: option_value(name, chosen.get(name), allowed) for name, allowed in self.options.items()}
 
     @property
     def prompt_hash(self) -> str:
@@ -90,6 +141,7 @@ class GenerativeTagger(APIDetector):
             "generation": self.generation,
             "min_similarity": self.min_similarity,
             "prompt_hash": self.prompt_hash,
+            **self.chosen,
         }
 
     def prompt(self, example: Example) -> str:
@@ -133,15 +185,16 @@ class FavaTagger(GenerativeTagger):
     """FAVA: the response rewritten with typed error tags."""
 
     templates = (FAVA_TEMPLATE,)
+    options = {"question_as_evidence": (False, True)}
 
     def prompt(self, example: Example) -> str:
-        evidence = example.context or example.question
+        evidence = example.context or (example.question if self.chosen["question_as_evidence"] else "")
         return FAVA_TEMPLATE.format(evidence=evidence, output=example.response)
 
     def parse(self, completion: Any) -> Any:
         from shambench.adapters.fava import parse_annotated
 
-        return parse_annotated(completion.text)
+        return parse_annotated(official_tags(completion.text))
 
     def spans(self, example: Example, parsed: Any) -> tuple[list[Span], list[str]]:
         from shambench.adapters.fava import spans_on_output
@@ -155,10 +208,30 @@ class FavaTagger(GenerativeTagger):
         return self.placed(example, texts, [kind for _, _, kind in parsed.spans])
 
 
+def parse_hallucination_list(text: str, lenient: bool = False) -> list[str]:
+    """The non-blank strings of `{"hallucination list": [...]}`: the whole stripped reply parsed as JSON, as
+    RAGTruth's script does, or (lenient) the last such dict anywhere in it; ValueError when there is none."""
+    from shambench.llm.replies import reply_json_values
+
+    if lenient:
+        values = list(reversed(reply_json_values(text)))
+    else:
+        try:
+            values = [json.loads(text.strip())]
+        except ValueError:
+            values = []
+    for value in values:
+        if isinstance(value, dict) and isinstance(value.get("hallucination list"), list):
+            return [str(v) for v in value["hallucination list"] if str(v).strip()]
+    where = "in" if lenient else "as"
+    raise ValueError(f'no {{"hallucination list": [...]}} {where} the output')
+
+
 class RagTruthTagger(GenerativeTagger):
     """The RAGTruth fine-tune: hallucinated spans listed as text in a JSON dict."""
 
     templates = tuple(RAGTRUTH_TEMPLATES.values())
+    options = {"parse": ("strict", "lenient")}
 
     def prompt(self, example: Example) -> str:
         body = RAGTRUTH_TEMPLATES[ragtruth_task(example)].format(
@@ -167,12 +240,7 @@ class RagTruthTagger(GenerativeTagger):
         return f"[INST] {body.strip()} [/INST]"
 
     def parse(self, completion: Any) -> list[str]:
-        from shambench.llm.replies import reply_json_values
-
-        for value in reversed(reply_json_values(completion.text)):
-            if isinstance(value, dict) and isinstance(value.get("hallucination list"), list):
-                return [str(v) for v in value["hallucination list"] if str(v).strip()]
-        raise ValueError('no {"hallucination list": [...]} in the output')
+        return parse_hallucination_list(completion.text, lenient=self.chosen["parse"] == "lenient")
 
     def spans(self, example: Example, parsed: list[str]) -> tuple[list[Span], list[str]]:
         return self.placed(example, parsed, [None] * len(parsed))
@@ -180,8 +248,8 @@ class RagTruthTagger(GenerativeTagger):
 
 TAGGERS = {"fava": FavaTagger, "ragtruth-tagger": RagTruthTagger}
 DEFAULT_GENERATION: dict[str, dict[str, Any]] = {
-    # FAVA rewrites the whole passage: room for a long response plus its tags.
-    "fava": {"max_tokens": 2048, "temperature": 0.0, "top_p": 1.0},
+    # FAVA's inference script: greedy, 1024 new tokens.
+    "fava": {"max_tokens": 1024, "temperature": 0.0, "top_p": 1.0},
     # RAGTruth's own prediction script samples with these settings and 512 new tokens.
     "ragtruth-tagger": {"max_tokens": 512, "temperature": 0.05, "top_p": 0.95, "extra_body": {"top_k": 40}},
 }
@@ -199,6 +267,8 @@ def make_tagger(
     min_similarity: float | None = None,
     cache: bool = True,
     prompt_hash: str | None = None,
+    question_as_evidence: Any = None,
+    parse: str | None = None,
     **overrides: Any,
 ) -> GenerativeTagger:
     """A tagger from its name, the endpoint options and generation overrides (`-p max_tokens=...`)."""
@@ -221,16 +291,30 @@ def make_tagger(
     )
     body = generation_params(DEFAULT_GENERATION[name] if generation is None else generation, overrides)
     similarity = MIN_SIMILARITY if min_similarity is None else float(min_similarity)
-    return cls(endpoint, body, similarity, use_cache=bool(cache))
+    given_options = {"question_as_evidence": question_as_evidence, "parse": parse}
+    unknown = [k for k, v in given_options.items() if v is not None and k not in cls.options]
+    if unknown:
+        raise DataError(f"unknown parameter {unknown[0]!r} for --detector {name}")
+    return cls(endpoint, body, similarity, use_cache=bool(cache), **given_options)
 
 
 @detector("fava")
 def fava(**params: Any) -> Detector:
-    """FAVA (fava-uw/fava-model via vLLM, --base-url): errors tagged by type in its rewrite, parsed into spans."""
+    """FAVA (fava-uw/fava-model via vLLM, --base-url): errors tagged by type in its rewrite, parsed into spans.
+
+    Args:
+        question_as_evidence: send the question as the reference when an example has no context (FAVA's script
+            sends an empty one); false by default.
+    """
     return make_tagger("fava", **params)
 
 
 @detector("ragtruth-tagger")
 def ragtruth_tagger(**params: Any) -> Detector:
-    """RAGTruth's fine-tuned baseline via vLLM (--base-url, --model): hallucinated spans listed as text."""
+    """RAGTruth's fine-tuned baseline via vLLM (--base-url, --model): hallucinated spans listed as text.
+
+    Args:
+        parse: strict (the whole reply is the JSON dict, as RAGTruth's script reads it) or lenient (the last
+            such dict anywhere in the reply).
+    """
     return make_tagger("ragtruth-tagger", **params)

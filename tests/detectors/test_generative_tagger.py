@@ -11,6 +11,7 @@ from shambench.cli import main
 from shambench.detection.detector import create_detector
 from shambench.errors import DataError
 from shambench.schema import Example
+from tests.conftest import require_shared
 
 CONTEXT = "Marie Curie was born in Warsaw in 1867."
 
@@ -46,7 +47,7 @@ def test_fava_tags_become_typed_spans(openai_server, tmp_path):
     assert [(s["start"], s["end"], s["label"]) for s in preds["rewritten"]["spans"]] == [(18, 22, "entity")]
     body = next(r.body for r in openai_server.log if "1868." in r.body["prompt"])
     assert openai_server.log[0].path == "/v1/completions"
-    assert body["model"] == "fava-uw/fava-model" and body["max_tokens"] == 2048
+    assert body["model"] == "fava-uw/fava-model" and body["max_tokens"] == 1024
     assert body["prompt"] == (
         f"Read the following references:\n{CONTEXT}\nPlease identify all the errors in the following text using the "
         "information in the references provided and suggest edits if necessary:\n"
@@ -87,6 +88,70 @@ def test_ragtruth_tagger_places_listed_spans_and_resumes_failures(openai_server,
     assert len(openai_server.log) == asked + 1
     lines = [json.loads(line) for line in (run / "predictions.jsonl").read_text().splitlines()]
     assert [(s["start"], s["end"]) for s in lines[-1]["spans"]] == [(8, 13)]  # "Cafe is " is 8 characters
+
+
+def test_fava_reads_its_training_format_for_contradictory_sentences(openai_server, tmp_path):
+    # FAVA's completions close a contradictory sentence with a second opener (swap_error_tags in its utils.py).
+    ex = Example(
+        id="c", dataset="d", task="t", context=CONTEXT, response="Curie was born in Warsaw. She was Danish. She won."
+    )
+    openai_server.script = lambda req: (
+        "Curie was born in Warsaw. <contradictory><delete>She was Danish.</delete><contradictory> She won."
+    )
+    preds, _ = _run(tmp_path, openai_server, "fava", [ex])
+    assert [(s["start"], s["end"], s["label"]) for s in preds["c"]["spans"]] == [(26, 41, "contradictory")]
+
+
+def test_fava_real_annotations_in_its_output_format_give_the_gold_spans(openai_server, tmp_path):
+    # Real FAVABench annotations, written as FAVA emits them, read back as the adapter's gold spans.
+    from shambench.adapters.fava import FavaAdapter
+
+    data = require_shared("fava")
+    rows = json.loads((data / "annotations.json").read_text(encoding="utf-8"))
+    examples = FavaAdapter().load(data.parent).examples
+    chosen = [ex for ex in examples if any(s.label == "contradictory" for s in ex.hallu_spans)][:4]
+    replies = {}
+    for ex in chosen:
+        row = next(r for r in rows if r["output"] == ex.response and "<contradictory>" in r["annotated"])
+        replies[ex.response] = row["annotated"].replace("</delete></contradictory>", "</delete><contradictory>")
+    gold = {ex.id: [(s.start, s.end, s.label) for s in ex.hallu_spans] for ex in chosen}
+    openai_server.script = lambda req: next(v for k, v in replies.items() if f"[Text] {k}\n" in req.body["prompt"])
+    # Several annotations of one response can differ: keep those whose annotation is the adapter's choice.
+    from shambench.adapters.fava import parse_annotated, spans_on_output
+
+    kept = [ex for ex in chosen if spans_on_output(parse_annotated(
+        replies[ex.response].replace("</delete><contradictory>", "</delete></contradictory>")), ex.response)
+        == gold[ex.id]]  # fmt: skip
+    assert len(kept) >= 2
+    preds, _ = _run(tmp_path, openai_server, "fava", kept)
+    for ex in kept:
+        assert [(s["start"], s["end"], s["label"]) for s in preds[ex.id]["spans"]] == gold[ex.id]
+
+
+@pytest.mark.parametrize("option, evidence", [((), ""), (("-p", "question_as_evidence=true"), "Who was Curie?")])
+def test_fava_sends_an_empty_reference_without_a_context_unless_asked(openai_server, tmp_path, option, evidence):
+    ex = Example(id="q", dataset="d", task="t", question="Who was Curie?", response="A chemist.")
+    openai_server.script = lambda req: "A chemist."
+    _run(tmp_path, openai_server, "fava", [ex], *option)
+    assert openai_server.log[0].body["prompt"].startswith(f"Read the following references:\n{evidence}\nPlease")
+
+
+def test_ragtruth_replies_are_read_as_its_script_reads_them():
+    from shambench.detectors.generative_tagger import parse_hallucination_list
+
+    # Its training target: json.dumps(..., indent=2); the script strips and json.loads the whole reply.
+    assert parse_hallucination_list('\n{\n  "hallucination list": [\n    "1868"\n  ]\n}\n') == ["1868"]
+    assert parse_hallucination_list('{"hallucination list": []}') == []
+    chatty = 'Here: {"hallucination list": ["1868"]}'
+    with pytest.raises(ValueError, match="as the output"):
+        parse_hallucination_list(chatty)
+    assert parse_hallucination_list(chatty, lenient=True) == ["1868"]
+    det = create_detector("ragtruth-tagger", model="rt", base_url="http://127.0.0.1:9/v1", parse="lenient")
+    assert det.params()["parse"] == "lenient"
+    with pytest.raises(DataError, match="-p parse='loose'"):
+        create_detector("ragtruth-tagger", model="rt", base_url="http://127.0.0.1:9/v1", parse="loose")
+    with pytest.raises(DataError, match="unknown parameter 'parse' for --detector fava"):
+        create_detector("fava", base_url="http://127.0.0.1:9/v1", parse="lenient")
 
 
 def test_taggers_need_a_server(tmp_path):
