@@ -122,6 +122,16 @@ def _words(text: str) -> int:
     return len(text.split())
 
 
+def in_length_order(lengths: Sequence[int], batch_size: int, score: Callable[[list[int]], np.ndarray]) -> np.ndarray:
+    """`score` run on batches of indices taken in order of `lengths` (similar lengths waste less padding), its
+    results put back in index order."""
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    out = np.empty(len(lengths))
+    for part in batched(order, max(1, batch_size)):
+        out[list(part)] = score(list(part))
+    return out
+
+
 class SentenceVerifier(Detector):
     """Base of the sentence verifiers: claims, chunks, max-over-chunks support and the sentence labels."""
 
@@ -281,24 +291,25 @@ class MiniCheck(SentenceVerifier):
         tokenizer, model, device = self._load()
         texts = self.texts(pairs)
         labels = [tokenizer(d, add_special_tokens=False)["input_ids"][0] for d in ("0", "1")] if self.seq2seq else None
-        out = []
+
+        def score(part: list[int]) -> np.ndarray:
+            enc = tokenizer(
+                [texts[i] for i in part], truncation=True, max_length=self.max_length, padding=True, return_tensors="pt"
+            ).to(device)
+            if labels is None:
+                logits = model(**enc).logits.float()
+            else:
+                # MiniCheck starts the decoder from token 0 (T5's pad, its decoder start) and reads one step.
+                start = torch.zeros((len(part), 1), dtype=torch.long, device=device)
+                logits = model(**enc, decoder_input_ids=start).logits[:, 0, :].float()[:, labels]
+            return torch.softmax(logits, dim=-1)[:, 1].cpu().numpy()
+
         autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.bf16)
         with torch.inference_mode(), autocast:
-            for part in batched(texts, self.batch_size):
-                enc = tokenizer(
-                    list(part), truncation=True, max_length=self.max_length, padding=True, return_tensors="pt"
-                ).to(device)
-                if labels is None:
-                    logits = model(**enc).logits.float()
-                else:
-                    # MiniCheck starts the decoder from token 0 (T5's pad, its decoder start) and reads one step.
-                    start = torch.zeros((len(part), 1), dtype=torch.long, device=device)
-                    step = model(**enc, decoder_input_ids=start).logits[:, 0, :].float()
-                    logits = step[:, labels]
-                out.append(torch.softmax(logits, dim=-1)[:, 1].cpu().numpy())
+            scores = in_length_order([len(t) for t in texts], self.batch_size, score)
         if monitor:
             monitor.count("pairs", len(pairs))
-        return np.concatenate(out), {}
+        return scores, {}
 
     def _fitted(self, tokenizer: Any, doc: str, tail: str, doc_offsets: dict[str, list[tuple[int, int]]]) -> str:
         """`doc` cut at a token end so that `tail` (separator and claim) fits whole within `max_length`."""
@@ -391,22 +402,24 @@ class AlignScore(SentenceVerifier):
         import torch
 
         tokenizer, encoder, head, device = self._load()
-        out = []
+
+        def score(part: list[int]) -> np.ndarray:
+            enc = tokenizer(
+                [pairs[i][0] for i in part],
+                [pairs[i][1] for i in part],
+                truncation="only_first",
+                max_length=self.max_length,
+                padding=True,
+                return_tensors="pt",
+            ).to(device)
+            pooled = encoder(**enc).pooler_output
+            return torch.softmax(head(pooled).float(), dim=-1)[:, 0].cpu().numpy()
+
         with torch.inference_mode():
-            for part in batched(list(pairs), self.batch_size):
-                enc = tokenizer(
-                    [doc for doc, _ in part],
-                    [claim for _, claim in part],
-                    truncation="only_first",
-                    max_length=self.max_length,
-                    padding=True,
-                    return_tensors="pt",
-                ).to(device)
-                pooled = encoder(**enc).pooler_output
-                out.append(torch.softmax(head(pooled).float(), dim=-1)[:, 0].cpu().numpy())
+            scores = in_length_order([len(d) + len(c) for d, c in pairs], self.batch_size, score)
         if monitor:
             monitor.count("pairs", len(pairs))
-        return np.concatenate(out), {}
+        return scores, {}
 
     def close(self) -> None:
         self._loaded = None

@@ -59,3 +59,19 @@ def test_eval_with_the_packaged_minilm(tmp_path):
     assert [(s["start"], s["end"]) for s in preds["ctx"]["spans"]] == [(40, 59), (76, 82), (86, 90)]
     # No question or context: nothing supports the sentence, so it is flagged whole.
     assert [(s["start"], s["end"]) for s in preds["open"]["spans"]] == [(0, 19)]
+
+
+def test_bf16_embeddings_stay_close_to_fp32_on_the_packaged_minilm():
+    require_models()
+    import numpy as np
+
+    from shambench.detectors.embedding_support import EmbeddingSupport
+
+    texts = ["Marie Curie was born in Warsaw in 1867.", "She won two Nobel prizes.", "The cat sat on the mat."]
+    fp32 = EmbeddingSupport(device="cpu").embed(texts)
+    bf16 = EmbeddingSupport(device="cpu", bf16=True)
+    assert bf16.params()["bf16"] is True
+    low = bf16.embed(texts)
+    # Unit vectors: the dot product is the cosine; bf16 keeps about three significant digits.
+    cosines = [float(np.dot(fp32[t], low[t])) for t in texts]
+    assert all(c > 0.99 for c in cosines) and low[texts[0]].dtype == np.float32
