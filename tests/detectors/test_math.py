@@ -148,16 +148,20 @@ def test_prm_input_is_sharps_format():
 
 
 class _Pooling(BaseHTTPRequestHandler):
-    """vLLM's /pooling with the STEP pooler: one [p_incorrect, p_correct] row per marker."""
+    """vLLM's /pooling with the STEP pooler: one [p_incorrect, p_correct] row per marker; records each body."""
+
+    bodies: list = []
+
+    def rows(self, body: dict) -> list:
+        return [[0.9, 0.1] if "wrong" in s else [0.2, 0.8] for s in body["input"].split(MARKER)[:-1]]
 
     def do_POST(self):  # noqa: N802 (http.server's naming)
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         if self.path != "/pooling":
             self.send_error(404)
             return
-        steps = body["input"].split(MARKER)[:-1]
-        rows = [[0.9, 0.1] if "wrong" in s else [0.2, 0.8] for s in steps]
-        payload = json.dumps({"data": [{"data": rows}]}).encode()
+        type(self).bodies.append(body)
+        payload = json.dumps({"data": [{"data": self.rows(body)}]}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
@@ -342,24 +346,13 @@ def test_math_shepherd_transformers_backend_reads_plus_against_minus_at_each_tag
     assert pred.step_scores == pytest.approx(expected, abs=1e-6)
 
 
-class _Recording(BaseHTTPRequestHandler):
-    """vLLM's /pooling: records each body; answers rows (p0, p1) = (0.3, 0.7), (0.6, 0.4), ... one per step."""
+class _Fixed(_Pooling):
+    """Rows (p0, p1) = (0.3, 0.7), (0.6, 0.4), (0.9, 0.1) whatever the input."""
 
     bodies: list = []
 
-    def do_POST(self):  # noqa: N802 (http.server's naming)
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        type(self).bodies.append(body)
-        rows = [[0.3, 0.7], [0.6, 0.4], [0.9, 0.1]]
-        payload = json.dumps({"data": [{"data": rows}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, *args):
-        pass
+    def rows(self, body: dict) -> list:
+        return [[0.3, 0.7], [0.6, 0.4], [0.9, 0.1]]
 
 
 @pytest.mark.parametrize(
@@ -372,8 +365,8 @@ class _Recording(BaseHTTPRequestHandler):
     ],
 )
 def test_prm_pooling_backend_by_format(model, sent, scores):
-    _Recording.bodies = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Recording)
+    _Fixed.bodies = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Fixed)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         det = create_detector(f"prm:{model}", base_url=f"http://127.0.0.1:{server.server_port}/v1")
@@ -381,7 +374,7 @@ def test_prm_pooling_backend_by_format(model, sent, scores):
     finally:
         server.shutdown()
     assert pred.error is None and pred.step_scores == pytest.approx(scores)
-    (body,) = _Recording.bodies
+    (body,) = _Fixed.bodies
     if sent == "messages":
         assert body["messages"] == qwen_prm_messages(example((1, 0, 0)))
     else:
