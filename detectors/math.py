@@ -17,7 +17,10 @@ refuses a name it does not know):
   `encode("ки")[-1]` (dropping Mistral's BOS); shambench encodes without special tokens and keeps both ids, the same
   ids on that tokenizer, and refuses a tokenizer where they are not single tokens.
 - `sharp` — SHARP's PRMs: after "Question: {question}\\n\\nSolution:\\n", each step followed by `<extra_0>`, steps
-  joined by a blank line, class 1 of a two-logit token head (`AutoModelForTokenClassification`) at each marker.
+  joined by a blank line, class 1 of a two-logit token head (`AutoModelForTokenClassification`) at each marker
+  (shambench's earlier format, not yet checked against SHARP's own scoring code).
+  Every format is encoded whole, as the cards do (shambench no longer truncates: an input longer than the model
+  takes fails that example, where truncation silently dropped the last steps' scores).
 Backends: `transformers` (the model run here as above; `-p auto_class=` and `-p trust_remote_code=` override the
 format's) and `openai`, a vLLM server's `/pooling` endpoint with the STEP pooler: the chat messages for
 `qwen2.5-math-prm` (the server applies the template), the text otherwise; each row's last entry is read as
