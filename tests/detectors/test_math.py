@@ -190,9 +190,7 @@ def test_prm_pooling_backend():
 def test_prm_pooling_backend_that_never_answers_stops_the_run():
     from shambench.errors import ServerUnreachable
 
-    det = create_detector(
-        "prm:my-prm", base_url="http://127.0.0.1:9/v1", timeout=1.0, max_retries=1, format="sharp"
-    )
+    det = create_detector("prm:my-prm", base_url="http://127.0.0.1:9/v1", timeout=1.0, max_retries=1, format="sharp")
     with pytest.raises(ServerUnreachable, match="no server answers at http://127.0.0.1:9/v1"):
         list(det.predict([example()]))
 
