@@ -156,7 +156,7 @@ def split_share(examples: Sequence[Example], share: float, seed: int) -> tuple[l
 
 def train_and_heldout(config: OptimizeConfig) -> tuple[list[Example], list[Example], str]:
     """The training examples, the held-out examples and a description of the held-out selection."""
-    from shambench.runs.runner import limit_per_partition
+    from shambench.runs.selection import first_per_partition
 
     examples = examples_from(config.trainset, "trainset", config.datasets, config.data_dir)
     spec = config.heldout or (str(DEFAULT_HELDOUT_SHARE) if _is_file_spec(config.trainset) else "test")
@@ -170,7 +170,7 @@ def train_and_heldout(config: OptimizeConfig) -> tuple[list[Example], list[Examp
         fresh = [
             ex for ex in examples_from(spec, "held-out set", config.datasets, config.data_dir) if ex.id not in seen
         ]
-        held = fresh if _is_file_spec(spec) else limit_per_partition(fresh, config.heldout_limit)
+        held = fresh if _is_file_spec(spec) else list(first_per_partition(fresh, config.heldout_limit))
         described = spec if _is_file_spec(spec) else f"{spec}, first {config.heldout_limit} per partition"
         if not held:
             raise DataError(f"the held-out set ({spec}) has no example outside the trainset")

@@ -435,12 +435,12 @@ def merged_results(members: Sequence[tuple[Path, Results]]) -> Results:
     gives, whatever their `results.json` files say. DataError when a run's files cannot be read or its examples
     re-created."""
     from shambench.runs.files import JOURNAL
-    from shambench.runs.runner import examples_of, load_config
+    from shambench.runs.rundir import load_config, run_examples
     from shambench.scoring.scorer import Scorer
 
     examples, predictions, first = [], [], members[0][1].run
     for path, _ in members:
-        examples += examples_of(load_config(path.parent))
+        examples += run_examples(load_config(path.parent))
         predictions += list(Journal(checked_file(path.parent / JOURNAL, MAX_JOURNAL_BYTES)).read().values())
     results = Scorer(examples).score(predictions)
     if len(members) == 1:
@@ -607,14 +607,15 @@ def with_example_pages(board: Leaderboard, out_dir: str | Path) -> Leaderboard:
     directory is at hand, and link each from its row."""
     from shambench.reporting.highlight import examples_page
     from shambench.runs.files import JOURNAL
-    from shambench.runs.runner import example_scores, examples_of, load_config
+    from shambench.runs.rundir import load_config, run_examples
+    from shambench.runs.scoring import example_scores
 
     entries = []
     for entry in board.entries:
         run_dir = Path(entry.source)
         if (run_dir / JOURNAL).exists():
             link = f"examples/{entry.id}.html"
-            examples = examples_of(load_config(run_dir))
+            examples = run_examples(load_config(run_dir))
             predictions = Journal(run_dir / JOURNAL).read()
             page = examples_page(f"{entry.name}: examples", examples, predictions, example_scores(run_dir))
             write_atomic(Path(out_dir) / link, page)

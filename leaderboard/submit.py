@@ -27,7 +27,9 @@ from shambench.leaderboard.schema import Leaderboard
 from shambench.records import parse_record
 from shambench.registry import name_problem
 from shambench.runs.files import CONFIG, JOURNAL, PER_EXAMPLE, RESULTS
-from shambench.runs.runner import RunConfig, load_config, new_config, new_run_dir, run_info, select_examples
+from shambench.runs.rundir import RunConfig, load_config, new_run_dir, stamped_config
+from shambench.runs.scoring import run_info
+from shambench.runs.selection import select_examples
 from shambench.schema import Prediction
 from shambench.scoring.scorer import Scorer
 
@@ -228,7 +230,7 @@ def _submit(
     if problems:
         raise SubmissionError(str(predictions_path), problems)
     params = {**meta.params, **({"prompt_hash": meta.prompt_hash} if meta.prompt_hash else {})}
-    config = new_config(name, meta.family, params, examples, origin="submission", meta=meta.about(), **chosen)
+    config = stamped_config(name, meta.family, params, examples, origin="submission", meta=meta.about(), **chosen)
     run_dir = new_run_dir(runs_dir, name)
     results, per_example = scorer.score_with_examples(predictions)
     results.run = run_info(config, run_dir, examples, predictions)

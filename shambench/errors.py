@@ -6,6 +6,8 @@
     │   ├── DownloadError                    a file not fetched, or not matching its checksum
     │   ├── ParameterError                   a plugin parameter the factory does not take, or of the wrong type
     │   ├── ScoringError                     predictions that cannot be scored against the examples
+    │   ├── SelectionError                   a data selection that selects nothing, or two sources at once
+    │   ├── RunDirError                      a run directory that cannot be used as asked (taken, or would change)
     │   └── SubmissionError                  a rejected leaderboard submission, with every reason
     ├── UnknownPluginError (also a KeyError) no plugin of that kind has that name
     ├── EndpointError                        a base URL refused (not http(s), or carrying credentials)
@@ -18,7 +20,8 @@
     └── CellError                            a sweep cell that could not finish
 
 The command line turns DataError, UnknownPluginError, EndpointError and EndpointStopped into one line and
-exit status 2 (see `shambench.cli.exits`).
+exit status 2 (see `shambench.cli.exits`). Messages name no command-line flag (they name the Python parameters
+where they name one): the command line adds its flags by the class of the error (`shambench.cli.FLAG_HINTS`).
 """
 
 from __future__ import annotations
@@ -54,6 +57,15 @@ class ScoringError(DataError):
         super().__init__(message)
         # The offending prediction's id, so that a caller that read the predictions from a file can name the line.
         self.prediction_id = prediction_id
+
+
+class SelectionError(DataError):
+    """A data selection that selects no example, or names both datasets and an examples file."""
+
+
+class RunDirError(DataError):
+    """A run directory that cannot be used as asked: it already holds a run (or an orphan journal), or resuming
+    it would change what the run recorded."""
 
 
 class SubmissionError(DataError):

@@ -8,7 +8,7 @@ from typing import IO, Any
 import click
 
 from shambench.cli.exits import USAGE
-from shambench.errors import DataError, UnknownPluginError
+from shambench.errors import DataError, RunDirError, SelectionError, UnknownPluginError
 
 # name -> "module:attribute"; each module imports its heavy dependencies inside the command body.
 COMMANDS = {
@@ -30,6 +30,18 @@ COMMANDS = {
 
 # Errors whose message already says what is wrong (file, line, id): shown as one line, exit status 2.
 USER_ERRORS = (DataError, UnknownPluginError, FileNotFoundError)
+# The core's messages name no flag; by the class of the error, the command line adds which flags to look at.
+FLAG_HINTS: dict[type[Exception], str] = {
+    SelectionError: "check --datasets, --suite, --examples and --data-dir",
+    RunDirError: "--resume RUN_DIR continues a run, with --base-url/--api-key-env as it was made; "
+    "--run-dir DIR starts a new one",
+}
+
+
+def user_message(err: Exception) -> str:
+    """The one line an error shows on the command line: its message, and the flags its class points at."""
+    hint = next((text for kind, text in FLAG_HINTS.items() if isinstance(err, kind)), None)
+    return f"{err} ({hint})" if hint else str(err)
 
 
 class LazyGroup(click.Group):
@@ -54,7 +66,7 @@ class LazyGroup(click.Group):
         try:
             return super().invoke(ctx)
         except (*USER_ERRORS, EndpointError, EndpointStopped) as err:
-            raise UserError(str(err)) from None
+            raise UserError(user_message(err)) from None
 
 
 class UserError(click.ClickException):

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from shambench.reporting.analysis import RunAnalysis
     from shambench.reporting.judge import Judge
-    from shambench.runs.runner import RunConfig
+    from shambench.runs.rundir import RunConfig
     from shambench.schema import Example, Prediction
     from shambench.scoring.results import Results
 
@@ -25,19 +25,21 @@ if TYPE_CHECKING:
 def _load_run(run_dir: Path) -> tuple[RunConfig, list[Example], dict[str, Any], Results]:
     """Examples, predictions and results of a run directory (scored now if it has no results yet)."""
     from shambench.errors import DataError
+    from shambench.io import Journal
     from shambench.runs.files import JOURNAL, RESULTS
-    from shambench.runs.runner import Journal, examples_of, load_config, score_run
+    from shambench.runs.rundir import load_config, run_examples
+    from shambench.runs.scoring import run_results
     from shambench.scoring.results import Results
 
     config = load_config(run_dir)
-    examples = examples_of(config)
+    examples = run_examples(config)
     predictions = Journal(run_dir / JOURNAL).read()
     path = run_dir / RESULTS
     try:
         results = Results.model_validate_json(path.read_text()) if path.exists() else None
     except ValueError as err:
         raise DataError(f"{path}: not a results file ({err})") from None
-    return config, examples, predictions, results or score_run(run_dir, examples)
+    return config, examples, predictions, results or run_results(run_dir, examples)
 
 
 @click.command("analyze")

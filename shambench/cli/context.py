@@ -40,7 +40,7 @@ def add_context_command(
     from shambench.cli.progress import ProgressMonitor
     from shambench.data.context import ContextStore, add_context, create_provider
     from shambench.reporting.console import make_console
-    from shambench.runs.runner import select_examples
+    from shambench.runs.selection import select_examples
 
     console = make_console()
     provider = create_provider(spec, **parse_params(params))

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from shambench.cli.context import add_context_command
-from shambench.cli.options import data_dir_option, datasets_option, suite_datasets, suite_option
+from shambench.cli.options import data_dir_option, datasets_option, suite_option
 from shambench.errors import DataError
 
 if TYPE_CHECKING:
@@ -186,6 +186,8 @@ def stats(datasets: str | None, suite: str | None, split: str, data_dir: str | N
     if suite:
         if datasets:
             raise click.UsageError("give --suite or --datasets, not both")
+        from shambench.runs.selection import suite_datasets
+
         datasets = suite_datasets(suite, data_dir, split)
     bench = _load(datasets, split, data_dir, make_console(stderr=True))
     figures = benchmark_stats(bench)

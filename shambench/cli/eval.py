@@ -18,7 +18,6 @@ from shambench.cli.options import (
     json_to_stdout,
     parse_params,
     scoring,
-    suite_datasets,
     suite_option,
 )
 from shambench.scoring.suites import SUITES as STEP_SUITES
@@ -26,6 +25,7 @@ from shambench.scoring.suites import SUITES as STEP_SUITES
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from shambench.runs.batch import Estimate
     from shambench.runs.evaluate import OpenRun
 
 # Endpoint options of API-backed detectors; passed to the detector factory only when given.
@@ -200,25 +200,19 @@ def eval_command(
     from shambench.cli.progress import ProgressMonitor
     from shambench.data.context import evidence_gaps
     from shambench.errors import EndpointStopped
-    from shambench.io import write_json
     from shambench.reporting.console import make_console, warn
     from shambench.reporting.tables import print_results
-    from shambench.runs.batch import BatchSettings
-    from shambench.runs.evaluate import open_run, run_open
+    from shambench.runs.evaluate import run_evaluation
     from shambench.runs.failures import SystematicFailure, failures
     from shambench.runs.files import RESULTS
 
     console = make_console(stderr=json_to_stdout(out, as_json))
     detector_params = parse_params(params)
     detector_params.update({k: opts[k] for k in ENDPOINT_OPTIONS if opts.get(k) is not None})
-    selection = {k: opts[k] for k in ("datasets", "examples_file", "split", "data_dir", "limit", "context")}
-    selection["context_params"] = parse_params(opts["context_params"])
     if opts["sopo_compat"] and opts["suite"] != "math-shepherd":
         raise click.UsageError("--sopo-compat needs --suite math-shepherd")
-    if opts["suite"]:
-        if opts["datasets"] or opts["examples_file"]:
-            raise click.UsageError("give --suite or --datasets/--examples, not both")
-        selection["datasets"] = suite_datasets(opts["suite"], opts["data_dir"], opts["split"])
+    if opts["suite"] and (opts["datasets"] or opts["examples_file"]):
+        raise click.UsageError("give --suite or --datasets/--examples, not both")
     if opts["no_wait"] and not opts["batch"] and not resume_dir:
         raise click.UsageError("--no-wait goes with --batch (or --resume of a run by batch)")
     if resume_dir:
@@ -227,51 +221,70 @@ def eval_command(
             raise click.UsageError(
                 f"--resume takes the detector and the data from the run's config.json; drop {', '.join(fixed)}"
             )
-        opened = open_run(resume_dir=resume_dir, write=not opts["dry_run"], **detector_params)
     elif not detector_spec:
         raise click.UsageError("--detector is required (or --resume RUN_DIR)")
-    else:
-        where: dict[str, Any] = {"run_dir": run_dir, "runs_root": runs_root}
-        opened = open_run(detector_spec, **selection, **where, write=not opts["dry_run"], **detector_params)
-    batch = BatchSettings(
-        wait=not opts["no_wait"], poll=opts["poll"], max_cost=opts["max_cost"], timeout=opts["batch_timeout"]
-    )
-    with opened as run:
-        if opts["dry_run"]:
-            _print_estimate(run, console)
-            return
+    opened: list[OpenRun] = []  # the run, once open: an interruption names the command that resumes it
+
+    def progress(run: OpenRun) -> ProgressMonitor:
+        opened.append(run)
         todo = run.todo()
         console.print(f"run directory: {run.run_dir}  ({len(todo)} of {len(run.examples)} examples to run)")
         _print_dropped(run.config.dropped_rows, console)
-        resume = resume_args(run.run_dir, opts["base_url"], opts["api_key_env"])
-        try:
-            with ProgressMonitor(len(todo), run.detector.name, console, enabled=not no_progress) as monitor:
-                outcome = run_open(
-                    run,
-                    monitor,
-                    monitor.done,
-                    fail_fast=not keep_going,
-                    batch=opts["batch"],
-                    batch_settings=batch,
-                    max_cost=opts["max_cost"],
-                    on_message=console.print,
-                    n_resamples=n_resamples,
-                    seed=seed,
-                )
-        except KeyboardInterrupt:
-            console.print(f"interrupted; finish the run with: {command_line(resume)}", markup=False, soft_wrap=True)
-            raise click.exceptions.Exit(INTERRUPTED) from None
-        except SystematicFailure as err:
-            raise UserError(f"{err}\nafter the fix, continue with: {command_line(resume)}") from None
-        except EndpointStopped as err:
-            raise UserError(f"{err}; nothing more was sent. Once fixed, resume with: {command_line(resume)}") from None
+        return ProgressMonitor(len(todo), run.detector.name, console, enabled=not no_progress)
+
+    def resume() -> str:
+        return command_line(resume_args(opened[0].run_dir, opts["base_url"], opts["api_key_env"]))
+
+    try:
+        evaluation = run_evaluation(
+            detector_spec,
+            datasets=opts["datasets"],
+            suite=opts["suite"],
+            examples_file=opts["examples_file"],
+            split=opts["split"],
+            data_dir=opts["data_dir"],
+            limit=opts["limit"],
+            context=opts["context"],
+            context_params=parse_params(opts["context_params"]),
+            run_dir=resume_dir or run_dir,
+            runs_root=runs_root,
+            resume=bool(resume_dir),
+            batch=opts["batch"],
+            wait=not opts["no_wait"],
+            poll=opts["poll"],
+            batch_timeout=opts["batch_timeout"],
+            max_cost=opts["max_cost"],
+            sopo_compat=opts["sopo_compat"],
+            dry_run=opts["dry_run"],
+            fail_fast=not keep_going,
+            progress=progress,
+            on_message=console.print,
+            n_resamples=n_resamples,
+            seed=seed,
+            detector_params=detector_params,
+        )
+    except KeyboardInterrupt:
+        if not opened:
+            raise
+        console.print(f"interrupted; finish the run with: {resume()}", markup=False, soft_wrap=True)
+        raise click.exceptions.Exit(INTERRUPTED) from None
+    except SystematicFailure as err:
+        raise UserError(f"{err}\nafter the fix, continue with: {resume()}") from None
+    except EndpointStopped as err:
+        raise UserError(f"{err}; nothing more was sent. Once fixed, resume with: {resume()}") from None
+    run = evaluation.run
+    if evaluation.estimate is not None:
+        _print_estimate(run.detector.name, evaluation.estimate, console)
+        return
+    outcome = evaluation.outcome
+    assert outcome is not None  # only a dry run has no outcome
     for line in outcome.unused_batch_lines:
         warn(console, f"batch {line} (output lines applied to no request; a request named twice is failed)")
     if outcome.detached_batch:
         why = f"still running after --batch-timeout {opts['batch_timeout']:g}s" if outcome.timed_out else "running"
         console.print(
             f"submitted, not finished: batch {outcome.detached_batch} is {why}; no results yet. "
-            f"Finish the run with: {command_line(resume)}",
+            f"Finish the run with: {resume()}",
             markup=False,
             soft_wrap=True,
         )
@@ -280,11 +293,11 @@ def eval_command(
     assert results is not None  # a run not left to a batch is always scored
     print_results(results, console, title=f"{run.detector.name} on {len(run.examples)} examples")
     if opts["suite"] in STEP_SUITES:
-        from shambench.reporting.steps import print_suite, with_sopo_compat
+        from shambench.reporting.steps import print_suite
+        from shambench.scoring.steps import SOPO_WARNING
 
         if opts["sopo_compat"]:
-            with_sopo_compat(results, run.examples, run.journal.read(), seed, console)
-            write_json(run.run_dir / RESULTS, results, follow=False)
+            warn(console, SOPO_WARNING)
         print_suite(results, opts["suite"], console, opts["sopo_compat"])
     console.print(f"results: {run.run_dir / RESULTS}", soft_wrap=True)
     gaps = evidence_gaps(run.config.context_provenance)
@@ -294,7 +307,7 @@ def eval_command(
     for line in outcome.unfinished_batches:
         warn(console, f"batch {line}: its unanswered requests are failed predictions")
     failed = failures(run.examples, run.journal)
-    print_failures(console, failed, retry=f"retry them with: {command_line(resume)}")
+    print_failures(console, failed, retry=f"retry them with: {resume()}")
     finish(len(failed), allow_failures)
 
 
@@ -305,17 +318,11 @@ def _print_dropped(dropped: dict[str, dict[str, int]], console: Console) -> None
         console.print(f"{name}: {sum(reasons.values())} source rows dropped by the adapter ({detail})", soft_wrap=True)
 
 
-def _print_estimate(run: OpenRun, console: Console) -> None:
+def _print_estimate(name: str, est: Estimate, console: Console) -> None:
     """The `--dry-run` report: requests after the cache, input tokens, and cost with and without batching."""
-    from shambench.llm.batch import require_routes
-    from shambench.runs.batch import estimate_run
-
-    detector = run.detector
-    require_routes(detector, "--dry-run")
-    est = estimate_run(detector, run.todo(), run.journal, run.run_dir)
     price = "" if est.priced else f" ({est.model} is not in the price table: costs show as 0)"
     lines = [
-        f"dry run: {detector.name} ({est.model}), nothing sent{price}",
+        f"dry run: {name} ({est.model}), nothing sent{price}",
         f"  examples to run       {est.examples}  ({est.cached} answered by the response cache)",
         f"  requests to send      {est.requests}"
         + (f"  ({est.in_batches} more already in a submitted batch)" if est.in_batches else ""),

@@ -84,39 +84,11 @@ def datasets_option(func: F) -> F:
     )(func)
 
 
-def suites() -> dict[str, str | None]:
-    """Per `--suite` name, the datasets it selects; None for the extended suite, whose sources present are found
-    in the data directory (`suite_datasets`)."""
-    from shambench.data.benchmark import EXTENDED_SUITE
-    from shambench.scoring.suites import SUITES as STEP_SUITES
-
-    # `--suite mushroom` runs the 14 Mu-SHROOM languages; `print_results` adds the shared task's per-language view.
-    return {**STEP_SUITES, "mushroom": "mushroom-multilingual", EXTENDED_SUITE: None}
-
-
 def suite_option(help: str) -> Callable[[F], F]:
-    """--suite: a named selection of datasets instead of --datasets."""
+    """--suite: a named selection of datasets instead of --datasets (`shambench.runs.selection.suites`)."""
+    from shambench.runs.selection import suites
+
     return click.option("--suite", type=click.Choice(list(suites())), help=help)
-
-
-def suite_datasets(suite: str, data_dir: str | None, split: str) -> str:
-    """The datasets `--suite` selects: its fixed ones, or the extended suite's sources present in the data
-    directory (SHAM-Bench's, the extended ones and Mu-SHROOM's 14 languages); DataError when none is."""
-    from shambench.data.adapter import data_dir_origin, resolve_data_dir
-    from shambench.data.benchmark import default_datasets
-    from shambench.errors import DataError
-
-    fixed = suites()[suite]
-    if fixed is not None:
-        return fixed
-    root = resolve_data_dir(data_dir)
-    names = default_datasets(root, split, suite)
-    if not names:
-        raise DataError(
-            f"no source of the {suite} suite is present for split {split!r} in data directory {root} "
-            f"({data_dir_origin(data_dir)}); pass --data-dir or run `shambench data download`"
-        )
-    return ",".join(names)
 
 
 def data_selection(func: Callable[..., Any]) -> Callable[..., Any]:

@@ -104,7 +104,7 @@ def score(
     from shambench.reporting.console import make_console
     from shambench.reporting.tables import print_results
     from shambench.runs.files import PER_EXAMPLE
-    from shambench.runs.runner import rescore_run
+    from shambench.runs.scoring import run_results_and_scores
 
     console = make_console(stderr=json_to_stdout(out, as_json) or per_example_out == "-")
     if run_dir:
@@ -117,7 +117,7 @@ def score(
             raise click.UsageError(
                 f"RUN_DIR is rescored on the examples of its config.json; drop {', '.join(selection)}"
             )
-        results, per_example = rescore_run(Path(run_dir), n_resamples=n_resamples, seed=seed)
+        results, per_example = run_results_and_scores(Path(run_dir), n_resamples=n_resamples, seed=seed)
         where = f"{Path(run_dir) / 'results.json'}, {Path(run_dir) / PER_EXAMPLE}"
         console.print(f"rescored {run_dir} -> {where}", soft_wrap=True)
     else:
@@ -152,7 +152,7 @@ def _score_pred_file(
     """Results of a file of shambench's own PRED lines. Both files are read as the scorer consumes them: neither is
     ever held whole."""
     from shambench.records import iter_records, line_of_id
-    from shambench.runs.runner import corpus_to_score
+    from shambench.runs.selection import corpus_to_score
     from shambench.schema import Prediction
     from shambench.scoring.results import RunInfo
     from shambench.scoring.scorer import UNSCORED_PREDICTION_FIELDS, Scorer
@@ -175,7 +175,7 @@ def _score_released(
 ) -> tuple[Results, Sequence[ExampleScores]]:
     """Results of a file in a released format, on the examples of the datasets its ids name; how it was read joins
     the results' conventions, and the ranges it skipped are counted in `run.skipped_ranges`."""
-    from shambench.runs.runner import corpus_to_score
+    from shambench.runs.selection import corpus_to_score
     from shambench.scoring.results import RunInfo
     from shambench.scoring.scorer import Scorer
 

@@ -81,12 +81,14 @@ def show(
     the spans are marked [[gold, missed]], {{predicted, not gold}} and [[{{both}}]].
     """
     from shambench.errors import DataError
+    from shambench.io import Journal
     from shambench.runs.files import JOURNAL
-    from shambench.runs.runner import Journal, example_scores, examples_of, load_config
+    from shambench.runs.rundir import load_config, run_examples
+    from shambench.runs.scoring import example_scores
 
     run = Path(run_dir)
     config = load_config(run)
-    examples = {ex.id: ex for ex in examples_of(config)}
+    examples = {ex.id: ex for ex in run_examples(config)}
     predictions = Journal(run / JOURNAL).read()
     if example_id is not None and example_id not in examples:
         raise DataError(f"{run}: no example with id {example_id!r}{id_suggestion(example_id, examples)}")

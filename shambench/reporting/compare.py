@@ -203,12 +203,12 @@ def compare_runs(
     shared ids both predicted successfully, or every shared id with `missing_as_empty`."""
     from shambench.io import Journal
     from shambench.runs.files import JOURNAL
-    from shambench.runs.runner import examples_of, load_config
+    from shambench.runs.rundir import load_config, run_examples
 
     loaded = []
     for run in (Path(run_a), Path(run_b)):
         config = load_config(run)
-        loaded.append((config.detector, examples_of(config), list(Journal(run / JOURNAL).read().values())))
+        loaded.append((config.detector, run_examples(config), list(Journal(run / JOURNAL).read().values())))
     (name_a, ex_a, pred_a), (name_b, ex_b, pred_b) = loaded
     shared, only_a, only_b = shared_examples(ex_a, ex_b)
     names = (name_a, name_b) if name_a != name_b else (str(run_a), str(run_b))

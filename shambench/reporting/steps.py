@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from shambench.reporting.console import warn
-from shambench.schema import Example, Prediction
-from shambench.scoring.steps import SOPO_WARNING, MathGroup, SuiteScores, math_group
+from shambench.scoring.steps import MathGroup, SuiteScores
 from shambench.scoring.suites import CHAR_LEVEL_SUITES
 
 if TYPE_CHECKING:
@@ -73,15 +69,3 @@ def print_suite(results: Any, suite: str, console: Any, sopo_compat: bool = Fals
         console.print(f"no step-level examples of suite {suite} were scored", style="yellow")
         return
     console.print(suite_table(MathGroup.model_validate(group), suite, sopo_compat))
-
-
-def with_sopo_compat(
-    results: Any, examples: Sequence[Example], predictions: Mapping[str, Prediction], seed: int, console: Any
-) -> None:
-    """Recompute `results.groups["math"]` with the SOPO compatibility figures, printing the warning."""
-    warn(console, SOPO_WARNING)
-    usable = {pid: p for pid, p in predictions.items() if p.error is None}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        group = math_group([ex for ex in examples if ex.steps], usable, seed=seed, sopo_compat=True)
-    results.groups["math"] = group.model_dump(mode="json")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from shambench.runs.runner import corpus_to_score
+from shambench.runs.selection import corpus_to_score
 from shambench.schema import Example
 from shambench.scoring.agreement import AgreementReport
 from shambench.scoring.scorer import Scorer

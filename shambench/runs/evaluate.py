@@ -1,44 +1,44 @@
-"""`evaluate()`: run a detector over examples into a run directory and score it, as `shambench eval` does.
+"""`evaluate()`: run a detector over examples into a run directory and score it. `shambench eval` is a thin layer
+over it: it parses its options into `run_evaluation` (what `evaluate` returns the results of) and prints.
 
-A run directory is opened new or resumed (`open_run`), locked for the one process allowed to call a detector into
-it, its predictions journaled as they arrive (`run_open`), and its results written. One rule decides whether a
-folder holds the run being asked for (`run_differences`): a resume refuses a detector whose output-defining
-parameters would change, and a sweep skips, resumes or refuses its cells by it.
+A run directory is opened new or resumed (`opened_run`), locked for the one process allowed to call a detector
+into it, its predictions journaled as they arrive and its results written (`run_outcome`). One rule decides
+whether a folder holds the run being asked for (`run_differences`): a resume refuses a detector whose
+output-defining parameters would change, and a sweep skips, resumes or refuses its cells by it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from pydantic_core import to_jsonable_python
 
 from shambench.detection.detector import Detector, Monitor, create_detector
-from shambench.errors import DataError
-from shambench.io import write_json
-from shambench.runs.files import CONFIG, JOURNAL
-from shambench.runs.runner import (
-    Journal,
+from shambench.errors import DataError, RunDirError, SelectionError
+from shambench.io import Journal, write_json
+from shambench.runs.files import CONFIG, JOURNAL, RESULTS
+from shambench.runs.rundir import (
     RunConfig,
-    examples_of,
+    check_new_run_dir,
+    detector_config,
     load_config,
-    make_config,
     new_run_dir,
     pending,
+    run_examples,
     run_lock,
-    run_predictions,
-    score_run,
-    select_examples,
-    served_model,
 )
+from shambench.runs.runner import run_predictions
+from shambench.runs.scoring import run_results, served_model, with_sopo_compat
+from shambench.runs.selection import select_examples, suite_datasets
 from shambench.schema import Example
+from shambench.scoring.results import Results
 
 if TYPE_CHECKING:
-    from shambench.runs.batch import BatchSettings
-from shambench.scoring.results import Results
+    from shambench.runs.batch import BatchSettings, Estimate
 
 # Recorded parameters that route the API key: on resume they come from the caller (or the preset), never from
 # config.json, so that a doctored file cannot send the key to another server or read another variable.
@@ -70,7 +70,7 @@ class OpenRun:
 
 @dataclass
 class RunOutcome:
-    """How a call to `run_open` ended: scored results, or a batch still running."""
+    """How a call to `run_outcome` ended: scored results, or a batch still running."""
 
     results: Results | None = None
     """The scored results (None while a batch is still running)."""
@@ -105,17 +105,6 @@ def run_differences(
     return out
 
 
-def check_new_run_dir(run_dir: Path) -> None:
-    """DataError when `run_dir` already holds a run, or a journal whose run config is missing."""
-    if (run_dir / CONFIG).exists():
-        raise DataError(f"{run_dir} already holds a run; use --resume {run_dir} or another --run-dir")
-    if (run_dir / JOURNAL).exists():
-        raise DataError(
-            f"{run_dir} holds {JOURNAL} but no {CONFIG}: where its predictions came from is unknown; "
-            "use another --run-dir (or delete the folder)"
-        )
-
-
 def resumed_detector(config: RunConfig, given: dict[str, Any]) -> Detector:
     """The detector of a run being resumed: its recorded parameters, except those that route the API key, which
     come from `given` or the preset; DataError when anything recorded would change."""
@@ -127,19 +116,19 @@ def resumed_detector(config: RunConfig, given: dict[str, Any]) -> Detector:
     detector.close()
     routing = [k for k in changed if k in CREDENTIAL_ROUTING]
     if routing:
-        flags = " ".join(f"--{k.replace('_', '-')} {config.params.get(k)}" for k in routing)
-        raise DataError(
-            f"the run was made with {flags}; the API key is sent only where the command line says, so pass "
+        made = ", ".join(f"{k}={config.params.get(k)}" for k in routing)
+        raise RunDirError(
+            f"the run was made with {made}; the API key is sent only where the caller says, so give "
             f"{'it' if len(routing) == 1 else 'them'} again to resume against that server (or start a new run)"
         )
-    raise DataError(
-        f"--resume would change {', '.join(changed)}, which define the detector's output "
+    raise RunDirError(
+        f"resuming would change {', '.join(changed)}, which define the detector's output "
         "(its predictions would no longer match config.json); start a new run instead"
     )
 
 
 @contextmanager
-def open_run(
+def opened_run(
     detector: str | Detector | None = None,
     *,
     resume_dir: str | Path | None = None,
@@ -165,7 +154,7 @@ def open_run(
         path = Path(resume_dir)
         with run_lock(path) if write else _unlocked():
             config = load_config(path)
-            examples = examples_of(config, same_evidence=True)
+            examples = run_examples(config, same_evidence=True)
             opened = OpenRun(path, resumed_detector(config, params), examples, config)
             try:
                 yield opened
@@ -183,7 +172,7 @@ def open_run(
             datasets, examples_file, split, data_dir, limit, context=context, context_params=context_params or {}
         )
         with run_lock(path) if write else _unlocked():
-            config = make_config(det, examples, selection)
+            config = detector_config(det, examples, selection)
             if write:
                 check_new_run_dir(path)
                 write_json(path / CONFIG, config, follow=False)
@@ -197,7 +186,7 @@ def _unlocked() -> Iterator[None]:
     yield
 
 
-def run_open(
+def run_outcome(
     run: OpenRun,
     monitor: Monitor | None = None,
     on_prediction: Callable[[Any], None] | None = None,
@@ -241,14 +230,32 @@ def run_open(
     if served != run.config.served_model:
         run.config.served_model = served
         write_json(run.run_dir / CONFIG, run.config, follow=False)
-    outcome.results = score_run(run.run_dir, run.examples, n_resamples=n_resamples, seed=seed)
+    outcome.results = run_results(run.run_dir, run.examples, n_resamples=n_resamples, seed=seed)
     return outcome
 
 
-def evaluate(
-    detector: str | Detector,
+@dataclass
+class Evaluation:
+    """What `run_evaluation` did: the run it opened and how the run ended."""
+
+    run: OpenRun
+    """The run directory, its detector (closed by now), examples, config and journal."""
+    outcome: RunOutcome | None = None
+    """How predicting and scoring ended (None for a dry run)."""
+    estimate: Estimate | None = None
+    """What the run would send and cost (a dry run only: nothing was sent or written)."""
+
+    @property
+    def results(self) -> Results | None:
+        """The scored results; None for a dry run and while a batch left running (`wait=False`) is unanswered."""
+        return self.outcome.results if self.outcome else None
+
+
+def run_evaluation(
+    detector: str | Detector | None = None,
     *,
     datasets: str | Sequence[str] | None = None,
+    suite: str | None = None,
     split: str = "test",
     limit: int | None = None,
     run_dir: str | Path | None = None,
@@ -261,25 +268,38 @@ def evaluate(
     n_resamples: int = 1000,
     seed: int = 0,
     fail_fast: bool = True,
+    batch: bool = False,
+    wait: bool = True,
+    poll: float = 5.0,
+    batch_timeout: float | None = None,
+    max_cost: float | None = None,
+    sopo_compat: bool = False,
+    dry_run: bool = False,
     monitor: Monitor | None = None,
+    progress: Callable[[OpenRun], AbstractContextManager[Monitor]] | None = None,
+    on_message: Callable[[str], None] = lambda line: None,
+    detector_params: dict[str, Any] | None = None,
     **params: Any,
-) -> Results:
-    """Run `detector` (a registered name, `NAME:ARG`, or a Detector) over the selected examples into a run
-    directory, and return its scored results: what `shambench eval` does, without printing.
+) -> Evaluation:
+    """What `evaluate` does, returning the run with its outcome: see `evaluate` for the options.
 
-    `datasets` names adapters (default: every SHAM-Bench source present in `data_dir`, else `$SHAMBENCH_DATA_DIR`,
-    else the user cache); `examples_file` reads an EXAMPLES JSONL instead. `params` go to the detector's factory.
-    With `resume=True`, `run_dir` is an existing run finished where it stopped (its config decides the detector
-    and the data). Failed predictions are scored as empty and counted in `results.failed_predictions`.
-    """
+    `progress`, when given, is called once the run is open (its pending examples known) for the monitor to predict
+    under, e.g. a progress bar sized to `run.todo()`; `on_message` receives the Batch API's status lines."""
     if resume and run_dir is None:
         raise DataError("resume=True needs the run_dir of the run to finish")
+    params |= detector_params or {}
+    if sopo_compat and suite != "math-shepherd":
+        raise DataError("sopo_compat needs suite='math-shepherd' (the SOPO kit's rule is for Math-Shepherd only)")
+    if suite and (datasets or examples_file):
+        raise SelectionError("a suite selects its own datasets: give a suite, or datasets or an examples file")
+    if not wait and not batch and not resume:
+        raise DataError("wait=False goes with batch=True (or the resume of a run by batch)")
     opened = (
-        open_run(resume_dir=run_dir, **params)
+        opened_run(resume_dir=run_dir, write=not dry_run, **params)
         if resume
-        else open_run(
+        else opened_run(
             detector,
-            datasets=datasets,
+            datasets=suite_datasets(suite, data_dir, split) if suite else datasets,
             examples_file=examples_file,
             split=split,
             data_dir=data_dir,
@@ -288,10 +308,90 @@ def evaluate(
             context_params=context_params,
             run_dir=run_dir,
             runs_root=runs_root,
+            write=not dry_run,
             **params,
         )
     )
     with opened as run:
-        outcome = run_open(run, monitor, fail_fast=fail_fast, n_resamples=n_resamples, seed=seed)
-    assert outcome.results is not None  # only a batch left running has none, and none was asked for
-    return outcome.results
+        if dry_run:
+            return Evaluation(run, estimate=run_estimate(run))
+        from shambench.runs.batch import BatchSettings
+
+        timeout = {} if batch_timeout is None else {"timeout": batch_timeout}
+        settings = BatchSettings(wait=wait, poll=poll, max_cost=max_cost, **timeout)
+        with progress(run) if progress else nullcontext(monitor or Monitor()) as watching:
+            outcome = run_outcome(
+                run,
+                watching,
+                watching.done,
+                fail_fast=fail_fast,
+                batch=batch,
+                batch_settings=settings,
+                max_cost=max_cost,
+                on_message=on_message,
+                n_resamples=n_resamples,
+                seed=seed,
+            )
+    if sopo_compat and outcome.results is not None:
+        with_sopo_compat(outcome.results, run.examples, run.journal.read(), seed)
+        write_json(run.run_dir / RESULTS, outcome.results, follow=False)
+    return Evaluation(run, outcome)
+
+
+def run_estimate(run: OpenRun) -> Estimate:
+    """What the open run would send (after the cache) and what it should cost, with and without batching."""
+    from shambench.llm.batch import require_routes
+    from shambench.runs.batch import estimate_run
+
+    require_routes(run.detector, "a dry run")
+    return estimate_run(run.detector, run.todo(), run.journal, run.run_dir)
+
+
+@overload
+def evaluate(detector: str | Detector | None = ..., *, dry_run: Literal[True], **options: Any) -> Estimate: ...
+@overload
+def evaluate(
+    detector: str | Detector | None = ..., *, dry_run: Literal[False] = ..., wait: Literal[True] = ..., **options: Any
+) -> Results: ...
+@overload
+def evaluate(detector: str | Detector | None = ..., **options: Any) -> Results | Estimate | None: ...
+def evaluate(detector: str | Detector | None = None, **options: Any) -> Results | Estimate | None:
+    """Run `detector` (a registered name, `NAME:ARG`, or a Detector) over the selected examples into a run
+    directory, and return its scored results: what `shambench eval` does, without printing.
+
+    Args:
+        detector: A registered name, `NAME:ARG`, or a Detector (ignored with `resume`: the run's config decides).
+        datasets: Adapter names (default: every SHAM-Bench source present in `data_dir`, else
+            `$SHAMBENCH_DATA_DIR`, else the user cache).
+        suite: A suite instead of `datasets`: `processbench`, `hard2verify`, `math-shepherd` (step-level math) or
+            `mushroom` (the 14 Mu-SHROOM languages).
+        examples_file: An EXAMPLES JSONL file instead of adapters.
+        split: The adapters' split.
+        data_dir: Where the adapters read the corpora.
+        limit: At most this many examples per partition (the first ones).
+        context: A context provider whose evidence replaces the examples' contexts (`file:PATH`, `wikipedia`, ...).
+        context_params: Parameters of the context provider.
+        run_dir: The run directory to create (default: a new folder under `runs_root`), or the one to resume.
+        runs_root: Where new run directories go.
+        resume: Finish the run in `run_dir` where it stopped: only missing or failed examples are run.
+        batch: Send the requests through OpenAI's Batch API (prompted detectors only).
+        wait: With `batch`: wait for the batch; False submits it and returns None (a resume finishes the run).
+        poll: With `batch`: seconds between the first two status checks.
+        batch_timeout: With `batch`: seconds to wait for a batch before leaving it running (default 26 h), as
+            `wait=False` does; a resume waits again.
+        max_cost: Stop sending requests once the accounted cost reaches this many USD; what is left unanswered
+            is a failed prediction, which a resume runs.
+        sopo_compat: With `suite="math-shepherd"`: also the SOPO kit's label-dependent span rule in
+            `results.groups["math"]` (compatibility only).
+        dry_run: Send and write nothing; return the `Estimate` of what the run would send and cost.
+        fail_fast: Stop (SystematicFailure) when predictions fail systematically.
+        n_resamples: Bootstrap resamples of the confidence intervals.
+        seed: Seed of the bootstrap.
+        monitor: Receives the detector's counters and each finished prediction.
+        detector_params: The detector factory's parameters, for those whose name is an option's (e.g. `seed`).
+        **params: The detector factory's parameters (`model`, `base_url`, ...).
+
+    Failed predictions are scored as empty and counted in `results.failed_predictions`.
+    """
+    evaluation = run_evaluation(detector, **options)
+    return evaluation.estimate if evaluation.estimate is not None else evaluation.results

@@ -42,17 +42,9 @@ from shambench.records import check_detector_prediction
 from shambench.registry import checked_params, factory_parameters
 from shambench.runs.evaluate import CREDENTIAL_ROUTING, run_differences
 from shambench.runs.files import CONFIG, JOURNAL, RESULTS
-from shambench.runs.runner import (
-    RunConfig,
-    examples_hash,
-    load_config,
-    make_config,
-    pending,
-    run_lock,
-    score_predictions,
-    select_examples,
-    write_scores,
-)
+from shambench.runs.rundir import RunConfig, detector_config, examples_hash, load_config, pending, run_lock
+from shambench.runs.scoring import score_predictions, write_scores
+from shambench.runs.selection import select_examples
 from shambench.schema import Example
 from shambench.scoring.results import ExampleScores, Results
 from shambench.scoring.text import Segmentation, language_of, remember, segment_mixed
@@ -822,7 +814,9 @@ def run_cell(
                 def write_config() -> None:
                     if not (cell.run_dir / CONFIG).is_file():
                         write_json(
-                            cell.run_dir / CONFIG, make_config(remote, shared.examples, shared.selection), follow=False
+                            cell.run_dir / CONFIG,
+                            detector_config(remote, shared.examples, shared.selection),
+                            follow=False,
                         )
 
                 if todo and cell.batch:
@@ -866,7 +860,7 @@ def run_batch_cell(
 
     try:
         if not (cell.run_dir / CONFIG).is_file():
-            write_json(cell.run_dir / CONFIG, make_config(det, data.examples, data.selection), follow=False)
+            write_json(cell.run_dir / CONFIG, detector_config(det, data.examples, data.selection), follow=False)
         # Items an expired or cancelled batch left unanswered are failed predictions, counted in the cell's report.
         outcome = BatchRun(det, cell.run_dir, journal, BatchSettings(), lambda line: None).run(
             todo, monitor or Monitor(), count

@@ -170,7 +170,7 @@ class RunInfo(_Documented):
     dropped_rows: dict[str, dict[str, int]] = Field(default_factory=dict)
     """Per dataset, the source rows its adapter dropped (reason -> count), which no score includes."""
     examples_hash: str | None = None
-    """SHA-256 over the examples' ids, responses and gold spans (see `shambench.runs.runner.examples_hash`)."""
+    """SHA-256 over the examples' ids, responses and gold spans (see `shambench.runs.rundir.examples_hash`)."""
     dataset_revisions: dict[str, str] = Field(default_factory=dict)
     """Per dataset, the released revision its adapter reads (commit, version or date)."""
     dataset_counts: dict[str, int] = Field(default_factory=dict)

@@ -122,7 +122,7 @@ def test_rescoring_never_fetches_and_resume_refuses_evidence_that_changed(tmp_pa
     assert flaky_provider.fetched == ["q1", "q2", "q2"]
     refused = runner.invoke(main, ["eval", "--resume", str(tmp_path / "ctx"), "--no-progress"])
     assert refused.exit_code == 2
-    assert "the evidence stored for --context test-flaky is no longer what the run used" in refused.output
+    assert "the evidence stored for context provider test-flaky is no longer what the run used" in refused.output
     # Rescoring does not depend on the evidence, so it still works.
     assert runner.invoke(main, ["score", str(tmp_path / "ctx"), "--bootstrap", "20"]).exit_code == 0
 

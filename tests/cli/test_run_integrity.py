@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from shambench.cli import main
 from shambench.detection.detector import Detector, detectors
 from shambench.registry import Entry
-from shambench.runs.runner import run_lock
+from shambench.runs.rundir import run_lock
 from tests.openai_server import Fault, OpenAIServer, poison
 
 FAST = ["--no-progress", "--bootstrap", "10", "-p", "backoff_base=0.001", "-p", "max_retries=1"]
@@ -214,7 +214,8 @@ def test_a_doctored_config_never_sends_the_key_elsewhere(openai_server, tmp_path
         plain = invoke("--resume", run, "--no-progress")
         named = invoke("--resume", run, "--base-url", openai_server.base_url, "--no-progress")
         assert attacker.count() == 0
-    assert plain.exit_code == 2 and "the run was made with --api-key-env OTHER_KEY --base-url" in plain.stderr
+    assert plain.exit_code == 2 and "the run was made with api_key_env=OTHER_KEY, base_url=" in plain.stderr
+    assert "(--resume RUN_DIR continues a run, with --base-url/--api-key-env as it was made;" in plain.stderr
     assert named.exit_code == 2
     # Only the original server ever saw a key, and only the one named on the command line.
     assert {r.authorization for r in openai_server.log} == {f"Bearer {SECRET}"}

@@ -639,3 +639,34 @@ def test_lines_are_split_within_bounds_whatever_the_chunks():
         assert got[0][1] == b'{"a": 1}' and got[2][1] == b'{"b": 2}' and len(got[1][1]) == HEAD_BYTES
     with pytest.raises(DataError, match="batch file f is larger than the 100-byte limit"):
         list(split_lines([data], 2000, 100, "f"))
+
+
+def test_evaluate_takes_the_batch_dry_run_and_cost_options_of_eval(batch_server, tmp_path):
+    import shambench
+    from shambench.runs.batch import Estimate
+    from tests.core.test_evaluate import without_times
+
+    examples = invented(4)
+    batch_server.script = scripted(town_replies(examples))
+    path = write_examples(tmp_path / "ex.jsonl", examples)
+    api = {"model": "gpt-5-mini", "examples_file": path, "base_url": batch_server.base_url}
+    fast = {"n_resamples": 10, "poll": 0.01, "backoff_base": 0.001, "cache": False}
+
+    estimate = shambench.evaluate("openai", dry_run=True, run_dir=tmp_path / "dry", **api, **fast)
+    assert isinstance(estimate, Estimate) and (estimate.examples, estimate.requests) == (4, 4)
+    assert batch_server.log == [] and batch_server.batches == {} and not (tmp_path / "dry").exists()
+
+    run = tmp_path / "api"
+    assert shambench.evaluate("openai", batch=True, wait=False, run_dir=run, **api, **fast) is None
+    assert list(batch_server.batches) == ["batch_0001"] and not (run / "results.json").exists()
+    done = shambench.evaluate(resume=True, run_dir=run, base_url=batch_server.base_url, **fast)
+    assert done.failed_predictions == 0 and done.tasks["open_qa"].token.f1 == 1.0
+
+    cli = tmp_path / "cli"
+    args = ["--detector", "openai", "--model", "gpt-5-mini", "--examples", str(path)]
+    eval_ok(*args, "--base-url", batch_server.base_url, "--batch", "--run-dir", str(cli), *FAST, "-p", "cache=false")
+    assert without_times(results_of(cli)) == without_times(results_of(run))
+
+    # A budget of nothing: no request is sent, every example is a failed prediction a resume would run.
+    spent = shambench.evaluate("openai", max_cost=0, run_dir=tmp_path / "budget", **api, **fast)
+    assert spent.failed_predictions == 4 and len(batch_server.log) == 0

@@ -158,13 +158,14 @@ def write_examples(path, examples: list[Example]) -> None:
 
 def reading(path):
     """The examples of a file as `shambench score` reads them, counting the reads."""
-    from shambench.runs.runner import examples_to_score
+    from shambench.runs.selection import read_selection
+    from shambench.scoring.scorer import UNSCORED_EXAMPLE_FIELDS
 
     reads = []
 
     def read():
         reads.append(path)
-        return examples_to_score(None, path, "test", None, None)
+        return read_selection(None, path, "test", None, None, UNSCORED_EXAMPLE_FIELDS)[0]
 
     return read, reads
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -10,7 +11,7 @@ import shambench
 from shambench import Detector, Example, Span
 from shambench.errors import DataError
 from shambench.runs.evaluate import run_differences
-from shambench.runs.runner import load_config
+from shambench.runs.rundir import load_config
 from tests.runs import eval_run, write_jsonl
 
 ROWS = [
@@ -81,3 +82,75 @@ def test_run_differences_names_what_changed(tmp_path):
     # A sweep file names only some parameters: the others are not compared.
     assert run_differences(config, "random", {"seed": 1}, all_params=False) == []
     assert run_differences(config, "random", {"seed": 2}, all_params=False) == ["seed"]
+
+
+# What differs between two runs of the same thing: when, and where. Everything else in results.json must match.
+TIMES = ("created_at", "started_at", "finished_at", "run_dir")
+
+
+def without_times(obj):
+    if isinstance(obj, dict):
+        return {k: without_times(v) for k, v in obj.items() if k not in TIMES}
+    if isinstance(obj, list):
+        return [without_times(v) for v in obj]
+    return obj
+
+
+def cli_and_api_results(tmp_path, cli_args: list[str], **api) -> tuple[dict, dict]:
+    """results.json of `shambench eval ARGS` and of `shambench.evaluate(**api)`, each in its own run directory."""
+    from click.testing import CliRunner
+
+    from shambench.cli import main
+
+    cli_run, api_run = tmp_path / "cli", tmp_path / "api"
+    res = CliRunner().invoke(main, ["eval", *cli_args, "--run-dir", str(cli_run), "--no-progress", "--bootstrap", "20"])
+    assert res.exit_code == 0, res.output
+    shambench.evaluate(run_dir=api_run, n_resamples=20, **api)
+    cli, python = (json.loads((run / "results.json").read_text()) for run in (cli_run, api_run))
+    assert (cli_run / "per_example.jsonl").read_text() == (api_run / "per_example.jsonl").read_text()
+    return without_times(cli), without_times(python)
+
+
+def test_the_cli_and_evaluate_write_the_same_results_with_a_limit_and_a_detector_seed(tmp_path):
+    examples = write_jsonl(tmp_path / "ex.jsonl", ROWS + [{**ROWS[0], "id": "c"}])
+    cli, api = cli_and_api_results(
+        tmp_path,
+        ["--detector", "random", "-p", "rate=0.5", "-p", "seed=3", "--examples", str(examples), "--limit", "1"],
+        detector="random",
+        examples_file=examples,
+        limit=1,
+        detector_params={"rate": 0.5, "seed": 3},
+    )
+    assert cli == api
+    assert api["n_examples"] == 2 and api["run"]["params"] == {"rate": 0.5, "seed": 3}
+
+
+def test_the_cli_and_evaluate_write_the_same_suite_results_with_sopo_compat(tmp_path):
+    fixtures = Path(__file__).parents[1] / "adapters" / "fixtures"
+    cli, api = cli_and_api_results(
+        tmp_path,
+        ["--suite", "math-shepherd", "--detector", "first-step-wrong", "--data-dir", str(fixtures), "--sopo-compat"],
+        detector="first-step-wrong",
+        suite="math-shepherd",
+        data_dir=fixtures,
+        sopo_compat=True,
+    )
+    assert cli == api
+    # the SOPO figures are in the file both wrote (see tests/detectors/test_math.py for their hand computation)
+    got = api["groups"]["math"]["datasets"]["math_shepherd"]
+    assert (got["char_sopo_compat"]["precision"], got["char_sopo_compat"]["recall"]) == (50, 100)
+
+
+def test_evaluate_refuses_what_eval_refuses(tmp_path):
+    examples = write_jsonl(tmp_path / "ex.jsonl", ROWS)
+    with pytest.raises(DataError, match="sopo_compat needs suite='math-shepherd'"):
+        shambench.evaluate("all", examples_file=examples, run_dir=tmp_path / "a", sopo_compat=True)
+    with pytest.raises(DataError, match="a suite selects its own datasets"):
+        shambench.evaluate("all", suite="processbench", datasets="ragtruth", run_dir=tmp_path / "b")
+    with pytest.raises(DataError, match="unknown suite 'nope'"):
+        shambench.evaluate("all", suite="nope", run_dir=tmp_path / "c")
+    with pytest.raises(DataError, match="wait=False goes with batch=True"):
+        shambench.evaluate("all", examples_file=examples, run_dir=tmp_path / "d", wait=False)
+    with pytest.raises(DataError, match="a dry run needs a detector that sends chat completions"):
+        shambench.evaluate("all", examples_file=examples, run_dir=tmp_path / "e", dry_run=True)
+    assert not any((tmp_path / name).exists() for name in "abcde")

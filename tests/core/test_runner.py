@@ -16,10 +16,9 @@ from click.testing import CliRunner
 from shambench.cli import main
 from shambench.detection.detector import Detector, detectors
 from shambench.errors import DataError
-from shambench.io import write_json, write_jsonl
+from shambench.io import Journal, write_json, write_jsonl
 from shambench.registry import Entry
 from shambench.runs.files import JOURNAL
-from shambench.runs.runner import Journal
 from shambench.schema import Example, Prediction
 from tests.plugins.installed import install_fake_plugin
 
@@ -250,7 +249,7 @@ def test_resume_refuses_parameters_that_change_the_output(tmp_path):
     files = {p.name: p.read_bytes() for p in run.iterdir()}
     result = invoke("eval", "--resume", str(run), "--no-progress", "-p", "rate=0.5", "-p", "seed=3")
     assert result.exit_code == 2, result.output
-    assert "--resume would change rate, seed, which define the detector's output" in result.output
+    assert "resuming would change rate, seed, which define the detector's output" in result.output
     assert {p.name: p.read_bytes() for p in run.iterdir()} == files
     same = invoke("eval", "--resume", str(run), "--no-progress", "-p", "rate=0.2", "--bootstrap", "20")
     assert same.exit_code == 0, same.output  # restating a recorded value is no change

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from shambench.cli import main
 from shambench.errors import DataError, ParameterError, UnknownPluginError
 from shambench.runs.files import JOURNAL, RESULTS
-from shambench.runs.runner import examples_hash, load_config
+from shambench.runs.rundir import examples_hash, load_config
 from shambench.runs.sweep import (
     SUMMARY,
     DetectorGrid,
@@ -294,7 +294,7 @@ def test_an_unknown_parameter_or_a_wrong_type_is_refused_when_planning(tmp_path)
 
 
 def test_a_cell_whose_run_directory_another_process_holds_fails_at_once(tmp_path, backend):
-    from shambench.runs.runner import run_lock
+    from shambench.runs.rundir import run_lock
 
     spec = write_sweep(tmp_path, "examples: [toy.jsonl]\nbootstrap: 20\nleaderboard: false\ndetectors: [none]\n")
     plan = plan_sweep(spec)

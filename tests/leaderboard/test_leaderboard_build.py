@@ -17,7 +17,7 @@ from shambench.detection.detector import create_detector
 from shambench.errors import DataError
 from shambench.leaderboard.build import DEFAULT_REPORTED, build, find_results, load_leaderboard, write_site
 from shambench.leaderboard.page import render
-from shambench.runs.runner import score_run
+from shambench.runs.scoring import run_results
 from tests.conftest import require_shared
 from tests.leaderboard.toy import (
     EXAMPLES,
@@ -178,7 +178,7 @@ def _fail(run_dir, example_id: str) -> None:
     """Record a failed prediction for one example (the journal's last record wins) and rescore the run."""
     with (run_dir / "predictions.jsonl").open("a") as journal:
         journal.write(json.dumps({"id": example_id, "spans": [], "error": "TimeoutError: no reply"}) + "\n")
-    score_run(run_dir, n_resamples=50)
+    run_results(run_dir, n_resamples=50)
 
 
 def test_limited_failed_dev_split_and_partial_runs_are_never_ranked(tmp_path, monkeypatch):

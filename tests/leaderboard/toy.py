@@ -25,7 +25,10 @@ from pathlib import Path
 from shambench.detection.detector import Detector
 from shambench.io import Journal, write_json
 from shambench.runs.files import CONFIG, JOURNAL
-from shambench.runs.runner import make_config, run_predictions, score_run, select_examples
+from shambench.runs.rundir import detector_config
+from shambench.runs.runner import run_predictions
+from shambench.runs.scoring import run_results
+from shambench.runs.selection import select_examples
 from shambench.schema import Example, Prediction, Span
 
 EXAMPLES = [
@@ -95,9 +98,9 @@ def run_detector(run_dir: Path, examples_file: Path, detector: Detector, limit: 
     """A scored run directory (config, journal, results) of `detector` over the examples file."""
     examples, selection = select_examples(None, examples_file, "test", None, limit)
     run_dir.mkdir(parents=True)
-    write_json(run_dir / CONFIG, make_config(detector, examples, selection))
+    write_json(run_dir / CONFIG, detector_config(detector, examples, selection))
     run_predictions(detector, examples, Journal(run_dir / JOURNAL))
-    score_run(run_dir, examples, n_resamples=50)
+    run_results(run_dir, examples, n_resamples=50)
     return run_dir
 
 

@@ -1,0 +1,217 @@
+"""Run directories: their config, the append-only prediction journal, the lock, and re-creating a run's examples.
+
+Layout of a run directory (file names in `shambench.runs.files`):
+    config.json        what was run: detector, parameters, data selection and its hash, versions
+    predictions.jsonl  one `Prediction` per line, appended and flushed as each arrives (last line per id wins)
+    results.json       the scored `Results`, written atomically at the end (and by `shambench score RUN_DIR`)
+    per_example.jsonl  one `ExampleScores` per example (written with results.json): what a score is made of
+    .lock              held (flock) by the one process running the detector into it (`run_lock`)
+
+Every line is flushed as soon as its prediction exists, so a run killed at any moment (even SIGKILL) loses only
+the predictions not yet returned; a resume re-runs exactly the ids without a successful line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+from pydantic_core import to_jsonable_python
+
+from shambench.detection.detector import Detector
+from shambench.errors import DataError, RunDirError
+from shambench.io import Journal, open_regular, read_regular
+from shambench.provenance import git_commit, now_iso, package_versions, shambench_version
+from shambench.runs.files import CONFIG, JOURNAL, LOCK
+from shambench.runs.selection import select_examples
+from shambench.schema import Example
+
+MAX_CONFIG_BYTES = 64 * 1024 * 1024
+"""Largest config.json read: far above any run's (selection, provenance, dropped-row counts)."""
+
+
+class RunConfig(BaseModel):
+    """What a run evaluated, so that it can be rescored or resumed exactly."""
+
+    detector: str
+    """Detector spec as given (`NAME` or `NAME:ARG`)."""
+    family: str
+    """Detector family."""
+    params: dict[str, Any] = Field(default_factory=dict)
+    """Detector parameters that define its output (no secrets)."""
+    datasets: list[str] | None = None
+    """Dataset names, when the examples came from adapters (None with `examples_file`: not from adapters)."""
+    split: str = "test"
+    """Split of the adapters' data."""
+    data_dir: str | None = None
+    """Data directory the adapters read."""
+    examples_file: str | None = None
+    """EXAMPLES JSONL file, when the examples came from a file."""
+    limit: int | None = None
+    """At most this many examples per partition (the first ones), when set."""
+    context: str | None = None
+    """Context provider spec whose evidence replaced the examples' contexts (None: the source's own context)."""
+    context_params: dict[str, Any] = Field(default_factory=dict)
+    """Parameters given to the context provider (`--context-param`), part of which evidence it stores."""
+    context_provenance: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Per partition, which evidence that was: provider, parameters, counts and a content hash."""
+    dropped_rows: dict[str, dict[str, int]] = Field(default_factory=dict)
+    """Per dataset, the source rows its adapter dropped (reason -> count) before any --limit."""
+    examples_hash: str
+    """SHA-256 over the ids, responses and gold spans; resume and rescoring refuse a different hash."""
+    n_examples: int
+    """Number of examples in the run."""
+    shambench_version: str
+    """Version that created the run."""
+    git_commit: str | None = None
+    """Commit that created the run."""
+    created_at: str
+    """UTC creation time."""
+    packages: dict[str, str] = Field(default_factory=dict)
+    """Versions of score-relevant libraries."""
+    origin: str = "run"
+    """`run` (shambench eval) or `submission` (a predictions file given to `shambench leaderboard submit`)."""
+    meta: dict[str, Any] = Field(default_factory=dict)
+    """Free-form facts about the system, e.g. a submission's authors, description and URL."""
+    served_model: str | None = None
+    """The model name the server reported answering with, once predictions recorded one (see `served_model`)."""
+
+
+def examples_hash(examples: Sequence[Example]) -> str:
+    """A content hash of the examples that matter for scoring (order-independent)."""
+    h = hashlib.sha256()
+    for ex in sorted(examples, key=lambda e: e.id):
+        spans = [[s.start, s.end] for s in ex.hallu_spans]
+        steps = [[s.start, s.end, s.label] for s in ex.steps or []]
+        h.update(json.dumps([ex.id, ex.task, ex.dataset, ex.response, spans, steps]).encode())
+    return h.hexdigest()
+
+
+def load_config(run_dir: Path) -> RunConfig:
+    """The config of a run directory; DataError when it is not one."""
+    path = Path(run_dir) / CONFIG
+    data = read_regular(path, MAX_CONFIG_BYTES)
+    if data is None:
+        raise DataError(f"{path}: not found (is {run_dir} a run directory?)")
+    try:
+        return RunConfig.model_validate_json(data)
+    except ValidationError as err:
+        raise DataError(f"{path}: not a run config ({err.errors()[0]['msg']})") from None
+
+
+def run_examples(config: RunConfig, same_evidence: bool = False) -> list[Example]:
+    """A run's examples, re-created from its config with the evidence already stored for its context provider
+    (rescoring, showing or comparing a run never calls a provider); DataError when they no longer hash the same.
+
+    `same_evidence` (for resuming, where the detector reads the evidence): DataError too when that evidence is
+    no longer what the run recorded in its `context_provenance` (e.g. a failed fetch has succeeded since).
+    """
+    examples, selection = select_examples(
+        config.datasets,
+        config.examples_file,
+        config.split,
+        config.data_dir,
+        config.limit,
+        context=config.context,
+        fetch_context=False,
+        context_params=config.context_params,
+    )
+    if examples_hash(examples) != config.examples_hash:
+        raise DataError(
+            "the examples no longer match the run's examples_hash (the data or its selection changed); "
+            "start a new run instead"
+        )
+    if same_evidence and to_jsonable_python(selection.get("context_provenance", {})) != config.context_provenance:
+        raise DataError(
+            f"the evidence stored for context provider {config.context} is no longer what the run used (see its "
+            "context_provenance); start a new run instead"
+        )
+    return examples
+
+
+def new_run_dir(base: str | Path, detector: str) -> Path:
+    """A fresh, unique run directory name under `base`."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", detector).strip("-")[:60] or "run"
+    path = Path(base) / f"{stamp}_{slug}"
+    n = 1
+    while path.exists():
+        n += 1
+        path = Path(base) / f"{stamp}_{slug}_{n}"
+    return path
+
+
+def detector_config(detector: Detector, examples: Sequence[Example], selection: dict[str, Any]) -> RunConfig:
+    """The config of a new run of `detector` (see `stamped_config`)."""
+    return stamped_config(detector.name, detector.family, detector.params(), examples, **selection)
+
+
+def stamped_config(
+    name: str, family: str, params: dict[str, Any], examples: Sequence[Example], **fields: Any
+) -> RunConfig:
+    """A run config stamped with the examples' hash, versions and time (`fields`: selection, origin, meta)."""
+    return RunConfig(
+        detector=name,
+        family=family,
+        params=params,
+        examples_hash=examples_hash(examples),
+        n_examples=len(examples),
+        shambench_version=shambench_version(),
+        git_commit=git_commit(),
+        created_at=now_iso(),
+        packages=package_versions(),
+        **fields,
+    )
+
+
+@contextmanager
+def run_lock(run_dir: Path) -> Iterator[None]:
+    """Hold the run directory's lock while the body runs: one process at a time may call a detector into a run
+    directory. DataError at once, naming the holder's pid, when another process holds it."""
+    import fcntl
+
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    # Never through a planted link: the pid written below would truncate whatever file it points to.
+    with os.fdopen(open_regular(run_dir / LOCK, os.O_RDWR | os.O_CREAT), "r+", encoding="utf-8") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip()
+            raise DataError(
+                f"{run_dir} is in use by another shambench process{f' (pid {holder})' if holder else ''}; "
+                "wait for it to finish (or stop it) before resuming"
+            ) from None
+        fh.truncate(0)
+        fh.write(f"{os.getpid()}\n")
+        fh.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def pending(examples: Sequence[Example], journal: Journal) -> list[Example]:
+    """Examples without a successful prediction in the journal."""
+    done = {pid for pid, p in journal.read().items() if p.error is None}
+    return [ex for ex in examples if ex.id not in done]
+
+
+def check_new_run_dir(run_dir: Path) -> None:
+    """RunDirError when `run_dir` already holds a run, or a journal whose run config is missing."""
+    if (run_dir / CONFIG).exists():
+        raise RunDirError(f"{run_dir} already holds a run: resume it, or choose another run directory")
+    if (run_dir / JOURNAL).exists():
+        raise RunDirError(
+            f"{run_dir} holds {JOURNAL} but no {CONFIG}: where its predictions came from is unknown; "
+            "choose another run directory (or delete the folder)"
+        )

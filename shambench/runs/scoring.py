@@ -1,0 +1,146 @@
+"""Scoring a run directory: its journal against its examples, into `results.json` and `per_example.jsonl`, with the
+run's provenance (`Results.run`). Never calls the detector."""
+
+from __future__ import annotations
+
+import warnings
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from shambench.io import Journal, iter_jsonl, write_json, write_jsonl
+from shambench.runs.files import JOURNAL, PER_EXAMPLE, RESULTS
+from shambench.runs.rundir import RunConfig, load_config, run_examples
+from shambench.schema import Example, Prediction
+from shambench.scoring.results import ExampleScores, Results, RunInfo
+from shambench.scoring.scorer import Scorer
+from shambench.scoring.steps import math_group
+
+
+def run_results(
+    run_dir: Path, examples: Sequence[Example] | None = None, n_resamples: int = 1000, seed: int = 0
+) -> Results:
+    """The results of a run directory's journal, scored (the detector is never called) and written to its
+    `results.json` and `per_example.jsonl`."""
+    return run_results_and_scores(run_dir, examples, n_resamples, seed)[0]
+
+
+def run_results_and_scores(
+    run_dir: Path, examples: Sequence[Example] | None = None, n_resamples: int = 1000, seed: int = 0
+) -> tuple[Results, Sequence[ExampleScores]]:
+    """The results of a run directory (as `run_results`) and the per-example scores written beside them."""
+    config = load_config(run_dir)
+    if examples is None:
+        examples = run_examples(config)
+    predictions = Journal(run_dir / JOURNAL).read()
+    results, per_example = score_predictions(config, run_dir, examples, list(predictions.values()), n_resamples, seed)
+    write_scores(run_dir, results, per_example)
+    return results, per_example
+
+
+def example_scores(run_dir: Path) -> dict[str, ExampleScores]:
+    """A run's per-example scores by id, from its `per_example.jsonl` (rescored, which writes the file, when the
+    run predates it)."""
+    path = Path(run_dir) / PER_EXAMPLE
+    if not path.is_file():
+        return {row.id: row for row in run_results_and_scores(run_dir)[1]}
+    return {row.id: row for row in (ExampleScores.model_validate(obj) for _, obj in iter_jsonl(path))}
+
+
+def write_scores(run_dir: Path, results: Results, per_example: Sequence[ExampleScores]) -> None:
+    """Write a run's `per_example.jsonl`, then its `results.json` (each atomically)."""
+    write_jsonl(run_dir / PER_EXAMPLE, per_example, follow=False)
+    write_json(run_dir / RESULTS, results, follow=False)
+
+
+def score_predictions(
+    config: RunConfig,
+    run_dir: Path,
+    examples: Sequence[Example],
+    predictions: Sequence[Prediction],
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> tuple[Results, Sequence[ExampleScores]]:
+    """The `Results` of a run's predictions and its per-example scores; reads and writes no file, so a sweep can
+    score on a remote worker."""
+    results, per_example = Scorer(examples, n_resamples=n_resamples, seed=seed).score_with_examples(predictions)
+    results.run = run_info(config, run_dir, examples, predictions)
+    results.run.finished_at = results.created_at
+    return results, per_example
+
+
+def run_info(
+    config: RunConfig, run_dir: Path, examples: Sequence[Example], predictions: Sequence[Prediction]
+) -> RunInfo:
+    """The `Results.run` record of a run: its config, data provenance and usage totals."""
+    usage = usage_totals(predictions)
+    return RunInfo(
+        detector=config.detector,
+        family=config.family,
+        params=config.params,
+        prompt_hash=prompt_hash(config.params, predictions),
+        served_model=served_model(predictions),
+        datasets=config.datasets,
+        split=config.split,
+        examples_file=config.examples_file,
+        limit=config.limit,
+        context=config.context,
+        context_provenance=config.context_provenance,
+        dropped_rows=config.dropped_rows,
+        examples_hash=config.examples_hash,
+        dataset_revisions=dataset_revisions(config.datasets or []),
+        dataset_counts=dict(Counter(ex.dataset for ex in examples)),
+        run_dir=str(run_dir),
+        started_at=config.created_at,
+        packages=config.packages,
+        origin=config.origin,
+        meta=config.meta,
+        usage=usage,
+        cost_usd=usage.get("cost_usd", usage.get("cost")),
+    )
+
+
+def prompt_hash(params: dict[str, Any], predictions: Sequence[Prediction]) -> str | None:
+    """The detector's prompt hash: from its params, else the one every prediction's meta agrees on."""
+    if params.get("prompt_hash"):
+        return str(params["prompt_hash"])
+    hashes = {p.meta.get("prompt_hash") for p in predictions if p.error is None}
+    return str(hashes.pop()) if len(hashes) == 1 and None not in hashes else None
+
+
+def served_model(predictions: Sequence[Prediction]) -> str | None:
+    """The model name the server reported in the successful predictions' `meta.served_model` (sorted and joined by
+    `, ` when there were several); None when none was recorded."""
+    names = sorted({str(p.meta["served_model"]) for p in predictions if p.error is None and p.meta.get("served_model")})
+    return ", ".join(names) or None
+
+
+def dataset_revisions(names: Sequence[str]) -> dict[str, str]:
+    """The released revision each named dataset's adapter reads (adapters without one are left out)."""
+    from shambench.data.adapter import adapters
+
+    revisions = {name: adapters.get(name).factory().revision for name in names}
+    return {name: rev for name, rev in revisions.items() if rev}
+
+
+def usage_totals(predictions: Iterable[Prediction]) -> dict[str, float]:
+    """Token and cost totals summed over the predictions' `meta.usage` records."""
+    totals: dict[str, float] = {}
+    for pred in predictions:
+        for key, value in (pred.meta.get("usage") or {}).items():
+            if isinstance(value, int | float):
+                totals[key] = totals.get(key, 0) + value
+    return totals
+
+
+def with_sopo_compat(
+    results: Results, examples: Sequence[Example], predictions: Mapping[str, Prediction], seed: int
+) -> None:
+    """Recompute `results.groups["math"]` with the SOPO kit's compatibility figures (`--sopo-compat`; the
+    command line prints `shambench.scoring.steps.SOPO_WARNING` beside them)."""
+    usable = {pid: p for pid, p in predictions.items() if p.error is None}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        group = math_group([ex for ex in examples if ex.steps], usable, seed=seed, sopo_compat=True)
+    results.groups["math"] = group.model_dump(mode="json")

@@ -1,0 +1,157 @@
+"""Which examples a run evaluates: adapters' datasets or an EXAMPLES file, at most `limit` per partition, with a
+context provider's evidence when asked for. `read_selection` is the one reader; the rest build on it.
+
+Errors name the Python parameters (`datasets`, `examples_file`, ...): the command line adds its own flags.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from shambench.data.benchmark import Benchmark, load_benchmark
+from shambench.errors import DataError, SelectionError
+from shambench.records import iter_records
+from shambench.schema import Example
+from shambench.scoring.corpus import Corpus, file_corpus
+from shambench.scoring.scorer import UNSCORED_EXAMPLE_FIELDS
+
+
+def suites() -> dict[str, str | None]:
+    """Per suite name, the datasets it selects; None for the extended suite, whose sources present are found
+    in the data directory (`suite_datasets`)."""
+    from shambench.data.benchmark import EXTENDED_SUITE
+    from shambench.scoring.suites import SUITES as STEP_SUITES
+
+    # The `mushroom` suite runs the 14 Mu-SHROOM languages; `print_results` adds the shared task's per-language view.
+    return {**STEP_SUITES, "mushroom": "mushroom-multilingual", EXTENDED_SUITE: None}
+
+
+def suite_datasets(suite: str, data_dir: str | Path | None, split: str) -> str:
+    """The datasets a suite selects: its fixed ones, or the extended suite's sources present in the data directory
+    (SHAM-Bench's, the extended ones and Mu-SHROOM's 14 languages). SelectionError for an unknown suite, or a
+    suite none of whose sources is present."""
+    from shambench.data.adapter import data_dir_origin, resolve_data_dir
+    from shambench.data.benchmark import default_datasets
+
+    known = suites()
+    if suite not in known:
+        raise SelectionError(f"unknown suite {suite!r} (known: {', '.join(known)})")
+    fixed = known[suite]
+    if fixed is not None:
+        return fixed
+    root = resolve_data_dir(data_dir)
+    names = default_datasets(root, split, suite)
+    if not names:
+        raise SelectionError(
+            f"no source of the {suite} suite is present for split {split!r} in data directory {root} "
+            f"({data_dir_origin(data_dir)}); download its sources or point at the folder holding them"
+        )
+    return ",".join(names)
+
+
+def first_per_partition(examples: Iterable[Example], limit: int | None) -> Iterator[Example]:
+    """The first `limit` examples of each partition (all when limit is None), as they are read."""
+    seen: Counter[str] = Counter()
+    for ex in examples:
+        seen[ex.partition] += 1
+        if limit is None or seen[ex.partition] <= limit:
+            yield ex
+
+
+def loaded_benchmark(datasets: str | Sequence[str] | None, split: str, data_dir: str | Path | None) -> Benchmark:
+    """The benchmark of the named datasets; DataError when one of them fails to load (never a partition silently
+    left out)."""
+    bench = load_benchmark(datasets, split, data_dir)
+    if bench.errors:
+        raise DataError("; ".join(f"dataset {name} not loaded: {message}" for name, message in bench.errors.items()))
+    return bench
+
+
+def read_selection(
+    datasets: str | Sequence[str] | None,
+    examples_file: str | Path | None,
+    split: str,
+    data_dir: str | Path | None,
+    limit: int | None,
+    drop: Sequence[str] = (),
+    kept_datasets: Collection[str] | None = None,
+) -> tuple[Iterator[Example], dict[str, Any]]:
+    """The examples of a selection, read as they are consumed, and the selection fields of a `RunConfig`.
+
+    An EXAMPLES file is read line by line, without the fields in `drop` (its texts are never all in memory);
+    adapters' datasets are loaded before this returns. `kept_datasets`: only the examples of these datasets (those
+    a file of predictions in a released format covers). SelectionError when both or no examples are selected (the
+    latter once the examples are consumed)."""
+    if examples_file and datasets:
+        raise SelectionError("give datasets or an examples file, not both")
+    read: Iterable[Example]
+    if examples_file:
+        read = (ex for _, ex in iter_records(examples_file, Example, drop))
+        fields: dict[str, Any] = {"examples_file": str(Path(examples_file).resolve())}
+    else:
+        bench = loaded_benchmark(datasets, split, data_dir)
+        read = bench.examples
+        fields = {
+            "datasets": sorted(bench.loads),
+            "split": split,
+            "data_dir": str(bench.data_dir.resolve()),
+            "dropped_rows": {name: load.dropped for name, load in bench.loads.items() if load.dropped},
+        }
+    if kept_datasets is not None:
+        read = (ex for ex in read if ex.dataset in kept_datasets)
+    return _not_empty(first_per_partition(read, limit), kept_datasets), {**fields, "limit": limit}
+
+
+def _not_empty(examples: Iterator[Example], kept_datasets: Collection[str] | None) -> Iterator[Example]:
+    n = 0
+    for ex in examples:
+        n += 1
+        yield ex
+    if not n:
+        message = "no examples selected (check the datasets, the examples file and the data directory)"
+        if kept_datasets is not None:
+            message += f"; the predictions are for {', '.join(sorted(kept_datasets)) or 'no dataset'}"
+        raise SelectionError(message)
+
+
+def corpus_to_score(
+    datasets: str | Sequence[str] | None,
+    examples_file: str | Path | None,
+    split: str,
+    data_dir: str | Path | None,
+    limit: int | None,
+    kept_datasets: Collection[str] | None = None,
+) -> Corpus:
+    """The scorer's corpus of a selection, read without the fields the scorer never reads. An EXAMPLES file scored
+    before, byte for byte, is not read again: its corpus is kept on disk (`shambench.scoring.corpus.file_corpus`),
+    unless only some of its datasets are kept."""
+    read, _ = read_selection(datasets, examples_file, split, data_dir, limit, UNSCORED_EXAMPLE_FIELDS, kept_datasets)
+    if examples_file and not datasets and kept_datasets is None:
+        return file_corpus(examples_file, limit, lambda: read)
+    return Corpus.of(read)
+
+
+def select_examples(
+    datasets: str | Sequence[str] | None,
+    examples_file: str | Path | None,
+    split: str,
+    data_dir: str | Path | None,
+    limit: int | None,
+    context: str | None = None,
+    fetch_context: bool = True,
+    context_params: dict[str, Any] | None = None,
+) -> tuple[list[Example], dict[str, Any]]:
+    """Every example of a selection (see `read_selection`; an EXAMPLES file is checked whole before any is used),
+    with a provider's evidence as context when `context` names one, and the selection fields of a `RunConfig`.
+    With `fetch_context` false, only the evidence already stored is used: the provider is never called."""
+    read, selection = read_selection(datasets, examples_file, split, data_dir, limit)
+    examples = list(read)
+    if context:
+        from shambench.data.context import apply_context, stored_context
+
+        examples, provenance = (apply_context if fetch_context else stored_context)(context, examples, context_params)
+        selection |= {"context": context, "context_params": context_params or {}, "context_provenance": provenance}
+    return examples, selection
