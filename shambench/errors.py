@@ -10,6 +10,7 @@
     │   ├── RunDirError                      a run directory that cannot be used as asked (taken, or would change)
     │   └── SubmissionError                  a rejected leaderboard submission, with every reason
     ├── UnknownPluginError (also a KeyError) no plugin of that kind has that name
+    ├── NameClashError                       two built-in plugins of one kind registered under one name
     ├── EndpointError                        a base URL refused (not http(s), or carrying credentials)
     ├── EndpointStopped                      the server cannot serve the run: it stopped, nothing more sent
     │   ├── AuthenticationStopped            too many 401/403 replies in a row
@@ -84,6 +85,10 @@ class UnknownPluginError(ShambenchError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+
+class NameClashError(ShambenchError):
+    """Two built-in plugins of one kind registered under one name: the second would silently replace the first."""
 
 
 class EndpointError(ShambenchError):

@@ -3,7 +3,8 @@
 A plugin is a factory function registered under a name with a decorator; the factory imports anything heavy
 inside its body, so listing plugins never imports torch. Built-in plugins are the public modules of one package
 (`shambench.detectors`, `shambench.adapters`), all imported on first use; third-party packages add theirs through an entry-point group (e.g. `shambench.detectors`),
-scanned when a name is not built in. Built-ins win name clashes.
+scanned when a name is not built in. Built-ins win name clashes with installed plugins; two built-ins of one
+name are an error (NameClashError), raised when the second registers.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
-from shambench.errors import ParameterError, UnknownPluginError
+from shambench.errors import NameClashError, ParameterError, UnknownPluginError
 
 T = TypeVar("T")
 
@@ -55,6 +56,16 @@ def _first_line(doc: str | None) -> str:
     return (doc or "").strip().splitlines()[0] if (doc or "").strip() else ""
 
 
+def _builtin(origin: str) -> bool:
+    return origin.startswith("shambench.")
+
+
+def _qualname(factory: Callable) -> str:
+    # A partial (a preset's factory) has no name of its own: the function it wraps names it.
+    target = factory.func if isinstance(factory, functools.partial) else factory
+    return getattr(target, "__qualname__", type(target).__name__)
+
+
 class Registry(Generic[T]):
     """A thread-safe registry of plugin factories of one kind."""
 
@@ -83,8 +94,14 @@ class Registry(Generic[T]):
             raise ValueError(f"cannot register {self.kind} {name!r}: {problem}")
         with self._lock:
             existing = self._entries.get(name)
-            if existing and existing.origin.startswith("shambench.") and not origin.startswith("shambench."):
-                return
+            if existing and _builtin(existing.origin):
+                if not _builtin(origin):
+                    return
+                if (existing.origin, _qualname(existing.factory)) != (origin, _qualname(factory)):
+                    raise NameClashError(
+                        f"{self.kind} {name!r} is registered twice among the built-ins: by "
+                        f"{existing.origin}:{_qualname(existing.factory)} and {origin}:{_qualname(factory)}"
+                    )
             self._entries[name] = Entry(name, factory, description, origin, info)
 
     def _load_builtins(self) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from shambench import registry
 from shambench.detection.detector import create_detector, detectors
-from shambench.errors import UnknownPluginError
+from shambench.errors import NameClashError, UnknownPluginError
 
 GROUP = "shambench.detectors"
 
@@ -81,6 +81,28 @@ def test_builtins_win_name_clashes(scans):
     # A direct registration from outside shambench cannot replace a built-in either.
     detectors.add("none", extra_detector, "impostor", "someone.else")
     assert detectors.get("none").origin == "shambench.detectors.baselines"
+
+
+def test_two_builtins_of_one_name_are_an_error(scans):
+    builtin = detectors.get("none")
+    with pytest.raises(NameClashError) as err:
+        detectors.add("none", extra_detector, "a second none", "shambench.detectors.other")
+    assert str(err.value) == (
+        "detector 'none' is registered twice among the built-ins: by shambench.detectors.baselines:"
+        f"{builtin.factory.__qualname__} and shambench.detectors.other:extra_detector"
+    )
+    # The same factory again (its module imported twice) is no clash, and the first registration stands.
+    detectors.add("none", builtin.factory, builtin.description, builtin.origin)
+    assert detectors.get("none").factory is builtin.factory
+
+
+def test_every_builtin_registry_loads_without_a_clash():
+    from shambench.data.adapter import adapters
+    from shambench.data.context import providers
+    from shambench.detection.detector import optimizers, trainers
+
+    for reg in (detectors, adapters, providers, optimizers, trainers):
+        assert reg.entries(), reg.kind
 
 
 def test_create_detector_passes_name_and_argument():
