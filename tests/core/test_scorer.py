@@ -1,4 +1,5 @@
-"""The SHAM-Bench scorer: hand-computed cases, aggregation, properties, and an independent naive implementation."""
+"""The SHAM-Bench scorer: hand-computed cases, aggregation, properties, and agreement with the plain reference
+definition (`shambench.scoring.reference`)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 from shambench.data.stats import PAPER_COUNTS
 from shambench.errors import ScoringError
 from shambench.schema import Example, Prediction, SoftSpan, Span, Step
+from shambench.scoring.reference import reference_scores
 from shambench.scoring.scorer import Scorer, score
 from shambench.scoring.text import sentences, tokens
 from tests.conftest import require_shared
@@ -239,9 +241,38 @@ def test_duplicate_or_no_examples_are_errors():
 
 
 def test_paper_worked_example():
-    # METRICS.md: GPT-5-mini (reasoning) summarisation and open_qa, from its partitions.
-    assert round((0.387 * 745 + 0.541 * 900 + 0.514 * 1995) / 3640, 3) == 0.495
-    assert round((0.260 * 261 + 0.642 * 154) / 415, 3) == 0.402
+    # METRICS.md: a task's score is the mean over all its examples, so its partitions weigh by their size:
+    # GPT-5-mini (reasoning) summarisation = (0.387*745 + 0.541*900 + 0.514*1995) / 3640 = 0.495. Here each example
+    # of a partition scores 1 (its gold token found) or 0 (missed): 288/745, 487/900 and 1025/1995 are the paper's
+    # partition figures to 3 decimals, and the task is 1800/3640, not the mean of the three partitions (0.481).
+    hits = {"faithbench": (288, 745), "ragtruth": (487, 900), "zhou": (1025, 1995)}
+    examples, predictions = [], []
+    for dataset, (n_hit, n) in hits.items():
+        for k in range(n):
+            examples.append(ex(f"{dataset}{k}", f"summ/{dataset}", [[0, 3]], response="The cat sat."))
+            predictions.append(pred(f"{dataset}{k}", [[0, 3]] if k < n_hit else []))
+    # One example in each of the other five tasks, scored by hand: found; predicted without gold (0); both empty
+    # (1); missed (0); and open_qa with one found and one missed (0.5).
+    others = [
+        ("context_qa/r", [[0, 3]], [[0, 3]]),
+        ("data2txt/r", [], [[0, 3]]),
+        ("mt/z", [], []),
+        ("open_bio/h", [[0, 3]], []),
+    ]
+    others += [("open_qa/m", [[0, 3]], [[0, 3]]), ("open_qa/m", [[0, 3]], [])]
+    for k, (partition, gold, spans) in enumerate(others):
+        examples.append(ex(f"o{k}", partition, gold, response="The cat sat."))
+        predictions.append(pred(f"o{k}", spans))
+    results = score(examples, predictions, n_resamples=10)
+    got = {name: round(group.token.f1, 3) for name, group in results.datasets.items() if name.startswith("summ/")}
+    assert got == {"summ/faithbench": 0.387, "summ/ragtruth": 0.541, "summ/zhou": 0.514}
+    assert results.tasks["summ"].token.f1 == 1800 / 3640 and round(1800 / 3640, 3) == 0.495
+    tasks = [1800 / 3640, 1.0, 0.0, 1.0, 0.0, 0.5]
+    assert [results.tasks[t].token.f1 for t in ("summ", "context_qa", "data2txt", "mt", "open_bio", "open_qa")] == tasks
+    # Overall: the unweighted mean over the six tasks, with the population std (ddof = 0).
+    assert results.overall.token.f1 == pytest.approx(sum(tasks) / 6, abs=1e-15)
+    mean = sum(tasks) / 6
+    assert results.overall.token.std == pytest.approx(math.sqrt(sum((t - mean) ** 2 for t in tasks) / 6), abs=1e-15)
 
 
 def test_reported_rows_obey_the_aggregation():
@@ -274,7 +305,7 @@ def test_reported_rows_obey_the_aggregation():
     assert reported["span_level"]["prompt-gpt-5-mini-reasoning"]["tasks"]["summ"] == 0.495
 
 
-# --- an independent, deliberately naive implementation of METRICS.md -------------------------------------------
+# --- the vectorised scorer against the plain reference definition (shambench.scoring.reference) -------------------------------------------
 
 WORDS = ["the", "cat", "Paris", "3.5", "km", "isn't", "U.S.", "e-mail", "!", ",", "(", ")", "42", "Dr.", "ok"]
 SEPARATORS = [" ", " ", " ", "  ", "\n", ". ", "? ", "\n\n", ""]
@@ -318,74 +349,33 @@ def random_case(seed: int) -> tuple[list[Example], list[Prediction]]:
     return examples, predictions
 
 
-def overlapping(units: list[tuple[int, int]], spans) -> set[int]:
-    """Indices of the units that share at least one character with any span."""
-    return {k for k, (a, b) in enumerate(units) if any(s.start < b and a < s.end for s in spans)}
-
-
-def prf(tp: int, n_pred: int, n_gold: int) -> tuple[float, float, float]:
-    """METRICS.md: both empty -> 1; otherwise an undefined ratio is 0."""
-    if n_pred == 0 and n_gold == 0:
-        return 1.0, 1.0, 1.0
-    p = tp / n_pred if n_pred else 0.0
-    r = tp / n_gold if n_gold else 0.0
-    return p, r, (2 * p * r / (p + r) if p + r else 0.0)
-
-
-def naive_scores(examples: list[Example], predictions: list[Prediction]) -> dict:
-    """Per group: per-example token and sentence P/R/F1 means, pooled token and character P/R/F1."""
-    by_id = {p.id: p for p in predictions if p.error is None}
-    rows = []
-    for e in examples:
-        p = by_id.get(e.id)
-        spans = p.spans if p else []
-        toks, sents = tokens(e.response), sentences(e.response)
-        gt, pt = overlapping(toks, e.hallu_spans), overlapping(toks, spans)
-        gs = overlapping(sents, e.hallu_spans)
-        ps = {k for k, v in enumerate(p.sentence_labels) if v} if p and p.sentence_labels else overlapping(sents, spans)
-        gc = {c for s in e.hallu_spans for c in range(s.start, s.end)}
-        pc = {c for s in spans for c in range(s.start, s.end)}
-        rows.append(
-            {
-                "groups": (e.partition, e.task),
-                "token": prf(len(gt & pt), len(pt), len(gt)),
-                "sentence": prf(len(gs & ps), len(ps), len(gs)),
-                "token_counts": (len(gt & pt), len(pt), len(gt)),
-                "char_counts": (len(gc & pc), len(pc), len(gc)),
-            }
-        )
-    out = {}
-    for name in {g for r in rows for g in r["groups"]}:
-        members = [r for r in rows if name in r["groups"]]
-        group = {lvl: [statistics.fmean(m[lvl][k] for m in members) for k in range(3)] for lvl in ("token", "sentence")}
-        for key in ("token_counts", "char_counts"):
-            group[key] = list(prf(*(sum(m[key][k] for m in members) for k in range(3))))
-        out[name] = group
-    return out
-
-
 def as_lists(group) -> dict:
+    """A group's figures, from the scorer's `GroupScores` or the reference's `GroupReference` alike."""
     return {
-        "token": [group.token.precision, group.token.recall, group.token.f1],
-        "sentence": [group.sentence.precision, group.sentence.recall, group.sentence.f1],
-        "token_counts": [group.token_pooled.precision, group.token_pooled.recall, group.token_pooled.f1],
-        "char_counts": [group.char_pooled.precision, group.char_pooled.recall, group.char_pooled.f1],
+        level: [getattr(group, level).precision, getattr(group, level).recall, getattr(group, level).f1]
+        for level in ("token", "sentence", "token_pooled", "char_pooled")
     }
 
 
 @settings(max_examples=40, deadline=None)
 @given(st.integers(0, 2**32 - 1))
-def test_scorer_agrees_with_the_naive_definition(seed):
+def test_scorer_agrees_with_the_reference_definition(seed):
     examples, predictions = random_case(seed)
     results = score(examples, predictions, n_resamples=20)
-    naive = naive_scores(examples, predictions)
-    for name, group in [*results.datasets.items(), *results.tasks.items()]:
-        got, want = as_lists(group), naive[name]
-        for key in want:
-            np.testing.assert_allclose(got[key], want[key], rtol=0, atol=1e-9, err_msg=f"{name} {key}")
-    task_f1 = [naive[t]["token"][2] for t in results.tasks]
-    assert results.overall.token.f1 == pytest.approx(statistics.fmean(task_f1), abs=1e-9)
-    assert results.overall.token.std == pytest.approx(statistics.pstdev(task_f1), abs=1e-9)
+    reference = reference_scores(examples, predictions)
+    assert list(results.datasets) == list(reference.partitions) and list(results.tasks) == list(reference.tasks)
+    pairs = [
+        *zip(results.datasets.values(), reference.partitions.values()),
+        *zip(results.tasks.values(), reference.tasks.values()),
+    ]
+    for got, want in pairs:
+        assert got.n == want.n
+        for level, values in as_lists(want).items():
+            np.testing.assert_allclose(as_lists(got)[level], values, rtol=0, atol=1e-12, err_msg=level)
+    assert results.overall.token.f1 == pytest.approx(reference.overall_token_f1, abs=1e-12)
+    assert results.overall.token.std == pytest.approx(reference.overall_token_std, abs=1e-12)
+    assert results.overall.sentence.f1 == pytest.approx(reference.overall_sentence_f1, abs=1e-12)
+    assert results.overall.sentence.std == pytest.approx(reference.overall_sentence_std, abs=1e-12)
     absent = {e.id for e in examples} - {p.id for p in predictions if p.error is None}
     assert results.missing_predictions == len(absent)
 
