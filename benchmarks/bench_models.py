@@ -105,7 +105,7 @@ def held_out_table(model_dir: str, held: list[Example], seed: int) -> None:
         "overlap": OverlapDetector(),
     }
     scores = {
-        name: next(iter(scorer.score(list(det.predict(held))).datasets.values())) for name, det in detectors.items()
+        name: next(iter(scorer.score(list(det.predict(held))).partitions.values())) for name, det in detectors.items()
     }
     print(f"held-out hallucinated-token base rate {scores['all'].token_pooled.precision:.3f} (AUPRC without learning)")
     print(f"  {'':<8} {'token F1':>8} {'95% CI':>12} {'pooled F1':>10} {'P':>6} {'R':>6} {'AUPRC':>6} {'AUROC':>6}")

@@ -315,7 +315,7 @@ def holdout_report(out: Path, held: Sequence[Example], config: TrainConfig) -> t
 
 def mean_token_f1(results: Any) -> float:
     """The example-weighted mean token F1 over the datasets of a `Results` (the per-example mean overall)."""
-    groups = results.datasets.values()
+    groups = results.partitions.values()
     return float(sum(g.token.f1 * g.n for g in groups) / max(1, sum(g.n for g in groups)))
 
 

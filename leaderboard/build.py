@@ -28,7 +28,7 @@ from shambench.leaderboard.schema import (
 )
 from shambench.provenance import now_iso, shambench_version
 from shambench.runs.files import RESULTS
-from shambench.scoring.agreement import LIKE_FOR_LIKE, AgreementGroup
+from shambench.scoring.agreement import LIKE_FOR_LIKE
 from shambench.scoring.extended import kept_apart
 from shambench.scoring.results import PRF, GroupScores, Results, RunInfo
 
@@ -140,7 +140,7 @@ def _level(results: Results, level: str) -> Level:
             views = {v: _mean_over(in_overall, v) for v in ("f1_with_gold", "f1_pooled")}
         overall = Cell(f1=o.f1, precision=o.precision, recall=o.recall, ci=o.ci, n=n, **views)
     # The extended suite's added partitions are not the board's data (they have their own view, extended.html).
-    paper = {name: g for name, g in results.datasets.items() if not kept_apart(name)}
+    paper = {name: g for name, g in results.partitions.items() if not kept_apart(name)}
     return Level(
         overall=overall,
         overall_std=getattr(results.overall, level).std if results.overall else None,
@@ -213,8 +213,8 @@ def is_reference(results: Results) -> bool:
 
 def agreement_cells(results: Results) -> dict[str, AgreementCell]:
     """Per partition with annotators, the run's like-for-like span F1 beside one annotator's (`groups.agreement`)."""
-    group = results.groups.get("agreement")
-    if not group:
+    group = results.groups.agreement
+    if group is None:
         return {}
     return {
         name: AgreementCell(
@@ -225,7 +225,7 @@ def agreement_cells(results: Results) -> dict[str, AgreementCell]:
             human_ci=p.human.token.ci,
             gap=p.gap["token_f1"],
         )
-        for name, p in AgreementGroup.model_validate(group).partitions.items()
+        for name, p in group.partitions.items()
     }
 
 
@@ -423,7 +423,7 @@ def configurations(found: Sequence[tuple[Path, Results]]) -> list[list[tuple[Pat
         by_key[_config_key(item[1])].append(item)
     groups = []
     for members in by_key.values():
-        names = [set(r.datasets) for _, r in members]
+        names = [set(r.partitions) for _, r in members]
         disjoint = sum(map(len, names)) == len(set().union(*names))
         groups.extend([members] if disjoint else [[m] for m in members])
     return groups
@@ -462,14 +462,14 @@ def merged_results(members: Sequence[tuple[Path, Results]]) -> Results:
 
 
 def rescored_runs(run_paths: Sequence[str | Path], group: str) -> list[tuple[str, Results]]:
-    """The runs under `run_paths` whose results hold `groups[group]` (a view with a page of its own), each with
+    """The runs under `run_paths` whose results hold the group `group` (a view with a page of its own), each with
     its directory and scored again from its journal and examples, as the board's rows are; a run that cannot be
     read or rescored is left out (the board's build lists it among the skipped)."""
     runs = []
     for path in find_results(run_paths):
         try:
             claimed = load_results(path)
-            if claimed.groups.get(group):
+            if getattr(claimed.groups, group, None) is not None:
                 runs.append((display_path(path.parent), merged_results([(path, claimed)])))
         except (DataError, OSError):
             continue
@@ -486,11 +486,11 @@ def disagreements(members: Sequence[tuple[Path, Results]], rescored: Results) ->
     found = []
     for path, claimed in members:
         where = display_path(path)
-        for name, group in claimed.datasets.items():
-            if name not in rescored.datasets:
+        for name, group in claimed.partitions.items():
+            if name not in rescored.partitions:
                 found.append(f"{DISAGREES} ({where}): partition {name} is not in its data")
                 continue
-            mine = rescored.datasets[name]
+            mine = rescored.partitions[name]
             for what, a, b in (
                 ("span F1", group.token.f1, mine.token.f1),
                 ("sentence F1", group.sentence.f1, mine.sentence.f1),
@@ -571,7 +571,7 @@ def build(run_paths: Sequence[str | Path], reported_path: str | Path | None) -> 
         except DataError as err:
             skipped[display_path(path.parent)] = str(err)
     # A run of none of the board's partitions (only Mu-SHROOM's languages, say) is on its own page only.
-    found = [(p, r) for p, r in found if any(not kept_apart(name) for name in r.datasets)]
+    found = [(p, r) for p, r in found if any(not kept_apart(name) for name in r.partitions)]
     entries = []
     for members in configurations(found):
         try:

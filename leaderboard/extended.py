@@ -1,6 +1,6 @@
 """The extended view of the leaderboard: runs of the extended suite ranked by their own overall.
 
-Rows come from runs whose results carry `groups["extended"]` (see `shambench.scoring.extended`): per group (a
+Rows come from runs whose results carry `groups.extended` (see `shambench.scoring.extended`): per group (a
 task with the extended suite's added partitions, or the 14 Mu-SHROOM languages) its span F1, then the extended
 overall span and sentence F1 with the population std over groups. Complete runs (test split, no `--limit`, every
 example predicted without failure) over the board's groups with their full example counts are ranked by extended
@@ -19,8 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from shambench.io import write_atomic, write_json
-from shambench.scoring.extended import ExtendedView
-from shambench.scoring.results import Results
+from shambench.scoring.results import ExtendedView, Results
 
 PAGE = "extended.html"
 DATA = "extended.json"
@@ -63,10 +62,11 @@ class ExtendedBoard(BaseModel):
 
 
 def run_row(source: str, results: Results) -> Row:
-    """The extended-view row of a scored run that carries `groups["extended"]`."""
+    """The extended-view row of a scored run that carries `groups.extended`."""
     from shambench.leaderboard.build import incomplete_because, is_reference
 
-    view = ExtendedView.model_validate(results.groups["extended"])
+    view = results.groups.extended
+    assert view is not None  # extended_runs keeps only runs that carry it
     reasons = incomplete_because(results)
     return Row(
         name=results.run.detector or source,

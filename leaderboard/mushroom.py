@@ -1,10 +1,10 @@
 """The Mu-SHROOM page of the leaderboard: one tab per language, official IoU and Cor beside token and sentence F1.
 
-Reproduced rows come from runs whose results carry `groups["mushroom"]` (the `mushroom-multilingual` source); per
+Reproduced rows come from runs whose results carry `groups.mushroom` (the `mushroom-multilingual` source); per
 language they are ranked by IoU (ties by Cor), the shared task's own ranking, and a run with missing predictions
 is listed as incomplete, unranked. The organisers' rows (`mushroom_official.json`, shipped with the package: the
 printed figures of the official test leaderboards, with their source, and no corpus text) are listed below as
-reported and never ranked with reproduced runs. Beside them, where the runs' results hold `groups["agreement"]`,
+reported and never ranked with reproduced runs. Beside them, where the runs' results hold `groups.agreement`,
 the `human (one annotator vs the others)` row: each annotator scored against the majority and shares of the other
 annotators, with the official IoU and Cor rules (a reference, never ranked; the organisers' rows are scored against
 the full gold, an easier target than the others' majority is for one annotator).
@@ -21,9 +21,8 @@ from pydantic import BaseModel
 
 from shambench.io import write_atomic
 from shambench.leaderboard.schema import HUMAN_NAME
-from shambench.scoring.agreement import AgreementGroup
 from shambench.scoring.results import Results
-from shambench.scoring.shared_task import DATASET_PREFIX, SharedTaskView
+from shambench.scoring.shared_task import DATASET_PREFIX
 
 OFFICIAL = Path(__file__).with_name("mushroom_official.json")
 PAGE = "mushroom.html"
@@ -64,8 +63,8 @@ def human_rows(runs: Sequence[tuple[str, Results]]) -> dict[str, Row]:
     """Per language, one annotator against the others (from the first run whose results hold the figure)."""
     rows: dict[str, Row] = {}
     for _, results in runs:
-        group = results.groups.get("agreement")
-        for partition, p in AgreementGroup.model_validate(group).partitions.items() if group else ():
+        group = results.groups.agreement
+        for partition, p in group.partitions.items() if group else ():
             dataset = partition.split("/", 1)[-1]
             if not dataset.startswith(DATASET_PREFIX) or p.human.iou is None or p.human.cor is None:
                 continue
@@ -90,12 +89,12 @@ def language_tables(runs: Sequence[tuple[str, Results]]) -> dict[str, list[Row]]
     reported rows."""
     reproduced: dict[str, list[Row]] = {}
     for source, results in runs:
-        group = results.groups.get("mushroom")
-        if not group:
+        view = results.groups.mushroom
+        if view is None:
             continue
         name = results.run.detector or source
         complete = results.missing_predictions == 0
-        for lang, s in SharedTaskView.model_validate(group).languages.items():
+        for lang, s in view.languages.items():
             reproduced.setdefault(lang, []).append(
                 Row(
                     name=name,

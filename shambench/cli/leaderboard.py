@@ -174,7 +174,7 @@ def submit(
             f"overall span F1 {o.token.f1:.3f}{ci}, "
             f"sentence F1 {o.sentence.f1:.3f}, over {len(o.tasks)} tasks and {results.n_examples} examples"
         )
-    for partition, g in results.datasets.items():
+    for partition, g in results.partitions.items():
         click.echo(f"  {partition}: span F1 {g.token.f1:.3f}, sentence F1 {g.sentence.f1:.3f} (n={g.n})")
 
 

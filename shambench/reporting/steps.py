@@ -10,6 +10,8 @@ from shambench.scoring.suites import CHAR_LEVEL_SUITES
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from shambench.scoring.results import Results
+
 
 def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1f}"
@@ -62,10 +64,10 @@ def _caption(summary: SuiteScores) -> str:
     return "\n".join(lines)
 
 
-def print_suite(results: Any, suite: str, console: Any, sopo_compat: bool = False) -> None:
-    """Print a suite's table from `results.groups["math"]` (a note when the suite has no scored examples)."""
-    group = results.groups.get("math")
-    if not group or suite not in group["suites"]:
+def print_suite(results: Results, suite: str, console: Any, sopo_compat: bool = False) -> None:
+    """Print a suite's table from `results.groups.math` (a note when the suite has no scored examples)."""
+    group = results.groups.math
+    if group is None or suite not in group.suites:
         console.print(f"no step-level examples of suite {suite} were scored", style="yellow")
         return
-    console.print(suite_table(MathGroup.model_validate(group), suite, sopo_compat))
+    console.print(suite_table(group, suite, sopo_compat))

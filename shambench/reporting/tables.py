@@ -7,8 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from shambench.reporting.console import make_console
-from shambench.scoring.agreement import AgreementGroup, AgreementReport
-from shambench.scoring.extended import ExtendedView
+from shambench.scoring.agreement import AgreementReport
 from shambench.scoring.metrics import EMPTY_RULE_SENTENCE
 from shambench.scoring.results import PRF, GroupScores, Overall, Results
 from shambench.scoring.text import convention
@@ -79,7 +78,7 @@ def _add_overall(table: Table, o: Overall, groups: dict[str, GroupScores], label
 def results_table(results: Results, title: str = "SHAM-Bench scores") -> Table:
     """Partitions, then tasks, then the overall mean (± population std over tasks)."""
     table = _scores_table(title, _caption(results), "partition / task")
-    for name, g in results.datasets.items():
+    for name, g in results.partitions.items():
         table.add_row(*_row(name, g))
     table.add_section()
     for name, g in results.tasks.items():
@@ -91,10 +90,9 @@ def results_table(results: Results, title: str = "SHAM-Bench scores") -> Table:
 
 def extended_table(results: Results) -> Table | None:
     """The extended suite's groups and its own overall (None when the run scored none of its added partitions)."""
-    group = results.groups.get("extended")
-    if not group:
+    view = results.groups.extended
+    if view is None:
         return None
-    view = ExtendedView.model_validate(group)
     caption = (
         "groups: each task with every partition of the run (the added ones included), the Mu-SHROOM languages "
         "apart; extended overall: mean over these groups, never part of the paper's overall above"
@@ -146,10 +144,9 @@ def _figure(value: float | None) -> str:
 def like_for_like_table(results: Results) -> Table | None:
     """One line per partition with annotators: the detector and one annotator, each against the others' gold
     (`groups.agreement`), and the gap; None when no partition has annotators."""
-    group = results.groups.get("agreement")
-    if not group:
+    view = results.groups.agreement
+    if view is None:
         return None
-    view = AgreementGroup.model_validate(group)
     table = Table(
         title="Like for like: the detector and one annotator, each scored against the other annotators",
         title_justify="left",

@@ -382,7 +382,7 @@ def evaluate(detector: str | Detector | None = None, **options: Any) -> Results 
         max_cost: Stop sending requests once the accounted cost reaches this many USD; what is left unanswered
             is a failed prediction, which a resume runs.
         sopo_compat: With `suite="math-shepherd"`: also the SOPO kit's label-dependent span rule in
-            `results.groups["math"]` (compatibility only).
+            `results.groups.math` (compatibility only).
         dry_run: Send and write nothing; return the `Estimate` of what the run would send and cost.
         fail_fast: Stop (SystematicFailure) when predictions fail systematically.
         n_resamples: Bootstrap resamples of the confidence intervals.

@@ -137,10 +137,10 @@ def usage_totals(predictions: Iterable[Prediction]) -> dict[str, float]:
 def with_sopo_compat(
     results: Results, examples: Sequence[Example], predictions: Mapping[str, Prediction], seed: int
 ) -> None:
-    """Recompute `results.groups["math"]` with the SOPO kit's compatibility figures (`--sopo-compat`; the
+    """Recompute `results.groups.math` with the SOPO kit's compatibility figures (`--sopo-compat`; the
     command line prints `shambench.scoring.steps.SOPO_WARNING` beside them)."""
     usable = {pid: p for pid, p in predictions.items() if p.error is None}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         group = math_group([ex for ex in examples if ex.steps], usable, seed=seed, sopo_compat=True)
-    results.groups["math"] = group.model_dump(mode="json")
+    results.groups.math = group

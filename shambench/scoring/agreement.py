@@ -162,7 +162,7 @@ class LikeForLike(BaseModel):
 
 
 class AgreementGroup(BaseModel):
-    """`results.json["groups"]["agreement"]`: the like-for-like view of every partition with annotators."""
+    """`Results.groups.agreement`: the like-for-like view of every partition with annotators."""
 
     convention: str
     """How the figures are computed."""
@@ -353,8 +353,8 @@ def _chars(spans: Sequence[Any]) -> tuple[tuple[int, int], ...]:
     return tuple((s.start, s.end) for s in spans)
 
 
-def like_for_like(loo: LeaveOneOut, predictions: Mapping[int, Prediction], human: AgreementReport) -> dict:
-    """`{"agreement": group}`: the detector against the leave-one-out golds beside the human figures."""
+def like_for_like(loo: LeaveOneOut, predictions: Mapping[int, Prediction], human: AgreementReport) -> AgreementGroup:
+    """`Results.groups.agreement`: the detector against the leave-one-out golds beside the human figures."""
     detector = figures(loo, loo.detector(predictions))
     partitions = {}
     for partition, det in detector.items():
@@ -365,8 +365,7 @@ def like_for_like(loo: LeaveOneOut, predictions: Mapping[int, Prediction], human
             human=Figures(**hum.model_dump(include=set(Figures.model_fields))),
             gap=_gap(det, hum),
         )
-    group = AgreementGroup(convention=LIKE_FOR_LIKE, partitions=partitions)
-    return {"agreement": group.model_dump(mode="json")}
+    return AgreementGroup(convention=LIKE_FOR_LIKE, partitions=partitions)
 
 
 def _gap(detector: Figures, human: Figures) -> dict[str, float]:

@@ -4,7 +4,7 @@ The extended suite (`--suite extended`) adds partitions to SHAM-Bench's nine: lo
 GPT-4 answers (`open_qa_long/haluquestqa`), human-written reference summaries (`summ/xsumfaith-gold`), and
 Mu-SHROOM in 14 languages (`open_qa/mushroom-<lang>`). None of them ever enters `Results.tasks` or the paper's
 `Results.overall`, whatever else was scored: those stay comparable with the paper's. The view, in
-`Results.groups["extended"]` whenever an added partition was scored, groups every partition of the run by task,
+`Results.groups.extended` whenever an added partition was scored, groups every partition of the run by task,
 the added ones with the paper's of the same task (summ/xsumfaith-gold joins the other summ partitions), except
 the 14 languages, which form one group of their own (`open_qa_multilingual`, its examples averaged like a task's:
 English Mu-SHROOM is then both in `open_qa` and in that group). Its overall is the unweighted mean over those
@@ -14,20 +14,11 @@ partitions never enter it.
 
 from __future__ import annotations
 
-from pydantic import BaseModel
-
-from shambench.scoring.results import GroupScores, Overall
+from shambench.scoring.results import MULTILINGUAL
 from shambench.scoring.shared_task import DATASET_PREFIX
 
 ADDED_PARTITIONS = ("open_qa_long/haluquestqa", "summ/xsumfaith-gold")
 """Partitions the extended suite adds to SHAM-Bench's, besides Mu-SHROOM's 14 languages."""
-MULTILINGUAL = "open_qa_multilingual"
-"""The extended view's group of the Mu-SHROOM language partitions."""
-CONVENTION = (
-    "per group: per-example P/R/F1 averaged over its examples, a group being a task with every partition of the "
-    "run, the extended suite's added ones included, except the Mu-SHROOM language partitions, which form the group "
-    f"{MULTILINGUAL}; overall: unweighted mean over the groups, population std; never part of the paper's overall"
-)
 
 
 def is_language_partition(partition: str) -> bool:
@@ -43,16 +34,3 @@ def kept_apart(partition: str) -> bool:
 def extended_group(partition: str) -> str:
     """The group of the extended view a partition belongs to: its task, or `MULTILINGUAL`."""
     return MULTILINGUAL if is_language_partition(partition) else partition.split("/", 1)[0]
-
-
-class ExtendedView(BaseModel):
-    """The extended suite's scores: per group and their overall, apart from the paper's."""
-
-    convention: str = CONVENTION
-    """How the figures are computed."""
-    groups: dict[str, GroupScores]
-    """Per group (a task, or `open_qa_multilingual`), all metrics over its examples."""
-    partitions: dict[str, list[str]]
-    """Per group, the `task/dataset` partitions it holds."""
-    overall: Overall
-    """Unweighted mean over the groups (`Overall.tasks` lists them)."""

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
+
+from shambench.scoring.agreement import AgreementGroup
+from shambench.scoring.steps import MathGroup
 
 if TYPE_CHECKING:
     import pandas as pd
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "2.0"
+"""2.0: `datasets` (keyed by partition) is named `partitions`, and `groups` is typed. Files of 1.x are read (their
+`datasets` become `partitions`) and are 2.0 once read."""
 
 
 class _Documented(BaseModel):
@@ -191,6 +196,82 @@ class RunInfo(_Documented):
     """Total cost in US dollars, when the detector reports one (`cost_usd` or `cost` in `meta.usage`)."""
 
 
+SHARED_TASK_CONVENTION = (
+    "per language: Mu-SHROOM official IoU and Cor (mean over items, official scorer rules, from the predicted "
+    "probabilities as read: see mushroom_probabilities for a submission file) and per-example token and sentence "
+    "F1 (SHAM-Bench convention); overall: unweighted mean over languages"
+)
+
+
+class LanguageScores(BaseModel):
+    """The shared task's figures and the span F1s of one language."""
+
+    n: int
+    """Items scored."""
+    iou: float
+    """Official character IoU, mean over items."""
+    cor: float
+    """Official Cor (Spearman of soft labels, constant-vector rule), mean over items."""
+    token_f1: float
+    """Per-example token F1, mean over items."""
+    sentence_f1: float
+    """Per-example sentence F1, mean over items."""
+
+
+class SharedTaskView(BaseModel):
+    """Per language scores and their mean over languages."""
+
+    convention: str = SHARED_TASK_CONVENTION
+    """How the figures are computed."""
+    languages: dict[str, LanguageScores]
+    """Per language code, in alphabetical order."""
+    overall: LanguageScores
+    """Unweighted mean over languages (`n` is the total item count)."""
+
+
+MULTILINGUAL = "open_qa_multilingual"
+"""The extended view's group of the Mu-SHROOM language partitions."""
+EXTENDED_CONVENTION = (
+    "per group: per-example P/R/F1 averaged over its examples, a group being a task with every partition of the "
+    "run, the extended suite's added ones included, except the Mu-SHROOM language partitions, which form the group "
+    f"{MULTILINGUAL}; overall: unweighted mean over the groups, population std; never part of the paper's overall"
+)
+
+
+class ExtendedView(BaseModel):
+    """The extended suite's scores: per group and their overall, apart from the paper's."""
+
+    convention: str = EXTENDED_CONVENTION
+    """How the figures are computed."""
+    groups: dict[str, GroupScores]
+    """Per group (a task, or `open_qa_multilingual`), all metrics over its examples."""
+    partitions: dict[str, list[str]]
+    """Per group, the `task/dataset` partitions it holds."""
+    overall: Overall
+    """Unweighted mean over the groups (`Overall.tasks` lists them)."""
+
+
+class ResultGroups(_Documented):
+    """Result groups kept apart from the SHAM-Bench overall, each present only when the run has its examples.
+    Further groups (a newer shambench's, a plugin's) are kept as they are read."""
+
+    model_config = ConfigDict(extra="allow")
+
+    math: MathGroup | None = None
+    """Step-level (math) verification metrics (`shambench.scoring.steps`)."""
+    mushroom: SharedTaskView | None = None
+    """The Mu-SHROOM shared task's per-language view (`shambench.scoring.shared_task`)."""
+    agreement: AgreementGroup | None = None
+    """The detector against the leave-one-out golds beside the human figures (`shambench.scoring.agreement`)."""
+    extended: ExtendedView | None = None
+    """The extended suite's per-group scores and overall, apart from the paper's (`shambench.scoring.extended`)."""
+
+    @model_serializer(mode="wrap")
+    def _present_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # An absent group is left out of results.json rather than written as null.
+        return {k: v for k, v in handler(self).items() if v is not None}
+
+
 class Results(_Documented):
     """One scored run."""
 
@@ -213,18 +294,28 @@ class Results(_Documented):
     """Examples with no usable prediction (absent or failed), scored as empty."""
     failed_predictions: int = 0
     """Of those, how many carry a detector error."""
-    datasets: dict[str, GroupScores]
-    """Per partition, keyed `task/dataset`."""
+    partitions: dict[str, GroupScores]
+    """Per partition, keyed `task/dataset` (`datasets` before schema 2.0)."""
     tasks: dict[str, GroupScores]
     """Per task."""
     overall: Overall | None
     """Mean over tasks; None when only step-level tasks were scored."""
     segmentation: dict[str, str] = Field(default_factory=dict)
     """Per partition (`task/dataset`), the token and sentence convention of its language (`shambench.scoring.text`)."""
-    groups: dict[str, Any] = Field(default_factory=dict)
-    """Result groups kept apart from the overall (e.g. `math` step-level verification metrics)."""
+    groups: ResultGroups = Field(default_factory=ResultGroups)
+    """Result groups kept apart from the overall: `math` (step-level verification), `mushroom` (shared task),
+    `agreement` (against the annotators)."""
     run: RunInfo = Field(default_factory=RunInfo)
     """Run metadata: detector name, family, parameters, prompt hash, data selection, usage, cost, timings."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_schema_1(cls, data: Any) -> Any:
+        """A 1.x file: its per-partition `datasets` are the `partitions` of 2.0."""
+        if isinstance(data, dict) and "datasets" in data and "partitions" not in data:
+            data = {k: v for k, v in data.items() if k != "datasets"} | {"partitions": data["datasets"]}
+            data["schema_version"] = SCHEMA_VERSION
+        return data
 
     def to_pandas(self) -> pd.DataFrame:
         """One row per partition, per task and the overall, with flat metric columns (`token_f1`, ...)."""
@@ -256,7 +347,7 @@ def results_frame(results: Results) -> pd.DataFrame:
     """One row per partition (`level="partition"`), per task (`"task"`) and the overall (`"overall"`)."""
     import pandas as pd
 
-    rows = [group_row("partition", name, g) for name, g in sorted(results.datasets.items())]
+    rows = [group_row("partition", name, g) for name, g in sorted(results.partitions.items())]
     rows += [group_row("task", name, g) for name, g in sorted(results.tasks.items())]
     if results.overall is not None:
         o = results.overall

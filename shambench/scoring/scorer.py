@@ -19,22 +19,25 @@ from shambench.provenance import git_commit, now_iso, shambench_version
 from shambench.schema import Example, Prediction, SoftSpan, Span
 from shambench.scoring import metrics
 from shambench.scoring.corpus import Corpus, covered
-from shambench.scoring.extended import ADDED_PARTITIONS, ExtendedView, extended_group, kept_apart
+from shambench.scoring.extended import ADDED_PARTITIONS, extended_group, kept_apart
 from shambench.scoring.results import (
     PRF,
     ExampleScores,
+    ExtendedView,
     GroupScores,
     MushroomScores,
     Overall,
     OverallLevel,
+    ResultGroups,
     Results,
     ThresholdFree,
 )
 from shambench.scoring.shared_task import shared_task_group
+from shambench.scoring.steps import MathGroup, math_group
 from shambench.scoring.text import SENTENCE_SPLITTER, TOKENIZER
 
 if TYPE_CHECKING:
-    from shambench.scoring.agreement import AgreementReport, LeaveOneOut
+    from shambench.scoring.agreement import AgreementGroup, AgreementReport, LeaveOneOut
 
 LEVELS = ("token", "sentence")
 # Up to this many bytes of bootstrap draw counts are kept between scorings (about 128,000 examples at 1000
@@ -188,7 +191,7 @@ class Scorer:
         # Partitions with a group of their own (the extended suite's) never enter the paper's tasks.
         paper = np.array([not kept_apart(p) for p in corpus.partitions], bool)[partition_of]
         self.groups = {
-            "datasets": _members(by_id, partition_of, corpus.partitions),
+            "partitions": _members(by_id, partition_of, corpus.partitions),
             "tasks": _members(by_id[paper], corpus.task_code[by_id][paper], corpus.tasks),
         }
         if any(p in ADDED_PARTITIONS for p in corpus.partitions):
@@ -320,7 +323,7 @@ class Scorer:
         if pa.scored is not None:
             token_scores = _max_scores(self.tokens.starts, self.tokens.ends, *pa.scored)
         ctx = _GroupContext(self, pa, counts, prf, token_scores)
-        datasets = {name: ctx.group(name, idx)[0] for name, idx in self.groups["datasets"].items()}
+        partitions = {name: ctx.group(name, idx)[0] for name, idx in self.groups["partitions"].items()}
         task_scores = {name: ctx.group(name, idx) for name, idx in self.groups["tasks"].items()}
         results = Results(
             shambench_version=shambench_version(),
@@ -330,16 +333,16 @@ class Scorer:
             n_examples=n,
             missing_predictions=int((~pa.present).sum()),
             failed_predictions=int(pa.failed.sum()),
-            datasets=datasets,
+            partitions=partitions,
             tasks={name: gs for name, (gs, _) in task_scores.items()},
             overall=self._overall({t: v for t, v in task_scores.items() if t not in self.step_tasks}),
             segmentation=self.segmentation,
-            groups={
-                **self._math_group(pa),
-                **shared_task_group(datasets),
-                **self._agreement_group(pa),
-                **self._extended_group(ctx, task_scores),
-            },
+            groups=ResultGroups(
+                math=self._math_group(pa),
+                agreement=self._agreement_group(pa),
+                extended=self._extended_group(ctx, task_scores),
+                **shared_task_group(partitions),
+            ),
         )
         return results, ExampleRows(ctx)
 
@@ -356,22 +359,24 @@ class Scorer:
             self._agreement = (loo, agreement.report(self.corpus, loo, self.n_resamples, self.seed))
         return self._agreement
 
-    def _agreement_group(self, pa: _PredictionArrays) -> dict:
+    def _agreement_group(self, pa: _PredictionArrays) -> AgreementGroup | None:
         """The detector against the leave-one-out golds, beside the human figure, where annotators are known."""
         if not self.corpus.annotations:
-            return {}
+            return None
         loo, human = self._leave_one_out()
         if loo is None:
-            return {}
+            return None
         from shambench.scoring.agreement import like_for_like
 
         return like_for_like(loo, pa.kept, human)
 
-    def _extended_group(self, ctx: _GroupContext, task_scores: dict[str, tuple[GroupScores, np.ndarray]]) -> dict:
+    def _extended_group(
+        self, ctx: _GroupContext, task_scores: dict[str, tuple[GroupScores, np.ndarray]]
+    ) -> ExtendedView | None:
         """The extended suite's view, when an added partition was scored (see `shambench.scoring.extended`)."""
         members = {g: idx for g, idx in self.groups.get("extended", {}).items() if g not in self.step_tasks}
         if not members:
-            return {}
+            return None
         scores = {}
         for name, idx in members.items():
             same = name in self.groups["tasks"] and np.array_equal(self.groups["tasks"][name], idx)
@@ -380,21 +385,20 @@ class Scorer:
         overall = self._overall(scores)
         assert overall is not None  # members is not empty
         partitions: dict[str, list[str]] = {}
-        for partition in self.groups["datasets"]:
+        for partition in self.groups["partitions"]:
             if extended_group(partition) in members:
                 partitions.setdefault(extended_group(partition), []).append(partition)
         view = ExtendedView(groups={g: gs for g, (gs, _) in scores.items()}, partitions=partitions, overall=overall)
-        return {"extended": view.model_dump(mode="json")}
+        return view
 
-    def _math_group(self, pa: _PredictionArrays) -> dict:
-        """Step-level (math) metrics in their own group, apart from the overall (see `shambench.scoring.steps`)."""
+    def _math_group(self, pa: _PredictionArrays) -> MathGroup | None:
+        """Step-level (math) metrics in their own group, apart from the overall (see `shambench.scoring.steps`);
+        None without step examples."""
         step_examples = list(self.corpus.with_steps.values())
         if not step_examples:
-            return {}
-        from shambench.scoring.steps import math_group
-
+            return None
         predictions = {self.corpus.ids[i]: p for i, p in pa.kept.items()}
-        return {"math": math_group(step_examples, predictions, seed=self.seed).model_dump(mode="json")}
+        return math_group(step_examples, predictions, seed=self.seed)
 
     def _char_tp_pred_gold(self, pa: _PredictionArrays) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per-example character true positives, predicted and gold counts: |P∩G| = |P| + |G| - |P∪G|."""

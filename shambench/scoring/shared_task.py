@@ -3,7 +3,7 @@
 The shared task ranked systems per language on character IoU and Cor; SHAM-Bench reports token and sentence F1.
 For partitions named `<task>/mushroom-<lang>` (the `mushroom-multilingual` source) the view lists all four per
 language, and its overall is the unweighted mean over languages (not over examples), as a per-language ranking
-implies. It is stored in `Results.groups["mushroom"]`, apart from the SHAM-Bench overall.
+implies. It is stored in `Results.groups.mushroom`, apart from the SHAM-Bench overall.
 
 The organisers' scorer read both files with `pandas.read_json`, whose default float parser is not correctly rounded:
 `organisers_float` reads a number the same way, so that a submission's probabilities (and the hard labels derived
@@ -14,21 +14,14 @@ from __future__ import annotations
 
 import math
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel
-
-from shambench.scoring.results import GroupScores
+from shambench.scoring.results import GroupScores, LanguageScores, Results, SharedTaskView
 
 if TYPE_CHECKING:
     from rich.table import Table
 
 DATASET_PREFIX = "mushroom-"
-CONVENTION = (
-    "per language: Mu-SHROOM official IoU and Cor (mean over items, official scorer rules, from the predicted "
-    "probabilities as read: see mushroom_probabilities for a submission file) and per-example token and sentence "
-    "F1 (SHAM-Bench convention); overall: unweighted mean over languages"
-)
 ORGANISERS_READING = (
     "a Mu-SHROOM submission's numbers are read as the organisers' scorer read them (pandas.read_json, default "
     "precise_float=False: pandas' ujson decoder keeps at most 15 fraction digits, dropping the rest, and computes "
@@ -82,32 +75,6 @@ def organisers_float(text: str) -> float:
     return value * scale
 
 
-class LanguageScores(BaseModel):
-    """The shared task's figures and the span F1s of one language."""
-
-    n: int
-    """Items scored."""
-    iou: float
-    """Official character IoU, mean over items."""
-    cor: float
-    """Official Cor (Spearman of soft labels, constant-vector rule), mean over items."""
-    token_f1: float
-    """Per-example token F1, mean over items."""
-    sentence_f1: float
-    """Per-example sentence F1, mean over items."""
-
-
-class SharedTaskView(BaseModel):
-    """Per language scores and their mean over languages."""
-
-    convention: str = CONVENTION
-    """How the figures are computed."""
-    languages: dict[str, LanguageScores]
-    """Per language code, in alphabetical order."""
-    overall: LanguageScores
-    """Unweighted mean over languages (`n` is the total item count)."""
-
-
 def language_scores(datasets: dict[str, GroupScores]) -> dict[str, LanguageScores]:
     """The per-language figures of the `mushroom-<lang>` partitions that carry soft labels."""
     out = {}
@@ -121,7 +88,7 @@ def language_scores(datasets: dict[str, GroupScores]) -> dict[str, LanguageScore
     return out
 
 
-def shared_task_group(datasets: dict[str, GroupScores]) -> dict[str, Any]:
+def shared_task_group(datasets: dict[str, GroupScores]) -> dict[str, SharedTaskView]:
     """`{"mushroom": view}` when any Mu-SHROOM language partition was scored, else `{}`."""
     languages = language_scores(datasets)
     if not languages:
@@ -134,17 +101,16 @@ def shared_task_group(datasets: dict[str, GroupScores]) -> dict[str, Any]:
     overall = LanguageScores(
         n=sum(r.n for r in rows), **{f: mean(f) for f in ("iou", "cor", "token_f1", "sentence_f1")}
     )
-    return {"mushroom": SharedTaskView(languages=languages, overall=overall).model_dump(mode="json")}
+    return {"mushroom": SharedTaskView(languages=languages, overall=overall)}
 
 
-def shared_task_table(results: Any) -> Table | None:
-    """A rich table of `results.groups["mushroom"]` (None when the run has no Mu-SHROOM language partition)."""
+def shared_task_table(results: Results) -> Table | None:
+    """A rich table of `results.groups.mushroom` (None when the run has no Mu-SHROOM language partition)."""
     from rich.table import Table
 
-    group = results.groups.get("mushroom")
-    if not group:
+    view = results.groups.mushroom
+    if view is None:
         return None
-    view = SharedTaskView.model_validate(group)
     table = Table(title="Mu-SHROOM shared-task view (official IoU/Cor; overall = mean over languages)")
     for col in ("language", "n", "IoU", "Cor", "token F1", "sentence F1"):
         table.add_column(col, justify="left" if col == "language" else "right")

@@ -1,5 +1,5 @@
 """Step-level (math) verification: the metrics of ProcessBench, Hard2Verify and Math-Shepherd, kept in their own
-results group (`Results.groups["math"]`), never in the SHAM-Bench overall. Adapters build step examples with
+results group (`Results.groups.math`), never in the SHAM-Bench overall. Adapters build step examples with
 `shambench.data.steps.step_fields`; the suite tables are `shambench.reporting.steps`'.
 
 What a prediction says about the steps of an example, in order of precedence:
@@ -164,7 +164,7 @@ class SuiteScores(BaseModel):
 
 
 class MathGroup(BaseModel):
-    """All step-level results of a run: `Results.groups["math"]`."""
+    """All step-level results of a run: `Results.groups.math`."""
 
     conventions: dict[str, str]
     """How every number of the group is computed."""

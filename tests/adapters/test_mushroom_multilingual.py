@@ -52,8 +52,8 @@ def baseline_views(bench):
     mark_all = [Prediction(id=ex.id, spans=[{"start": 0, "end": len(ex.response)}]) for ex in bench.examples]
     mark_none = [Prediction(id=ex.id, spans=[]) for ex in bench.examples]
     return {
-        "Baseline (mark all)": scorer.score(mark_all).groups["mushroom"],
-        "Baseline (mark none)": scorer.score(mark_none).groups["mushroom"],
+        "Baseline (mark all)": scorer.score(mark_all).model_dump(mode="json")["groups"]["mushroom"],
+        "Baseline (mark none)": scorer.score(mark_none).model_dump(mode="json")["groups"]["mushroom"],
     }
 
 

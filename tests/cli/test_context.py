@@ -67,9 +67,9 @@ def test_eval_with_and_without_context_records_the_difference(tmp_path):
     # with it, "Sicily" is supported, so q2 (no gold) goes from F1 0 to F1 1.
     preds = [json.loads(line) for line in (tmp_path / "ctx" / "predictions.jsonl").read_text().splitlines()]
     assert next(p for p in preds if p["id"] == "q2")["spans"] == []
-    assert with_ctx["datasets"]["open_qa/toy"]["token"]["f1"] > bare["datasets"]["open_qa/toy"]["token"]["f1"]
+    assert with_ctx["partitions"]["open_qa/toy"]["token"]["f1"] > bare["partitions"]["open_qa/toy"]["token"]["f1"]
     # the summarisation example kept its own context, so its scores do not move
-    assert with_ctx["datasets"]["summ/doc"] == bare["datasets"]["summ/doc"]
+    assert with_ctx["partitions"]["summ/doc"] == bare["partitions"]["summ/doc"]
 
 
 def test_resume_reapplies_the_same_context(tmp_path):
@@ -78,7 +78,7 @@ def test_resume_reapplies_the_same_context(tmp_path):
     res = CliRunner().invoke(main, ["eval", "--resume", str(tmp_path / "ctx"), "--no-progress", "--bootstrap", "20"])
     assert res.exit_code == 0, res.output
     again = json.loads((tmp_path / "ctx" / "results.json").read_text())
-    assert again["datasets"] == first["datasets"]
+    assert again["partitions"] == first["partitions"]
     assert again["run"]["context_provenance"] == first["run"]["context_provenance"]
 
 
@@ -189,7 +189,7 @@ def test_mushroom_with_file_context_and_without_differ_and_compare_shows_it(tmp_
     # evidence containing the response itself leaves overlap nothing to flag
     preds = [json.loads(line) for line in (tmp_path / "file" / "predictions.jsonl").read_text().splitlines()]
     assert len(preds) == 20 and all(p["spans"] == [] for p in preds)
-    assert bare["datasets"]["open_qa/mushroom"]["token"]["recall"] > 0.5
+    assert bare["partitions"]["open_qa/mushroom"]["token"]["recall"] > 0.5
     out = tmp_path / "cmp.json"
     res = runner.invoke(
         main, ["compare", str(tmp_path / "bare"), str(tmp_path / "file"), "--bootstrap", "50", "--out", str(out)]

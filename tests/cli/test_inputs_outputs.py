@@ -117,7 +117,7 @@ def test_per_example_file_and_run_directory(nasty_run, tmp_path):
     results = json.loads(res.stdout)
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["status"] for r in rows] == ["predicted", "missing"]
-    group = results["datasets"]["qa[/]/d[bold]"]
+    group = results["partitions"]["qa[/]/d[bold]"]
     assert statistics.fmean(r["token"]["f1"] for r in rows) == group["token"]["f1"]
     assert statistics.fmean(r["sentence"]["recall"] for r in rows) == group["sentence"]["recall"]
     piped = invoke(

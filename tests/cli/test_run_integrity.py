@@ -80,7 +80,7 @@ def test_a_server_poisoning_one_reply_in_ten_gives_exit_3_and_resume_completes(o
     assert f"retry them with: shambench eval --resume {run} --base-url {openai_server.base_url}" in res.output
     results = results_of(run)
     assert results["failed_predictions"] == results["missing_predictions"] == len(failed)
-    per_partition = {k: v["failed_predictions"] for k, v in results["datasets"].items()}
+    per_partition = {k: v["failed_predictions"] for k, v in results["partitions"].items()}
     assert per_partition == {f"open_qa/{d}": sum(f.startswith(d + "/") for f in failed) for d in ("toy", "other")}
 
     openai_server.reset()

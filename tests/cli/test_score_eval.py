@@ -48,7 +48,7 @@ def test_score_writes_results_with_the_documented_keys(files):
     assert "summ/toy" in result.stdout and "qa/wiki" in result.stdout
     assert "1 example(s) without a usable prediction were scored as empty" in result.stdout
     results = json.loads(out.read_text())
-    assert results["datasets"]["summ/toy"]["token"]["f1"] == 1.0
+    assert results["partitions"]["summ/toy"]["token"]["f1"] == 1.0
     assert results["tasks"]["qa"]["token"]["f1"] == 0.0
     assert results["overall"]["token"]["f1"] == 0.5  # mean of summ 1.0 and qa 0.0
     assert results["overall"]["token"]["std"] == 0.5  # population std of {1, 0}

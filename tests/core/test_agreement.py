@@ -113,15 +113,16 @@ def test_like_for_like_scores_the_detector_against_the_same_golds():
     # On x the detector marks "sat": against b's "cat sat" (a left out) P=1 R=1/2, against a's "cat" 0.
     # On y it predicts nothing: 0 against each "dog". Its figure: (1/3 + 0) / 2; the annotators': (2/3 + 1) / 2.
     results = score(examples, [Prediction(id="x", spans=[SAT])], n_resamples=50)
-    group = results.groups["agreement"]["partitions"]["qa/toy"]
-    assert group["items"] == 2
-    assert group["detector"]["token"]["f1"] == pytest.approx(1 / 6)
-    assert group["human"]["token"]["f1"] == pytest.approx(5 / 6)
-    assert group["gap"]["token_f1"] == pytest.approx(1 / 6 - 5 / 6)
+    assert results.groups.agreement is not None
+    group = results.groups.agreement.partitions["qa/toy"]
+    assert group.items == 2
+    assert group.detector.token.f1 == pytest.approx(1 / 6)
+    assert group.human.token.f1 == pytest.approx(5 / 6)
+    assert group.gap["token_f1"] == pytest.approx(1 / 6 - 5 / 6)
     # Mu-SHROOM figures need every item of the partition to carry soft labels (y has none).
-    assert group["detector"]["iou"] is None and "iou" not in group["gap"]
+    assert group.detector.iou is None and "iou" not in group.gap
     # Against the full gold the same prediction scores otherwise: the like-for-like view is its own figure.
-    assert results.datasets["qa/toy"].token.f1 != pytest.approx(1 / 6)
+    assert results.partitions["qa/toy"].token.f1 != pytest.approx(1 / 6)
 
 
 def test_like_for_like_is_absent_without_annotators():

@@ -27,7 +27,7 @@ from tests.detectors.test_prompted import answer_of as answer_in_prompt
 from tests.detectors.test_prompted import invented, scripted, town_replies, write_examples
 
 FAST = ["--bootstrap", "10", "--no-progress", "--poll", "0.01", "-p", "backoff_base=0.001"]
-COMPARED = ("datasets", "tasks", "overall", "n_examples", "missing_predictions", "failed_predictions")
+COMPARED = ("partitions", "tasks", "overall", "n_examples", "missing_predictions", "failed_predictions")
 
 
 def invoke(*args: str):

@@ -21,7 +21,7 @@ ROWS = [
 
 
 def scores(results: dict) -> dict:
-    return {k: results[k] for k in ("n_examples", "missing_predictions", "datasets", "tasks", "overall")}
+    return {k: results[k] for k in ("n_examples", "missing_predictions", "partitions", "tasks", "overall")}
 
 
 def test_evaluate_equals_the_cli_run_on_real_mushroom(shared_data, tmp_path):
@@ -59,7 +59,7 @@ def test_a_detector_object_and_a_resume_with_nothing_left_to_do(tmp_path):
     journal = (run / "predictions.jsonl").read_text()
     again = shambench.evaluate("ignored: the run's config decides", resume=True, run_dir=run, n_resamples=10)
     assert (run / "predictions.jsonl").read_text() == journal
-    assert again.model_dump(include={"datasets", "tasks"}) == done.model_dump(include={"datasets", "tasks"})
+    assert again.model_dump(include={"partitions", "tasks"}) == done.model_dump(include={"partitions", "tasks"})
 
 
 def test_a_run_directory_is_never_adopted_twice(tmp_path):

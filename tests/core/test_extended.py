@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shambench.schema import Example, Prediction
-from shambench.scoring.extended import MULTILINGUAL, ExtendedView, kept_apart
+from shambench.scoring.extended import MULTILINGUAL, kept_apart
+from shambench.scoring.results import ExtendedView
 from shambench.scoring.scorer import score
 
 PARTITIONS = (
@@ -45,14 +46,14 @@ def test_added_partitions_get_their_own_groups_and_overall():
     # The paper's tasks hold none of the added partitions: summ = {e1}, open_qa = {e5}.
     assert {t: (g.n, g.token.f1) for t, g in results.tasks.items()} == {"open_qa": (1, 0.0), "summ": (1, 1.0)}
     assert results.overall is not None and results.overall.token.f1 == 0.5
-    assert set(results.datasets) == {
+    assert set(results.partitions) == {
         "summ/zhou",
         "summ/xsumfaith-gold",
         "open_qa_long/haluquestqa",
         "open_qa/mushroom-en",
         "open_qa/mushroom",
     }
-    view = ExtendedView.model_validate(results.groups["extended"])
+    view = ExtendedView.model_validate(results.groups.extended)
     assert {g: (s.n, s.token.f1) for g, s in view.groups.items()} == {
         "open_qa": (1, 0.0),
         MULTILINGUAL: (1, 1.0),
@@ -84,7 +85,7 @@ def test_without_an_added_partition_there_is_no_extended_view():
 def test_only_added_partitions_give_no_paper_overall():
     results = score([_example(1, "open_qa_long/haluquestqa", [[0, 1]])], [], n_resamples=20)
     assert results.tasks == {} and results.overall is None
-    assert ExtendedView.model_validate(results.groups["extended"]).overall.token.f1 == 0.0
+    assert ExtendedView.model_validate(results.groups.extended).overall.token.f1 == 0.0
 
 
 @settings(max_examples=25, deadline=None)

@@ -52,7 +52,7 @@ def test_an_empty_response_follows_the_constant_vector_rule_without_nan(tmp_path
     # full: ref has two levels, pred is all zero (constant, one level): Cor 0; no hard gold and no prediction: IoU 1.
     assert (rows[0].cor, rows[0].iou) == (1.0, 1.0)
     assert (rows[1].cor, rows[1].iou) == (0.0, 1.0)
-    assert results.datasets["open_qa/mushroom"].mushroom.cor == 0.5
+    assert results.partitions["open_qa/mushroom"].mushroom.cor == 0.5
     text = results.model_dump_json()
     assert "NaN" not in text and "Infinity" not in text
 
@@ -70,7 +70,7 @@ def test_results_refuse_nan_so_none_can_be_written():
 
 
 def _assert_means_equal_the_partitions(results: Results, rows: list[ExampleScores]) -> None:
-    for name, group in results.datasets.items():
+    for name, group in results.partitions.items():
         mine = [r for r in rows if f"{r.task}/{r.dataset}" == name]
         assert len(mine) == group.n
         for level in ("token", "sentence"):
@@ -101,7 +101,7 @@ def test_per_example_means_equal_the_reported_partition_scores_on_real_data():
     assert len(rows) == len(examples) == 154 + 750
     assert [r.id for r in rows] == [ex.id for ex in examples]
     assert sum(r.status == "failed" for r in rows) == 1 and sum(r.status == "missing" for r in rows) == 5
-    assert results.datasets["open_qa/mushroom"].mushroom is not None
+    assert results.partitions["open_qa/mushroom"].mushroom is not None
     _assert_means_equal_the_partitions(results, rows)
     json.loads(results.model_dump_json())  # valid JSON: no NaN
 
@@ -115,7 +115,7 @@ def test_the_results_schema_refuses_null_where_a_number_is_promised():
     examples = [_mushroom("m", soft=[SoftSpan(start=0, end=3, prob=1.0)], gold=[[0, 3]])]
     results = json.loads(Scorer(examples, n_resamples=10).score([Prediction(id="m", spans=[[0, 3]])]).model_dump_json())
     assert list(validator.iter_errors(results)) == []
-    for path in (("overall", "token", "f1"), ("datasets", "open_qa/mushroom", "mushroom", "cor"), ("n_examples",)):
+    for path in (("overall", "token", "f1"), ("partitions", "open_qa/mushroom", "mushroom", "cor"), ("n_examples",)):
         broken = json.loads(json.dumps(results))
         node = broken
         for key in path[:-1]:

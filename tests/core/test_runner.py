@@ -37,7 +37,7 @@ RESPONSES = [
     ("Route 66 runs west.", [[6, 8]]),
     ("The team scored 101 points.", []),
 ]
-SCORE_KEYS = ("datasets", "tasks", "overall", "missing_predictions", "failed_predictions", "n_examples")
+SCORE_KEYS = ("partitions", "tasks", "overall", "missing_predictions", "failed_predictions", "n_examples")
 
 
 def write_examples(path: Path) -> Path:

@@ -78,7 +78,7 @@ def test_per_example_token_f1_averaged_within_partitions(hand):
     #   e4: pred {The, cat}, gold {The, cat, sat, .}: P 1, R 0.5, F1 2*0.5/1.5 = 2/3
     #   e5: pred {It}, nothing gold: 0, 0, 0
     #   e6: failed, scored as empty against gold {sat}: 0, 0, 0
-    summ_x, summ_y, qa_z = (hand.datasets[k].token for k in ("summ/x", "summ/y", "qa/z"))
+    summ_x, summ_y, qa_z = (hand.partitions[k].token for k in ("summ/x", "summ/y", "qa/z"))
     assert summ_x.f1 == pytest.approx((0.5 + 1 + 0) / 3)
     assert summ_x.precision == pytest.approx((1 / 3 + 1 + 0) / 3)
     assert summ_x.recall == pytest.approx((1 + 1 + 0) / 3)
@@ -101,7 +101,7 @@ def test_task_score_is_the_mean_over_its_examples(hand):
 def test_sentence_level(hand):
     # Sentences: e1 pred {s2} gold {s2}: 1; e2 empty/empty: 1; e3 gold {s1} no pred: 0; e4 pred {s1} gold {s1}: 1;
     # e5 pred {s2} no gold: 0; e6 failed: 0. summ = 3/4, qa = 0.
-    assert hand.datasets["summ/x"].sentence.f1 == pytest.approx(2 / 3)
+    assert hand.partitions["summ/x"].sentence.f1 == pytest.approx(2 / 3)
     assert hand.tasks["summ"].sentence.f1 == pytest.approx(0.75)
     assert hand.tasks["qa"].sentence.f1 == 0.0
 
@@ -143,14 +143,14 @@ def test_missing_and_failed_predictions_are_counted(hand):
     # e3 has no prediction, e6 failed: both scored as empty.
     assert hand.missing_predictions == 2
     assert hand.failed_predictions == 1
-    assert hand.datasets["summ/x"].missing_predictions == 1
-    assert hand.datasets["qa/z"].missing_predictions == 1
+    assert hand.partitions["summ/x"].missing_predictions == 1
+    assert hand.partitions["qa/z"].missing_predictions == 1
     assert hand.n_examples == 7
 
 
 def test_confidence_intervals_and_conventions_are_recorded(hand):
     # summ/y has one example: every resample is that example, so the interval collapses onto 2/3.
-    assert hand.datasets["summ/y"].token.ci == pytest.approx((2 / 3, 2 / 3))
+    assert hand.partitions["summ/y"].token.ci == pytest.approx((2 / 3, 2 / 3))
     lo, hi = hand.tasks["summ"].token.ci
     assert 0.0 <= lo < hand.tasks["summ"].token.f1 < hi <= 1.0
     for key in ("averaging", "overall", "tokenizer", "empty_example", "ci", "token_pooled", "char_pooled"):
@@ -184,7 +184,7 @@ def test_mushroom_iou_and_cor_with_soft_labels():
         pred("m1", [Span(start=1, end=3, score=0.9)]),
         pred("m3", [[0, 1]]),
     ]
-    got = score(examples, predictions, n_resamples=10).datasets["open_qa/mushroom"].mushroom
+    got = score(examples, predictions, n_resamples=10).partitions["open_qa/mushroom"].mushroom
     # m1: ref chars {0,1}, pred {1,2}: IoU 1/3. Vectors ref [1, 1, .5, 0], pred [0, .9, .9, 0]:
     #     Spearman 1/sqrt(18) (worked in test_metrics.test_cor_spearman_with_ties).
     # m2: both empty: IoU 1; both constant with one level: Cor 1.
@@ -264,7 +264,7 @@ def test_paper_worked_example():
         examples.append(ex(f"o{k}", partition, gold, response="The cat sat."))
         predictions.append(pred(f"o{k}", spans))
     results = score(examples, predictions, n_resamples=10)
-    got = {name: round(group.token.f1, 3) for name, group in results.datasets.items() if name.startswith("summ/")}
+    got = {name: round(group.token.f1, 3) for name, group in results.partitions.items() if name.startswith("summ/")}
     assert got == {"summ/faithbench": 0.387, "summ/ragtruth": 0.541, "summ/zhou": 0.514}
     assert results.tasks["summ"].token.f1 == 1800 / 3640 and round(1800 / 3640, 3) == 0.495
     tasks = [1800 / 3640, 1.0, 0.0, 1.0, 0.0, 0.5]
@@ -363,9 +363,9 @@ def test_scorer_agrees_with_the_reference_definition(seed):
     examples, predictions = random_case(seed)
     results = score(examples, predictions, n_resamples=20)
     reference = reference_scores(examples, predictions)
-    assert list(results.datasets) == list(reference.partitions) and list(results.tasks) == list(reference.tasks)
+    assert list(results.partitions) == list(reference.partitions) and list(results.tasks) == list(reference.tasks)
     pairs = [
-        *zip(results.datasets.values(), reference.partitions.values()),
+        *zip(results.partitions.values(), reference.partitions.values()),
         *zip(results.tasks.values(), reference.tasks.values()),
     ]
     for got, want in pairs:
@@ -382,7 +382,7 @@ def test_scorer_agrees_with_the_reference_definition(seed):
 
 # --- properties -------------------------------------------------------------------------------------------------
 
-SCORE_FIELDS = {"datasets", "tasks", "overall", "missing_predictions", "failed_predictions", "n_examples"}
+SCORE_FIELDS = {"partitions", "tasks", "overall", "missing_predictions", "failed_predictions", "n_examples"}
 
 
 @settings(max_examples=25, deadline=None)
@@ -390,7 +390,7 @@ SCORE_FIELDS = {"datasets", "tasks", "overall", "missing_predictions", "failed_p
 def test_a_perfect_prediction_scores_one(seed):
     examples, _ = random_case(seed)
     results = score(examples, [pred(e.id, e.hallu_spans) for e in examples], n_resamples=20)
-    for group in [*results.datasets.values(), *results.tasks.values()]:
+    for group in [*results.partitions.values(), *results.tasks.values()]:
         for prf_ in (group.token, group.sentence, group.token_pooled, group.char_pooled):
             assert (prf_.precision, prf_.recall, prf_.f1) == (1.0, 1.0, 1.0)
     assert (results.overall.token.f1, results.overall.token.std) == (1.0, 0.0)
@@ -448,7 +448,7 @@ def test_task_score_is_the_count_weighted_mean_of_its_partitions(seed):
     examples, predictions = random_case(seed)
     results = score(examples, predictions, n_resamples=20)
     for task, group in results.tasks.items():
-        parts = {k: v for k, v in results.datasets.items() if k.split("/")[0] == task}
+        parts = {k: v for k, v in results.partitions.items() if k.split("/")[0] == task}
         assert sum(p.n for p in parts.values()) == group.n
         for level in ("token", "sentence"):
             for field in ("precision", "recall", "f1"):

@@ -52,7 +52,7 @@ def pinned_case() -> Results:
 def summary(results: Results) -> dict:
     """Every score of the results, without provenance (version, commit, time)."""
     data = results.model_dump(mode="json")
-    return {key: data[key] for key in ("n_examples", "datasets", "tasks", "overall")}
+    return {key: data[key] for key in ("n_examples", "partitions", "tasks", "overall")}
 
 
 def close(a, b, path: str = "") -> list[str]:
@@ -75,8 +75,8 @@ def test_scores_and_intervals_equal_the_pinned_ones_on_real_data(monkeypatch):
     got = summary(pinned_case())
     # The case must exercise what it pins: intervals of both levels, Mu-SHROOM soft labels, threshold-free scores.
     assert got["tasks"]["open_qa"]["token"]["ci"][0] < got["tasks"]["open_qa"]["token"]["f1"]
-    assert got["datasets"]["open_qa/mushroom"]["mushroom"] is not None
-    assert got["datasets"]["summ/faithbench"]["threshold_free"]["auroc"] is not None
+    assert got["partitions"]["open_qa/mushroom"]["mushroom"] is not None
+    assert got["partitions"]["summ/faithbench"]["threshold_free"]["auroc"] is not None
     assert close(got, pinned) == []
     # Past the memory budget the draws are made again block by block on every scoring: the same intervals.
     monkeypatch.setattr(scorer, "KEPT_RESAMPLES_BYTES", 0)

@@ -205,9 +205,9 @@ def test_scorer_puts_math_in_its_own_group_and_not_in_the_overall():
     examples = [make("a", [1, 0]), make("b", [1, 1])]
     results = score(examples, [Prediction(id="a", step_verdicts=[1, 0])], n_resamples=10)
     assert results.overall is None
-    math = results.groups["math"]
-    assert math["datasets"]["hard2verify"]["first_error"]["balanced_f1"] == 100
-    assert "scale" in math["conventions"]
+    math = results.groups.math
+    assert math is not None and math.datasets["hard2verify"].first_error.balanced_f1 == 100
+    assert "scale" in math.conventions
 
 
 labels = st.lists(st.integers(0, 1), min_size=1, max_size=30)

@@ -229,7 +229,7 @@ def test_local_sweep_scores_every_cell_as_a_run_directory(local_sweep):
     hand = {}
     for name in ("toy/all", "toy/none"):
         results = json.loads((by_name[name].run_dir / RESULTS).read_text())
-        hand[name] = results["datasets"]["context_qa/hand"]["token"]
+        hand[name] = results["partitions"]["context_qa/hand"]["token"]
     # `all` on the tower example: P = 2/7, R = 1, F1 = 2·(2/7)/(2/7 + 1) = 4/9; on the boiling example it flags
     # 6 tokens where there is no gold, F1 = 0. Mean over the 2 examples: (4/9 + 0)/2 = 2/9.
     assert hand["toy/all"]["f1"] == pytest.approx(2 / 9)

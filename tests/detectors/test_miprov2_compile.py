@@ -166,7 +166,7 @@ def test_light_compile_saves_reloads_and_evaluates_the_optimised_instructions(
         assert shown == [d.incorrect_spans for d in program.demos]
         assert "response_format" not in req.body
     results = json.loads((run_dir / "results.json").read_text())
-    assert results["datasets"]["open_qa/toy"]["token"]["f1"] == 1.0
+    assert results["partitions"]["open_qa/toy"]["token"]["f1"] == 1.0
     config = json.loads((run_dir / "config.json").read_text())
     assert config["params"]["prompt_hash"] == program.prompt.hash and config["params"]["base"] == "openai"
     assert not loopback_only

@@ -370,7 +370,7 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(openai_server, tmp_pat
 
     run_eval("--resume", str(killed), "--base-url", openai_server.base_url, *FAST)
     straight, resumed = results_of(tmp_path / "straight"), results_of(killed)
-    for key in ("datasets", "tasks", "overall", "missing_predictions", "failed_predictions"):
+    for key in ("partitions", "tasks", "overall", "missing_predictions", "failed_predictions"):
         assert resumed[key] == straight[key]
     # 6 answered before the kill + 3 lost in flight + 14 asked on resume = 23 requests; 20 answered with no
     # retries, so requests answered = examples + retries, and the journal's usage agrees.

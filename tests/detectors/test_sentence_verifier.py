@@ -129,7 +129,7 @@ def test_minicheck_labels_every_scorer_sentence(minicheck_dir, tmp_path):
     assert [(s["start"], s["end"]) for s in pred["scores"]] == [(0, 17), (18, 34), (35, 44)]
     assert [s["score"] for s in pred["scores"]] == pytest.approx([1 - SUPPORT] * 3, abs=1e-5)
     # Gold marks the second sentence; nothing is predicted: sentence precision/recall/F1 are 0 for this example.
-    assert results["datasets"]["t/d"]["sentence"]["f1"] == 0.0
+    assert results["partitions"]["t/d"]["sentence"]["f1"] == 0.0
 
 
 def test_minicheck_threshold_flags_sentences_at_or_below_it(minicheck_dir, tmp_path):
@@ -137,7 +137,7 @@ def test_minicheck_threshold_flags_sentences_at_or_below_it(minicheck_dir, tmp_p
     assert pred["sentence_labels"] == [1, 1, 1]
     assert [(s["start"], s["end"]) for s in pred["spans"]] == [(0, 17), (18, 34), (35, 44)]
     # Sentences: 1 gold of 3 predicted: P = 1/3, R = 1, F1 = 2 * (1/3) / (4/3) = 0.5.
-    assert results["datasets"]["t/d"]["sentence"]["f1"] == pytest.approx(0.5)
+    assert results["partitions"]["t/d"]["sentence"]["f1"] == pytest.approx(0.5)
 
 
 class NotAllowed:
@@ -215,7 +215,7 @@ def test_bespoke_minicheck_reads_p_yes_from_logprobs(openai_server, tmp_path):
     assert pred["sentence_labels"] == [0, 1, 0]  # only "Carl was second." [18, 34) is at or below 0.5
     assert [(s["start"], s["end"]) for s in pred["spans"]] == [(18, 34)]
     results = json.loads((tmp_path / "run" / "results.json").read_text())
-    assert results["datasets"]["t/d"]["sentence"]["f1"] == 1.0
+    assert results["partitions"]["t/d"]["sentence"]["f1"] == 1.0
     # A second run is answered from the response cache: no new request.
     again = CliRunner().invoke(
         main, ["eval", "--detector", *spec, "--examples", str(path), "--run-dir", str(tmp_path / "run2"),

@@ -209,7 +209,7 @@ def test_eval_flags_exactly_the_zebra_characters_even_when_windowed(trained_zebr
     # Every response token keeps its score: "the old zebra sat on the zebra" has 7 WordPiece tokens.
     assert len(preds["two"]["scores"]) == 7
     results = json.loads((run / "results.json").read_text())
-    assert results["datasets"]["t/synth"]["token"]["f1"] == pytest.approx(1.0)
+    assert results["partitions"]["t/synth"]["token"]["f1"] == pytest.approx(1.0)
     config = json.loads((run / "config.json").read_text())
     assert config["params"]["input_format"] == "lettucedetect" and config["params"]["max_length"] == 24
 

@@ -103,9 +103,10 @@ def test_train_cli_writes_model_checkpoints_and_a_holdout_report(tmp_path):
     # Same seed, same data: the same weights, byte for byte.
     assert (a / "model.safetensors").read_bytes() == (b / "model.safetensors").read_bytes()
     report = json.loads((a / "holdout.json").read_text())
-    assert report["none"]["datasets"]["t/synth"]["n"] == report["model"]["datasets"]["t/synth"]["n"]
+    assert report["none"]["partitions"]["t/synth"]["n"] == report["model"]["partitions"]["t/synth"]["n"]
     assert (
-        report["model"]["datasets"]["t/synth"]["token"]["f1"] > report["random"]["datasets"]["t/synth"]["token"]["f1"]
+        report["model"]["partitions"]["t/synth"]["token"]["f1"]
+        > report["random"]["partitions"]["t/synth"]["token"]["f1"]
     )
 
 

@@ -71,7 +71,7 @@ def test_eval_with_llm_context_params_records_them_and_rescoring_asks_nothing(op
     part = results["run"]["context_provenance"]["open_qa/toy"]
     assert part["n_with_context"] == 1 and part["params"]["max_words"] == 50
     # "Sicily" is in the evidence, so overlap flags nothing
-    assert results["datasets"]["open_qa/toy"]["token"]["f1"] == 1.0
+    assert results["partitions"]["open_qa/toy"]["token"]["f1"] == 1.0
     openai_server.reset()
     res = CliRunner().invoke(main, ["score", str(tmp_path / "run"), "--bootstrap", "20"])
     assert res.exit_code == 0, res.output
