@@ -32,7 +32,7 @@ COMMANDS = {
 USER_ERRORS = (DataError, UnknownPluginError, FileNotFoundError)
 # The core's messages name no flag; by the class of the error, the command line adds which flags to look at.
 FLAG_HINTS: dict[type[Exception], str] = {
-    SelectionError: "check --datasets, --suite, --examples and --data-dir",
+    SelectionError: "check --datasets, --examples and --data-dir, or --suite of eval",
     RunDirError: "--resume RUN_DIR continues a run, with --base-url/--api-key-env as it was made; "
     "--run-dir DIR starts a new one",
 }

@@ -111,7 +111,7 @@ def _not_empty(examples: Iterator[Example], kept_datasets: Collection[str] | Non
         n += 1
         yield ex
     if not n:
-        message = "no examples selected (check the datasets, the examples file and the data directory)"
+        message = "no examples selected by the datasets, examples file and data directory given"
         if kept_datasets is not None:
             message += f"; the predictions are for {', '.join(sorted(kept_datasets)) or 'no dataset'}"
         raise SelectionError(message)

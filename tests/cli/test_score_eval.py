@@ -249,7 +249,7 @@ def test_datasets_and_examples_together_are_refused(files, tmp_path):
         result = invoke(*args)
         assert result.exit_code == 2, result.output
         assert result.stderr.strip() == (
-            "error: give datasets or an examples file, not both (check --datasets, --suite, --examples and --data-dir)"
+            "error: give datasets or an examples file, not both (check --datasets, --examples and --data-dir, or --suite of eval)"
         )
     assert_nothing_written(out)
     assert not (tmp_path / "run").exists()
