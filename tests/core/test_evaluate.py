@@ -137,7 +137,7 @@ def test_the_cli_and_evaluate_write_the_same_suite_results_with_sopo_compat(tmp_
     )
     assert cli == api
     # the SOPO figures are in the file both wrote (see tests/detectors/test_math.py for their hand computation)
-    got = api["groups"]["math"]["datasets"]["math_shepherd"]
+    got = api["groups"]["math"]["datasets"]["math-shepherd"]
     assert (got["char_sopo_compat"]["precision"], got["char_sopo_compat"]["recall"]) == (50, 100)
 
 
