@@ -203,7 +203,7 @@ def test_no_wait_submits_and_resume_collects(batch_server, tmp_path):
 
     # The run was made against --base-url: `batch status` needs it again, as --resume does.
     refused = invoke("batch", "status", str(run))
-    assert refused.exit_code == 2 and f"the run was made with --base-url {batch_server.base_url}" in refused.output
+    assert refused.exit_code == 2 and f"the run was made with base_url={batch_server.base_url};" in refused.output
     status = invoke("batch", "status", str(run), "--base-url", batch_server.base_url)
     assert status.exit_code == 0, status.output
     assert "batch_0001  in_progress" in status.output and "(answers not applied yet)" in status.output
@@ -594,7 +594,7 @@ def test_batch_status_never_sends_the_key_where_config_json_says(batch_server, t
         assert attacker.seen == []
     for result in (plain, named):
         assert result.exit_code == 2, result.output
-        assert f"the run was made with --api-key-env SHAMBENCH_TEST_OTHER_SECRET --base-url {attacker.base_url}" in (
+        assert f"the run was made with api_key_env=SHAMBENCH_TEST_OTHER_SECRET, base_url={attacker.base_url};" in (
             result.output
         )
     assert {auth for _, _, auth in batch_server.seen} == {"Bearer sk-right-place"}
