@@ -116,7 +116,7 @@ def test_a_soft_only_submission_scores_as_on_the_official_leaderboard(gold, tmp_
     assert list(view["languages"]) == ["en"] and view["languages"]["en"]["n"] == 154
     iou, cor = organisers_scores(gold_text, text)
     assert (view["languages"]["en"]["iou"], view["languages"]["en"]["cor"]) == pytest.approx((iou, cor), abs=1e-12)
-    assert list(results["datasets"]) == ["open_qa/mushroom-en"] and results["missing_predictions"] == 0
+    assert list(results["partitions"]) == ["open_qa/mushroom-en"] and results["missing_predictions"] == 0
     assert results["conventions"]["mushroom_probabilities"] == ORGANISERS_READING
     assert results["run"]["predictions_format"] == "mushroom"
     assert results["run"]["skipped_ranges"] == {
@@ -196,5 +196,5 @@ def test_without_data_selected_the_format_names_its_source(gold, tmp_path):
     )
     assert result.exit_code == 0, result.output
     results = json.loads(out.read_text())
-    assert list(results["datasets"]) == ["open_qa/mushroom-fr"] and results["run"]["predictions_format"] == "mushroom"
+    assert list(results["partitions"]) == ["open_qa/mushroom-fr"] and results["run"]["predictions_format"] == "mushroom"
     assert results["n_examples"] == 150 and results["missing_predictions"] == 149
