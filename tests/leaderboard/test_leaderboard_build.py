@@ -336,7 +336,7 @@ def doctored_runs(toy_runs, root):
     shutil.copytree(toy_runs / "runs" / "nested" / "all", runs / "boasting")
     claimed = json.loads((runs / "boasting" / RESULTS).read_text())
     claimed["overall"]["token"]["f1"] = 0.99
-    for group in claimed["datasets"].values():
+    for group in claimed["partitions"].values():
         group["token"]["f1"] = 0.99
     (runs / "boasting" / RESULTS).write_text(json.dumps(claimed))
     # `exact` with two of its three journal lines deleted: its results file still says complete at 1.0.

@@ -112,4 +112,4 @@ def test_the_language_tabs_show_what_the_journal_gives_not_a_doctored_results_fi
     claimed["groups"]["mushroom"]["languages"]["en"]["iou"] = 0.5
     (run / "results.json").write_text(json.dumps(claimed))
     ((_, results),) = mushroom_runs([tmp_path / "runs"])
-    assert results.groups["mushroom"]["languages"]["en"]["iou"] == 1.0
+    assert results.groups.mushroom is not None and results.groups.mushroom.languages["en"].iou == 1.0
