@@ -85,10 +85,10 @@ def datasets_option(func: F) -> F:
 
 
 def suite_option(help: str) -> Callable[[F], F]:
-    """--suite: a named selection of datasets instead of --datasets (`shambench.runs.selection.suites`)."""
-    from shambench.runs.selection import suites
+    """--suite: a named selection of datasets instead of --datasets (`shambench.scoring.suites.SELECTIONS`)."""
+    from shambench.scoring.suites import SELECTIONS
 
-    return click.option("--suite", type=click.Choice(list(suites())), help=help)
+    return click.option("--suite", type=click.Choice(list(SELECTIONS)), help=help)
 
 
 def data_selection(func: Callable[..., Any]) -> Callable[..., Any]:

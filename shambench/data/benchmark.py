@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from shambench.data.adapter import DATA_DIR_ENV, Adapter, LoadResult, adapters, data_dir_origin, resolve_data_dir
 from shambench.errors import DataError
 from shambench.schema import Example
+from shambench.scoring.suites import EXTENDED_SUITE
 
 if TYPE_CHECKING:
     from datasets import DatasetDict, Features
@@ -34,7 +35,6 @@ DEV = "dev"
 DEV_PER_PARTITION = 5
 DEV_SALT = "shambench-dev-v1"
 DEFAULT_SUITE = "shambench"
-EXTENDED_SUITE = "extended"
 # The adapters' suites (`Adapter.suite`) a selectable suite is made of; any other suite is its own adapters only.
 SUITE_SOURCES = {EXTENDED_SUITE: (DEFAULT_SUITE, EXTENDED_SUITE, "mushroom")}
 log = logging.getLogger(__name__)

@@ -17,16 +17,13 @@ from shambench.records import iter_records
 from shambench.schema import Example
 from shambench.scoring.corpus import Corpus, file_corpus
 from shambench.scoring.scorer import UNSCORED_EXAMPLE_FIELDS
+from shambench.scoring.suites import SELECTIONS
 
 
 def suites() -> dict[str, str | None]:
     """Per suite name, the datasets it selects; None for the extended suite, whose sources present are found
     in the data directory (`suite_datasets`)."""
-    from shambench.data.benchmark import EXTENDED_SUITE
-    from shambench.scoring.suites import SUITES as STEP_SUITES
-
-    # The `mushroom` suite runs the 14 Mu-SHROOM languages; `print_results` adds the shared task's per-language view.
-    return {**STEP_SUITES, "mushroom": "mushroom-multilingual", EXTENDED_SUITE: None}
+    return dict(SELECTIONS)
 
 
 def suite_datasets(suite: str, data_dir: str | Path | None, split: str) -> str:
