@@ -480,6 +480,26 @@ DISAGREES = "results.json disagrees with its journal"
 """How a row's reasons start when a run's results file does not say what its journal and examples give."""
 
 
+def _summary_disagreements(path: Path, claimed: Results, rescored: Results) -> list[str]:
+    """Where one run's task and overall figures differ from its rescoring (a merged row's are its own)."""
+    where = display_path(path)
+    pairs = [(f"task {t}", claimed.tasks[t], rescored.tasks.get(t)) for t in claimed.tasks]
+    if claimed.overall is not None or rescored.overall is not None:
+        pairs.append(("overall", claimed.overall, rescored.overall))
+    found = []
+    for name, mine, theirs in pairs:
+        if mine is None or theirs is None:
+            found.append(f"{DISAGREES} ({where}): {name} is there in only one of results.json and its journal")
+            continue
+        for what, a, b in (
+            ("span F1", mine.token.f1, theirs.token.f1),
+            ("sentence F1", mine.sentence.f1, theirs.sentence.f1),
+        ):
+            if not math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12):
+                found.append(f"{DISAGREES} ({where}): {name} {what} {a:.3f} there, {b:.3f} from the journal")
+    return found
+
+
 def disagreements(members: Sequence[tuple[Path, Results]], rescored: Results) -> list[str]:
     """Where the runs' `results.json` files differ from their rescoring: a partition's span or sentence F1 or
     count, the examples or the predictions counted (a doctored file, or a journal edited since)."""
@@ -499,6 +519,8 @@ def disagreements(members: Sequence[tuple[Path, Results]], rescored: Results) ->
                     found.append(f"{DISAGREES} ({where}): {name} {what} {a:.3f} there, {b:.3f} from the journal")
             if group.n != mine.n:
                 found.append(f"{DISAGREES} ({where}): {name} has {group.n} examples there, {mine.n} in its data")
+    if len(members) == 1:
+        found += _summary_disagreements(*members[0], rescored)
     claimed_counts = {
         "examples": sum(r.n_examples for _, r in members),
         "examples without a prediction": sum(r.missing_predictions for _, r in members),

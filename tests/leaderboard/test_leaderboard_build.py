@@ -339,6 +339,11 @@ def doctored_runs(toy_runs, root):
     for group in claimed["partitions"].values():
         group["token"]["f1"] = 0.99
     (runs / "boasting" / RESULTS).write_text(json.dumps(claimed))
+    # `all` again, its partitions left true and only its overall doctored.
+    shutil.copytree(toy_runs / "runs" / "nested" / "all", runs / "headline")
+    claimed = json.loads((runs / "headline" / RESULTS).read_text())
+    claimed["overall"]["token"]["f1"] = 0.99
+    (runs / "headline" / RESULTS).write_text(json.dumps(claimed))
     # `exact` with two of its three journal lines deleted: its results file still says complete at 1.0.
     shutil.copytree(toy_runs / "runs" / "exact", runs / "torn")
     lines = (runs / "torn" / JOURNAL).read_text().splitlines(keepends=True)
@@ -391,6 +396,13 @@ def test_every_row_is_rescored_and_lying_files_are_flagged_or_skipped(toy_runs, 
         "results.json disagrees with its journal (runs/boasting/results.json): context_qa/toyqa span F1 0.990 there, 0.125 from the journal"
         in boasting.incomplete_because
     )
+    # A doctored headline alone is caught too: the overall is compared, not only the partitions.
+    headline = rows["runs/headline"]
+    assert headline.span.overall.f1 == pytest.approx(SPAN_OVERALL["all"]) and headline.rank is None
+    assert (
+        "results.json disagrees with its journal (runs/headline/results.json): overall span F1 0.990 there, 0.174 from the journal"
+        in headline.incomplete_because
+    )
     # The torn run: one prediction of three, so incomplete; its stale results file is flagged too.
     torn = rows["runs/torn"]
     assert not torn.complete and "2 example(s) without a prediction" in torn.incomplete_because
@@ -413,7 +425,7 @@ def test_every_row_is_rescored_and_lying_files_are_flagged_or_skipped(toy_runs, 
         and "runs/fifo: runs/fifo/results.json: not a regular file" in result.stderr
     )
     assert (
-        "warning: 'all' (runs/boasting): results.json disagrees" in result.stderr and "Traceback" not in result.output
+        "warning: 'all (boasting)' (runs/boasting): results.json disagrees" in result.stderr and "Traceback" not in result.output
     )
     assert {p: p.read_bytes() for p in before} == before
 
