@@ -483,7 +483,8 @@ DISAGREES = "results.json disagrees with its journal"
 def _summary_disagreements(path: Path, claimed: Results, rescored: Results) -> list[str]:
     """Where one run's task and overall figures differ from its rescoring (a merged row's are its own)."""
     where = display_path(path)
-    pairs = [(f"task {t}", claimed.tasks[t], rescored.tasks.get(t)) for t in claimed.tasks]
+    # task groups and the overall both carry `token` and `sentence` PRFs
+    pairs: list[tuple[str, Any, Any]] = [(f"task {t}", claimed.tasks[t], rescored.tasks.get(t)) for t in claimed.tasks]
     if claimed.overall is not None or rescored.overall is not None:
         pairs.append(("overall", claimed.overall, rescored.overall))
     found = []

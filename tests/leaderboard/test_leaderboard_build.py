@@ -425,7 +425,8 @@ def test_every_row_is_rescored_and_lying_files_are_flagged_or_skipped(toy_runs, 
         and "runs/fifo: runs/fifo/results.json: not a regular file" in result.stderr
     )
     assert (
-        "warning: 'all (boasting)' (runs/boasting): results.json disagrees" in result.stderr and "Traceback" not in result.output
+        "warning: 'all (boasting)' (runs/boasting): results.json disagrees" in result.stderr
+        and "Traceback" not in result.output
     )
     assert {p: p.read_bytes() for p in before} == before
 
