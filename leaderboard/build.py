@@ -480,10 +480,22 @@ DISAGREES = "results.json disagrees with its journal"
 """How a row's reasons start when a run's results file does not say what its journal and examples give."""
 
 
+def _f1_disagreements(where: str, name: str, claimed: Any, rescored: Any) -> list[str]:
+    """Where a group's span or sentence F1 in `results.json` is not its rescoring's (partitions, tasks, the
+    overall all carry `token` and `sentence`)."""
+    return [
+        f"{DISAGREES} ({where}): {name} {what} {a:.3f} there, {b:.3f} from the journal"
+        for what, a, b in (
+            ("span F1", claimed.token.f1, rescored.token.f1),
+            ("sentence F1", claimed.sentence.f1, rescored.sentence.f1),
+        )
+        if not math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+    ]
+
+
 def _summary_disagreements(path: Path, claimed: Results, rescored: Results) -> list[str]:
     """Where one run's task and overall figures differ from its rescoring (a merged row's are its own)."""
     where = display_path(path)
-    # task groups and the overall both carry `token` and `sentence` PRFs
     pairs: list[tuple[str, Any, Any]] = [(f"task {t}", claimed.tasks[t], rescored.tasks.get(t)) for t in claimed.tasks]
     if claimed.overall is not None or rescored.overall is not None:
         pairs.append(("overall", claimed.overall, rescored.overall))
@@ -491,13 +503,8 @@ def _summary_disagreements(path: Path, claimed: Results, rescored: Results) -> l
     for name, mine, theirs in pairs:
         if mine is None or theirs is None:
             found.append(f"{DISAGREES} ({where}): {name} is there in only one of results.json and its journal")
-            continue
-        for what, a, b in (
-            ("span F1", mine.token.f1, theirs.token.f1),
-            ("sentence F1", mine.sentence.f1, theirs.sentence.f1),
-        ):
-            if not math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12):
-                found.append(f"{DISAGREES} ({where}): {name} {what} {a:.3f} there, {b:.3f} from the journal")
+        else:
+            found += _f1_disagreements(where, name, mine, theirs)
     return found
 
 
@@ -512,12 +519,7 @@ def disagreements(members: Sequence[tuple[Path, Results]], rescored: Results) ->
                 found.append(f"{DISAGREES} ({where}): partition {name} is not in its data")
                 continue
             mine = rescored.partitions[name]
-            for what, a, b in (
-                ("span F1", group.token.f1, mine.token.f1),
-                ("sentence F1", group.sentence.f1, mine.sentence.f1),
-            ):
-                if not math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12):
-                    found.append(f"{DISAGREES} ({where}): {name} {what} {a:.3f} there, {b:.3f} from the journal")
+            found += _f1_disagreements(where, name, group, mine)
             if group.n != mine.n:
                 found.append(f"{DISAGREES} ({where}): {name} has {group.n} examples there, {mine.n} in its data")
     if len(members) == 1:

@@ -17,7 +17,7 @@ import pkgutil
 import re
 import threading
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, Generic, TypeVar
@@ -158,13 +158,18 @@ class Registry(Generic[T]):
             if name in self._broken:
                 raise UnknownPluginError(f"{self.kind} {name!r} is installed but failed to load ({self._broken[name]})")
             names = list(self._entries)
-        hint = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
-        suggestion = f"; did you mean {' or '.join(repr(h) for h in hint)}?" if hint else ""
+        suggestion = did_you_mean(name, names)
         raise UnknownPluginError(f"unknown {self.kind} {name!r}{suggestion} (see `shambench list {self.kind}s`)")
 
     def create(self, name: str, **params: Any) -> T:
         """Call the factory of `name` with the given parameters."""
         return self.get(name).factory(**params)
+
+
+def did_you_mean(wanted: str, known: Iterable[str], n: int = 3, cutoff: float = 0.5) -> str:
+    """`; did you mean 'a' or 'b'?` naming the closest of `known` to a mistyped name; empty when none is close."""
+    close = difflib.get_close_matches(wanted, list(known), n=n, cutoff=cutoff)
+    return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
 
 
 @dataclass(frozen=True)
@@ -254,8 +259,7 @@ def checked_params(kind: str, name: str, factory: Callable, params: dict[str, An
         if key not in by_name:
             if more:
                 continue
-            hint = difflib.get_close_matches(key, list(by_name), n=1, cutoff=0.5)
-            suggestion = f"; did you mean {hint[0]!r}?" if hint else ""
+            suggestion = did_you_mean(key, by_name, n=1)
             raise ParameterError(
                 f"{kind} {name!r} has no parameter {key!r}{suggestion} (its parameters: {_described(declared)}; "
                 f"see `shambench list {kind}s {name}`)"

@@ -188,10 +188,12 @@ def _print_example(ex: Example, pred: Prediction | None, context_chars: int) -> 
 def id_suggestion(wanted: str, ids: Iterable[str]) -> str:
     """`; did you mean ...?` naming the ids whose last part is `wanted` (ids carry their source: `ragtruth/24`,
     `mushroom/tst-en-24`), else the closest spellings; empty when nothing is close."""
-    import difflib
     import re
+
+    from shambench.registry import did_you_mean
 
     known = list(ids)
     tails = [i for i in known if re.split(r"[/-]", i)[-1] == wanted]
-    close = tails[:3] or difflib.get_close_matches(wanted, known, n=3)
-    return f"; did you mean {' or '.join(repr(i) for i in close)}?" if close else ""
+    if tails:
+        return f"; did you mean {' or '.join(repr(i) for i in tails[:3])}?"
+    return did_you_mean(wanted, known, cutoff=0.6)

@@ -20,12 +20,6 @@ from shambench.scoring.scorer import UNSCORED_EXAMPLE_FIELDS
 from shambench.scoring.suites import SELECTIONS
 
 
-def suites() -> dict[str, str | None]:
-    """Per suite name, the datasets it selects; None for the extended suite, whose sources present are found
-    in the data directory (`suite_datasets`)."""
-    return dict(SELECTIONS)
-
-
 def suite_datasets(suite: str, data_dir: str | Path | None, split: str) -> str:
     """The datasets a suite selects: its fixed ones, or the extended suite's sources present in the data directory
     (SHAM-Bench's, the extended ones and Mu-SHROOM's 14 languages). SelectionError for an unknown suite, or a
@@ -33,10 +27,9 @@ def suite_datasets(suite: str, data_dir: str | Path | None, split: str) -> str:
     from shambench.data.adapter import data_dir_origin, resolve_data_dir
     from shambench.data.benchmark import default_datasets
 
-    known = suites()
-    if suite not in known:
-        raise SelectionError(f"unknown suite {suite!r} (known: {', '.join(known)})")
-    fixed = known[suite]
+    if suite not in SELECTIONS:
+        raise SelectionError(f"unknown suite {suite!r} (known: {', '.join(SELECTIONS)})")
+    fixed = SELECTIONS[suite]
     if fixed is not None:
         return fixed
     root = resolve_data_dir(data_dir)
