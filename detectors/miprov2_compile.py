@@ -315,13 +315,40 @@ def add_usage(
     )
 
 
+# The fields of the signature DSPy's instruction proposer predicts (`GenerateSingleModuleInstruction` in
+# dspy.propose.grounded_proposer): the instruction it proposes, and the predictor's current one it starts from.
+PROPOSED, CURRENT = "proposed_instruction", "basic_instruction"
+
+
+def is_proposal(signature: Any) -> bool:
+    """Whether a DSPy signature is the instruction proposer's."""
+    return list(signature.output_fields) == [PROPOSED] and CURRENT in signature.input_fields
+
+
 def strict_adapter(engine: ClientEngine) -> Any:
-    """DSPy's JSON adapter, which also uncaches and counts each reply it cannot parse (then raises as before, so
-    DSPy records a failed trial or demo)."""
+    """DSPy's JSON adapter, which also uncaches and counts each reply it cannot parse. A trial or demo then fails
+    as before (the parse error is raised, and DSPy records it); an instruction proposal instead yields the
+    predictor's current instructions as that candidate, counted in `failed_proposals`, because DSPy's proposer
+    catches nothing and a raised error would end MIPROv2."""
     dspy = import_dspy()
     from dspy.utils.exceptions import AdapterParseError
 
+    # Why here: the adapter is DSPy's extension point for how replies become outputs, it is already scoped to
+    # this compile by `dspy.context`, and it sees the proposal's inputs, hence the current instructions. The
+    # alternative, a MIPROv2 subclass handing a GroundedProposer subclass over, must override the private
+    # `_propose_instructions` with a copy of its body; this depends only on the two field names above.
     class StrictJSONAdapter(dspy.JSONAdapter):  # type: ignore[name-defined]  # dspy comes from import_dspy() at run time
+        def __call__(
+            self, lm: Any, lm_kwargs: dict[str, Any], signature: Any, demos: list[Any], inputs: dict[str, Any]
+        ) -> list[dict[str, Any]]:
+            try:
+                return super().__call__(lm, lm_kwargs, signature, demos, inputs)
+            except AdapterParseError:
+                if not is_proposal(signature):
+                    raise
+                engine.count("failed_proposals")  # `parse` has already counted and uncached the reply
+                return [{PROPOSED: inputs[CURRENT]}]
+
         def parse(self, signature: Any, completion: str) -> dict[str, Any]:
             try:
                 return super().parse(signature, completion)
@@ -330,30 +357,6 @@ def strict_adapter(engine: ClientEngine) -> Any:
                 raise
 
     return StrictJSONAdapter()
-
-
-@contextmanager
-def proposals_may_fail(engine: ClientEngine) -> Iterator[None]:
-    """While active, an instruction proposal whose reply cannot be parsed leaves the predictor's current
-    instructions as that candidate, instead of ending MIPROv2 (its proposer catches nothing)."""
-    from dspy.propose.grounded_proposer import GroundedProposer
-    from dspy.utils.exceptions import AdapterParseError
-
-    original = GroundedProposer.propose_instruction_for_predictor
-
-    def guarded(self: Any, *args: Any, **kwargs: Any) -> str:
-        try:
-            return original(self, *args, **kwargs)
-        except AdapterParseError:
-            engine.count("failed_proposals")  # the adapter has already counted and uncached the reply
-            predictor = kwargs["predictor"] if "predictor" in kwargs else args[1]
-            return predictor.signature.instructions
-
-    GroundedProposer.propose_instruction_for_predictor = guarded
-    try:
-        yield
-    finally:
-        GroundedProposer.propose_instruction_for_predictor = original
 
 
 @contextmanager
@@ -401,11 +404,7 @@ def compile_prompt(config: OptimizeConfig, train: Sequence[Example], engine: Cli
         # Unparsable replies are failed trials (scored 0), however many: the run goes on and reports them.
         max_errors=MAX_ERRORS,
     )
-    with (
-        dspy.context(lm=lm, adapter=strict_adapter(engine)),
-        proposals_may_fail(engine),
-        quiet(not config.verbose),
-    ):
+    with dspy.context(lm=lm, adapter=strict_adapter(engine)), quiet(not config.verbose):
         compiled = optimizer.compile(span_program(base_prompt()), trainset=dspy_examples(train), seed=config.seed)
     return prompt_of(compiled)
 

@@ -1,4 +1,5 @@
-"""The layout's promise: layers only look down, modules form no import cycle, the core imports no plugin.
+"""The layout's promise: layers only look down, modules form no import cycle, the core imports no plugin, and no
+module patches the libraries it extends.
 
 The order (lowest first) is written down in CONTRIBUTING.md; every import counts, at module level or inside a
 function, relative or absolute, under `TYPE_CHECKING` too (a type-only cycle is still a cycle for the reader).
@@ -35,6 +36,10 @@ PLUGINS = ("shambench.adapters", "shambench.detectors", "shambench.data.provider
 PLUGIN_CEILING = "shambench.reporting"
 # The package's face: `shambench/__init__.py` re-exports the public API from every layer.
 FACADE = "shambench"
+# Libraries extended only through the hooks they offer (subclasses, adapters, callbacks, settings), never by
+# assigning to their modules or classes: such a patch reaches every other user of the library in the process,
+# and outlives its scope whenever restoring it is skipped.
+UNPATCHED = ("dspy",)
 
 
 def imported_modules(source: str, package: str) -> set[str]:
@@ -111,6 +116,50 @@ def violation(source: str, target: str) -> str | None:
     return "looks up" if layer_of(target) > layer_of(source) else None
 
 
+def _root(node: ast.expr) -> str | None:
+    """The name an attribute chain (`a.b.c`) starts from; None when it passes through a call or a subscript (an
+    instance, not a module or class)."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def patched_attributes(source: str) -> list[str]:
+    """The attributes the source assigns or deletes on an `UNPATCHED` library's modules or classes (`x.a = ...`,
+    `setattr(x, "a", ...)`, `del x.a`), as `x.a` (`x` a name bound to the library, to something imported from
+    it, or to an alias of either)."""
+    tree = ast.parse(source)
+    bound = set(UNPATCHED)  # also covers `dspy = import_dspy()`
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            bound.update((a.asname or a.name).split(".")[0] for a in node.names if a.name.split(".")[0] in UNPATCHED)
+        elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] in UNPATCHED:
+            bound.update(a.asname or a.name for a in node.names)
+    aliases = [n for n in ast.walk(tree) if isinstance(n, ast.Assign)]
+    while True:  # `P = dspy.propose.GroundedProposer`, then `Q = P`: P and Q name the library's class too
+        grown = {t.id for n in aliases if _root(n.value) in bound for t in n.targets if isinstance(t, ast.Name)} - bound
+        if not grown:
+            break
+        bound |= grown
+    found = []
+    for node in ast.walk(tree):
+        targets: list[ast.expr] = []
+        if isinstance(node, (ast.Assign, ast.Delete)):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        elif (
+            isinstance(node, ast.Call)
+            and ast.unparse(node.func) in ("setattr", "delattr")
+            and len(node.args) >= 2
+            and _root(node.args[0]) in bound
+        ):
+            name = node.args[1].value if isinstance(node.args[1], ast.Constant) else "?"
+            found.append(f"{ast.unparse(node.args[0])}.{name}")
+        found += [ast.unparse(t) for t in targets if isinstance(t, ast.Attribute) and _root(t) in bound]
+    return sorted(found)
+
+
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """The import graph's strongly connected components of more than one module (Tarjan)."""
     index: dict[str, int] = {}
@@ -171,6 +220,33 @@ def test_layers_only_look_down():
 
 def test_no_import_cycles():
     assert cycles(import_graph()) == []
+
+
+def test_no_module_patches_dspy():
+    patched = {
+        name: found
+        for name, path in module_files().items()
+        if (found := patched_attributes(path.read_text(encoding="utf-8")))
+    }
+    assert patched == {}
+
+
+def test_patches_are_seen_through_imports_and_aliases():
+    replaced = (
+        "def f(engine):\n"
+        "    from dspy.propose.grounded_proposer import GroundedProposer as GP\n"
+        "    original = GP.propose_instruction_for_predictor\n"
+        "    GP.propose_instruction_for_predictor = lambda *a: original(*a)\n"
+    )
+    assert patched_attributes(replaced) == ["GP.propose_instruction_for_predictor"]
+    aliased = "import dspy.teleprompt as tp\nM = tp.MIPROv2\nsetattr(M, 'compile', None)\ndel dspy.settings.lm\n"
+    assert patched_attributes(aliased) == ["M.compile", "dspy.settings.lm"]
+    # Instances, subclasses and the project's own objects are free to change.
+    allowed = (
+        "import dspy\nlm = dspy.LM('m')\nlm.kwargs['n'] = 1\ndspy.LM('m').cache = False\n"
+        "class A(dspy.JSONAdapter):\n    flag = True\nA.flag = False\nself.dspy_version = 1\n"
+    )
+    assert patched_attributes(allowed) == []
 
 
 def test_function_level_and_relative_imports_are_seen():

@@ -329,6 +329,36 @@ def test_an_unparsable_proposal_is_a_failed_trial_and_a_rerun_asks_again(openai_
     assert load_program(tmp_path / "b.json").usage.failed_proposals == 1
 
 
+class GarbledProposals(Script):
+    """The script above, except that every instruction proposal is prose DSPy's JSON adapter cannot read."""
+
+    def __call__(self, req) -> str:
+        if output_fields(req.body["messages"][0]["content"]) == ["proposed_instruction"]:
+            return "Sure! Here is a better instruction: be precise."
+        return super().__call__(req)
+
+
+def test_a_server_garbling_every_proposal_leaves_the_run_going_on_the_current_instructions(openai_server, tmp_path):
+    openai_server.script = GarbledProposals()
+    trainset = write_examples(tmp_path / "train.jsonl", invented(0, 8))
+    out = tmp_path / "p.json"
+    endpoint = {"model": "m", "base_url": openai_server.base_url}
+    config = OptimizeConfig(base="openai", out=str(out), trainset=str(trainset), heldout="0.25", endpoint=endpoint)
+    from shambench.detectors.miprov2_compile import optimize
+
+    program = optimize(config)
+    fields = [output_fields(r.body["messages"][0]["content"]) for r in openai_server.log]
+    proposals = [r for r, asked in zip(openai_server.log, fields) if asked == ["proposed_instruction"]]
+    # Every proposal failed, each was counted once (and as an unparsed reply), and MIPROv2 still searched and
+    # finished: its candidates are all the base instructions, so the program keeps them and scores as before.
+    assert len(proposals) > 1 and all(r.attempt == 1 for r in proposals)
+    assert program.usage.failed_proposals == program.usage.unparsed == len(proposals)
+    assert program.instructions == base_prompt().instructions
+    assert (program.train.base, program.train.optimized) == (0.0, 0.0)
+    assert load_program(out).usage.failed_proposals == len(proposals)
+    assert program.usage.failed_calls == 0  # the proposals' HTTP calls themselves succeeded
+
+
 def test_failed_calls_are_counted_with_their_first_reasons():
     from shambench.detectors.miprov2 import Usage
     from shambench.detectors.miprov2_compile import add_usage, score_prompts
