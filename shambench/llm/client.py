@@ -95,6 +95,7 @@ from shambench.llm.retry import (
     RETRYABLE_STATUS,
     UNREACHABLE_TO_STOP,
     AdaptiveGate,
+    Failure,
     backoff,
     connect_failure,
     retry_after,
@@ -628,8 +629,6 @@ class LLMClient:
     async def _send(self, kind: str, body: dict[str, Any]) -> Reply:
         """The validated reply to one request, after retries; LLMError when every attempt failed,
         AuthenticationStopped after too many consecutive 401/403 replies."""
-        import aiohttp
-
         session = self._http()
         base = self.base_url().removesuffix("/v1") if kind in ROOT_KINDS else self.base_url()
         url = f"{base}/{KIND_PATHS[kind]}"
@@ -638,45 +637,53 @@ class LLMClient:
         attempts = 0
         while True:
             attempts += 1
-            self.on_count("requests", 1)
-            wait, status = None, None
-            try:
-                async with self._gate.slot():
-                    async with session.post(url, data=payload, headers=JSON_HEADERS, proxy=self._proxy) as reply:
-                        self._answered = True
-                        raw = await read_body(reply, self.endpoint.max_response_bytes)
-                        status, headers = reply.status, reply.headers
-                    self._gate.after(status)
-                if status == 200:
-                    parsed = parse_reply(kind, raw.decode("utf-8"), self.endpoint.model)
-                    self._auth_failures = 0
-                    usage = parsed.usage.model_copy(update={"requests": attempts, "retries": attempts - 1})
-                    return parsed.model_copy(update={"usage": usage})
-                text = raw.decode("utf-8", "replace")
-                retryable = (status in RETRYABLE_STATUS or status >= 500) and not is_validation_error(text)
-                reason, wait = error_message(status, text), retry_after(headers)
-            except MalformedReply as err:
-                retryable, reason = True, str(err)
-            except UnicodeDecodeError:
-                retryable, reason = True, "malformed reply: not UTF-8 text"
-            except aiohttp.ClientConnectorError as err:
-                retryable, reason = True, connect_failure(err)
-                self._stop_when_unreachable(reason)
-            except (aiohttp.ClientError, TimeoutError, ValueError) as err:
-                # A timeout or a dropped connection: worth another attempt.
-                kind_of = "timeout" if isinstance(err, TimeoutError) else type(err).__name__
-                retryable, reason = True, f"{kind_of}: {err}".rstrip(": ")
-            # Redact before shortening: a cut could leave part of a key behind.
-            reason = _short(redact(reason, self._key))
-            if status in AUTH_STATUS:
-                self._stop_on_auth_failures(reason)
-            failed = Usage(requests=attempts, retries=attempts - 1)
-            if not retryable or attempts > self.endpoint.max_retries:
-                tries = f" after {attempts} attempts" if attempts > 1 else ""
-                raise LLMError(reason + tries, failed, status=status) from None
+            outcome = await self._attempt(session, kind, url, payload, attempts)
+            if not isinstance(outcome, Failure):
+                return outcome
+            if not outcome.retryable or attempts > self.endpoint.max_retries:
+                raise given_up(outcome, attempts) from None
             self.on_count("retries", 1)
             delay = backoff(attempts, self.endpoint.backoff_base, self.endpoint.backoff_max, self._rng)
-            await asyncio.sleep(min(max(delay, wait or 0.0), self.endpoint.backoff_max))
+            await asyncio.sleep(min(max(delay, outcome.wait or 0.0), self.endpoint.backoff_max))
+
+    async def _attempt(self, session: Any, kind: str, url: str, payload: bytes, attempt: int) -> Reply | Failure:
+        """The validated reply of HTTP attempt number `attempt` of a request, or why it failed; ServerUnreachable
+        and AuthenticationStopped when it makes the run stop."""
+        import aiohttp
+
+        self.on_count("requests", 1)
+        wait, status = None, None
+        try:
+            async with self._gate.slot():
+                async with session.post(url, data=payload, headers=JSON_HEADERS, proxy=self._proxy) as reply:
+                    self._answered = True
+                    raw = await read_body(reply, self.endpoint.max_response_bytes)
+                    status, headers = reply.status, reply.headers
+                self._gate.after(status)
+            if status == 200:
+                parsed = parse_reply(kind, raw.decode("utf-8"), self.endpoint.model)
+                self._auth_failures = 0
+                usage = parsed.usage.model_copy(update={"requests": attempt, "retries": attempt - 1})
+                return parsed.model_copy(update={"usage": usage})
+            text = raw.decode("utf-8", "replace")
+            retryable = (status in RETRYABLE_STATUS or status >= 500) and not is_validation_error(text)
+            reason, wait = error_message(status, text), retry_after(headers)
+        except MalformedReply as err:
+            retryable, reason = True, str(err)
+        except UnicodeDecodeError:
+            retryable, reason = True, "malformed reply: not UTF-8 text"
+        except aiohttp.ClientConnectorError as err:
+            retryable, reason = True, connect_failure(err)
+            self._stop_when_unreachable(reason)
+        except (aiohttp.ClientError, TimeoutError, ValueError) as err:
+            # A timeout or a dropped connection: worth another attempt.
+            kind_of = "timeout" if isinstance(err, TimeoutError) else type(err).__name__
+            retryable, reason = True, f"{kind_of}: {err}".rstrip(": ")
+        # Redact before shortening: a cut could leave part of a key behind.
+        reason = _short(redact(reason, self._key))
+        if status in AUTH_STATUS:
+            self._stop_on_auth_failures(reason)
+        return Failure(reason, retryable, status, wait)
 
     def _stop_when_unreachable(self, reason: str) -> None:
         """Count one more failed connection; ServerUnreachable when the server never answered and that makes
@@ -777,6 +784,12 @@ class LLMClient:
             tick.cancel()
             await self.aclose()
         flush(outcome)
+
+
+def given_up(failure: Failure, attempts: int) -> LLMError:
+    """The error of a request given up after `attempts` attempts, the last of which failed so."""
+    tries = f" after {attempts} attempts" if attempts > 1 else ""
+    return LLMError(failure.reason + tries, Usage(requests=attempts, retries=attempts - 1), status=failure.status)
 
 
 async def read_body(reply: Any, limit: int) -> bytes:
