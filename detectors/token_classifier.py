@@ -25,6 +25,9 @@ What shambench does differently, on purpose:
 
 - span offsets are those of the response's own tokens. The package subtracts the first answer token's start, which
   shifts every span of a response that starts with whitespace one character left (tokenizers that trim offsets);
+  and where it groups passages (`_build_spans_from_tokens`) it puts the k-th token's prediction on the k-th token
+  with non-empty offsets, so after a token whose trimmed offsets are empty (a lone space before a newline, in a
+  byte-level BPE) its spans fall one token late;
 - a response too long to fit with the special tokens, where the package's tokenizer call fails, is scored in
   overlapping response windows (as with `windows=True`);
 - an example without context is given the package's empty passage list (`following 0 passages:`), the question

@@ -38,6 +38,36 @@ def tokenizer():
     return AutoTokenizer.from_pretrained(minilm_dir())
 
 
+def bpe_tokenizer(texts, trim_offsets: bool = False, vocab_size: int = 2000):
+    """A byte-level BPE tokenizer of ModernBERT's kind (`[CLS] A [SEP] B [SEP]`, no prefix space) trained on `texts`.
+
+    Its special tokens start with `[PAD]` = 0, the MiniLM configs' pad id. `trim_offsets` adds a ByteLevel
+    post-processor that trims the spaces off token offsets: a lone `Ġ` token then has empty offsets.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    bpe.train_from_iterator(
+        texts, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials, initial_alphabet=alphabet)
+    )
+    bpe.decoder = decoders.ByteLevel()
+    cls, sep = ("[CLS]", bpe.token_to_id("[CLS]")), ("[SEP]", bpe.token_to_id("[SEP]"))
+    template = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[cls, sep]
+    )
+    bpe.post_processor = (
+        processors.Sequence([processors.ByteLevel(trim_offsets=True), template]) if trim_offsets else template
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=bpe, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]",
+        mask_token="[MASK]", model_input_names=["input_ids", "attention_mask"],
+    )  # fmt: skip
+
+
 def tiny_config(kind: str, **extra):
     """A few-thousand-parameter config of `kind` (modernbert, bert, roberta or t5) over the MiniLM vocabulary."""
     from transformers import BertConfig, ModernBertConfig, RobertaConfig, T5Config
@@ -80,6 +110,7 @@ def save_tiny(
     seed: int = 0,
     head_scale: float = 1.0,
     attention_scale: float = 1.0,
+    tok=None,
     **extra,
 ) -> Path:
     """A tiny `transformers` model of class `model_class` (e.g. AutoModelForTokenClassification) in `folder`.
@@ -101,5 +132,5 @@ def save_tiny(
             if attention_scale != 1.0 and weight.dim() == 2 and ("attn" in name or "attention" in name):
                 weight.mul_(attention_scale)
     model.save_pretrained(folder, safe_serialization=True)
-    tokenizer().save_pretrained(folder)
+    (tok or tokenizer()).save_pretrained(folder)
     return folder
