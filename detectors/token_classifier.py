@@ -28,6 +28,9 @@ What shambench does differently, on purpose:
   and where it groups passages (`_build_spans_from_tokens`) it puts the k-th token's prediction on the k-th token
   with non-empty offsets, so after a token whose trimmed offsets are empty (a lone space before a newline, in a
   byte-level BPE) its spans fall one token late;
+- `max_length` is capped at the checkpoint's `max_position_embeddings`, the package's is not (longer inputs index
+  past a BERT's position table, or run a ModernBERT on positions it was never trained on); LettuceDetect's
+  checkpoints take 8,192 positions, so the default 4,096 is not capped;
 - a response too long to fit with the special tokens, where the package's tokenizer call fails, is scored in
   overlapping response windows (as with `windows=True`);
 - an example without context is given the package's empty passage list (`following 0 passages:`), the question
