@@ -190,7 +190,7 @@ class RowScorer(Protocol):
     n_resamples: int
     seed: int
 
-    def example_arrays(self, predictions: Iterable[Prediction]) -> RowArrays: ...
+    def example_arrays(self, positioned: Iterable[tuple[int, Prediction]]) -> RowArrays: ...
 
     def bootstrap_weights(self, name: str, n: int) -> metrics.Resamples: ...
 
@@ -212,21 +212,21 @@ class LeaveOneOut:
     all_annotations: dict[str, list[Annotations]]
     """Per partition, every item's readings (one-annotator items too), for the counts."""
 
-    def human(self) -> list[Prediction]:
-        """Each row's annotator's spans, as the row's prediction."""
+    def human(self) -> list[tuple[int, Prediction]]:
+        """Each row's annotator's spans, as the row's prediction, with the row's position."""
         return [
-            Prediction(id=row_id, spans=reading.spans)
-            for row_id, reading in zip(self.scorer.corpus.ids, self._readings())
+            (k, Prediction(id=row_id, spans=reading.spans))
+            for k, (row_id, reading) in enumerate(zip(self.scorer.corpus.ids, self._readings()))
         ]
 
-    def detector(self, predictions: Mapping[int, Prediction]) -> list[Prediction]:
-        """The detector's prediction of each row's item (keyed by position in the source corpus), renamed to the
-        row; rows of items without a usable prediction get none (scored as predicting nothing)."""
+    def detector(self, predictions: Mapping[int, Prediction]) -> list[tuple[int, Prediction]]:
+        """The detector's prediction of each row's item (keyed by position in the source corpus), with the row's
+        position; rows of items without a usable prediction get none (scored as predicting nothing)."""
         rows = []
-        for k, row_id in enumerate(self.scorer.corpus.ids):
-            pred = predictions.get(self.example_of[int(self.item_of[k])])
+        for k, item in enumerate(self.item_of.tolist()):
+            pred = predictions.get(self.example_of[item])
             if pred is not None:
-                rows.append(pred.model_copy(update={"id": row_id}))
+                rows.append((k, pred))
         return rows
 
     def _readings(self) -> list[Reading]:
@@ -266,8 +266,9 @@ def leave_one_out(corpus: Corpus, scorer_of: Callable[[Corpus], RowScorer]) -> L
     )
 
 
-def figures(loo: LeaveOneOut, predictions: Sequence[Prediction]) -> dict[str, Figures]:
-    """Per partition, the figures of the rows' predictions: per row, then mean over an item's rows, then items."""
+def figures(loo: LeaveOneOut, predictions: Sequence[tuple[int, Prediction]]) -> dict[str, Figures]:
+    """Per partition, the figures of the rows' predictions (each with its row's position): per row, then mean over
+    an item's rows, then items."""
     sc = loo.scorer
     rows = sc.example_arrays(predictions)
     n_items = len(loo.annotations)

@@ -57,11 +57,30 @@ def cor(ref: np.ndarray, pred: np.ndarray) -> float:
     An empty response gives two empty vectors; the official scorer would return Spearman's NaN there. They are
     treated as constant (the rule's intent): both have zero distinct values, so the score is 1.0, never NaN.
     """
-    ref_levels = len(set(np.round(ref, 8).tolist()))
-    pred_levels = len(set(np.round(pred, 8).tolist()))
-    if ref_levels <= 1 or pred_levels <= 1:
-        return 1.0 if ref_levels == pred_levels else 0.0
-    return _spearman(ref, pred)
+    return SoftVector(ref).cor(SoftVector(pred))
+
+
+class SoftVector:
+    """A per-character probability vector as Cor reads it: its number of distinct values (to 8 decimals) and,
+    when asked for, its average ranks; both computed once, so a vector met in many pairs (a gold soft label scored
+    on every pass, one prediction against each annotator's gold) is prepared once."""
+
+    def __init__(self, values: np.ndarray):
+        self.values = values
+        self.levels = len(set(np.round(values, 8).tolist()))
+        self._ranks: np.ndarray | None = None
+
+    def ranks(self) -> np.ndarray:
+        """The vector's 1-based average ranks (see `_average_ranks`)."""
+        if self._ranks is None:
+            self._ranks = _average_ranks(np.asarray(self.values, float))
+        return self._ranks
+
+    def cor(self, pred: SoftVector) -> float:
+        """Cor of this (reference) vector and a predicted one."""
+        if self.levels <= 1 or pred.levels <= 1:
+            return 1.0 if self.levels == pred.levels else 0.0
+        return _ranks_correlation(self.ranks(), pred.ranks())
 
 
 def _average_ranks(x: np.ndarray) -> np.ndarray:
@@ -80,8 +99,11 @@ def _spearman(a: np.ndarray, b: np.ndarray) -> float:
     """Spearman's rho as `scipy.stats.spearmanr` computes it (Pearson correlation of average ranks, through
     `np.corrcoef` on the same column layout), without importing scipy.stats: that import costs more than
     scoring a whole benchmark."""
-    ranked = np.column_stack([_average_ranks(np.asarray(a, float)), _average_ranks(np.asarray(b, float))])
-    return float(np.corrcoef(ranked, rowvar=False)[1, 0])
+    return _ranks_correlation(_average_ranks(np.asarray(a, float)), _average_ranks(np.asarray(b, float)))
+
+
+def _ranks_correlation(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.corrcoef(np.column_stack([a, b]), rowvar=False)[1, 0])
 
 
 # Resamples are drawn 64 at a time: this block size fixes how the generator's stream is read, so it must not

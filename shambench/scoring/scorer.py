@@ -8,7 +8,7 @@ Segmentation is prepared once per `Scorer`; `Scorer.score` can be called again w
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, overload
 
@@ -16,7 +16,7 @@ import numpy as np
 
 from shambench.errors import ScoringError
 from shambench.provenance import git_commit, now_iso, shambench_version
-from shambench.schema import Example, Prediction, SoftSpan, Span
+from shambench.schema import Example, Prediction, Span
 from shambench.scoring import metrics
 from shambench.scoring.corpus import Corpus, covered
 from shambench.scoring.extended import ADDED_PARTITIONS, extended_group, kept_apart
@@ -43,6 +43,9 @@ LEVELS = ("token", "sentence")
 # Up to this many bytes of bootstrap draw counts are kept between scorings (about 128,000 examples at 1000
 # resamples); larger corpora draw them again on each scoring, so memory stays linear.
 KEPT_RESAMPLES_BYTES = 256 * 2**20
+# Gold soft labels are kept prepared for Cor (values and ranks, 16 bytes a character) up to this many characters
+# (32 MB): every Mu-SHROOM item of a benchmark and its annotators' rows, many times over.
+KEPT_GOLD_SOFT_CHARS = 2_000_000
 
 
 def conventions(n_resamples: int, seed: int) -> dict[str, str]:
@@ -205,10 +208,23 @@ class Scorer:
             if all(int(i) in corpus.with_steps for i in idx)
         }
         self._resamples: dict[str, metrics.Resamples] = {}
+        self._gold_soft: dict[int, metrics.SoftVector] = {}
+        self._gold_soft_chars = 0
         self._agreement: tuple[LeaveOneOut | None, AgreementReport] | None = None
         # Draw counts of every group take one byte per example, resample and grouping (datasets, tasks): kept for
         # cheap rescoring up to a budget, drawn again block by block on each scoring beyond it.
         self._keep_resamples = n * self.n_resamples * len(self.groups) <= KEPT_RESAMPLES_BYTES
+
+    def gold_soft(self, i: int) -> metrics.SoftVector:
+        """Example `i`'s gold soft labels as Cor reads them, prepared once per scorer (they need no prediction)."""
+        if i in self._gold_soft:
+            return self._gold_soft[i]
+        length = int(self.corpus.lengths[i])
+        vector = metrics.SoftVector(_soft_vector(length, [(s.start, s.end, s.prob) for s in self.corpus.soft[i]]))
+        if self._gold_soft_chars + length <= KEPT_GOLD_SOFT_CHARS:
+            self._gold_soft[i] = vector
+            self._gold_soft_chars += length
+        return vector
 
     def bootstrap_weights(self, name: str, n: int) -> metrics.Resamples:
         """The seeded resamples of the group `name` of `n` examples (see `metrics.Resamples`)."""
@@ -228,7 +244,15 @@ class Scorer:
         """The length of an example's response: every predicted range must lie within it."""
         return int(self.corpus.lengths[self.index[example_id]])
 
-    def _prediction_arrays(self, predictions: Iterable[Prediction]) -> _PredictionArrays:
+    def _positioned(self, predictions: Iterable[Prediction]) -> Iterator[tuple[int, Prediction]]:
+        """Each prediction with the position of the example its id names."""
+        for pred in predictions:
+            i = self.index.get(pred.id)
+            if i is None:
+                raise ScoringError(f"prediction for unknown example id {pred.id!r}", pred.id)
+            yield i, pred
+
+    def _prediction_arrays(self, positioned: Iterable[tuple[int, Prediction]]) -> _PredictionArrays:
         corpus = self.corpus
         n = len(corpus)
         seen = np.zeros(n, bool)
@@ -238,10 +262,7 @@ class Scorer:
         has_scores = False
         labels: dict[int, list[int]] = {}
         kept: dict[int, Prediction] = {}
-        for pred in predictions:
-            i = self.index.get(pred.id)
-            if i is None:
-                raise ScoringError(f"prediction for unknown example id {pred.id!r}", pred.id)
+        for i, pred in positioned:
             if seen[i]:
                 raise ScoringError(f"two predictions for example id {pred.id!r}", pred.id)
             seen[i] = True
@@ -275,13 +296,14 @@ class Scorer:
 
         What a paired comparison of two runs resamples (see `shambench.reporting.compare`).
         """
-        return self._counted(predictions)[2]
+        return self._counted(self._positioned(predictions))[2]
 
     def _counted(
-        self, predictions: Iterable[Prediction]
+        self, positioned: Iterable[tuple[int, Prediction]]
     ) -> tuple[_PredictionArrays, dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], dict[str, np.ndarray]]:
-        """The prediction arrays, per-level (tp, predicted, gold) counts and per-example P/R/F1."""
-        pa = self._prediction_arrays(predictions)
+        """The prediction arrays, per-level (tp, predicted, gold) counts and per-example P/R/F1 of predictions
+        paired with the positions of their examples."""
+        pa = self._prediction_arrays(positioned)
         n = len(self.corpus)
         tok_pred = covered(self.tokens.starts, self.tokens.ends, pa.starts, pa.ends)
         unit_pred = covered(self.units.starts, self.units.ends, pa.starts, pa.ends)
@@ -296,9 +318,11 @@ class Scorer:
         prf = {lvl: np.stack(metrics.per_example_prf(*counts[lvl])) for lvl in LEVELS}
         return pa, counts, prf
 
-    def example_arrays(self, predictions: Iterable[Prediction]) -> ExampleArrays:
-        """Per example, in example order: P/R/F1 per level, token counts, and IoU/Cor (NaN without soft labels)."""
-        pa, counts, prf = self._counted(predictions)
+    def example_arrays(self, positioned: Iterable[tuple[int, Prediction]]) -> ExampleArrays:
+        """Per example, in example order: P/R/F1 per level, token counts, and IoU/Cor (NaN without soft labels), of
+        predictions paired with the positions of their examples (their ids are not read: one prediction may stand
+        for several examples)."""
+        pa, counts, prf = self._counted(positioned)
         ctx = _GroupContext(self, pa, counts, prf, None)
         n = len(self.corpus)
         iou, cor = np.full(n, np.nan), np.full(n, np.nan)
@@ -317,7 +341,7 @@ class Scorer:
         one row at a time as they are read)."""
         if isinstance(predictions, Mapping):
             predictions = predictions.values()
-        pa, counts, prf = self._counted(predictions)
+        pa, counts, prf = self._counted(self._positioned(predictions))
         n = len(self.corpus)
         token_scores = None
         if pa.scored is not None:
@@ -441,6 +465,7 @@ class _GroupContext:
     prf: dict[str, np.ndarray]
     token_scores: np.ndarray | None
     soft_scores: dict[int, tuple[float, float]] = field(default_factory=dict)
+    pred_soft: dict[tuple[int, tuple[tuple[int, int, float], ...]], metrics.SoftVector] = field(default_factory=dict)
 
     def row(self, i: int) -> ExampleScores:
         """Example `i`'s P/R/F1 per level (and IoU/Cor with soft labels), from the arrays the groups average."""
@@ -467,8 +492,7 @@ class _GroupContext:
         if i not in self.soft_scores:
             tp, pred, gold = (float(c[i]) for c in self.counts["char"])
             iou = float(metrics.iou(np.array([tp]), np.array([pred + gold - tp]))[0])
-            gold_soft = _soft_vector(self._length(i), self.scorer.corpus.soft[i])
-            self.soft_scores[i] = (iou, metrics.cor(gold_soft, self._pred_soft(i)))
+            self.soft_scores[i] = (iou, self.scorer.gold_soft(i).cor(self._pred_soft(i)))
         return self.soft_scores[i]
 
     def _length(self, i: int) -> int:
@@ -523,15 +547,20 @@ class _GroupContext:
         ious, cors = zip(*(self._iou_cor(int(i)) for i in soft))
         return MushroomScores(iou=metrics.exact_mean(ious), cor=metrics.exact_mean(cors), n=len(soft))
 
-    def _pred_soft(self, i: int) -> np.ndarray:
+    def _pred_soft(self, i: int) -> metrics.SoftVector:
+        """Example `i`'s predicted soft labels; made once per pass for each distinct response length and ranges
+        (the rows of human agreement repeat one prediction against each annotator's gold)."""
         pred = self.pa.kept.get(i)
-        length = self._length(i)
-        if pred is None:
-            return np.zeros(length)
-        if pred.soft_spans is not None:
-            return _soft_vector(length, pred.soft_spans)
-        ranges = pred.scores if pred.scores is not None else pred.spans
-        return _soft_vector(length, [(r.start, r.end, 1.0 if r.score is None else r.score) for r in ranges])
+        ranges: tuple[tuple[int, int, float], ...] = ()
+        if pred is not None and pred.soft_spans is not None:
+            ranges = tuple((r.start, r.end, r.prob) for r in pred.soft_spans)
+        elif pred is not None:
+            listed = pred.scores if pred.scores is not None else pred.spans
+            ranges = tuple((r.start, r.end, 1.0 if r.score is None else r.score) for r in listed)
+        key = (self._length(i), ranges)
+        if key not in self.pred_soft:
+            self.pred_soft[key] = metrics.SoftVector(_soft_vector(*key))
+        return self.pred_soft[key]
 
     def _threshold_free(self, idx: np.ndarray) -> ThresholdFree | None:
         if self.token_scores is None:
@@ -573,11 +602,10 @@ class ExampleRows(Sequence[ExampleScores]):
         return self._ctx.row(k)
 
 
-def _soft_vector(length: int, ranges: Iterable[SoftSpan | tuple[int, int, float]]) -> np.ndarray:
+def _soft_vector(length: int, ranges: Iterable[tuple[int, int, float]]) -> np.ndarray:
     """Per-character probabilities, the ranges written in the order given (a later one overwrites)."""
     vec = np.zeros(length)
-    for r in ranges:
-        start, end, prob = (r.start, r.end, r.prob) if isinstance(r, SoftSpan) else r
+    for start, end, prob in ranges:
         vec[start:end] = prob
     return vec
 
