@@ -19,10 +19,9 @@ import shutil
 import tempfile
 import warnings
 import zipfile
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import version
-from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,7 @@ import numpy as np
 from shambench.errors import DataError, ScoringError
 from shambench.paths import cache_dir
 from shambench.schema import Annotations, Example, SoftSpan, Span
-from shambench.scoring.text import convention, language_of, segment_mixed, unknown_language
+from shambench.scoring.text import Segmentation, Segmenter, convention, language_of, unknown_language
 
 # Examples segmented together: large enough that a chunk of uncached texts is tokenised on every core, small enough
 # that its texts cost little memory (about 10 MB of real responses).
@@ -123,12 +122,6 @@ def _joined(parts: list[np.ndarray], dtype: type) -> np.ndarray:
     return out
 
 
-def _chunks(examples: Iterable[Example]) -> Iterator[list[Example]]:
-    it = iter(examples)
-    while chunk := list(islice(it, CHUNK_EXAMPLES)):
-        yield chunk
-
-
 @dataclass
 class Corpus:
     """The examples as the scorer reads them (see the module docstring)."""
@@ -186,10 +179,20 @@ class Corpus:
         tokens, units = _Axis(), _Axis()
         total = 0
         wide = False
-        for chunk in _chunks(examples):
-            first = len(ids)
-            offsets = []
-            for i, ex in enumerate(chunk, first):
+        chunk: list[Example] = []
+        offsets: list[int] = []
+
+        def segmented(segs: list[Segmentation], dtype: type) -> None:
+            chunk_offsets = np.array(offsets, np.int64)
+            tokens.add([s.token_starts for s in segs], [s.token_ends for s in segs], chunk_offsets, dtype)
+            bounds = [_unit_bounds(ex, seg.sentence_starts, seg.sentence_ends) for ex, seg in zip(chunk, segs)]
+            units.add([b[0] for b in bounds], [b[1] for b in bounds], chunk_offsets, dtype)
+            chunk.clear()
+            offsets.clear()
+
+        # Each response is handed to the segmenter as it is read, so tokenising runs beside reading.
+        with Segmenter() as segmenter:
+            for i, ex in enumerate(examples):
                 if index.setdefault(ex.id, i) != i:
                     raise ScoringError(f"duplicate example id {ex.id!r}", ex.id)
                 ids.append(ex.id)
@@ -207,20 +210,18 @@ class Corpus:
                 if ex.annotations is not None and ex.annotations.readings:
                     annotations[i] = ex.annotations
                 total += len(ex.response)
-            langs = [language_of(ex.meta) for ex in chunk]
-            for ex, lang in zip(chunk, langs):
+                wide = wide or total > _INT32_MAX
+                lang = language_of(ex.meta)
                 if lang not in languages.setdefault(ex.partition, {}) and (why := unknown_language(lang)):
                     raise DataError(f"example {ex.id!r}: {why}")
                 languages[ex.partition][lang] = None
-            # int32 offsets while the corpus fits (halving the item arrays); a chunk past that goes int64.
-            wide = wide or total > _INT32_MAX
-            dtype = np.int64 if wide else np.int32
-            segs = segment_mixed([ex.response for ex in chunk], langs)
-            chunk_offsets = np.array(offsets, np.int64)
-            tokens.add([s.token_starts for s in segs], [s.token_ends for s in segs], chunk_offsets, dtype)
-            bounds = [_unit_bounds(ex, seg.sentence_starts, seg.sentence_ends) for ex, seg in zip(chunk, segs)]
-            units.add([b[0] for b in bounds], [b[1] for b in bounds], chunk_offsets, dtype)
-            del chunk, segs, bounds
+                segmenter.add(ex.response, lang)
+                chunk.append(ex)
+                # int32 offsets while the corpus fits (halving the item arrays); a chunk past that goes int64.
+                if len(chunk) == CHUNK_EXAMPLES:
+                    segmented(segmenter.take(), np.int64 if wide else np.int32)
+            if chunk:
+                segmented(segmenter.take(), np.int64 if wide else np.int32)
         if not ids:
             raise ScoringError("no examples to score")
         length_array = np.array(lengths, np.int64)

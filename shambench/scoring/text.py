@@ -24,7 +24,7 @@ import sqlite3
 import sys
 import threading
 from collections.abc import Collection, Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import version
@@ -122,7 +122,7 @@ def _shipped_languages() -> frozenset[str]:
 @cache
 def _tokenizer(lang: str = DEFAULT_LANG) -> tuple[Tokenizer, int]:
     """spaCy's blank tokenizer for `lang`, and the id of a lexeme flag marking the sentencizer's final characters."""
-    nlp = _import_spacy_without_torch().blank(lang)
+    nlp = _import_spacy_lean().blank(lang)
     from spacy.attrs import IS_PUNCT, IS_SPACE
     from spacy.pipeline import Sentencizer
 
@@ -136,19 +136,41 @@ def _tokenizer(lang: str = DEFAULT_LANG) -> tuple[Tokenizer, int]:
     return nlp.tokenizer, nlp.vocab.add_flag(lambda text: text in final)
 
 
-def _import_spacy_without_torch() -> ModuleType:
-    # thinc (under spaCy) imports torch whenever it is installed, which costs seconds per process, though the
-    # rule-based tokeniser never touches it. Hiding torch for the import makes thinc record "no torch"; torch
-    # stays importable for everything else afterwards. When torch is already loaded there is nothing to save.
-    hide = "torch" not in sys.modules
-    if hide:
-        sys.modules["torch"] = None  # type: ignore[assignment]
+def _import_spacy_lean() -> ModuleType:
+    """spaCy, imported without what the rule-based tokeniser never touches.
+
+    thinc (under spaCy) imports torch whenever it is installed, which costs seconds per process: hiding torch for
+    the import makes thinc record "no torch", and torch stays importable for everything else afterwards. spaCy's
+    package also imports its whole command line (`spacy.cli`: weasel, httpx, jinja2, ..., about half of the rest of
+    the import) for one name, `spacy.info`: a stand-in that imports the real function when called takes its place,
+    and `import spacy.cli` afterwards imports the real command line."""
+    if "spacy" in sys.modules:
+        return sys.modules["spacy"]
+    hidden: dict[str, ModuleType | None] = {}
+    if "torch" not in sys.modules:
+        hidden["torch"] = None
+    cli, info = ModuleType("spacy.cli"), ModuleType("spacy.cli.info")
+    cli.__path__ = []
+    info.info = _spacy_info  # type: ignore[attr-defined]
+    hidden |= {"spacy.cli": cli, "spacy.cli.info": info}
+    sys.modules.update(hidden)  # type: ignore[arg-type]
     try:
         import spacy
     finally:
-        if hide:
-            del sys.modules["torch"]
+        for name, module in hidden.items():
+            if sys.modules.get(name) is module:
+                del sys.modules[name]
+        loaded = sys.modules.get("spacy")
+        if loaded is not None and getattr(loaded, "cli", None) is cli:
+            del loaded.cli
     return spacy
+
+
+def _spacy_info(*args: object, **kwargs: object) -> object:
+    """`spacy.info`, imported when called (see `_import_spacy_lean`)."""
+    from spacy.cli.info import info
+
+    return info(*args, **kwargs)
 
 
 def _sentence_opens(is_punct: np.ndarray, final: np.ndarray, doc_first: np.ndarray) -> np.ndarray:
@@ -227,24 +249,20 @@ def _bounds(counts: np.ndarray) -> list[tuple[int, int]]:
 
 
 def _tokenised_flat(texts: list[str], batch_size: int = 256, lang: str = DEFAULT_LANG) -> _Flat:
-    """The segmentations of the texts, made in this process (what a worker of `_tokenised` runs)."""
+    """The segmentations of the texts, made in this process."""
     return _flat_segmentation(list(_tokenizer(lang)[0].pipe(texts, batch_size=batch_size)), lang)
 
 
-def _tokenised(texts: list[str], batch_size: int, lang: str = DEFAULT_LANG) -> list[Segmentation]:
-    """The segmentations of the texts, on every core when there are many (`PARALLEL_MIN_CHARS`)."""
-    reach = np.cumsum([len(t) for t in texts])
-    workers = _workers(int(reach[-1]) if len(reach) else 0)
-    if workers < 2:
-        return _tokenised_flat(texts, batch_size, lang).split()
-    # Chunks of similar character counts, a few per worker so that a slow one does not hold the others up.
-    cuts = np.searchsorted(reach, np.linspace(0, reach[-1], 4 * workers + 1))
-    bounds = sorted(set([0, *cuts[1:-1].tolist(), len(texts)]))
-    chunks = [texts[a:b] for a, b in zip(bounds, bounds[1:])]
-    _tokenizer(lang)  # loaded once here, inherited by forked workers
-    with ProcessPoolExecutor(workers, mp_context=_pool_context()) as pool:
-        parts = list(pool.map(_tokenised_flat, chunks, [batch_size] * len(chunks), [lang] * len(chunks)))
-    return [seg for part in parts for seg in part.split()]
+def _tokenised_stored(
+    texts: list[str], batch_size: int, lang: str, store: bool, rejected: Collection[str] = ()
+) -> _Flat:
+    """The segmentations of the texts, made in this process and, with `store`, written to the disk cache (by the
+    process that made them: a worker's writes run beside the others' tokenising). What a worker of `Segmenter`
+    runs."""
+    flat = _tokenised_flat(texts, batch_size, lang)
+    if store:
+        _to_disk(dict(zip(texts, flat.split())), lang, set(rejected))
+    return flat
 
 
 def _workers(n_chars: int) -> int:
@@ -302,37 +320,148 @@ def _to_disk(made: dict[str, Segmentation], lang: str, rejected: Collection[str]
         warn_unusable(err, store.path)
 
 
+# Texts looked up in the disk cache with one query while a stream of texts is read (at least `DISK_MIN_TEXTS`, so a
+# stream looked up before its end uses the disk cache from its first text).
+LOOKUP_TEXTS = 256
+# Characters of uncached texts a worker tokenises per task (about 300 real responses): small tasks reach the workers
+# while the stream is still being read, and let the workers finish together.
+WORKER_CHARS = 150_000
+
+
+class Segmenter:
+    """Segmentations of texts added one at a time, as a file is read: each text comes from the process cache, else
+    from the disk cache (looked up in batches of `LOOKUP_TEXTS`, once the stream has `DISK_MIN_TEXTS` new texts),
+    else is tokenised and stored in both. Once the uncached texts reach `PARALLEL_MIN_CHARS`, worker processes
+    tokenise them (and store their rows) while more texts are still being added, so reading and tokenising overlap;
+    the results equal one process's. `take()` gives the segmentations of the texts added since the last call, in
+    order. Use as a context manager: leaving it stops the workers."""
+
+    def __init__(self, batch_size: int = 256):
+        self.batch_size = batch_size
+        self._added: list[tuple[str, str]] = []
+        """(language, text) of every text added since the last `take`, in order."""
+        self._seen: dict[str, set[str]] = {}
+        """Per language, the distinct texts added since the last `take` that the process cache lacked."""
+        self._unlooked: dict[str, list[str]] = {}
+        """Per language, those of them not looked up on disk yet."""
+        self._found: dict[str, dict[str, Segmentation]] = {}
+        """Per language, segmentations read from disk or tokenised since the last `take`."""
+        self._misses: dict[str, list[str]] = {}
+        """Per language, texts found nowhere and not yet handed to a worker."""
+        self._rejected: dict[str, set[str]] = {}
+        """Per language, texts whose stored rows failed their checks (their new rows replace them)."""
+        self._tasks: list[tuple[str, list[str], Future[_Flat]]] = []
+        self._n_new = 0
+        self._pool: ProcessPoolExecutor | None = None
+
+    def __enter__(self) -> Segmenter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def add(self, text: str, lang: str = DEFAULT_LANG) -> None:
+        """Schedule one text (in language `lang`)."""
+        self._added.append((lang, text))
+        seen = self._seen.setdefault(lang, set())
+        if text in seen or text in _cache.get(lang, {}):
+            return
+        seen.add(text)
+        self._n_new += 1
+        unlooked = self._unlooked.setdefault(lang, [])
+        unlooked.append(text)
+        if len(unlooked) >= LOOKUP_TEXTS:
+            self._look_up(lang)
+            self._dispatch(final=False)
+
+    def take(self) -> list[Segmentation]:
+        """The segmentations of the texts added since the last call, in order."""
+        for lang in list(self._unlooked):
+            self._look_up(lang)
+        self._dispatch(final=True)
+        for lang, texts, task in self._tasks:
+            self._found.setdefault(lang, {}).update(zip(texts, task.result().split()))
+        with _lock:
+            out = []
+            for lang, text in self._added:
+                fresh = self._found.get(lang, {})
+                out.append(fresh[text] if text in fresh else _cache[lang][text])
+            for lang, fresh in self._found.items():
+                known = _cache.setdefault(lang, {})
+                if len(known) + len(fresh) <= PROCESS_CACHE_TEXTS:
+                    known.update(fresh)
+        self._added, self._seen, self._found, self._tasks, self._rejected = [], {}, {}, [], {}
+        return out
+
+    def _uses_disk(self) -> bool:
+        # Smaller batches (a detector asking for one text's tokens) are cheaper to tokenise than to look up.
+        return self._n_new >= DISK_MIN_TEXTS
+
+    def _look_up(self, lang: str) -> None:
+        texts = self._unlooked.pop(lang, [])
+        if not texts:
+            return
+        found, rejected = _from_disk(texts, lang) if self._uses_disk() else ({}, [])
+        self._found.setdefault(lang, {}).update(found)
+        self._rejected.setdefault(lang, set()).update(rejected)
+        misses = [t for t in texts if t not in found]
+        if misses:
+            self._misses.setdefault(lang, []).extend(misses)
+
+    def _dispatch(self, final: bool) -> None:
+        """Hand the misses to the workers (started once they reach `PARALLEL_MIN_CHARS`) in tasks of about
+        `WORKER_CHARS`; with `final`, all of them, tokenising here what is too little for workers."""
+        if self._pool is None:
+            workers = _workers(sum(len(t) for texts in self._misses.values() for t in texts))
+            if workers >= 2:
+                for lang in self._misses:
+                    _tokenizer(lang)  # loaded once here, inherited by forked workers
+                self._pool = ProcessPoolExecutor(workers, mp_context=_pool_context())
+            elif not final:
+                return
+        for lang in list(self._misses):
+            texts = self._misses.pop(lang)
+            rejected = self._rejected.get(lang, set())
+            if self._pool is None:
+                flat = _tokenised_stored(texts, self.batch_size, lang, self._uses_disk(), rejected)
+                self._found.setdefault(lang, {}).update(zip(texts, flat.split()))
+                continue
+            parts = _parts_of(texts, WORKER_CHARS)
+            if parts and not final and sum(map(len, parts[-1])) < WORKER_CHARS:
+                self._misses[lang] = parts.pop()  # waits for more texts
+            for part in parts:
+                args = (part, self.batch_size, lang, self._uses_disk(), [t for t in part if t in rejected])
+                self._tasks.append((lang, part, self._pool.submit(_tokenised_stored, *args)))
+
+
+def _parts_of(texts: list[str], chars: int) -> list[list[str]]:
+    """The texts cut, in order, into runs of at least `chars` characters (the last one may be shorter; none
+    without texts)."""
+    parts: list[list[str]] = []
+    size = chars
+    for text in texts:
+        if size >= chars:
+            parts.append([])
+            size = 0
+        parts[-1].append(text)
+        size += len(text)
+    return parts
+
+
 def segment_all(texts: Iterable[str], batch_size: int = 256, lang: str = DEFAULT_LANG) -> list[Segmentation]:
-    """Segmentations of the texts, in order; texts seen before come from the process cache, else from the disk
-    cache (for batches of `DISK_MIN_TEXTS` or more), else are tokenised and stored in both."""
-    texts = list(texts)
-    with _lock:
-        known = _cache.setdefault(lang, {})
-        todo = list(dict.fromkeys(t for t in texts if t not in known))
-    fresh: dict[str, Segmentation] = {}
-    if todo:
-        use_disk = len(todo) >= DISK_MIN_TEXTS
-        fresh, rejected = _from_disk(todo, lang) if use_disk else ({}, [])
-        missing = [t for t in todo if t not in fresh]
-        if missing:
-            made = dict(zip(missing, _tokenised(missing, batch_size, lang)))
-            if use_disk:
-                _to_disk(made, lang, set(rejected))
-            fresh.update(made)
-    with _lock:
-        if len(known) + len(fresh) <= PROCESS_CACHE_TEXTS:
-            known.update(fresh)
-        return [fresh[t] if t in fresh else known[t] for t in texts]
+    """Segmentations of the texts, in order (see `Segmenter`)."""
+    listed = list(texts)
+    return segment_mixed(listed, [lang] * len(listed), batch_size)
 
 
-def segment_mixed(texts: Sequence[str], langs: Sequence[str]) -> list[Segmentation]:
-    """Segmentations of texts that each have their own language, in order (one `segment_all` per language)."""
-    out: list[Segmentation | None] = [None] * len(texts)
-    for lang in dict.fromkeys(langs):
-        where = [i for i, x in enumerate(langs) if x == lang]
-        for i, seg in zip(where, segment_all([texts[i] for i in where], lang=lang)):
-            out[i] = seg
-    return out  # type: ignore[return-value]
+def segment_mixed(texts: Sequence[str], langs: Sequence[str], batch_size: int = 256) -> list[Segmentation]:
+    """Segmentations of texts that each have their own language, in order (see `Segmenter`)."""
+    with Segmenter(batch_size) as segmenter:
+        for text, lang in zip(texts, langs):
+            segmenter.add(text, lang)
+        return segmenter.take()
 
 
 def remember(texts: Sequence[str], segmentations: Sequence[Segmentation], lang: str = DEFAULT_LANG) -> None:

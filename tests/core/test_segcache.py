@@ -134,7 +134,7 @@ def test_a_new_process_reads_segmentations_from_disk(disk_for_every_batch, monke
     assert stats.entries == 3 and stats.by_convention == {text.cache_convention("en"): 3}
     assert stats.path == str(store_path()) and stats.size_bytes > 0
     text.clear_cache()  # what a new process starts with
-    monkeypatch.setattr(text, "_tokenised", must_not_tokenise)
+    monkeypatch.setattr(text, "_tokenised_stored", must_not_tokenise)
     assert units(text.segment_all(texts)) == made
 
 
@@ -145,8 +145,8 @@ def test_the_convention_keys_language_and_spacy_version(disk_for_every_batch, mo
     assert text.cache_convention("fr").startswith("spacy-") and "/fr/" in text.cache_convention("fr")
     # The same text under another language is not taken from the French entry.
     calls = []
-    real = text._tokenised
-    monkeypatch.setattr(text, "_tokenised", lambda ts, bs, lang: calls.append(ts) or real(ts, bs, lang))
+    real = text._tokenised_flat
+    monkeypatch.setattr(text, "_tokenised_flat", lambda ts, bs, lang: calls.append(ts) or real(ts, bs, lang))
     text.segment_all(["Bonjour. Ça va?"], lang="en")
     assert calls == [["Bonjour. Ça va?"]]
 
@@ -182,12 +182,12 @@ def test_real_responses_read_back_from_disk_exactly(monkeypatch):
     expected = units(fresh_segmentation(texts))
     assert units(text.segment_all(texts)) == expected
     text.clear_cache()
-    monkeypatch.setattr(text, "_tokenised", must_not_tokenise)
+    monkeypatch.setattr(text, "_tokenised_stored", must_not_tokenise)
     assert units(text.segment_all(texts)) == expected
     text.clear_cache()
 
 
-def test_parallel_tokenising_equals_one_process(monkeypatch):
+def test_parallel_tokenising_equals_one_process(disk_for_every_batch, monkeypatch):
     texts = mushroom_texts()
     pools = []
 
@@ -196,21 +196,35 @@ def test_parallel_tokenising_equals_one_process(monkeypatch):
             pools.append(workers)
             super().__init__(workers, **kwargs)
 
+    def segmented(texts: list[str]) -> list:
+        text.clear_cache()
+        return text.segment_all(texts, 32)
+
     monkeypatch.setattr(text, "ProcessPoolExecutor", CountedPool)
     monkeypatch.setattr(text, "PARALLEL_MIN_CHARS", 1)
+    # Small disk batches and worker tasks: the workers start and store rows while texts are still being added.
+    monkeypatch.setattr(text, "LOOKUP_TEXTS", 16)
+    monkeypatch.setattr(text, "WORKER_CHARS", 2000)
     monkeypatch.setenv(text.WORKERS_ENV, "2")
-    parallel = text._tokenised(texts, 32)
+    parallel = segmented(texts)
     assert pools == [2]
     assert units(parallel) == units(fresh_segmentation(texts))
+    assert SegmentationStore().stats().entries == len(set(texts))  # every row stored by the workers
     # With one worker configured, or from a thread other than the main one (a sweep's), no pool is started.
     monkeypatch.setenv(text.WORKERS_ENV, "1")
-    text._tokenised(texts[:3], 32)
+    segmented(texts[:3])
     monkeypatch.setenv(text.WORKERS_ENV, "2")
     from_thread = []
-    worker = threading.Thread(target=lambda: from_thread.append(text._tokenised(texts[:3], 32)))
+    worker = threading.Thread(target=lambda: from_thread.append(segmented(texts[:3])))
     worker.start()
     worker.join()
     assert pools == [2] and units(from_thread[0]) == units(fresh_segmentation(texts[:3]))
+    text.clear_cache()
+
+
+def test_the_parts_handed_to_workers_keep_the_order():
+    assert text._parts_of(["ab", "c", "def", "g"], 3) == [["ab", "c"], ["def"], ["g"]]
+    assert text._parts_of([], 3) == []
 
 
 def concurrent_writer(barrier, texts: list[str], order: int) -> None:
@@ -234,7 +248,7 @@ def test_concurrent_writers_store_each_text_once_and_intact(monkeypatch):
     with sqlite3.connect(store_path()) as db:
         assert db.execute("SELECT COUNT(*), COUNT(DISTINCT key) FROM segmentations").fetchone() == (400, 400)
     text.clear_cache()
-    monkeypatch.setattr(text, "_tokenised", must_not_tokenise)
+    monkeypatch.setattr(text, "_tokenised_stored", must_not_tokenise)
     assert units(text.segment_all(texts)) == units(fresh_segmentation(texts))
     text.clear_cache()
 
