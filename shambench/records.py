@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterator, Sequence
 from functools import cache
 from pathlib import Path
@@ -107,13 +108,34 @@ def _range_problem(field: str, i: int, item: Any) -> str | None:
 
 
 def may_hide_problems(raw: bytes, shapes: bytes) -> bool:
-    """Whether a JSON line may nest deeper than `MAX_DEPTH` (it has more brackets than that) or hold an infinite
-    number (only an exponent or a run of 19 or more digits overflows; NaN and Infinity are refused as the line is
-    read). Only such lines need their values walked, which costs more than reading them. `shapes`: the line
-    translated by `io.NUMBER_SHAPES`."""
-    if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH:
-        return True
-    return b"0e" in shapes or LONG_DIGIT_RUN in shapes
+    """Whether a valid JSON line nests deeper than `MAX_DEPTH` or may hold an infinite number (only an exponent
+    or a run of 19 or more digits overflows; NaN and Infinity are refused as the line is read). Only such lines
+    need their values walked, which costs more than reading them. `shapes`: the line translated by
+    `io.NUMBER_SHAPES`."""
+    many_brackets = raw.count(b"[") + raw.count(b"{") > MAX_DEPTH
+    if not (many_brackets or b"0e" in shapes or LONG_DIGIT_RUN in shapes):
+        return False
+    # Looked at again without its strings (ids and texts with digits, brackets of their own).
+    bare = _JSON_STRING.sub(b"", raw)
+    bare_shapes = bare.translate(NUMBER_SHAPES)
+    return b"0e" in bare_shapes or LONG_DIGIT_RUN in bare_shapes or _nesting(bare) > MAX_DEPTH
+
+
+# A JSON string (its escapes included), and the bytes that are not brackets.
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_ONE_KIND = bytes.maketrans(b"{}", b"[]")
+
+
+def _nesting(bare: bytes) -> int:
+    """How deep a valid JSON line without its strings nests arrays and objects, counted up to `MAX_DEPTH` + 1:
+    its brackets, each pass removing the innermost pairs (in C, unlike a walk over the parsed values)."""
+    brackets = bare.translate(_ONE_KIND, _NOT_BRACKETS)
+    depth = 0
+    while brackets and depth <= MAX_DEPTH:
+        brackets = brackets.replace(b"[]", b"")
+        depth += 1
+    return depth
 
 
 def record_problem(obj: Any, model: type[BaseModel], walk: bool = True) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 
 class Span(BaseModel):
@@ -49,7 +49,10 @@ def merge_spans(spans: Iterable[Span]) -> list[Span]:
     Touching ranges merge too (as Mu-SHROOM's `recompute_hard_labels` does) because no metric can tell
     `[0,3)+[3,5)` from `[0,5)`. A merged span joins the distinct labels with `|` and keeps the highest score.
     """
-    ordered = sorted(spans, key=lambda s: (s.start, s.end))
+    listed = list(spans)
+    if all(a.end < b.start for a, b in zip(listed, listed[1:])):
+        return listed  # already sorted and apart (as every stored list is): nothing to merge
+    ordered = sorted(listed, key=lambda s: (s.start, s.end))
     merged: list[Span] = []
     for span in ordered:
         if merged and span.start <= merged[-1].end:
@@ -202,7 +205,17 @@ def _bounds(spans: list[Span]) -> list[tuple[int, int]]:
 
 
 def _coerced_spans(value: Any) -> list[Span]:
+    if value and all(type(v) is dict for v in value):
+        # The JSON form, validated in one call; an invalid list is read again span by span below, so that its
+        # error names the span as `Span.coerce` does.
+        try:
+            return merge_spans(_SPAN_LIST.validate_python(value))
+        except ValidationError:
+            pass
     return merge_spans([Span.coerce(v) for v in value or []])
+
+
+_SPAN_LIST = TypeAdapter(list[Span])
 
 
 def _check_inside(kind: str, example_id: str, ranges: list[Any], length: int) -> None:

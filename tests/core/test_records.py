@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 
 from shambench.detection.detector import Detector
 from shambench.errors import DataError
-from shambench.io import Journal, parse_json_line, write_atomic
+from shambench.io import NUMBER_SHAPES, Journal, parse_json_line, write_atomic
 from shambench.records import (
     check_detector_prediction,
+    may_hide_problems,
     parse_line,
     parse_record,
     read_examples,
@@ -191,12 +192,20 @@ number_texts = st.one_of(
 
 
 @settings(max_examples=300, deadline=None)
-@given(prediction_objects(), st.lists(number_texts, max_size=4), st.integers(0, 40), st.booleans())
-def test_lines_cleared_without_a_walk_get_the_walked_verdict(obj, numbers, depth, as_score):
-    # Any line: numbers written as text (infinite ones included) in meta or as a score, nested to any depth.
+@given(
+    prediction_objects(),
+    st.lists(number_texts, max_size=4),
+    st.integers(0, 40),
+    st.booleans(),
+    st.text(alphabet='[]{}0123456789eE"\\ ', max_size=60),
+)
+def test_lines_cleared_without_a_walk_get_the_walked_verdict(obj, numbers, depth, as_score, decoy):
+    # Any line: numbers written as text (infinite ones included) in meta or as a score, nested to any depth, beside
+    # a string of brackets, digits, exponents, quotes and escapes (which neither nest nor overflow).
     meta = json.dumps(obj.get("meta", {}))[:-1].rstrip()
     nested = "[" * depth + ", ".join(numbers) + "]" * depth if depth else "0"
-    meta = f'{meta}{", " if meta != "{" else ""}"numbers": [{", ".join(numbers)}], "nested": {nested}}}'
+    text = json.dumps(decoy)
+    meta = f'{meta}{", " if meta != "{" else ""}"numbers": [{", ".join(numbers)}], "nested": {nested}, "t": {text}}}'
     fields = {k: v for k, v in obj.items() if k != "meta"}
     if as_score and numbers:
         fields["scores"] = [{"start": 0, "end": 1, "score": 0}]
@@ -206,3 +215,19 @@ def test_lines_cleared_without_a_walk_get_the_walked_verdict(obj, numbers, depth
     line = f'{body[:-1]}, "meta": {meta}}}\n'.encode()
     walked = outcome(lambda: parse_record(parse_json_line(line), Prediction, walk=True))
     assert outcome(lambda: parse_line(line, Prediction)) == walked
+
+
+def _hides(line: bytes) -> bool:
+    return may_hide_problems(line, line.translate(NUMBER_SHAPES))
+
+
+def test_only_numbers_and_nesting_outside_strings_call_for_a_walk():
+    # Annotator ids in hex ("8e62..."), texts with digits and brackets: nothing to walk for.
+    many = ", ".join(f'{{"annotator": "a3ac{i}8e6249b7978617da5", "spans": [[{i}, {i + 1}]]}}' for i in range(40))
+    assert _hides(f'{{"id": "x", "meta": {{"readings": [{many}]}}}}'.encode()) is False
+    assert _hides(b'{"id": "x", "meta": {"t": "' + b"[" * 40 + b'1e999 10000000000000000000"}}') is False
+    # Nesting, an exponent or a long digit run outside strings.
+    assert _hides(b'{"id": "x", "meta": {"t": ' + b"[" * 40 + b"1" + b"]" * 40 + b"}}") is True
+    assert _hides(b'{"id": "x", "meta": {"t": 1e999}}') is True
+    assert _hides(b'{"id": "x", "meta": {"t": 10000000000000000000}}') is True
+    assert _hides(b'{"id": "x\\"[[", "meta": {"t": 2E5}}') is True
