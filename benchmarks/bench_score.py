@@ -22,9 +22,9 @@ sentencizer (`nlp.pipe`), and scores each example in Python loops: per-example t
 the SHAM-Bench empty rule, averaged per task, then over tasks; no intervals. Its overall F1s are printed beside
 shambench's, which must agree.
 
-Targets (issue #20, ratios to the reference): cold ≥ 1.6x and warm cache ≥ 5x (whole process, 6k; warm corpus is
-shown beside them), warm
-rescoring ≥ 20x (in process), peak memory ≤ 1 GiB at 200k and ≤ 4 GiB at 1M. The machines these run on are
+Targets (ratios to the reference): cold ≥ 2x (issue #29; issue #20 had 1.6x) and warm cache ≥ 5x (whole process,
+6k; warm corpus is shown beside them), warm rescoring ≥ 20x (in process), peak memory ≤ 1 GiB at 200k and ≤ 4 GiB at
+1M (issue #20). The machines these run on are
 shared: absolute times vary with the load, which the report prints.
 """
 
@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-TARGETS = {"cold": 1.6, "warm cache": 5.0, "rescoring": 20.0}
+TARGETS = {"cold": 2.0, "warm cache": 5.0, "rescoring": 20.0}
 MEMORY_TARGETS = {200_000: 1.0, 1_000_000: 4.0}
 SIZES = {"6k": 0, "60k": 60_000, "200k": 200_000, "1m": 1_000_000}
 SPAN_SHARE = 0.45
