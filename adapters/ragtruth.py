@@ -15,6 +15,9 @@ Every other id is `ragtruth/<response id>`, the same in layouts 1 and 2. All fou
 Conflict, Evident/Subtle Baseless Info) are hallucinations, `implicit_true` ones included; each label becomes a span
 whose `label` is its type, and overlapping spans merge. A response is dropped, and counted, when a label's offsets
 fall outside it or do not frame the label's own `text`, or when its source record is missing or malformed.
+
+`question` and `context` are the source record made readable (stripped; a data-to-text record as indented lines);
+`meta["reference"]` keeps the source as the authors' baseline puts it in its prompt (`baseline_reference`).
 """
 
 from __future__ import annotations
@@ -281,7 +284,12 @@ def _examples(rows: list[tuple[ResponseRow, SourceRow | None]], layout: str, dro
             continue
         assert source is not None  # a missing source is a reason above
         question, context = _rendered(source)
-        meta: dict[str, Any] = {"source_id": row.source_id, "model": row.model, "layout": layout}
+        meta: dict[str, Any] = {
+            "source_id": row.source_id,
+            "model": row.model,
+            "layout": layout,
+            "reference": baseline_reference(source),
+        }
         if row.temperature is not None:
             # ConstrainedReasoner's table has float artefacts (0.7000000000000001) that the release does not.
             meta["temperature"] = round(row.temperature, 4)
@@ -337,6 +345,20 @@ def _rendered(source: SourceRow) -> tuple[str, str]:
     if source.task_type == "QA":
         return info["question"].strip(), info["passages"].strip()
     return "", "\n".join(record_lines(info))
+
+
+def baseline_reference(source: SourceRow) -> str:
+    """The `{reference}` of RAGTruth's baseline prompt, as `get_json_data` in `baseline/prepare_dataset.py`
+    (ParticleMedia/RAGTruth c103204) builds it: the QA passages and the Summary article as released (unstripped),
+    and `str()` of a data-to-text record, a Python dict repr (`{'name': 'Cafe', ...}`).
+
+    The script reads `source_info.jsonl` with pandas, whose JSON parser reads floats less precisely than `json`;
+    their reprs agree on every data-to-text record of the test split (checked in the tagger's tests)."""
+    info = source.source_info
+    if source.task_type == "QA":
+        assert isinstance(info, dict)  # `_defect` matched the record's shape to its task
+        return str(info["passages"])
+    return info if isinstance(info, str) else str(info)
 
 
 def record_lines(value: dict[str, Any] | list[Any], depth: int = 0) -> list[str]:

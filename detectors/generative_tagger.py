@@ -25,11 +25,12 @@
   to ten times; here such a reply is an unusable output, re-asked by `--resume`. `-p parse=lenient` (off by
   default) takes instead the last JSON dict with that key anywhere in the reply. Each listed string is placed in
   the response with `shambench.detection.locate` (the script evaluates only whether the list is empty, so
-  placement is shambench's). The template's `{reference}` is the example's context: for RAGTruth examples that is
-  the adapter's rendering (passages and article stripped; a data-to-text record as indented `key: value` lines),
-  not the script's (`source_info['passages']` and the article as released, and `str()` of the data-to-text
-  record, a Python dict repr), so data-to-text prompts differ from the script's until the adapter exposes the
-  released record.
+  placement is shambench's). The template's `{reference}` is what `baseline/prepare_dataset.py` puts there,
+  which the RAGTruth adapter keeps in `meta["reference"]`: the QA passages and the article as released, and
+  `str()` of a data-to-text record (a Python dict repr); `{question}` and `{response}` are the example's (no
+  question of the test split or of FaithJudge's copy has white space around it for the adapter to strip). The prompts are byte-identical to the script's on
+  all 2,675 test responses (`tests/detectors/test_generative_tagger.py`). Examples of other sources, which have
+  no `meta["reference"]`, send their context.
 
 Requests go through `shambench.llm.client` (bounded concurrency, retries, the response cache), so a rerun is served from
 the cache and `--resume` re-asks only what failed. Every prediction records the prompt template's hash.
@@ -234,8 +235,9 @@ class RagTruthTagger(GenerativeTagger):
     options = {"parse": ("strict", "lenient")}
 
     def prompt(self, example: Example) -> str:
+        reference = example.meta.get("reference", example.context)
         body = RAGTRUTH_TEMPLATES[ragtruth_task(example)].format(
-            question=example.question, reference=example.context, response=example.response
+            question=example.question, reference=reference, response=example.response
         )
         return f"[INST] {body.strip()} [/INST]"
 

@@ -131,13 +131,26 @@ def test_official_layout_keeps_good_test_rows_and_counts_drops():
     # "Beets are roasted at " is 5+1+3+1+7+1+2+1 = 21 characters, so "400 degrees" is [21, 32).
     assert [(s.start, s.end, s.label) for s in qa.hallu_spans] == [(21, 32, "Evident Conflict")]
     assert qa.context.startswith("passage 1:Preheat") and qa.context.endswith("with garlic.")
+    passages = qa.meta.pop("reference")
     assert qa.meta == {"source_id": "90001", "model": "gpt-4-0613", "layout": "official", "temperature": 0.7}
+    # The baseline's reference is the released passages, with the blank line after the last one.
+    assert passages == qa.context + "\n\n"
     summ = by_id["ragtruth/503"]
     # "in March 2025" [43, 56) and "March 2025 and will cost $4 million" [46, 81) overlap: one span, both types.
     assert [(s.start, s.end, s.label) for s in summ.hallu_spans] == [(43, 81, "Evident Baseless Info|Subtle Conflict")]
     assert summ.response[43:81] == "in March 2025 and will cost $4 million"
     assert summ.context.endswith("open next year.")  # the article's trailing newline is not context
+    assert summ.meta["reference"] == summ.context + "\n"  # but is the baseline's reference
     assert by_id["ragtruth/505"].hallu_spans == []
+    # A data-to-text record's reference is its Python repr (str() of the dict, as prepare_dataset.py writes it):
+    # single quotes, None/False/True, floats as Python prints them, the escaped newline of the review kept.
+    assert by_id["ragtruth/505"].meta["reference"] == (
+        "{'name': 'Blue Kettle Cafe', 'address': '12 Harbour Rd', 'city': 'Port Ellis', 'state': 'ME', "
+        "'categories': 'Cafes, Breakfast & Brunch', 'hours': None, 'attributes': {'WiFi': 'free', "
+        "'OutdoorSeating': False, 'Ambience': {'cozy': True, 'loud': None}, 'Tags': []}, 'business_stars': 4.5, "
+        "'review_info': [{'review_stars': 5.0, 'review_date': '2023-04-01 09:15:00', "
+        "'review_text': 'Great scones.\\nFriendly staff.'}]}"
+    )
 
 
 def test_official_layout_train_split():

@@ -168,3 +168,91 @@ def test_generation_overrides_are_checked_like_the_prompted_detectors():
     for bad in ({"tempreature": 0.3}, {"max_retries": 2}):
         with pytest.raises(DataError, match=f"unknown parameter {next(iter(bad))!r}"):
             create_detector("fava", base_url="http://127.0.0.1:9/v1", **bad)
+
+
+# RAGTruth's baseline as ParticleMedia/RAGTruth c103204 writes it, reimplemented here from its source:
+# `baseline/dataset.py` (TEMPLATES, process_dialog_to_single_turn), `baseline/prepare_dataset.py` (read_ragtruth_split,
+# get_json_data) and `baseline/predict_and_evaluate.py` (generate_response).
+_OFFICIAL_TASK = (
+    "Your task is to determine whether the summary contains either or both of the following two types of "
+    "hallucinations:\n1. conflict: instances where the summary presents direct contraction or opposition to the "
+    "original news;\n2. baseless info: instances where the generated summary includes information which is not "
+    "substantiated by or inferred from the original news. \nThen, compile the labeled hallucinated spans into a JSON "
+    'dict, with a key "hallucination list" and its value is a list of hallucinated spans. If there exist potential '
+    'hallucinations, the output should be in the following JSON format: {{"hallucination list": [hallucination '
+    'span1, hallucination span2, ...]}}. Otherwise, leave the value as a empty list as following: {{"hallucination '
+    'list": []}}.\nOutput:'
+)
+_OFFICIAL_TEMPLATES = {
+    "QA": "Below is a question:\n{question}\n\nBelow are related passages:\n{reference}\n\nBelow is an answer:\n"
+    "{response}\n\n" + _OFFICIAL_TASK,
+    "Summary": "Below is the original news:\n{reference}\n\nBelow is a summary of the news:\n{response}\n"
+    + _OFFICIAL_TASK,
+    "Data2txt": "Below is a structured data in the JSON format:\n{reference}\n\nBelow is an overview article written "
+    "in accordance with the structured data:\n{response}\n\n" + _OFFICIAL_TASK,
+}
+
+
+def _official_ragtruth_prompts(root) -> dict[str, str]:
+    """The prompt RAGTruth's scripts send for each test response, by shambench example id, from the released files."""
+    import csv
+    import io
+    import sys
+
+    import pandas as pd
+
+    csv.field_size_limit(sys.maxsize)
+    table = root / "constrainedreasoner_test"
+    with (table / "RAGTruth_responselevel_test.tsv").open(encoding="utf-8", newline="") as fh:
+        responses = list(csv.DictReader(fh, delimiter="\t"))
+    # source_info.jsonl as released (a Summary's source_info is the article; the others a JSON object), read with
+    # pandas as `read_ragtruth_split` reads it: its JSON parser is what turns a data-to-text record into a dict.
+    lines = []
+    for sid, task in {r["EncounterID"]: r["task_type"] for r in responses}.items():
+        text = (table / "groundingsources" / f"{sid}.txt").read_text(encoding="utf-8")
+        info = text if task == "Summary" else json.loads(text)
+        lines.append(json.dumps({"source_id": sid, "task_type": task, "source_info": info}))
+    sources = pd.read_json(io.StringIO("\n".join(lines)), lines=True, dtype=False)
+    info_of = dict(zip(sources["source_id"].astype(str), sources["source_info"]))
+    prompts = {}
+    for row in responses:
+        info, task = info_of[row["EncounterID"]], row["task_type"]
+        if task == "QA":
+            reference, question = info["passages"], info["question"]
+        elif task == "Summary":
+            reference, question = info, None
+        else:
+            reference, question = f"{info}", None
+        fields = {"reference": reference, "response": row["response"]}
+        prompt = _OFFICIAL_TEMPLATES[task].format(**fields, **({"question": question} if task == "QA" else {}))
+        prompts[f"ragtruth/{row['id']}"] = f"[INST] {prompt.strip()} [/INST]"
+    return prompts
+
+
+def test_ragtruth_tagger_prompts_are_the_official_scripts_on_the_real_test_split(openai_server, tmp_path):
+    from shambench.adapters.ragtruth import RAGTruthAdapter
+
+    root = require_shared("ragtruth", "constrainedreasoner_test").parent
+    official = _official_ragtruth_prompts(root)
+    examples = RAGTruthAdapter().load(root.parent).examples
+    assert len(official) == len(examples) == 2675
+    det = create_detector("ragtruth-tagger", model="rt", base_url="http://127.0.0.1:9/v1")
+    assert [ex.id for ex in examples if det.prompt(ex) != official[ex.id]] == []
+    # The reference is the released one, not the context: every QA passage list (875 responses) and 100 of the 150
+    # articles (600 responses) end in white space that the context strips; every data-to-text record is a dict repr.
+    by_task = {task: [ex for ex in examples if ex.task == task] for task in ("context_qa", "summ", "data2txt")}
+    for task, n in (("context_qa", 875), ("summ", 600)):
+        assert sum(ex.meta["reference"] != ex.context for ex in by_task[task]) == n
+        assert all(ex.meta["reference"].strip() == ex.context for ex in by_task[task])
+    assert all(ex.meta["reference"].startswith("{'name': ") for ex in by_task["data2txt"])
+    # And on the wire: the request bodies a local server receives, for examples of each task.
+    chosen = [
+        *[ex for ex in by_task["context_qa"] if ex.meta["reference"] != ex.context][:2],
+        *[ex for ex in by_task["summ"] if ex.meta["reference"] != ex.context][:2],
+        *by_task["data2txt"][:2],
+    ]
+    openai_server.script = lambda req: '{"hallucination list": []}'
+    preds, _ = _run(tmp_path, openai_server, "ragtruth-tagger", chosen, "--model", "rt-13b")
+    assert all(preds[ex.id]["spans"] == [] and not preds[ex.id].get("error") for ex in chosen)
+    sent = sorted(r.body["prompt"] for r in openai_server.log)
+    assert sent == sorted(official[ex.id] for ex in chosen)
