@@ -28,9 +28,9 @@
   placement is shambench's). The template's `{reference}` is what `baseline/prepare_dataset.py` puts there,
   which the RAGTruth adapter keeps in `meta["reference"]`: the QA passages and the article as released, and
   `str()` of a data-to-text record (a Python dict repr); `{question}` and `{response}` are the example's (no
-  question of the test split or of FaithJudge's copy has white space around it for the adapter to strip). The prompts are byte-identical to the script's on
-  all 2,675 test responses (`tests/detectors/test_generative_tagger.py`). Examples of other sources, which have
-  no `meta["reference"]`, send their context.
+  question of the test split or of FaithJudge's copy has white space around it for the adapter to strip). The
+  prompts are byte-identical to the script's on all 2,675 test responses (`tests/detectors/
+  test_generative_tagger.py`). Examples of other sources, which have no `meta["reference"]`, send their context.
 
 Requests go through `shambench.llm.client` (bounded concurrency, retries, the response cache), so a rerun is served from
 the cache and `--resume` re-asks only what failed. Every prediction records the prompt template's hash.
