@@ -13,9 +13,12 @@ returned as spans, and every sentence as a range scored `1 - support`.
     2048): sequence classifiers reading `chunk + eos_token + claim` as one text, truncated at the max length
     (its end: at a short max length the claim is cut, as in MiniCheck); support = softmax(logits)[1]; chunks of
     400 tokens;
-  - Flan-T5 (`lytang/MiniCheck-Flan-T5-Large`, 2048): a seq2seq model fed `predict: chunk + eos_token + claim`,
-    one decoder step from token 0; support = the softmax over the logits of the first tokens of "0" and "1"
-    (MiniCheck's ids 3 and 209 on the T5 vocabulary) taken at "1"; chunks of 500 words.
+  - Flan-T5 (`lytang/MiniCheck-Flan-T5-Large`, 2048): a seq2seq model fed `predict: chunk + eos_token + claim`
+    (tokenized with its special tokens, so `</s>` also ends it, truncated at its end at the max length), one
+    decoder step from `decoder_input_ids` of token 0 (T5's pad, its decoder start); support = the softmax over
+    only two of that step's logits, at MiniCheck's hard-coded ids 3 ("no support") and 209 ("support"), taken at
+    209. On the T5 vocabulary those are the first pieces of "0" (`▁`, then `0`) and of "1" (`▁1`); the ids are
+    used whatever the checkpoint's tokenizer says, as MiniCheck does. Chunks of 500 words.
   Chunks are MiniCheck's: the document split at newlines, each line cut into sentences by NLTK's Punkt (English),
   a `\n` kept between lines; sentences joined greedily with spaces while their sizes (tokens, each counted
   truncated at the max length; words for Flan-T5) fit the chunk size, then `" \n "` put back to `"\n"`, chunks
@@ -196,6 +199,8 @@ MINICHECK_DEFAULTS = {"t5": (2048, 500), "deberta-v2": (2048, 400)}
 """MiniCheck's max length and chunk size by model type (`Inferencer.__init__`, `MiniCheck._score_inferencer`)."""
 MINICHECK_OTHER = (512, 400)
 """The same for RoBERTa (and any other encoder)."""
+MINICHECK_T5_IDS = [3, 209]
+"""The Flan-T5 logits MiniCheck's softmax reads (`Inferencer.inference`: "3 for no support and 209 for support")."""
 
 
 class MiniCheck(SentenceVerifier):
@@ -290,7 +295,12 @@ class MiniCheck(SentenceVerifier):
 
         tokenizer, model, device = self._load()
         texts = self.texts(pairs)
-        labels = [tokenizer(d, add_special_tokens=False)["input_ids"][0] for d in ("0", "1")] if self.seq2seq else None
+        labels = MINICHECK_T5_IDS if self.seq2seq else None
+        if labels and model.config.vocab_size <= max(labels):
+            raise DataError(
+                f"{self.model_source}: a vocabulary of {model.config.vocab_size} has no id {max(labels)}; MiniCheck's "
+                "Flan-T5 reads the logits of ids 3 and 209 of the T5 vocabulary"
+            )
 
         def score(part: list[int]) -> np.ndarray:
             enc = tokenizer(

