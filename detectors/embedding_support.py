@@ -116,18 +116,28 @@ class EmbeddingSupport(Detector):
         return self._model
 
     def embed(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
-        """Unit-length embeddings of the distinct texts."""
+        """Unit-length embeddings of the distinct texts, encoded fewest tokens first in batches of `batch_size`.
+
+        `SentenceTransformer.encode` sorts by characters, longest first, so its full batches hold the longest
+        texts and the short remainder the shortest: every full batch is padded to a long text. Fewest tokens
+        first, as a plain length-sorted loop batches them, the remainder holds the longest and the full batches
+        are padded to short texts (on the first 8 RAGTruth examples 4,084 padded tokens instead of 5,556).
+        """
         distinct = list(dict.fromkeys(texts))
         if not distinct:
             return {}
         import torch
 
         encoder = self._encoder()
+        ids = encoder.tokenizer(distinct, truncation=True, max_length=encoder.max_seq_length)["input_ids"]
+        distinct = [distinct[i] for i in sorted(range(len(distinct)), key=lambda i: len(ids[i]))]
+        vectors = []
         with torch.autocast(encoder.device.type, dtype=torch.bfloat16, enabled=self.bf16):
-            vectors = encoder.encode(
-                distinct, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True
-            )
-        return dict(zip(distinct, vectors.astype(np.float32)))
+            for part in batched(distinct, max(1, self.batch_size)):
+                vectors.append(
+                    encoder.encode(list(part), batch_size=len(part), normalize_embeddings=True, convert_to_numpy=True)
+                )
+        return dict(zip(distinct, np.concatenate(vectors).astype(np.float32)))
 
     def support(self, examples: Sequence[Example], monitor: Monitor | None = None) -> list[np.ndarray]:
         """Per example, the support (best cosine similarity to a source sentence) of each response sentence."""

@@ -113,6 +113,9 @@ class GenerativeTagger(APIDetector):
     family = "generative-tagger"
     templates: tuple[str, ...] = ()
     """The prompt templates (their hash is recorded)."""
+    filling: str = ""
+    """How the templates' fields are filled, where that has changed: hashed with them, so that a run whose prompts
+    were filled otherwise is not resumed with these."""
 
     options: dict[str, tuple[Any, ...]] = {}
     """The tagger's own options and their allowed values, the first its default (the official behaviour)."""
@@ -130,10 +133,15 @@ class GenerativeTagger(APIDetector):
         self.min_similarity = min_similarity
         self.chosen = {name: option_value(name, chosen.get(name), allowed) for name, allowed in self.options.items()}
 
+    @classmethod
+    def template_hash(cls) -> str:
+        """Hash of the tagger's templates (and of their filling, when it names one)."""
+        return template_hash(*cls.templates, *([cls.filling] if cls.filling else []))
+
     @property
     def prompt_hash(self) -> str:
         """Hash of this tagger's templates."""
-        return template_hash(*self.templates)
+        return self.template_hash()
 
     def params(self) -> dict[str, Any]:
         # The factory's own keywords, so that `--resume` rebuilds the same detector.
@@ -232,6 +240,7 @@ class RagTruthTagger(GenerativeTagger):
     """The RAGTruth fine-tune: hallucinated spans listed as text in a JSON dict."""
 
     templates = tuple(RAGTRUTH_TEMPLATES.values())
+    filling = "reference: meta['reference'] (the baseline's), else the context"
     options = {"parse": ("strict", "lenient")}
 
     def prompt(self, example: Example) -> str:
@@ -279,7 +288,7 @@ def make_tagger(
     from shambench.llm.presets import generation_params
 
     cls = TAGGERS[name]
-    if prompt_hash is not None and prompt_hash != template_hash(*cls.templates):
+    if prompt_hash is not None and prompt_hash != cls.template_hash():
         raise DataError(f"the run was made with another {name} prompt ({prompt_hash}); start a new run")
     model = model or DEFAULT_MODELS[name]
     if not model or not base_url:

@@ -75,3 +75,32 @@ def test_bf16_embeddings_stay_close_to_fp32_on_the_packaged_minilm():
     # Unit vectors: the dot product is the cosine; bf16 keeps about three significant digits.
     cosines = [float(np.dot(fp32[t], low[t])) for t in texts]
     assert all(c > 0.99 for c in cosines) and low[texts[0]].dtype == np.float32
+
+
+def test_texts_are_encoded_once_shortest_first_with_the_longest_in_the_last_batch():
+    require_models()
+    import numpy as np
+
+    from shambench.detectors.embedding_support import EmbeddingSupport
+
+    long = "A much longer sentence about Marie Curie."
+    texts = [long, "Short.", "Medium length one.", "Short.", "Tiny", "Mid one."]
+    det = EmbeddingSupport(device="cpu", batch_size=2)
+    encoder = det._encoder()
+    seen = []
+    encode = encoder.encode
+    encoder.encode = lambda part, **kw: seen.append((list(part), kw["batch_size"])) or encode(part, **kw)
+    vectors = det.embed(texts)
+    # Five distinct texts by tokens, [CLS] and [SEP] included ("Tiny" 3, "Short." 4, "Mid one." 5,
+    # "Medium length one." 6, the longest 11: "Curie" is two word pieces), full batches first: the remainder is the
+    # longest.
+    lengths = [
+        len(encoder.tokenizer(t)["input_ids"]) for t in ("Tiny", "Short.", "Mid one.", "Medium length one.", long)
+    ]
+    assert lengths == [3, 4, 5, 6, 11]
+    assert seen == [(["Tiny", "Short."], 2), (["Mid one.", "Medium length one."], 2), ([long], 1)]
+    # Each vector is the text's own, as encoded alone.
+    assert sorted(vectors) == sorted(set(texts))
+    for text in set(texts):
+        alone = encode([text], normalize_embeddings=True, convert_to_numpy=True)[0]
+        assert float(np.dot(vectors[text], alone)) == pytest.approx(1.0, abs=1e-5)

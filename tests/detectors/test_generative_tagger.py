@@ -256,3 +256,18 @@ def test_ragtruth_tagger_prompts_are_the_official_scripts_on_the_real_test_split
     assert all(preds[ex.id]["spans"] == [] and not preds[ex.id].get("error") for ex in chosen)
     sent = sorted(r.body["prompt"] for r in openai_server.log)
     assert sent == sorted(official[ex.id] for ex in chosen)
+
+
+def test_a_ragtruth_tagger_run_with_the_old_reference_is_not_resumed():
+    from shambench.detectors.generative_tagger import FAVA_TEMPLATE, RAGTRUTH_TEMPLATES, template_hash
+
+    det = create_detector("ragtruth-tagger", model="rt", base_url="http://127.0.0.1:9/v1")
+    # The hash covers how {reference} is filled: runs made when it was the context have the templates' hash alone.
+    old = template_hash(*RAGTRUTH_TEMPLATES.values())
+    assert det.params()["prompt_hash"] != old
+    with pytest.raises(DataError, match=f"another ragtruth-tagger prompt \\({old}\\)"):
+        create_detector("ragtruth-tagger", model="rt", base_url="http://127.0.0.1:9/v1", prompt_hash=old)
+    # FAVA's filling never changed: its hash is its template's.
+    assert create_detector("fava", base_url="http://127.0.0.1:9/v1").params()["prompt_hash"] == template_hash(
+        FAVA_TEMPLATE
+    )
