@@ -24,7 +24,7 @@ from collections.abc import Iterator, Sequence
 from types import ModuleType
 from typing import Any
 
-from shambench.errors import ParameterError
+from shambench.errors import DataError, ParameterError
 from shambench.registry import Registry, checked_params
 from shambench.schema import Example, Prediction, Span
 
@@ -78,16 +78,22 @@ class Detector:
 
 
 def create_detector(spec: str, **params: Any) -> Detector:
-    """A detector from `NAME` or `NAME:ARG` (the argument, e.g. a program file, goes first to the factory)."""
+    """A detector from `NAME` or `NAME:ARG` (the argument, e.g. a program file, goes first to the factory); a
+    parameter the factory does not take, or a value it refuses (a ValueError), is a ParameterError."""
     name, _, arg = spec.partition(":")
     entry = detectors.get(name)
     params = checked_params("detector", name, entry.factory, params)
     try:
         det = entry.factory(arg, **params) if arg else entry.factory(**params)
+    except DataError:
+        raise
     except TypeError as err:
         # A factory that hands `**params` on finds an unknown one only here.
         if "unexpected keyword argument" not in str(err):
             raise
         raise ParameterError(f"detector {name!r}: {err} (see `shambench list detectors {name}`)") from None
+    except ValueError as err:
+        # A factory refusing a value (`rate=2`) is bad input, not a crash.
+        raise ParameterError(f"detector {name!r}: {err}") from None
     det.name = spec
     return det

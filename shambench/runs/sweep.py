@@ -355,22 +355,11 @@ def kept_detector(spec: str, params: dict[str, Any]) -> Detector:
     """The worker's detector for `spec` with `params`, created on first use."""
     key = json.dumps([spec, params], sort_keys=True, default=str)
     with _detectors_lock:
-        det = _detectors.pop(key, None) or created(spec, params)
+        det = _detectors.pop(key, None) or create_detector(spec, **params)
         _detectors[key] = det
         while len(_detectors) > _KEPT_DETECTORS:
             _detectors.popitem(last=False)[1].close()
     return det
-
-
-def created(spec: str, params: dict[str, Any]) -> Detector:
-    """`create_detector(spec, **params)`; a factory refusing its parameters (a ValueError) is a ParameterError:
-    a usage error, never retried."""
-    try:
-        return create_detector(spec, **params)
-    except ParameterError:
-        raise
-    except ValueError as err:
-        raise ParameterError(f"detector {spec!r}: {err}") from None
 
 
 # A worker keeps the examples of its last few datasets, decoded, with their segmentations in the text cache.
@@ -849,7 +838,7 @@ def run_batch_cell(
     """Journal a cell's predictions by batch (see `shambench.llm.batch`), on the driver; returns how many arrived."""
     from shambench.runs.batch import BatchRun, BatchSettings
 
-    det = created(cell.detector, cell.detector_params)
+    det = create_detector(cell.detector, **cell.detector_params)
     arrived = 0
 
     def count(pred: Any) -> None:

@@ -147,6 +147,14 @@ def test_list_detector_parameters_and_bad_params():
     assert unknown.exit_code == 2 and "did you mean 'random'" in unknown.stderr
 
 
+def test_a_value_the_factory_refuses_is_one_line_and_no_run(tmp_path):
+    examples = write_jsonl(tmp_path / "ex.jsonl", NASTY)
+    bad = invoke("eval", "--detector", "random", "-p", "rate=2", "--examples", examples, "--runs", tmp_path / "runs")
+    assert bad.exit_code == 2, bad.output
+    assert bad.stderr == "error: detector 'random': rate must be in [0, 1], got 2.0\n"
+    assert not (tmp_path / "runs").exists()
+
+
 def test_rejection_lists_at_most_twenty_missing_ids_and_the_count():
     ids = [f"id{i}" for i in range(45)]
     message = missing_problem(ids, 50)

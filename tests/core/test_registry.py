@@ -8,7 +8,7 @@ import pytest
 
 from shambench import registry
 from shambench.detection.detector import create_detector, detectors
-from shambench.errors import NameClashError, UnknownPluginError
+from shambench.errors import NameClashError, ParameterError, UnknownPluginError
 
 GROUP = "shambench.detectors"
 
@@ -109,7 +109,7 @@ def test_create_detector_passes_name_and_argument():
     det = create_detector("random", rate=0.5, seed=3)
     assert det.name == "random"
     assert det.params() == {"rate": 0.5, "seed": 3}
-    with pytest.raises(ValueError, match=r"rate must be in \[0, 1\]"):
+    with pytest.raises(ParameterError, match=r"^detector 'random': rate must be in \[0, 1\], got 2.0$"):
         create_detector("random", rate=2)
 
 
