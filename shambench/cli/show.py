@@ -187,13 +187,16 @@ def _print_example(ex: Example, pred: Prediction | None, context_chars: int) -> 
 
 def id_suggestion(wanted: str, ids: Iterable[str]) -> str:
     """`; did you mean ...?` naming the ids whose last part is `wanted` (ids carry their source: `ragtruth/24`,
-    `mushroom/tst-en-24`), else the closest spellings; empty when nothing is close."""
+    `mushroom/tst-en-24`), those that are only `wanted` after their source first, else the closest spellings;
+    empty when nothing is close."""
     import re
 
     from shambench.registry import did_you_mean
 
     known = list(ids)
-    tails = [i for i in known if re.split(r"[/-]", i)[-1] == wanted]
+    whole = [i for i in known if i.split("/", 1)[-1] == wanted]
+    tails = whole + [i for i in known if re.split(r"[/-]", i)[-1] == wanted and i not in whole]
     if tails:
-        return f"; did you mean {' or '.join(repr(i) for i in tails[:3])}?"
+        more = f" (or {len(tails) - 3} more ending in {wanted!r})" if len(tails) > 3 else ""
+        return f"; did you mean {' or '.join(repr(i) for i in tails[:3])}?{more}"
     return did_you_mean(wanted, known, cutoff=0.6)

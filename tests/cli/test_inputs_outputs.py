@@ -193,13 +193,16 @@ def test_show_suggests_the_full_id_of_a_bare_number(tmp_path):
     examples = tmp_path / "e.jsonl"
     rows = [
         {"id": f"toy/{n}", "task": "summ", "dataset": "toy", "response": f"Response {n}.", "hallu_spans": []}
-        for n in (2, 24, 240)
+        for n in ("1-24", "2-24", "3-24", "4-24", 2, 24, 240)
     ]
     write_jsonl(examples, rows)
     eval_run(examples, "none", tmp_path / "run")
     bare = invoke("show", tmp_path / "run", "--id", "24")
     assert bare.exit_code == 2
-    assert bare.stderr.strip().endswith("no example with id '24'; did you mean 'toy/24'?")
+    # the id that is only 24 after its source comes first, before those merely ending in -24 (FaithBench's)
+    assert bare.stderr.strip().endswith(
+        "no example with id '24'; did you mean 'toy/24' or 'toy/1-24' or 'toy/2-24'? (or 2 more ending in '24')"
+    )
     far = invoke("show", tmp_path / "run", "--id", "zzzzzz")
     assert far.stderr.strip().endswith("no example with id 'zzzzzz'")
 
