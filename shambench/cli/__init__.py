@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from typing import IO, Any
 
 import click
@@ -63,10 +65,53 @@ class LazyGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         from shambench.errors import EndpointError, EndpointStopped
 
+        stdout = sys.stdout
+        if not isinstance(stdout, ReaderGoneStdout):
+            sys.stdout = ReaderGoneStdout(stdout)  # type: ignore[assignment]
         try:
             return super().invoke(ctx)
         except (*USER_ERRORS, EndpointError, EndpointStopped) as err:
             raise UserError(user_message(err)) from None
+        finally:
+            sys.stdout = stdout
+
+
+class ReaderGoneStdout:
+    """sys.stdout that, once its reader has gone (`shambench score ... | head`), drops what is written instead of
+    raising BrokenPipeError: the command still writes its files (`--out`, the run directory) and exits with its
+    own status, rather than dying at its first print after the pipe closed."""
+
+    def __init__(self, stream: IO[str]):
+        self.stream = stream
+        self.gone = False
+
+    def write(self, text: str) -> int:
+        if not self.gone:
+            try:
+                return self.stream.write(text)
+            except BrokenPipeError:
+                self._reader_gone()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.gone:
+            try:
+                self.stream.flush()
+            except BrokenPipeError:
+                self._reader_gone()
+
+    def _reader_gone(self) -> None:
+        self.gone = True
+        # What is still buffered would raise again when the interpreter flushes its stdout at exit.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self.stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):
+            pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
 
 
 class UserError(click.ClickException):

@@ -106,6 +106,8 @@ def score(
     from shambench.runs.files import PER_EXAMPLE
     from shambench.runs.scoring import run_results_and_scores
 
+    if per_example_out == "-" and json_to_stdout(out, as_json):
+        raise click.UsageError("--per-example - and the results JSON cannot both go to stdout")
     console = make_console(stderr=json_to_stdout(out, as_json) or per_example_out == "-")
     if run_dir:
         if predictions:
@@ -136,8 +138,6 @@ def score(
             for reason, count in results.run.skipped_ranges.items():
                 console.print(f"note: {count} ranges skipped: {reason}", soft_wrap=True)
     print_results(results, console)
-    if per_example_out == "-" and json_to_stdout(out, as_json):
-        raise click.UsageError("--per-example - and the results JSON cannot both go to stdout")
     if per_example_out == "-":
         click.echo("".join(model_line(row) for row in per_example), nl=False)
     elif per_example_out:

@@ -127,6 +127,11 @@ def test_per_example_file_and_run_directory(nasty_run, tmp_path):
     assert [json.loads(line) for line in piped.stdout.splitlines()] == rows
     both = invoke("score", run, "--per-example", "-", "--json")
     assert both.exit_code == 2 and "cannot both go to stdout" in both.stderr
+    # refused before anything is read or scored
+    unread = invoke(
+        "score", "--examples", "nowhere.jsonl", "--predictions", "nowhere.jsonl", "--per-example", "-", "--json"
+    )
+    assert unread.exit_code == 2 and "cannot both go to stdout" in unread.stderr
 
 
 def test_list_detector_parameters_and_bad_params():

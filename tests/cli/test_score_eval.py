@@ -279,6 +279,24 @@ def test_python_dash_m_reports_bad_input_the_same_way(files, tmp_path):
     assert_nothing_written(out)
 
 
+def test_a_reader_that_leaves_early_loses_no_file(files, tmp_path):
+    # `shambench score ... --out F | head -1`: the table's reader goes after one line; the JSON is still written
+    examples, predictions, out = files
+    predictions.write_text('{"id": "a", "spans": [[12, 17]]}\n')
+    args = ["score", "--examples", examples, "--predictions", predictions, "--out", out, "--bootstrap", 20]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "shambench", *map(str, args)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    proc.stdout.close()  # the reader is gone before the first line
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 0, stderr
+    assert stderr == ""
+    assert json.loads(out.read_text())["partitions"]["summ/toy"]["token"]["f1"] == 1.0
+
+
 def test_python_dash_m_help_equals_the_console_script(tmp_path):
     script = Path(sys.executable).with_name("shambench")
     assert script.exists(), "the project is not installed in this environment"
