@@ -30,7 +30,9 @@ def validation_message(err: ValidationError) -> str:
     parts = []
     for e in err.errors():
         loc = ".".join(str(x) for x in e["loc"]) or "record"
-        parts.append(f"{loc}: {e['msg']}")
+        # A validator's own ValueError is already a sentence: without pydantic's "Value error, " before it.
+        msg = str(e["ctx"]["error"]) if e["type"] == "value_error" and "error" in e.get("ctx", {}) else e["msg"]
+        parts.append(f"{loc}: {msg}")
     return "; ".join(parts)
 
 
@@ -77,7 +79,8 @@ def _parse_json_strictly(line: bytes | str) -> Any:
     try:
         return json.loads(line.rstrip("\r\n"), parse_constant=_reject_constant)
     except json.JSONDecodeError as err:
-        raise ValueError(f"not valid JSON ({err.msg} at column {err.colno})") from None
+        # json's "Unterminated string starting at" already ends in "at"
+        raise ValueError(f"not valid JSON ({err.msg.removesuffix(' at')} at column {err.colno})") from None
     except RecursionError:
         raise ValueError(f"nested deeper than {MAX_DEPTH} levels") from None
 

@@ -104,6 +104,8 @@ def _range_problem(field: str, i: int, item: Any) -> str | None:
     for name, value in zip(("start", "end"), bounds):
         if not _is_int(value):
             return f"{where}: {name} must be an integer character offset, got {json.dumps(value)}"
+    if bounds[0] < 0:
+        return f"{where}: start must be a character offset of at least 0, got {bounds[0]}"
     return None
 
 

@@ -84,7 +84,15 @@ def bad_inputs(examples: Path, predictions: Path) -> dict[str, tuple[str, list[s
         ),
         "reversed span": (
             '{"id": "a", "spans": [[5, 2]]}\n',
-            [f"{predictions}:1:", "span [5, 2) is empty or reversed"],
+            [f"{predictions}:1: spans: span [5, 2) is empty or reversed (start must be < end)"],
+        ),
+        "negative offset": (
+            '{"id": "a", "spans": [[0, 2], [-1, 5]]}\n',
+            [f"{predictions}:1: spans.1: start must be a character offset of at least 0, got -1"],
+        ),
+        "unterminated string": (
+            '{"id": "a", "spans": [], "meta": {"note": "cut}}\n',
+            [f"{predictions}:1: not valid JSON (Unterminated string starting at column 43)"],
         ),
         "misspelt key": (
             '{"id": "a", "span": [[12, 17]]}\n',
@@ -151,6 +159,8 @@ def assert_nothing_written(out: Path) -> None:
         "duplicate id",
         "sentence labels of the wrong length",
         "reversed span",
+        "negative offset",
+        "unterminated string",
         "misspelt key",
         "string offset",
         "float offset",

@@ -112,7 +112,7 @@ def test_every_problem_is_listed_at_once(board):
     assert err.value.problems == [
         "line 1: not valid JSON (Expecting value at column 1)",
         "line 2: expected a JSON object, got an array",
-        "line 3: spans: Value error, span [5, 2) is empty or reversed (start must be < end)",
+        "line 3: spans: span [5, 2) is empty or reversed (start must be < end)",
         "line 4: id 'nope' is not an example of the selected test data",
         "line 5: id 'q2' has 2 sentence_labels for 1 sentence units",
         "no prediction for 1 of the 3 test ids: 's1'",
