@@ -118,7 +118,8 @@ def analyze(
         figures.f1_bars(scored, out_dir / "f1_tasks.png")
         figures.pr_scatter(scored, out_dir / "pr_scatter.png")
     console.print(analysis_table(analyses))
-    console.print(f"analysis written to {out_dir}", soft_wrap=True)
+    written = "analysis.json (with the definitions)" + ("" if no_figures else " and the figures")
+    console.print(f"{written} written to {out_dir}", soft_wrap=True)
     print_failures(console, failed, what="judgements", retry="retry them: run the same command again")
     finish(len(failed), allow_failures)
 
@@ -158,12 +159,21 @@ def _num(x: float | None) -> str:
     return "-" if x is None else f"{x:.1f}"
 
 
+# The columns in a few words; `definitions` in analysis.json has them in full.
+ANALYSIS_CAPTION = (
+    "gold: gold spans; recovered: share of them that a predicted span overlaps; over/under: share of the recovered "
+    "ones where the prediction runs long / stops short, and the mean size in tokens where > 0; false alarms: share "
+    "of predicted spans overlapping no gold span; F1 no-gold / all-hallu: mean span F1 over the examples with no "
+    "gold span / with every token gold; rate: mean per-example hallucinated-token rate, gold / predicted"
+)
+
+
 def analysis_table(analyses: Sequence[RunAnalysis]) -> Table:
     """One row per partition and run: recovery, boundaries, false alarms, edge-case F1, rates."""
     from rich import box
     from rich.table import Table
 
-    table = Table(title="Span analysis (tokens)", title_justify="left", box=box.SIMPLE_HEAD)
+    table = Table(title="Span analysis (tokens)", title_justify="left", caption_justify="left", box=box.SIMPLE_HEAD)
     for col in (
         "partition",
         "run",
@@ -198,5 +208,5 @@ def analysis_table(analyses: Sequence[RunAnalysis]) -> Table:
                 "-" if g.f1_all_hallucinated is None else f"{g.f1_all_hallucinated:.3f} (n={g.n_all_hallucinated})",
                 f"{g.gold_rate_mean:.2f} / {g.pred_rate_mean:.2f}",
             )
-    table.caption = "over/under: share of recovered gold spans with the error / mean size in tokens where > 0"
+    table.caption = ANALYSIS_CAPTION
     return table

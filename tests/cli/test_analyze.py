@@ -49,6 +49,11 @@ def test_analyze_two_runs_writes_json_and_figures(tmp_path):
     res = runner.invoke(main, ["analyze", str(tmp_path / "overlap"), str(tmp_path / "all"), "--out", str(out)])
     assert res.exit_code == 0, res.output
     data = json.loads((out / "analysis.json").read_text())
+    # the table says what each column is, and where the files went
+    printed = " ".join(res.stdout.split())
+    assert "false alarms: share of predicted spans overlapping no gold span;" in printed
+    assert "F1 no-gold / all-hallu: mean span F1 over the examples with no gold span / with every token gold" in printed
+    assert f"analysis.json (with the definitions) and the figures written to {out}" in printed
     by_det = {r["detector"]: r for r in data["runs"]}
     # the definitions analyze --help promises, not a class docstring
     assert "A gold span is *recovered* when any predicted span overlaps it" in by_det["overlap"]["definitions"]
