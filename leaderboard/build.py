@@ -27,7 +27,7 @@ from shambench.leaderboard.schema import (
     Level,
 )
 from shambench.provenance import now_iso, shambench_version
-from shambench.runs.files import RESULTS
+from shambench.runs.files import CONFIG, JOURNAL, RESULTS
 from shambench.scoring.agreement import LIKE_FOR_LIKE
 from shambench.scoring.extended import kept_apart
 from shambench.scoring.results import PRF, GroupScores, Results, RunInfo
@@ -73,8 +73,27 @@ def find_results(paths: Iterable[str | Path]) -> list[Path]:
             raise DataError(f"{path}: no such run directory or folder")
         hits = [path] if path.is_file() else list(path.rglob(RESULTS))
         if not hits:
-            raise DataError(f"{path}: no {RESULTS} found (is it a scored run directory, or a folder of them?)")
+            unscored = len(unscored_runs([path]))
+            why = f"{unscored} run director{'y' if unscored == 1 else 'ies'} there not finished or not scored"
+            raise DataError(
+                f"{path}: no {RESULTS} found ({why if unscored else 'is it a scored run directory, or a folder of them?'})"
+            )
         found.update(hits)
+    return sorted(found)
+
+
+def unscored_runs(paths: Iterable[str | Path]) -> list[Path]:
+    """The run directories (a `config.json` beside a journal) under the given paths that hold no `results.json`:
+    runs interrupted, left to a batch or never scored, which the board lists among the skipped instead of leaving
+    them out unsaid."""
+    found: set[Path] = set()
+    for path in map(Path, paths):
+        if path.is_dir():
+            found.update(
+                c.parent
+                for c in path.rglob(CONFIG)
+                if (c.parent / JOURNAL).exists() and not (c.parent / RESULTS).exists()
+            )
     return sorted(found)
 
 
@@ -590,6 +609,8 @@ def build(run_paths: Sequence[str | Path], reported_path: str | Path | None) -> 
     """The leaderboard of every run found under `run_paths` (a configuration's runs over disjoint data merged into
     one row), plus the reported rows when a file is given."""
     found, skipped = [], {}
+    for run_dir in unscored_runs(run_paths):
+        skipped[display_path(run_dir)] = f"no {RESULTS}: the run was not finished or not scored"
     for path in find_results(run_paths):
         try:
             found.append((path, load_results(path)))

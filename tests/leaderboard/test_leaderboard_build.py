@@ -104,6 +104,20 @@ def test_missing_or_empty_run_paths_are_errors_and_a_corrupt_run_is_skipped(toy_
     assert len(board.entries) == 3
     ((where, why),) = board.skipped.items()
     assert where.endswith("bad") and re.search(r"bad/results.json: not a shambench results file \(n_examples", why)
+    # a run that was never scored (interrupted, say) is skipped with its reason; a model's config.json is no run
+    runs = tmp_path / "runs"
+    shutil.copytree(toy_runs / "runs", runs)
+    shutil.copytree(runs / "none", runs / "interrupted")
+    (runs / "interrupted" / "results.json").unlink()
+    (runs / "model").mkdir()
+    (runs / "model" / "config.json").write_text("{}")
+    board = build([runs], None)
+    assert len(board.entries) == 3
+    assert {k.rsplit("/", 1)[-1]: v for k, v in board.skipped.items()} == {
+        "interrupted": "no results.json: the run was not finished or not scored"
+    }
+    with pytest.raises(DataError, match=r"interrupted: no results.json found \(1 run directory there not finished or"):
+        find_results([runs / "interrupted"])
 
 
 def test_page_escapes_names_params_and_meta(tmp_path, monkeypatch):
