@@ -265,7 +265,8 @@ def eval_command(
         )
     except KeyboardInterrupt:
         if not opened:
-            raise
+            console.print("interrupted before the run started: no example was run", soft_wrap=True)
+            raise click.exceptions.Exit(INTERRUPTED) from None
         console.print(f"interrupted; finish the run with: {resume()}", markup=False, soft_wrap=True)
         raise click.exceptions.Exit(INTERRUPTED) from None
     except SystematicFailure as err:

@@ -122,6 +122,20 @@ def test_ctrl_c_prints_how_to_resume(tmp_path, monkeypatch):
     assert f"interrupted; finish the run with: shambench eval --resume {tmp_path / 'run'}" in res.output
 
 
+def test_ctrl_c_before_the_run_starts_is_exit_130_too(tmp_path, monkeypatch):
+    import shambench.runs.evaluate
+
+    def loading(*args, **kwargs):
+        raise KeyboardInterrupt  # while the data loads, before the run directory exists
+
+    monkeypatch.setattr(shambench.runs.evaluate, "select_examples", loading)
+    examples = examples_file(tmp_path / "ex.jsonl", 2)
+    res = invoke("--detector", "none", "--examples", examples, "--run-dir", tmp_path / "run", *FAST[:3])
+    assert res.exit_code == 130  # click's "Aborted!" and 1 before
+    assert res.output == "interrupted before the run started: no example was run\n"
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_requested_dataset_that_fails_to_load_is_exit_2(tmp_path):
     res = invoke("--detector", "overlap", "--datasets", "ragtruth", "--data-dir", tmp_path, "--run-dir", tmp_path / "r")
     assert res.exit_code == 2
