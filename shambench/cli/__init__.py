@@ -9,7 +9,7 @@ from typing import IO, Any
 
 import click
 
-from shambench.cli.exits import USAGE
+from shambench.cli.exits import INTERRUPTED, USAGE
 from shambench.errors import DataError, RunDirError, SelectionError, UnknownPluginError
 
 # name -> "module:attribute"; each module imports its heavy dependencies inside the command body.
@@ -72,6 +72,10 @@ class LazyGroup(click.Group):
             return super().invoke(ctx)
         except (*USER_ERRORS, EndpointError, EndpointStopped) as err:
             raise UserError(user_message(err)) from None
+        except KeyboardInterrupt:
+            # click would print "Aborted!" and exit 1; 130 is what the documented statuses promise for Ctrl-C.
+            click.echo("interrupted", err=True)
+            raise click.exceptions.Exit(INTERRUPTED) from None
         finally:
             sys.stdout = stdout
 

@@ -135,6 +135,7 @@ def _categories(
 ) -> tuple[dict[str, dict[str, int]], list[tuple[str, str]]]:
     """Judge a run's missed gold spans (journaled under the output folder) and print the tally; the tally and
     `(span key, reason)` of the spans that could not be judged."""
+    from shambench.cli.exits import continued_by
     from shambench.cli.progress import ProgressMonitor
     from shambench.io import Journal
     from shambench.reporting.analysis import missed_spans
@@ -142,7 +143,8 @@ def _categories(
 
     missed = missed_spans(examples, predictions)
     folder = out_dir / run_dir.name if n_runs > 1 else out_dir
-    with ProgressMonitor(len(missed), f"judging {run_dir.name}", console) as monitor:
+    kept = f"the judgements made are kept in {folder / JUDGEMENTS}: run the same command again to judge the rest"
+    with continued_by(kept), ProgressMonitor(len(missed), f"judging {run_dir.name}", console) as monitor:
         tally = categorise(judge, missed, folder, monitor)
     for part, counts in tally.items():
         console.print(f"{run_dir.name} {part}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))

@@ -36,7 +36,7 @@ def add_context_command(
     Exit status: 0 when every selected example has evidence; 3 when some fetches failed (a summary is printed;
     --allow-failures makes this 0); 2 for usage or input errors.
     """
-    from shambench.cli.exits import finish, print_failures
+    from shambench.cli.exits import continued_by, finish, print_failures
     from shambench.cli.progress import ProgressMonitor
     from shambench.data.context import ContextStore, add_context, create_provider
     from shambench.reporting.console import make_console
@@ -47,7 +47,8 @@ def add_context_command(
     examples, _ = select_examples(datasets, examples_file, split, data_dir, limit)
     open_domain = [ex for ex in examples if not ex.context]
     try:
-        with ProgressMonitor(len(open_domain), f"context: {spec}", console) as monitor:
+        kept = "the evidence fetched is stored: run the same command again to fetch the rest"
+        with continued_by(kept), ProgressMonitor(len(open_domain), f"context: {spec}", console) as monitor:
             counts = add_context(provider, open_domain, monitor)
     finally:
         provider.close()

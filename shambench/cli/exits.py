@@ -6,7 +6,7 @@
     3  the command finished and wrote its results, but some items (predictions, evidence, judgements) failed
     4  submitted, not finished: a run by batch left its batch running (`--no-wait`, or `--batch-timeout` passed);
        no results yet, `shambench eval --resume RUN_DIR` finishes it
-  130  interrupted (Ctrl-C); the message says how to resume
+  130  interrupted (Ctrl-C), in any command; where work is kept, the message says how to go on
 
 Scripts can rely on these: a run that went wrong never exits 0 unless `--allow-failures` asks for it.
 """
@@ -14,7 +14,8 @@ Scripts can rely on these: a run that went wrong never exits 0 unless `--allow-f
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -65,3 +66,14 @@ def finish(n_failed: int, allow_failures: bool) -> None:
     """End the command: exit status 3 when items failed (0 with `--allow-failures`), else return normally."""
     if n_failed and not allow_failures:
         raise click.exceptions.Exit(FAILURES)
+
+
+@contextmanager
+def continued_by(how: str) -> Iterator[None]:
+    """Ctrl-C inside the block ends the command with `interrupted; HOW` (what is kept and how to go on) and exit
+    status 130. Elsewhere the command line says only `interrupted`, with the same status."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        click.echo(f"interrupted; {how}", err=True)
+        raise click.exceptions.Exit(INTERRUPTED) from None

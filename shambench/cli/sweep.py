@@ -94,7 +94,7 @@ def sweep(
     refuses (its cell is not retried).
     """
     from shambench.cli import UserError
-    from shambench.cli.exits import finish, print_failures
+    from shambench.cli.exits import continued_by, finish, print_failures
     from shambench.cli.progress import SweepProgress
     from shambench.leaderboard.build import runs_site
     from shambench.reporting.console import make_console, styled
@@ -107,7 +107,12 @@ def sweep(
         print_plan(plan, console)
         return
     plan.spec.leaderboard = plan.spec.leaderboard and not no_leaderboard
-    with make_backend(backend, workers, scheduler) as engine, SweepProgress(plan, console, not no_progress) as bar:
+    resume = "each cell keeps its journal: run the same command again to skip complete cells and resume the rest"
+    with (
+        continued_by(resume),
+        make_backend(backend, workers, scheduler) as engine,
+        SweepProgress(plan, console, not no_progress) as bar,
+    ):
         report = run_sweep(plan, engine, bar, bar.predictions, bar.cell, board=runs_site)
     console.print(report_table(report))
     console.print(f"sweep summary: {plan.runs / 'sweep.json'}")

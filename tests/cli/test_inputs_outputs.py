@@ -160,6 +160,18 @@ def test_a_value_the_factory_refuses_is_one_line_and_no_run(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
+def test_ctrl_c_in_any_command_is_exit_130(nasty_run, monkeypatch):
+    import shambench.runs.scoring
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(shambench.runs.scoring, "run_results_and_scores", interrupted)
+    _, run = nasty_run
+    res = invoke("score", run)
+    assert res.exit_code == 130 and res.stderr == "interrupted\n"  # click's "Aborted!" and 1 before
+
+
 def test_rejection_lists_at_most_twenty_missing_ids_and_the_count():
     ids = [f"id{i}" for i in range(45)]
     message = missing_problem(ids, 50)

@@ -333,6 +333,22 @@ def test_a_task_that_keeps_killing_workers_is_reported_after_its_retries(tmp_pat
 # -------------------------------------------------------------------------------------------------- the CLI
 
 
+def test_cli_ctrl_c_is_exit_130_and_says_how_to_go_on(tmp_path, monkeypatch):
+    import shambench.runs.sweep
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(shambench.runs.sweep, "run_sweep", interrupted)
+    spec = write_sweep(tmp_path, "examples: [toy.jsonl]\nleaderboard: false\ndetectors: [all]\n")
+    ran = CliRunner().invoke(main, ["sweep", str(spec), "--workers", "1", "--no-progress"])
+    assert ran.exit_code == 130  # click's "Aborted!" and 1 before
+    assert ran.stderr == (
+        "interrupted; each cell keeps its journal: run the same command again to skip complete cells and resume the "
+        "rest\n"
+    )
+
+
 def test_cli_plan_run_and_failure_exit_status(tmp_path):
     spec = write_sweep(
         tmp_path,
