@@ -269,7 +269,7 @@ def checked_params(kind: str, name: str, factory: Callable, params: dict[str, An
                 out[key] = TypeAdapter(hints[key]).validate_python(value)
             except ValidationError:
                 raise ParameterError(
-                    f"{kind} {name!r}: parameter {key}={value!r} is not a {by_name[key].type} "
+                    f"{kind} {name!r}: parameter {key}={value!r} is not of type {by_name[key].type} "
                     f"(its parameters: {_described(declared)})"
                 ) from None
     return out

@@ -142,7 +142,7 @@ def test_list_detector_parameters_and_bad_params():
     assert any("seed" in line and "int" in line for line in lines)
     for param, message in (
         ("rat=0.2", "detector 'random' has no parameter 'rat'; did you mean 'rate'?"),
-        ("rate=abc", "detector 'random': parameter rate='abc' is not a float"),
+        ("rate=abc", "detector 'random': parameter rate='abc' is not of type float"),
     ):
         bad = invoke("eval", "--detector", "random", "-p", param, "--examples", "nowhere.jsonl")
         assert bad.exit_code == 2

@@ -289,7 +289,7 @@ def test_an_unknown_parameter_or_a_wrong_type_is_refused_when_planning(tmp_path)
     spec = write_sweep(
         tmp_path, "examples: [toy.jsonl]\ndetectors:\n  - {detector: random, grid: {rate: [0.1, abc]}}\n"
     )
-    with pytest.raises(ParameterError, match="parameter rate='abc' is not a float"):
+    with pytest.raises(ParameterError, match="parameter rate='abc' is not of type float"):
         plan_sweep(spec)
 
 
