@@ -231,6 +231,8 @@ def _print_stats(figures: BenchmarkStats, console: Console) -> None:
     for source in sorted(sources):
         names = ", ".join(f"{r.task}/{r.dataset}" for r in figures.partitions if r.count_source == source)
         console.print(f"paper n of {names}: {source}", soft_wrap=True)
+    if figures.total.count_source not in (None, PAPER_SOURCE):
+        console.print(f"paper n of the total: {figures.total.count_source}", soft_wrap=True)
     if figures.spans:
         console.print(_counts_table("gold spans placed by their text", figures.spans, ("outcome", "spans")))
     if any(figures.dropped.values()):

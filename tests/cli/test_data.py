@@ -182,7 +182,12 @@ def test_stats_json_matches_hand_counts():
     assert mushroom["mean_hallucinated_tokens"] == pytest.approx(1.0)
     assert mushroom["mean_hallucinated_rate"] == pytest.approx((1 / 11 + 2 / 7 + 2 / 7 + 1 / 7) / 6)
     assert mushroom["share_with_span"] == pytest.approx(4 / 6)
-    assert figures["total"]["count"] == 18 and figures["total"]["paper_count"] == 6461
+    # the paper's count of the same three partitions (154 + 261 + 152), not Table 1's total over all nine
+    assert figures["total"]["count"] == 18 and figures["total"]["paper_count"] == 567
+    assert figures["total"]["count_source"] == (
+        "SHAM-Bench, Table 1, the partitions present (its total, 6461, also has context_qa/ragtruth 875, "
+        "data2txt/ragtruth 900, mt/zhou 479, summ/faithbench 745, summ/ragtruth 900, summ/zhou 1995)"
+    )
     assert figures["dropped"]["favabench"] == {DUPLICATE: 1, MISMATCH: 1, EMPTY: 1}
     assert figures["dropped"]["mushroom"] == {}
     assert "tokenizer" in figures["conventions"] and "hallucinated_token" in figures["conventions"]
