@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from shambench.cli.context import add_context_command
-from shambench.cli.options import data_dir_option, datasets_option, suite_option
+from shambench.cli.options import data_dir_option, datasets_option, no_data_hint, suite_option
 from shambench.errors import DataError
 
 if TYPE_CHECKING:
@@ -140,6 +140,8 @@ def verify(names: tuple[str, ...], data_dir: str | None) -> None:
     chosen = split_names(list(names))
     sources = [adapters.get(n).factory() for n in chosen] if chosen else [e.factory() for e in adapters.entries()]
     sources = [a for a in sources if chosen or a.root(root).is_dir()]
+    if not sources:
+        raise DataError(f"nothing to verify: {no_data_hint(root)}")
     outcomes = [o for adapter in sources for o in verify_source(adapter, root)]
     for o in outcomes:
         console.print(f"{o.status:>10}  {o.label}" + (f"  {o.detail}" if o.detail else ""), markup=False)

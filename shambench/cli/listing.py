@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import click
 from rich.table import Table
 
-from shambench.cli.options import data_dir_option
+from shambench.cli.options import data_dir_option, no_data_hint
 from shambench.reporting.console import make_console
 
 
@@ -78,16 +78,7 @@ def list_datasets(data_dir: str | None) -> None:
         rows.append((entry.name, ", ".join(adapter.tasks), present, entry.description))
     _table(f"datasets (data dir: {root})", rows, ("name", "tasks", "present", "description"))
     if not any(present == "yes" for _, _, present, _ in rows):
-        from shambench.data.adapter import DATA_DIR_ENV
-        from shambench.data.benchmark import data_folder_below
-
-        below = data_folder_below(root)
-        hint = f"{below[0]} holds some: pass --data-dir {below[0]}" if below else "point at a folder that holds them"
-        make_console().print(
-            f"none is present in {root}: {hint} (or set ${DATA_DIR_ENV}), or fetch them with `shambench data download`",
-            style="yellow",
-            soft_wrap=True,
-        )
+        make_console().print(no_data_hint(root), style="yellow", soft_wrap=True)
 
 
 @list_group.command("formats")

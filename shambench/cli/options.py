@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -72,6 +73,18 @@ def api_key_env_option(func: F) -> F:
 def data_dir_option(func: F) -> F:
     """--data-dir: where the corpora are."""
     return click.option("--data-dir", type=click.Path(file_okay=False), help=DATA_DIR_HELP)(func)
+
+
+def no_data_hint(root: Path) -> str:
+    """What to do when no source is present in the data folder `root`: it does not exist, it is empty, or it is the
+    folder above the data (`../shared` for `../shared/data`, named)."""
+    from shambench.data.adapter import DATA_DIR_ENV
+    from shambench.data.benchmark import data_folder_below
+
+    below = data_folder_below(root) if root.is_dir() else None
+    where = f"none is present in {root}" if root.exists() else f"{root} does not exist"
+    hint = f"{below[0]} holds some: pass --data-dir {below[0]}" if below else "point at a folder that holds them"
+    return f"{where}: {hint} (or set ${DATA_DIR_ENV}), or fetch them with `shambench data download`"
 
 
 def datasets_option(func: F) -> F:

@@ -204,6 +204,22 @@ def test_list_datasets_says_how_to_get_data_when_none_is_present(tmp_path):
         f"none is present in {tmp_path}: point at a folder that holds them (or set $SHAMBENCH_DATA_DIR)" in res.stdout
     )
     assert "shambench data download" in res.stdout
+    gone = tmp_path / "nowhere"
+    res = invoke("list", "datasets", "--data-dir", gone)
+    assert f"{gone} does not exist: point at a folder that holds them" in res.stdout
+
+
+def test_data_verify_with_nothing_to_verify_says_so(shared_data, tmp_path):
+    # it printed "0 ok, 0 unrecorded, 0 absent" and exited 0
+    res = invoke("data", "verify", "--data-dir", tmp_path / "nowhere")
+    assert res.exit_code == 2
+    assert res.stderr == (
+        f"error: nothing to verify: {tmp_path / 'nowhere'} does not exist: point at a folder that holds them (or set "
+        "$SHAMBENCH_DATA_DIR), or fetch them with `shambench data download`\n"
+    )
+    above = invoke("data", "verify", "--data-dir", shared_data.parent)
+    assert above.exit_code == 2
+    assert f"nothing to verify: none is present in {shared_data.parent}: {shared_data} holds some" in above.stderr
 
 
 def test_show_suggests_the_full_id_of_a_bare_number(tmp_path):
