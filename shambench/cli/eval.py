@@ -336,5 +336,7 @@ def _print_estimate(name: str, est: Estimate, console: Console) -> None:
             f"  ceiling               ${est.ceiling_cost:.2f} direct, ${est.ceiling_batch_cost:.2f} by --batch "
             f"(every reply at its {est.max_output_tokens}-token limit)"
         )
+    if est.key_note:
+        lines.append(f"  note: {est.key_note}")
     for line in lines:
         console.print(line, soft_wrap=True, highlight=False)

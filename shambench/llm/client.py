@@ -370,6 +370,15 @@ class LLMClient:
             "or give --base-url for a server that needs none"
         )
 
+    def key_note(self) -> str | None:
+        """What a run would say of its API key before it sends anything (for a dry run): the missing key that
+        stops it, or the note that its requests carry none; None when a key is set or none is needed."""
+        try:
+            self.api_key()
+        except DataError as err:
+            return str(err)
+        return self.missing_key_note()
+
     def missing_key_note(self) -> str | None:
         """What to say when requests to a server that is not on this machine will carry no key (a local vLLM or
         llama.cpp server needs none, so saying it there would only be noise)."""

@@ -45,7 +45,7 @@ from shambench.llm.batch import (
     request_cost,
     require_routes,
 )
-from shambench.llm.client import Budget, Endpoint
+from shambench.llm.client import Budget, Endpoint, LLMClient
 from shambench.llm.pricing import cost_of, price_of
 from shambench.llm.wire import wire_body
 from shambench.provenance import now_iso
@@ -162,6 +162,8 @@ class Estimate(BaseModel):
     """US dollars directly if every reply reached the token limit."""
     ceiling_batch_cost: float | None
     """The same through the Batch API."""
+    key_note: str | None = None
+    """What the run would say of its API key (none set where one is needed); None when all is well."""
 
 
 def mean_output_tokens(journal: Journal) -> float | None:
@@ -206,6 +208,7 @@ def estimate_run(detector: Any, examples: Sequence[Example], journal: Journal, r
         batch_cost=cost_of(model, input_tokens, out_total, batch=True),
         ceiling_cost=None if ceiling is None else cost_of(model, input_tokens, ceiling),
         ceiling_batch_cost=None if ceiling is None else cost_of(model, input_tokens, ceiling, batch=True),
+        key_note=LLMClient(detector.endpoint).key_note() if bodies else None,
     )
 
 

@@ -326,6 +326,27 @@ def test_dry_run_counts_requests_after_the_cache_and_sends_nothing(batch_server,
     ceiling = (tokens * 0.25 + 2 * 4000 * 2.00) / 1e6
     assert f"expected cost         ${expected:.2f} direct, ${expected / 2:.2f} by --batch" in out
     assert f"ceiling               ${ceiling:.2f} direct, ${ceiling / 2:.2f} by --batch" in out
+    assert "note:" not in out  # a server on this machine needs no key
+
+
+def test_dry_run_says_when_the_run_would_have_no_api_key(tmp_path, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    path = write_examples(tmp_path / "one.jsonl", invented(1))
+    args = ["eval", "--detector", "gpt5mini", "--examples", str(path), "--dry-run"]
+    result = invoke(*args)
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[-1] == (
+        "  note: no API key: set OPENAI_API_KEY (or name another variable with --api-key-env), or give --base-url "
+        "for a server that needs none"
+    )
+    remote = invoke(*args, "--base-url", "http://10.9.8.7:8000/v1")
+    assert remote.output.splitlines()[-1] == (
+        "  note: $OPENAI_API_KEY is not set: requests to http://10.9.8.7:8000/v1 carry no key (a server that needs "
+        "one answers 401)"
+    )
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    assert "note:" not in invoke(*args).output
 
 
 def test_max_cost_stops_direct_requests_and_resume_continues(batch_server, tmp_path):
