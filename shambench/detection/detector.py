@@ -73,6 +73,10 @@ class Detector:
             out = self.detect(example)
             yield out if isinstance(out, Prediction) else Prediction(id=example.id, spans=out)
 
+    def check_can_run(self) -> None:
+        """Raise (a DataError saying what is missing) when this detector cannot run at all, e.g. no API key: called
+        before a new run directory is written. Nothing to check by default."""
+
     def close(self) -> None:
         """Release clients, servers or models."""
 

@@ -38,6 +38,10 @@ class APIDetector(Detector):
         """The endpoint's identity (model, server, key variable; never the key); subclasses add their own."""
         return self.endpoint.identity()
 
+    def check_can_run(self) -> None:
+        """DataError when requests would go to OpenAI without a key (a server of one's own may need none)."""
+        LLMClient(self.endpoint).api_key()
+
     async def predict_one(self, client: LLMClient, example: Example) -> Prediction:
         """The prediction for one example, asked through `client` (a failed request is a failed prediction)."""
         raise NotImplementedError(f"{type(self).__name__} must implement predict_one()")

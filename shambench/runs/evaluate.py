@@ -168,6 +168,8 @@ def opened_run(
     check_new_run_dir(path)
     det = create_detector(detector, **params) if isinstance(detector, str) else detector
     try:
+        if write:
+            det.check_can_run()
         examples, selection = select_examples(
             datasets, examples_file, split, data_dir, limit, context=context, context_params=context_params or {}
         )

@@ -394,11 +394,12 @@ def test_missing_key_is_one_clear_error(tmp_path, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     path = write_examples(tmp_path / "ex.jsonl", invented(1))
-    # --runs under tmp_path: the run directory is created before the key is missed, and never in the checkout
     args = ["eval", "--detector", "gpt5mini", "--examples", str(path), "--runs", str(tmp_path / "runs"), *FAST]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 2
     assert "error: no API key: set OPENAI_API_KEY" in result.output
+    # missed before anything is written: the same command runs once the key is set
+    assert not (tmp_path / "runs").exists()
 
 
 def test_listing_presets_imports_no_http_client():
