@@ -45,9 +45,16 @@ def suite_table(group: MathGroup, suite: str, sopo_compat: bool = False) -> Tabl
     table.add_section()
     mean_row = [f"mean F1 ({len(summary.datasets)} subsets)", "", "", "", "", _pct(summary.mean_f1)]
     table.add_row(*mean_row, *[""] * (len(columns) - len(mean_row)), style="bold green")
-    table.caption = _caption(summary)
+    undefined = any(cell == "n/a" for row in table.columns for cell in row.cells)
+    table.caption = _caption(summary) + (f"\n{UNDEFINED}" if undefined else "")
     table.caption_justify = "left"
     return table
+
+
+UNDEFINED = (
+    "n/a: not defined on the examples scored: acc_cor and F1 need a correct solution, acc_err an erroneous one, the "
+    "balanced figures both kinds (the first N examples of a subset, under a limit, may all be of one kind)"
+)
 
 
 def _caption(summary: SuiteScores) -> str:

@@ -81,7 +81,7 @@ def test_sharp_fixture_baselines_by_hand(tmp_path):
     # math: gold -1, 1; predicted 0, 0 -> both rates 0 -> BA 0, BF1 0 (not a division by zero)
     assert (mth["first_error"]["balanced_accuracy"], mth["first_error"]["balanced_f1"]) == (0, 0)
     assert math_["suites"]["sharp"]["mean_f1"] == 0
-    assert "sharp/gsm8k" in out and "mean F1 (2 subsets)" in out
+    assert "sharp/gsm8k" in out and "mean F1 (2 subsets)" in out and "n/a: not defined" not in out
     math_, _ = run_suite(tmp_path / "ac", "--suite", "sharp", "--detector", "all-correct", "--data-dir", str(FIXTURES))
     gsm = math_["datasets"]["sharp/gsm8k"]
     # every step predicted correct: acc_cor 100, acc_err 0; steps TPR 100, TNR 0 -> BA 50, BF1 0
@@ -113,6 +113,8 @@ def test_processbench_baseline_by_hand(tmp_path):
         assert got["step"]["tnr"] == pytest.approx(100 * err_hit / len(erroneous))
         assert got["n"] == 30
     assert "processbench/omnimath" in out and "mean F1 (4 subsets)" in out
+    # the first 30 of every subset are erroneous: the table's n/a cells are explained under it
+    assert "n/a: not defined on the examples scored: acc_cor and F1 need a correct solution" in " ".join(out.split())
 
 
 def test_math_shepherd_sopo_compat_warns_and_reports_both(tmp_path):
