@@ -51,6 +51,11 @@ def _field_names(model: type[BaseModel]) -> frozenset[str]:
     return frozenset(model.model_fields)
 
 
+@cache
+def _required(model: type[BaseModel]) -> tuple[str, ...]:
+    return tuple(name for name, f in model.model_fields.items() if f.is_required())
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -153,6 +158,9 @@ def record_problem(obj: Any, model: type[BaseModel], walk: bool = True) -> str |
         return f"unknown key {unknown[0]!r} (allowed: {', '.join(allowed_keys(model))})"
     if not isinstance(obj.get("id"), str):
         return "expected a string id" if "id" in obj else "missing key 'id'"
+    missing = [name for name in _required(model) if name not in obj]
+    if missing:
+        return f"missing key {missing[0]!r} (required: {', '.join(_required(model))})"
     if non_finite:
         # Found again, with its path, only when there is one: building paths for every value costs more.
         return f"{_non_finite(obj)}: expected a finite number, got NaN or infinity"

@@ -206,8 +206,11 @@ def test_bad_examples_and_missing_files(files, tmp_path):
         '{"id": "x", "dataset": "d", "task": "t", "response": "Short."}\n'
         '{"id": "y", "dataset": "d", "task": "t", "response": "Short.", "hallu_spans": [[0, 9]]}\n'
     )
+    no_dataset = tmp_path / "no_dataset.jsonl"
+    no_dataset.write_text('{"id": "x", "task": "t", "response": "Short."}\n')
     cases = [
         (["--examples", bad_examples, "--predictions", predictions], [f"{bad_examples}:2:", "example 'y'"]),
+        (["--examples", no_dataset, "--predictions", predictions], [f"{no_dataset}:1: missing key 'dataset' (required: id, dataset, task, response)"]),
         (["--examples", tmp_path / "nope.jsonl", "--predictions", predictions], [f"{tmp_path / 'nope.jsonl'}: file not found"]),
         (["--examples", examples, "--predictions", tmp_path / "gone.jsonl"], [f"{tmp_path / 'gone.jsonl'}: file not found"]),
     ]  # fmt: skip
