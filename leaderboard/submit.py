@@ -12,7 +12,7 @@ import fcntl
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Container, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from shambench.runs.rundir import RunConfig, load_config, new_run_dir, stamped_c
 from shambench.runs.scoring import run_info
 from shambench.runs.selection import select_examples
 from shambench.schema import Prediction
+from shambench.scoring.corpus import Corpus
 from shambench.scoring.scorer import Scorer
 
 
@@ -112,11 +113,23 @@ def _line_problems(
     return pred, []
 
 
-def missing_problem(missing: Sequence[str], total: int) -> str:
-    """The problem of ids without a prediction: their count, and at most `MAX_LISTED_IDS` of them by name."""
+def missing_problem(missing: Sequence[str], total: int, unpredicted: Sequence[str] = ()) -> str:
+    """The problem of ids without a prediction: their count, at most `MAX_LISTED_IDS` of them by name, and the
+    datasets `unpredicted` of which no example has one (a file that covers only some sources)."""
     shown = ", ".join(map(repr, missing[:MAX_LISTED_IDS]))
     more = f", and {len(missing) - MAX_LISTED_IDS} more" if len(missing) > MAX_LISTED_IDS else ""
-    return f"no prediction for {len(missing)} of the {total} test ids: {shown}{more}"
+    whole = (
+        f"; none at all for {', '.join(unpredicted)} (to submit the others alone, select them with --datasets)"
+        if unpredicted
+        else ""
+    )
+    return f"no prediction for {len(missing)} of the {total} test ids: {shown}{more}{whole}"
+
+
+def unpredicted_datasets(corpus: Corpus, predicted: Container[str]) -> list[str]:
+    """The datasets of `corpus` none of whose examples is in `predicted`."""
+    hit = {int(corpus.dataset_code[i]) for i, example_id in enumerate(corpus.ids) if example_id in predicted}
+    return [name for code, name in enumerate(corpus.datasets) if code not in hit]
 
 
 def check_predictions(path: str | Path, scorer: Scorer) -> tuple[list[Prediction], list[str]]:
@@ -135,7 +148,7 @@ def check_predictions(path: str | Path, scorer: Scorer) -> tuple[list[Prediction
             predictions.append(pred)
     missing = [i for i in scorer.corpus.ids if i not in first_line]
     if missing:
-        problems.append(missing_problem(missing, len(scorer.corpus)))
+        problems.append(missing_problem(missing, len(scorer.corpus), unpredicted_datasets(scorer.corpus, first_line)))
     return predictions, problems
 
 

@@ -80,7 +80,10 @@ def test_valid_submission_is_scored_and_ranked_into_the_site(board, tmp_path):
 @pytest.mark.parametrize(
     ("rows", "expected"),
     [
-        (EXACT[:2], "no prediction for 1 of the 3 test ids: 's1'"),
+        (
+            EXACT[:2],
+            "no prediction for 1 of the 3 test ids: 's1'; none at all for toysum (to submit the others alone, select them with --datasets)",
+        ),
         ([*EXACT, EXACT[0]], "line 4: id 'q1' was already given on line 1"),
         (
             [EXACT[0], EXACT[1], {"id": "s1", "spans": [[11, 31]]}],
@@ -115,7 +118,7 @@ def test_every_problem_is_listed_at_once(board):
         "line 3: spans: span [5, 2) is empty or reversed (start must be < end)",
         "line 4: id 'nope' is not an example of the selected test data",
         "line 5: id 'q2' has 2 sentence_labels for 1 sentence units",
-        "no prediction for 1 of the 3 test ids: 's1'",
+        "no prediction for 1 of the 3 test ids: 's1'; none at all for toysum (to submit the others alone, select them with --datasets)",
     ]
 
 
@@ -152,7 +155,11 @@ def test_cli_rejects_with_the_list_and_exit_status_2(board):
     assert result.exit_code == 2
     assert "submission rejected (2 problem(s)); nothing was added" in result.output
     assert "  - line 2: id 'q1' was already given on line 1" in result.output
-    assert "  - no prediction for 2 of the 3 test ids: 'q2', 's1'" in result.output
+    # s1 is toysum's only example: the file covers none of that dataset, and how to submit the rest is said
+    assert (
+        "  - no prediction for 2 of the 3 test ids: 'q2', 's1'; none at all for toysum (to submit the others alone, "
+        "select them with --datasets)\n" in result.output
+    )
     assert _snapshot(board["site"], board["runs"]) == before
 
 
