@@ -147,7 +147,8 @@ def shared_examples(a: Sequence[Example], b: Sequence[Example]) -> tuple[list[Ex
         if (ex.response, ex.hallu_spans, ex.steps) != (other.response, other.hallu_spans, other.steps):
             raise DataError(f"example {ex.id!r} differs between the two runs (response or gold spans)")
     if not shared:
-        raise DataError("the two runs share no example id")
+        held = [", ".join(sorted({ex.partition for ex in run})) or "none" for run in (a, b)]
+        raise DataError(f"the two runs share no example id (A holds {held[0]}; B holds {held[1]})")
     return shared, len(a) - len(shared), len(b) - len(shared)
 
 

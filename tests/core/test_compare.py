@@ -87,7 +87,10 @@ def test_only_shared_ids_are_compared_and_must_agree():
     changed = TOY[2].model_copy(update={"response": "Bob bought pears. He ate it."})
     with pytest.raises(DataError, match="example 's1' differs between the two runs"):
         shared_examples(TOY, [changed])
-    with pytest.raises(DataError, match="share no example id"):
+    with pytest.raises(
+        DataError,
+        match=r"^the two runs share no example id \(A holds context_qa/toyqa; B holds context_qa/toyqa, summ/toysum\)$",
+    ):
         shared_examples(TOY[:1], TOY[1:])
 
 
