@@ -33,6 +33,9 @@ def list_detectors(name: str | None) -> None:
     \b
     shambench list detectors
     shambench list detectors random      its -p KEY=VALUE parameters: type, default, what each does
+
+    NAME may carry its argument as --detector takes it (`token-classifier:models/rt`): the detector's parameters
+    are shown, nothing is loaded.
     """
     from shambench.detection.detector import detectors
 
@@ -42,7 +45,7 @@ def list_detectors(name: str | None) -> None:
         return
     from shambench.registry import factory_parameters
 
-    entry = detectors.get(name)
+    entry = detectors.get(name.partition(":")[0])
     params, more = factory_parameters(entry.factory)
     console = make_console()
     console.print(f"{entry.name}: {entry.description}", soft_wrap=True)

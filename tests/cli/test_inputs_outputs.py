@@ -148,6 +148,9 @@ def test_list_detector_parameters_and_bad_params():
         assert bad.exit_code == 2
         assert bad.stderr.strip().splitlines() == [bad.stderr.strip()]
         assert message in bad.stderr and "rate (float, default 0.1), seed (int, default 0)" in bad.stderr
+    # NAME:ARG, as --detector takes it, lists NAME's parameters
+    with_arg = invoke("list", "detectors", "token-classifier:models/rt")
+    assert with_arg.exit_code == 0 and with_arg.stdout.startswith("token-classifier: ")
     unknown = invoke("list", "detectors", "randm")
     assert unknown.exit_code == 2 and "did you mean 'random'" in unknown.stderr
 
