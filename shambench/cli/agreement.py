@@ -58,5 +58,12 @@ def agreement_command(
         n_resamples=n_resamples,
         seed=seed,
     )
+    if not report.partitions:
+        from shambench.cli import UserError
+
+        raise UserError(
+            f"no annotators released by the partitions selected ({', '.join(report.without_annotators)}): nothing "
+            "to score (the sources that release theirs are named in `shambench agreement --help`)"
+        )
     console.print(agreement_table(report))
     emit_json(report, out, False, console)

@@ -70,6 +70,18 @@ def test_an_unknown_dataset_is_one_error_line(tmp_path):
     assert "no-such-source" in result.stderr
 
 
+def test_a_selection_without_annotators_is_an_error_not_an_empty_table(tmp_path):
+    path = tmp_path / "plain.jsonl"
+    write_jsonl(path, [Example(id="y", task="qa", dataset="plain", response=TEXT, hallu_spans=[CAT])])
+    result = invoke("agreement", "--examples", path, "--out", tmp_path / "a.json")
+    assert result.exit_code == 2  # was an empty table and 0
+    assert result.stderr == (
+        "error: no annotators released by the partitions selected (qa/plain): nothing to score (the sources that "
+        "release theirs are named in `shambench agreement --help`)\n"
+    )
+    assert not (tmp_path / "a.json").exists()
+
+
 @pytest.fixture(scope="module")
 def real():
     root = require_shared()
