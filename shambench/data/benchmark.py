@@ -168,6 +168,7 @@ def load_benchmark(
     chosen = [adapters.get(n) for n in names] if names else adapters.entries()
     bench = Benchmark(data_dir=root, split=split)
     unused: dict[str, str] = {}
+    elsewhere: list[str] = []  # present, but of another suite than the default: loaded only when named
     for entry in chosen:
         adapter = entry.factory()
         problem = _unusable(adapter, entry.name, root, split)
@@ -176,6 +177,8 @@ def load_benchmark(
                 bench.errors[entry.name] = problem
             elif problem and adapter.suite == DEFAULT_SUITE:
                 unused[entry.name] = problem
+            elif not problem:
+                elsewhere.append(f"{entry.name} (suite {adapter.suite})")
             continue
         try:
             bench.loads[entry.name] = load_dev(adapter, root) if split == DEV else adapter.load(root, split)
@@ -184,7 +187,8 @@ def load_benchmark(
             continue
         bench.sources[entry.name] = adapter
     if not bench.loads:
-        raise DataError(_nothing_loaded(root, data_dir, split, bench.errors or unused))
+        present = f"; present but outside the default set, so loaded only when named: {', '.join(elsewhere)}"
+        raise DataError(_nothing_loaded(root, data_dir, split, bench.errors or unused) + (present if elsewhere else ""))
     return bench
 
 

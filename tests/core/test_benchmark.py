@@ -132,6 +132,14 @@ def test_default_selection_is_the_shambench_suite(toy):
     ]
 
 
+def test_a_folder_holding_only_sources_outside_the_default_set_names_them(toy, tmp_path):
+    # toy is always present; no SHAM-Bench source is in tmp_path
+    with pytest.raises(
+        DataError, match=r"; present but outside the default set, so loaded only when named: toy \(suite toy\)$"
+    ):
+        load_benchmark(data_dir=tmp_path)
+
+
 def test_missing_corrupt_and_split_errors_leave_the_other_sources_loaded(tmp_path):
     (tmp_path / "fava").symlink_to(FIXTURES / "fava", target_is_directory=True)
     (tmp_path / "halluentity").mkdir()
