@@ -145,6 +145,9 @@ def verify(names: tuple[str, ...], data_dir: str | None) -> None:
     outcomes = [o for adapter in sources for o in verify_source(adapter, root)]
     for o in outcomes:
         console.print(f"{o.status:>10}  {o.label}" + (f"  {o.detail}" if o.detail else ""), markup=False)
+    for adapter in sources:
+        if not adapter.remote_files:
+            console.print(f"{adapter.name}: its adapter declares no released files, so nothing to check", markup=False)
     bad = [o for o in outcomes if o.status == "mismatch"]
     if bad:
         raise DataError(
