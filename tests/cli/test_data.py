@@ -20,6 +20,7 @@ from shambench.data.adapter import RemoteFile
 from shambench.data.benchmark import example_from_hf, load_benchmark
 from shambench.records import read_examples
 from tests.conftest import require_shared
+from tests.core.test_benchmark import toy  # noqa: F401, F811  (the fixture: an always-present source of its own suite)
 
 FIXTURES = Path(__file__).parents[1] / "adapters" / "fixtures"
 MINE = "mushroom,favabench,halluentity"
@@ -310,3 +311,10 @@ def test_sharp_is_downloaded_through_the_hub_with_an_accepted_token_and_reads_as
     note = f"(no commit is pinned for ZaandaTeika/SHARP: took main's {main})"
     assert f"sharp/SHARP-Math-SPAN/test-00000-of-00001.parquet: fetched {note}" in result.stderr.splitlines()
     assert load_benchmark("sharp", data_dir=tmp_path).examples == load_benchmark("sharp", data_dir=FIXTURES).examples
+
+
+def test_verify_says_when_a_source_declares_no_files(toy, tmp_path):  # noqa: F811
+    res = run("data", "verify", "toy", "--data-dir", str(tmp_path))
+    assert res.exit_code == 0, res.output
+    # it printed only "0 ok, 0 unrecorded, 0 absent"
+    assert res.stdout.splitlines()[0] == "toy: its adapter declares no released files, so nothing to check"

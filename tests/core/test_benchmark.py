@@ -140,16 +140,6 @@ def test_a_folder_holding_only_sources_outside_the_default_set_names_them(toy, t
         load_benchmark(data_dir=tmp_path)
 
 
-def test_data_verify_says_when_a_source_declares_no_files(toy, tmp_path):
-    from click.testing import CliRunner
-
-    from shambench.cli import main
-
-    res = CliRunner().invoke(main, ["data", "verify", "toy", "--data-dir", str(tmp_path)])
-    assert res.exit_code == 0, res.output
-    assert res.stdout.splitlines()[0] == "toy: its adapter declares no released files, so nothing to check"
-
-
 def test_missing_corrupt_and_split_errors_leave_the_other_sources_loaded(tmp_path):
     (tmp_path / "fava").symlink_to(FIXTURES / "fava", target_is_directory=True)
     (tmp_path / "halluentity").mkdir()
