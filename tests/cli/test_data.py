@@ -20,7 +20,7 @@ from shambench.data.adapter import RemoteFile
 from shambench.data.benchmark import example_from_hf, load_benchmark
 from shambench.records import read_examples
 from tests.conftest import require_shared
-from tests.core.test_benchmark import toy  # noqa: F401, F811  (the fixture: an always-present source of its own suite)
+from tests.core.test_benchmark import ToyAdapter
 
 FIXTURES = Path(__file__).parents[1] / "adapters" / "fixtures"
 MINE = "mushroom,favabench,halluentity"
@@ -313,7 +313,12 @@ def test_sharp_is_downloaded_through_the_hub_with_an_accepted_token_and_reads_as
     assert load_benchmark("sharp", data_dir=tmp_path).examples == load_benchmark("sharp", data_dir=FIXTURES).examples
 
 
-def test_verify_says_when_a_source_declares_no_files(toy, tmp_path):  # noqa: F811
+def test_verify_says_when_a_source_declares_no_files(tmp_path, monkeypatch):
+    from shambench.data.adapter import adapters
+    from shambench.registry import Entry
+
+    adapters.entries()  # the built-ins first, so that the toy entry stays
+    monkeypatch.setitem(adapters._entries, "toy", Entry("toy", ToyAdapter, "toy source", __name__))
     res = run("data", "verify", "toy", "--data-dir", str(tmp_path))
     assert res.exit_code == 0, res.output
     # it printed only "0 ok, 0 unrecorded, 0 absent"
