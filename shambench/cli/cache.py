@@ -46,7 +46,8 @@ def stats() -> None:
     console.print(table)
     console.print(f"size on disk: {s.size_bytes / 1e6:.2f} MB")
     seg = SegmentationStore().stats()
-    table = Table(title=f"segmentation cache: {seg.path}", title_justify="left")
+    console.print(f"segmentation cache: {seg.path}", soft_wrap=True)
+    table = Table(title="segmentation cache", title_justify="left")
     table.add_column("convention")
     table.add_column("texts", justify="right")
     for convention, n in seg.by_convention.items():

@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from shambench.cli import main
 from shambench.llm.cache import ResponseCache, cache_key, cache_path
+from shambench.scoring.segcache import SegmentationStore
 
 
 def test_key_is_canonical_and_content_sensitive():
@@ -86,6 +87,7 @@ def test_cli_stats_and_clear():
     # the path whole on one line, even in a narrow terminal
     narrow = runner.invoke(main, ["cache", "stats"], env={"COLUMNS": "30"})
     assert f"cache: {ResponseCache().path}\n" in narrow.output
+    assert f"segmentation cache: {SegmentationStore().path}\n" in narrow.output  # was a table title, cut mid-word
     refused = runner.invoke(main, ["cache", "clear"], input="n\n")
     assert refused.exit_code == 1
     assert ResponseCache().stats().entries == 2
