@@ -142,20 +142,27 @@ def opened_run(
     run_dir: str | Path | None = None,
     runs_root: str | Path = "runs",
     write: bool = True,
+    routed: str | None = None,
     **params: Any,
 ) -> Iterator[OpenRun]:
     """A new run directory (`detector` and the data selection), or the run in `resume_dir`, opened for predicting.
 
     The lock is taken before config.json is read or written, so no other process can adopt or change the run;
     it is held, and the detector open, until the block ends. With `write` false nothing is locked or written
-    (a dry run); the detector is still built and the examples selected.
+    (a dry run); the detector is still built and the examples selected. `routed` names what needs a detector
+    whose chat requests can be routed (a dry run, a run by batch, a cost budget): any other detector is refused
+    as soon as it is built, before examples are selected or anything is written.
     """
+    from shambench.llm.batch import require_routes
+
     if resume_dir is not None:
         path = Path(resume_dir)
         with run_lock(path) if write else _unlocked():
             config = load_config(path)
             examples = run_examples(config, same_evidence=True)
             opened = OpenRun(path, resumed_detector(config, params), examples, config)
+            if routed:
+                require_routes(opened.detector, routed)
             try:
                 yield opened
             finally:
@@ -168,6 +175,8 @@ def opened_run(
     check_new_run_dir(path)
     det = create_detector(detector, **params) if isinstance(detector, str) else detector
     try:
+        if routed:
+            require_routes(det, routed)
         if write:
             det.check_can_run()
         examples, selection = select_examples(
@@ -208,7 +217,6 @@ def run_outcome(
     failed predictions, which a resume runs. Raises SystematicFailure (fail fast) or AuthenticationStopped after
     journaling what arrived; KeyboardInterrupt loses only what was in flight.
     """
-    from shambench.llm.batch import require_routes
     from shambench.llm.client import Budget
     from shambench.runs.batch import BatchRun, BatchSettings, has_batches
 
@@ -224,8 +232,7 @@ def run_outcome(
             outcome.detached_batch, outcome.timed_out = done.detached, done.timed_out
             return outcome
     else:
-        if max_cost is not None:
-            require_routes(run.detector, "a cost budget")
+        if max_cost is not None:  # the detector takes a budget: `opened_run(routed=...)` checked it
             run.detector.budget = Budget(max_cost)  # type: ignore[attr-defined]
         run_predictions(run.detector, todo, run.journal, monitor, on_prediction, fail_fast=fail_fast)
     served = served_model(list(run.journal.read().values()))
@@ -296,8 +303,11 @@ def run_evaluation(
         raise SelectionError("a suite selects its own datasets: give a suite, or datasets or an examples file")
     if not wait and not batch and not resume:
         raise DataError("wait=False goes with batch=True (or the resume of a run by batch)")
+    # What of this run needs a detector whose chat requests can be routed, as the refusal names it.
+    needing = ((dry_run, "a dry run"), (batch, "--batch"), (max_cost is not None, "a cost budget"))
+    routed = next((what for given, what in needing if given), None)
     opened = (
-        opened_run(resume_dir=run_dir, write=not dry_run, **params)
+        opened_run(resume_dir=run_dir, write=not dry_run, routed=routed, **params)
         if resume
         else opened_run(
             detector,
@@ -311,6 +321,7 @@ def run_evaluation(
             run_dir=run_dir,
             runs_root=runs_root,
             write=not dry_run,
+            routed=routed,
             **params,
         )
     )
@@ -341,11 +352,10 @@ def run_evaluation(
 
 
 def run_estimate(run: OpenRun) -> Estimate:
-    """What the open run would send (after the cache) and what it should cost, with and without batching."""
-    from shambench.llm.batch import require_routes
+    """What the open run would send (after the cache) and what it should cost, with and without batching (a
+    detector whose requests can be routed: `opened_run(routed=...)` checks it)."""
     from shambench.runs.batch import estimate_run
 
-    require_routes(run.detector, "a dry run")
     return estimate_run(run.detector, run.todo(), run.journal, run.run_dir)
 
 

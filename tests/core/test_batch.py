@@ -285,8 +285,15 @@ def test_cancelled_batch_leaves_its_requests_failed(batch_server, tmp_path):
 
 def test_batch_needs_a_chat_detector_and_a_key(batch_server, tmp_path, monkeypatch):
     path = write_examples(tmp_path / "ex.jsonl", invented(1))
-    result = invoke("eval", "--detector", "overlap", "--examples", str(path), "--batch", "--no-progress")
-    assert result.exit_code == 2 and "--batch needs a detector that sends chat completions" in result.output
+    runs = ["--runs", str(tmp_path / "runs"), "--no-progress"]
+    for option, what in ((["--batch"], "--batch"), (["--max-cost", "1"], "a cost budget")):
+        result = invoke("eval", "--detector", "overlap", "--examples", str(path), *option, *runs)
+        assert result.exit_code == 2
+        assert result.stderr == (
+            f"error: {what} needs a detector that sends chat completions (prompted presets, openai, miprov2:PROGRAM); "
+            "'overlap' does not\n"
+        )
+        assert not (tmp_path / "runs").exists()  # refused before the run directory is written
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     result = invoke("eval", "--detector", "gpt5mini", "--examples", str(path), "--batch", *FAST)
