@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -195,9 +196,11 @@ def load_benchmark(
 def _nothing_loaded(root: Path, data_dir: str | Path | None, split: str, problems: dict[str, str]) -> str:
     where = f"data directory {root} ({data_dir_origin(data_dir)})"
     if not root.is_dir():
+        from_env = not data_dir and os.environ.get(DATA_DIR_ENV)
+        env = f"point ${DATA_DIR_ENV} at that folder" if from_env else f"set ${DATA_DIR_ENV}"
         return (
             f"{where} does not exist; pass --data-dir (data_dir= in Python) with the folder holding the corpora "
-            f"(e.g. ../shared/data), set ${DATA_DIR_ENV}, or run `shambench data download`"
+            f"(e.g. ../shared/data), {env}, or run `shambench data download`"
         )
     listing = "; ".join(f"{name}: {problem}" for name, problem in problems.items())
     hint = data_folder_below(root)

@@ -212,6 +212,15 @@ def test_list_datasets_says_how_to_get_data_when_none_is_present(tmp_path):
     assert f"{gone} does not exist: point at a folder that holds them" in res.stdout
 
 
+def test_a_data_dir_variable_naming_no_folder_is_named_as_the_culprit(tmp_path, monkeypatch):
+    monkeypatch.setenv("SHAMBENCH_DATA_DIR", str(tmp_path / "nope"))
+    res = invoke("eval", "--detector", "none", "--run-dir", tmp_path / "run")
+    assert res.exit_code == 2
+    assert f"data directory {tmp_path / 'nope'} (from $SHAMBENCH_DATA_DIR) does not exist" in res.stderr
+    # not "set $SHAMBENCH_DATA_DIR": it is set
+    assert "(e.g. ../shared/data), point $SHAMBENCH_DATA_DIR at that folder, or run" in res.stderr
+
+
 def test_data_verify_with_nothing_to_verify_says_so(shared_data, tmp_path):
     # it printed "0 ok, 0 unrecorded, 0 absent" and exited 0
     res = invoke("data", "verify", "--data-dir", tmp_path / "nowhere")
