@@ -307,15 +307,25 @@ def write_hf_dataset(out: Path, benches: list[Benchmark]) -> list[Path]:
 
     Each file is written under a temporary name and renamed, so an interrupted export leaves no half file.
     """
+    from datasets.utils.tqdm import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+
     from shambench.io import write_atomic
 
     written = []
     (out / "data").mkdir(parents=True, exist_ok=True)
-    for bench in benches:
-        path = out / "data" / f"{bench.split}.parquet"
-        tmp = path.with_name(f".{path.name}.tmp")
-        bench.to_hf()[bench.split].to_parquet(str(tmp))
-        tmp.replace(path)
-        written.append(path)
+    # datasets draws a progress bar per file ("Creating parquet from Arrow format"): noise beside the command's
+    # own "wrote FILE" lines.
+    was_disabled = are_progress_bars_disabled()
+    disable_progress_bars()
+    try:
+        for bench in benches:
+            path = out / "data" / f"{bench.split}.parquet"
+            tmp = path.with_name(f".{path.name}.tmp")
+            bench.to_hf()[bench.split].to_parquet(str(tmp))
+            tmp.replace(path)
+            written.append(path)
+    finally:
+        if not was_disabled:
+            enable_progress_bars()
     write_atomic(out / "README.md", dataset_card(benches))
     return [*written, out / "README.md"]

@@ -259,6 +259,9 @@ def test_export_writes_parquet_and_a_card_that_datasets_reads_back(tmp_path):
     out = tmp_path / "hf"
     result = run("data", "export", "--out", str(out), "--data-dir", str(FIXTURES), "--datasets", MINE)
     assert result.exit_code == 0, result.output
+    # its own lines only: no "Creating parquet from Arrow format" bar of datasets' per file
+    wrote = [out / "data" / "test.parquet", out / "data" / "dev.parquet", out / "README.md"]
+    assert result.stderr.splitlines() == [f"wrote {path}" for path in wrote]
     files = {"test": str(out / "data" / "test.parquet"), "dev": str(out / "data" / "dev.parquet")}
     loaded = datasets.load_dataset("parquet", data_files=files, cache_dir=str(tmp_path / "cache"))
     assert {name: ds.num_rows for name, ds in loaded.items()} == {"test": 18, "dev": 15}
