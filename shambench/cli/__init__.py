@@ -67,7 +67,7 @@ class LazyGroup(click.Group):
 
         stdout = sys.stdout
         if not isinstance(stdout, ReaderGoneStdout):
-            sys.stdout = ReaderGoneStdout(stdout)  # type: ignore[assignment]
+            sys.stdout = ReaderGoneStdout(stdout)
         try:
             return super().invoke(ctx)
         except (*USER_ERRORS, EndpointError, EndpointStopped) as err:
