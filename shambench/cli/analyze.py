@@ -117,7 +117,7 @@ def analyze(
             figures.rate_histograms(a, out_dir / f"rates_{i}_{Path(a.run_dir).name}.png")
         figures.f1_bars(scored, out_dir / "f1_tasks.png")
         figures.pr_scatter(scored, out_dir / "pr_scatter.png")
-    console.print(analysis_table(analyses))
+    console.print(analysis_table(analyses, [label for label, _ in scored]))
     written = "analysis.json (with the definitions)" + ("" if no_figures else " and the figures")
     console.print(f"{written} written to {out_dir}", soft_wrap=True)
     print_failures(console, failed, what="judgements", retry="retry them: run the same command again")
@@ -170,8 +170,9 @@ ANALYSIS_CAPTION = (
 )
 
 
-def analysis_table(analyses: Sequence[RunAnalysis]) -> Table:
-    """One row per partition and run: recovery, boundaries, false alarms, edge-case F1, rates."""
+def analysis_table(analyses: Sequence[RunAnalysis], labels: Sequence[str]) -> Table:
+    """One row per partition and run (named by `labels`, which tell apart two runs of one detector): recovery,
+    boundaries, false alarms, edge-case F1, rates."""
     from rich import box
     from rich.table import Table
 
@@ -193,14 +194,14 @@ def analysis_table(analyses: Sequence[RunAnalysis]) -> Table:
             col, justify="left" if left else "right", overflow="fold" if left else "ellipsis", no_wrap=not left
         )
     for name in sorted({k for a in analyses for k in a.datasets}):
-        for a in analyses:
+        for a, label in zip(analyses, labels):
             g = a.datasets.get(name)
             if g is None:
                 continue
             b = g.boundary
             table.add_row(
                 name,
-                a.detector,
+                label,
                 str(g.n_gold_spans),
                 _pct(g.recovered_share),
                 "-" if b is None else f"{_pct(b.over_share)} / {_num(b.over_mean)}",
