@@ -19,8 +19,8 @@ PIPED_WIDTH = 10_000
 
 class FittingConsole(Console):
     """A console that never cuts a table: one wider than the terminal is printed as several tables of fewer
-    columns, each repeating the first column (the partition, the run), instead of rich squeezing it until names
-    vanish and figures end in "…"."""
+    columns, each repeating the columns that name the row (the partition, the run), instead of rich squeezing it
+    until names vanish and figures end in "…"."""
 
     def print(self, *objects: Any, **kwargs: Any) -> None:
         if not any(isinstance(o, Table) for o in objects):
