@@ -245,7 +245,7 @@ def _type_name(hint: Any) -> str:
 
 
 def _described(params: list[Parameter]) -> str:
-    return ", ".join(f"{p.name} ({p.type or 'any'}, default {p.default})" for p in params) or "none"
+    return ", ".join(f"{p.name} ({p.type or 'any'}, default {p.default})" for p in params)
 
 
 def checked_params(kind: str, name: str, factory: Callable, params: dict[str, Any]) -> dict[str, Any]:
@@ -260,9 +260,9 @@ def checked_params(kind: str, name: str, factory: Callable, params: dict[str, An
             if more:
                 continue
             suggestion = did_you_mean(key, by_name, n=1)
+            takes = f"its parameters: {_described(declared)}" if declared else "it takes none"
             raise ParameterError(
-                f"{kind} {name!r} has no parameter {key!r}{suggestion} (its parameters: {_described(declared)}; "
-                f"see `shambench list {kind}s {name}`)"
+                f"{kind} {name!r} has no parameter {key!r}{suggestion} ({takes}; see `shambench list {kind}s {name}`)"
             )
         if key in hints:
             try:

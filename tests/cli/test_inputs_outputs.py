@@ -148,6 +148,12 @@ def test_list_detector_parameters_and_bad_params():
         assert bad.exit_code == 2
         assert bad.stderr.strip().splitlines() == [bad.stderr.strip()]
         assert message in bad.stderr and "rate (float, default 0.1), seed (int, default 0)" in bad.stderr
+    # "its parameters: none" read as the detector's name
+    takes_none = invoke("eval", "--detector", "none", "-p", "x=1", "--examples", "nowhere.jsonl")
+    assert takes_none.exit_code == 2
+    assert takes_none.stderr == (
+        "error: detector 'none' has no parameter 'x' (it takes none; see `shambench list detectors none`)\n"
+    )
     # NAME:ARG, as --detector takes it, lists NAME's parameters
     with_arg = invoke("list", "detectors", "token-classifier:models/rt")
     assert with_arg.exit_code == 0 and with_arg.stdout.startswith("token-classifier: ")
