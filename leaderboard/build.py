@@ -649,9 +649,10 @@ def load_leaderboard(site_dir: str | Path) -> Leaderboard:
 
 
 def with_example_pages(board: Leaderboard, out_dir: str | Path) -> Leaderboard:
-    """Write `examples/<row id>.html` (the `shambench show --html` view) for every reproduced row whose run
-    directory is at hand, and link each from its row."""
-    from shambench.reporting.highlight import examples_page
+    """Write `examples/<row id>.html` (the `shambench show --html` view, in pages of `PER_PAGE`:
+    `<row id>-2.html`, ...) for every reproduced row whose run directory is at hand, and link each from its
+    row."""
+    from shambench.reporting.highlight import PER_PAGE, paginated
     from shambench.runs.files import JOURNAL
     from shambench.runs.rundir import load_config, run_examples
     from shambench.runs.scoring import example_scores
@@ -663,8 +664,12 @@ def with_example_pages(board: Leaderboard, out_dir: str | Path) -> Leaderboard:
             link = f"examples/{entry.id}.html"
             examples = run_examples(load_config(run_dir))
             predictions = Journal(run_dir / JOURNAL).read()
-            page = examples_page(f"{entry.name}: examples", examples, predictions, example_scores(run_dir))
-            write_atomic(Path(out_dir) / link, page)
+            scores = example_scores(run_dir)
+            title = f"{entry.name}: examples"
+            # Pages of PER_PAGE linking each other, as `shambench show --html` writes them: a whole board's run
+            # in one file is megabytes a browser lays out at once.
+            for name, page in paginated(title, examples, predictions, scores, f"{entry.id}.html", PER_PAGE).items():
+                write_atomic(Path(out_dir) / "examples" / name, page)
             entry = entry.model_copy(update={"examples_page": link})
         entries.append(entry)
     return board.model_copy(update={"entries": entries})

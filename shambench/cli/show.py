@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from shambench.reporting.highlight import PER_PAGE
+
 if TYPE_CHECKING:
     from rich.text import Text
 
@@ -51,7 +53,7 @@ def highlighted(text: str, gold: Sequence[Span], pred: Sequence[Span]) -> Text:
 @click.option(
     "--per-page",
     type=click.IntRange(min=1),
-    default=500,
+    default=PER_PAGE,
     show_default=True,
     help="With --html: examples per page; more go to FILE-2.html, FILE-3.html, ..., each page linking the others.",
 )

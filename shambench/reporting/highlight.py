@@ -8,9 +8,11 @@ import hashlib
 import html
 import json
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from shambench.schema import Example, Prediction, Span
-from shambench.scoring.results import ExampleScores
+if TYPE_CHECKING:  # annotations only: `show --help` reads PER_PAGE from here without importing the schema
+    from shambench.schema import Example, Prediction, Span
+    from shambench.scoring.results import ExampleScores
 
 KINDS = {1: "gold", 2: "pred", 3: "both"}
 LEGEND = {"both": "gold and predicted", "gold": "gold, missed", "pred": "predicted, not gold"}
@@ -198,6 +200,10 @@ def page_names(first: str, n_pages: int) -> list[str]:
     if not dot:
         stem, suffix = first, ""
     return [first] + [f"{stem}-{k}{dot}{suffix}" for k in range(2, n_pages + 1)]
+
+
+PER_PAGE = 500
+"""Examples per page of `shambench show --html` and of the leaderboard's example pages."""
 
 
 def paginated(

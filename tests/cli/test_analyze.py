@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -120,6 +121,23 @@ def test_show_html_page_and_leaderboard_links_to_it(tmp_path):
     assert "<title>overlap: examples</title>" in linked and "<title>overlap</title>" in text
     assert linked[linked.index("<section") :] == text[text.index("<section") :]
     assert f'href="{link}"' in (site / "index.html").read_text()
+
+
+def test_leaderboard_example_pages_are_paginated_as_show_html_is(tmp_path, monkeypatch):
+    import shambench.reporting.highlight
+
+    runner = _runs(tmp_path)
+    monkeypatch.setattr(shambench.reporting.highlight, "PER_PAGE", 1)
+    site = tmp_path / "site"
+    args = ["leaderboard", "build", "--runs", str(tmp_path / "overlap"), "--out", str(site), "--no-reported"]
+    res = runner.invoke(main, [*args, "--example-pages"])
+    assert res.exit_code == 0, res.output
+    link = json.loads((site / "leaderboard.json").read_text())["entries"][0]["examples_page"]
+    first = Path(link).stem
+    # one file of every example before: megabytes for a whole board's run
+    pages = sorted(p.name for p in (site / "examples").iterdir())
+    assert pages == sorted([f"{first}.html", *(f"{first}-{k}.html" for k in range(2, len(EXAMPLES) + 1))])
+    assert f"page 1 of {len(EXAMPLES)}: examples 1-1" in (site / link).read_text()
 
 
 def test_white_space_carries_only_what_both_sides_share():
