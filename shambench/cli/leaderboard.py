@@ -50,7 +50,8 @@ def _reported_path(reported: str | None, no_reported: bool) -> Path | None:
 @click.option(
     "--example-pages",
     is_flag=True,
-    help="Also write examples/<row>.html per run (every example with gold and predicted spans; needs the data).",
+    help="Also write examples/<row>.html per run (every example with gold and predicted spans, 500 a page: "
+    "<row>-2.html, ...; needs the data).",
 )
 def build(
     run_paths: tuple[str, ...], out_dir: str, reported: str | None, no_reported: bool, example_pages: bool
