@@ -69,8 +69,10 @@ def _qualname(factory: Callable) -> str:
 class Registry(Generic[T]):
     """A thread-safe registry of plugin factories of one kind."""
 
-    def __init__(self, kind: str, group: str, builtin_package: str):
+    def __init__(self, kind: str, group: str, builtin_package: str, listing: str | None = None):
         self.kind = kind
+        self.listing = listing or f"shambench list {kind}s"
+        """The command that lists the registered names (named when an unknown one is asked for)."""
         self.group = group
         self.builtin_package = builtin_package
         self._entries: dict[str, Entry[T]] = {}
@@ -159,7 +161,7 @@ class Registry(Generic[T]):
                 raise UnknownPluginError(f"{self.kind} {name!r} is installed but failed to load ({self._broken[name]})")
             names = list(self._entries)
         suggestion = did_you_mean(name, names)
-        raise UnknownPluginError(f"unknown {self.kind} {name!r}{suggestion} (see `shambench list {self.kind}s`)")
+        raise UnknownPluginError(f"unknown {self.kind} {name!r}{suggestion} (see `{self.listing}`)")
 
     def create(self, name: str, **params: Any) -> T:
         """Call the factory of `name` with the given parameters."""

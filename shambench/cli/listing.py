@@ -1,4 +1,4 @@
-"""`shambench list detectors|datasets|formats`."""
+"""`shambench list detectors|datasets|formats|providers`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from shambench.reporting.console import make_console
 
 @click.group("list")
 def list_group() -> None:
-    """List the registered detectors, datasets or prediction formats (built-in and installed plugins)."""
+    """List the registered detectors, datasets, prediction formats or context providers (built-in and installed
+    plugins)."""
 
 
 def _table(title: str, rows: Sequence[tuple[str, ...]], columns: tuple[str, ...]) -> None:
@@ -92,3 +93,12 @@ def list_formats() -> None:
     rows = [(NATIVE, "shambench's own PRED lines (`shambench score --help`)", "shambench.records")]
     rows += [(e.name, e.description, e.origin) for e in formats.entries()]
     _table("prediction formats", rows, ("name", "description", "module"))
+
+
+@list_group.command("providers")
+def list_providers() -> None:
+    """Context providers `--context` and `data add-context --provider` take: NAME, or NAME:ARG (`file:PATH`)."""
+    from shambench.data.context import providers
+
+    rows = [(e.name, e.description, e.origin) for e in providers.entries()]
+    _table("context providers", rows, ("name", "description", "module"))

@@ -24,7 +24,7 @@ from shambench.registry import Registry
 from shambench.schema import Example
 
 providers: Registry[ContextProvider] = Registry(
-    "context provider", "shambench.context_providers", "shambench.data.providers"
+    "context provider", "shambench.context_providers", "shambench.data.providers", listing="shambench list providers"
 )
 context_provider = providers.register
 

@@ -220,3 +220,20 @@ def test_leaderboard_shows_which_evidence_a_run_used(tmp_path):
     board = json.loads((site / "leaderboard.json").read_text())
     by_ctx = {e["run"]["context"] is not None: e for e in board["entries"]}
     assert by_ctx[True]["run"]["context_provenance"]["open_qa/toy"]["content_hash"].startswith(digest)
+
+
+def test_an_unknown_provider_names_the_command_that_lists_them(tmp_path):
+    runner = CliRunner()
+    res = runner.invoke(main, ["data", "add-context", "--provider", "wikipedio", "--examples", str(tmp_path / "x")])
+    assert res.exit_code == 2
+    # it named `shambench list context providers`, which does not exist
+    assert res.stderr == (
+        "error: unknown context provider 'wikipedio'; did you mean 'wikipedia'? (see `shambench list providers`)\n"
+    )
+    listed = runner.invoke(main, ["list", "providers"], env={"COLUMNS": "200"})
+    assert listed.exit_code == 0
+    assert [line.split("│")[1].strip() for line in listed.stdout.splitlines() if line.startswith("│ ")] == [
+        "file",
+        "llm",
+        "wikipedia",
+    ]
