@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 from pydantic_core import to_jsonable_python
 
 from shambench.detection.detector import Detector, Monitor, create_detector
-from shambench.errors import DataError, RunDirError, SelectionError
+from shambench.errors import DataError, RunDirError, SelectionError, UnknownPluginError
 from shambench.io import Journal, write_json
 from shambench.runs.files import CONFIG, JOURNAL, RESULTS
 from shambench.runs.rundir import (
@@ -109,7 +109,16 @@ def resumed_detector(config: RunConfig, given: dict[str, Any]) -> Detector:
     """The detector of a run being resumed: its recorded parameters, except those that route the API key, which
     come from `given` or the preset; DataError when anything recorded would change."""
     recorded = {k: v for k, v in config.params.items() if k not in CREDENTIAL_ROUTING}
-    detector = create_detector(config.detector, **{**recorded, **given})
+    try:
+        detector = create_detector(config.detector, **{**recorded, **given})
+    except UnknownPluginError as err:
+        if not str(err).startswith("unknown "):
+            raise  # installed but broken: that message says why
+        # A recorded name this installation lacks is most likely a plugin's: a "did you mean" would mislead.
+        raise UnknownPluginError(
+            f"the run was made with detector {config.detector!r}, which is not registered here (see `shambench "
+            "list detectors`): if a plugin package provided it, install that package to resume"
+        ) from None
     changed = run_differences(config, config.detector, detector.params())
     if not changed:
         return detector

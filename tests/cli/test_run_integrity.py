@@ -122,6 +122,23 @@ def test_ctrl_c_prints_how_to_resume(tmp_path, monkeypatch):
     assert f"interrupted; finish the run with: shambench eval --resume {tmp_path / 'run'}" in res.output
 
 
+def test_resuming_a_run_of_a_detector_not_installed_here_says_so(tmp_path, monkeypatch):
+    examples = examples_file(tmp_path / "ex.jsonl", 2)
+    monkeypatch.setitem(
+        detectors._entries, "test-plugin", Entry("test-plugin", detectors.get("none").factory, "t", __name__)
+    )
+    res = invoke("--detector", "test-plugin", "--examples", examples, "--run-dir", tmp_path / "run", *FAST[:3])
+    assert res.exit_code == 0, res.output
+    monkeypatch.delitem(detectors._entries, "test-plugin")  # its package uninstalled
+    resumed = invoke("--resume", tmp_path / "run")
+    assert resumed.exit_code == 2
+    # not "unknown detector 'test-plugin'; did you mean ...?"
+    assert resumed.stderr == (
+        "error: the run was made with detector 'test-plugin', which is not registered here (see `shambench list "
+        "detectors`): if a plugin package provided it, install that package to resume\n"
+    )
+
+
 def test_ctrl_c_before_the_run_starts_is_exit_130_too(tmp_path, monkeypatch):
     import shambench.runs.evaluate
 
