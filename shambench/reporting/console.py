@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import os
 import sys
-from dataclasses import replace
+from dataclasses import fields
 from typing import Any
 
 from rich.console import Console
@@ -40,11 +40,15 @@ def _natural_width(table: Table, console: Console) -> int:
 
 
 def _with_columns(table: Table, indices: list[int], title: bool) -> Table:
+    """`table` with only the columns at `indices`, rebuilt through rich's public API (`add_column`, `add_row`)."""
     part = copy.copy(table)
-    # Each column keeps its cells; its position decides the edge padding rich gives it.
-    part.columns = [
-        replace(table.columns[i], _index=n, _cells=list(table.columns[i].cells)) for n, i in enumerate(indices)
-    ]
+    part.columns, part.rows = [], []
+    for i in indices:
+        column = table.columns[i]
+        part.add_column(**{f.name: getattr(column, f.name) for f in fields(column) if not f.name.startswith("_")})
+    cells = [list(table.columns[i].cells) for i in indices]
+    for r, row in enumerate(table.rows):
+        part.add_row(*(column[r] for column in cells), style=row.style, end_section=row.end_section)
     part.title = table.title if title else None
     part.caption = None
     return part
