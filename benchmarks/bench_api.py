@@ -71,17 +71,22 @@ def timed_pass(examples: list[Example], base_url: str, concurrency: int) -> tupl
 
 def bare_pass(examples: list[Example], base_url: str, concurrency: int) -> float:
     """Wall seconds for the same chat requests from a bare aiohttp loop with the same concurrency."""
-    import aiohttp
-
     from shambench.detectors.prompts import messages_for
 
+    return bare_seconds([{"model": "bare", "messages": messages_for(ex)} for ex in examples], base_url, concurrency)
+
+
+def bare_seconds(bodies: list[dict], base_url: str, concurrency: int) -> float:
+    """Wall seconds a bare aiohttp loop (no cache, parsing, retries or journal) takes to send the chat request
+    bodies, `concurrency` at a time, and read each reply's JSON."""
+    import aiohttp
+
     async def run() -> None:
-        pending = iter(examples)
+        pending = iter(bodies)
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as session:
 
             async def worker() -> None:
-                for ex in pending:
-                    body = {"model": "bare", "messages": messages_for(ex)}
+                for body in pending:
                     async with session.post(f"{base_url}/chat/completions", json=body) as reply:
                         await reply.json()
 

@@ -20,7 +20,8 @@ In a test:
         assert len(openai_server.log) == ...
 
 As a process (for benchmarks): `python -m tests.openai_server --latency 0.1` prints its base URL, then serves
-until killed; `GET /_stats` returns request counts.
+until killed; `GET /_stats` returns request counts and when the first request arrived and the last answer was
+ready (`first_at`, `last_at`: `time.time()`).
 """
 
 from __future__ import annotations
@@ -174,6 +175,10 @@ class OpenAIServer:
     log: list[Request] = field(default_factory=list)
     peak: int = 0
     """Most requests in progress at once."""
+    first_at: float | None = None
+    """Wall-clock time (`time.time()`) the first request arrived (None before any)."""
+    last_at: float | None = None
+    """Wall-clock time the last answer was ready (None before any)."""
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -194,6 +199,7 @@ class OpenAIServer:
             self.log.clear()
             self._attempts.clear()
             self.peak = 0
+            self.first_at = self.last_at = None
 
     def held(self) -> list[Request]:
         """Requests currently held open by a `hang` fault."""
@@ -225,10 +231,12 @@ class OpenAIServer:
     async def _completion(self, request: web.Request) -> web.StreamResponse:
         self._in_flight += 1
         self.peak = max(self.peak, self._in_flight)
+        self.first_at = self.first_at or time.time()
         try:
             return await self._answer(request)
         finally:
             self._in_flight -= 1
+            self.last_at = time.time()
 
     async def _answer(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
@@ -343,7 +351,9 @@ class OpenAIServer:
             statuses: dict[str, int] = {}
             for r in self.log:
                 statuses[str(r.status)] = statuses.get(str(r.status), 0) + 1
-            return web.json_response({"requests": len(self.log), "statuses": statuses})
+            return web.json_response(
+                {"requests": len(self.log), "statuses": statuses, "first_at": self.first_at, "last_at": self.last_at}
+            )
 
     async def _props(self, request: web.Request) -> web.Response:
         if self.slots is None:
