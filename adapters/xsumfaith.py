@@ -128,7 +128,7 @@ def place_span(summary: str, text: str, start: int) -> tuple[int, int, Method] |
     for needle, escaped in ((text.strip(), False), (_unescaped(text).strip(), True)):
         if not needle:
             return EMPTY
-        found = [m.start() for m in re.finditer(f"(?={re.escape(needle)})", summary)]
+        found = occurrences(summary, needle)
         if not found:
             continue
         distances = sorted((abs(at - anchor), at) for at in found)
@@ -138,6 +138,17 @@ def place_span(summary: str, text: str, start: int) -> tuple[int, int, Method] |
         method: Method = "unescaped" if escaped else "offset" if distance <= 1 else "nearest"
         return at, at + len(needle), method
     return NOT_FOUND
+
+
+def occurrences(text: str, needle: str) -> list[int]:
+    """Every position where `needle` starts in `text`, overlapping ones included (a regular expression compiled
+    per span would cost more than placing it)."""
+    found: list[int] = []
+    at = text.find(needle)
+    while at != -1:
+        found.append(at)
+        at = text.find(needle, at + 1)
+    return found
 
 
 def _offset(where: str, row: dict[str, str]) -> int:

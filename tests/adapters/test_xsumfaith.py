@@ -20,6 +20,7 @@ from shambench.adapters.xsumfaith import (
     STRAY_NULL,
     TIED,
     AnnotatedSummary,
+    occurrences,
     place_span,
     read_annotations,
 )
@@ -119,6 +120,17 @@ def test_malformed_files_are_refused_with_file_and_line(tmp_path, rows, header, 
 def test_a_missing_file_names_the_download_command(tmp_path):
     with pytest.raises(SourceError, match="shambench data download xsumfaith"):
         read_annotations(tmp_path)
+
+
+def test_occurrences_include_overlapping_ones():
+    assert occurrences("aaaa", "aa") == [0, 1, 2]
+    assert occurrences("a dog and a dog.", "dog") == [2, 12]
+    assert occurrences("abc", "x") == []
+
+
+@given(text=st.text(alphabet="ab", max_size=20), needle=st.text(alphabet="ab", min_size=1, max_size=3))
+def test_occurrences_are_every_start_of_the_needle(text, needle):
+    assert occurrences(text, needle) == [i for i in range(len(text)) if text.startswith(needle, i)]
 
 
 @given(
