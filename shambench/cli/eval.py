@@ -307,7 +307,7 @@ def eval_command(
     emit_json(results, out, as_json, console)
     for line in outcome.unfinished_batches:
         warn(console, f"batch {line}: its unanswered requests are failed predictions")
-    failed = failures(run.examples, run.journal)
+    failed = failures(run.examples, outcome.predictions)
     print_failures(console, failed, retry=f"retry them with: {resume()}")
     finish(len(failed), allow_failures)
 

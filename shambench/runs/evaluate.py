@@ -34,7 +34,7 @@ from shambench.runs.rundir import (
 from shambench.runs.runner import run_predictions
 from shambench.runs.scoring import run_results, served_model, with_sopo_compat
 from shambench.runs.selection import select_examples, suite_datasets
-from shambench.schema import Example
+from shambench.schema import Example, Prediction
 from shambench.scoring.results import Results
 
 if TYPE_CHECKING:
@@ -82,6 +82,8 @@ class RunOutcome:
     """Batches whose output lines answered no request of theirs, with the counts (see `BatchAnswers.unused`)."""
     unfinished_batches: list[str] = field(default_factory=list)
     """Batches that expired or were cancelled with requests unanswered (those are failed predictions)."""
+    predictions: dict[str, Prediction] = field(default_factory=dict)
+    """The journal's predictions by id, read once after predicting (empty while a batch is still running)."""
 
 
 def run_differences(
@@ -244,11 +246,13 @@ def run_outcome(
         if max_cost is not None:  # the detector takes a budget: `opened_run(routed=...)` checked it
             run.detector.budget = Budget(max_cost)  # type: ignore[attr-defined]
         run_predictions(run.detector, todo, run.journal, monitor, on_prediction, fail_fast=fail_fast)
-    served = served_model(list(run.journal.read().values()))
+    # Read once: the served model, the scores and the caller's failure summary all come from this reading.
+    outcome.predictions = run.journal.read()
+    served = served_model(list(outcome.predictions.values()))
     if served != run.config.served_model:
         run.config.served_model = served
         write_json(run.run_dir / CONFIG, run.config, follow=False)
-    outcome.results = run_results(run.run_dir, run.examples, n_resamples=n_resamples, seed=seed)
+    outcome.results = run_results(run.run_dir, run.examples, n_resamples, seed, outcome.predictions)
     return outcome
 
 
@@ -355,7 +359,7 @@ def run_evaluation(
                 seed=seed,
             )
     if sopo_compat and outcome.results is not None:
-        with_sopo_compat(outcome.results, run.examples, run.journal.read(), seed)
+        with_sopo_compat(outcome.results, run.examples, outcome.predictions, seed)
         write_json(run.run_dir / RESULTS, outcome.results, follow=False)
     return Evaluation(run, outcome)
 

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from shambench.errors import ShambenchError
 
 if TYPE_CHECKING:
-    from shambench.io import Journal
     from shambench.schema import Example, Prediction
 
 # Fail fast: stop when the first FAIL_FIRST predictions of a run, or FAIL_RUN in a row, failed for the same reason.
@@ -46,10 +45,15 @@ LIKELY_FIXES: tuple[tuple[str, str], ...] = (
 )
 
 
-def failures(examples: Sequence[Example], journal: Journal) -> list[tuple[str, str]]:
-    """`(id, reason)` of the examples whose journaled prediction failed, in the examples' order."""
-    predictions = journal.read()
-    return [(ex.id, predictions[ex.id].error) for ex in examples if ex.id in predictions and predictions[ex.id].error]
+def failures(examples: Sequence[Example], predictions: Mapping[str, Prediction]) -> list[tuple[str, str]]:
+    """`(id, reason)` of the examples whose journaled prediction (`predictions`, the journal read, by id) failed,
+    in the examples' order."""
+    out = []
+    for ex in examples:
+        pred = predictions.get(ex.id)
+        if pred is not None and pred.error:
+            out.append((ex.id, pred.error))
+    return out
 
 
 class SystematicFailure(ShambenchError):

@@ -19,21 +19,30 @@ from shambench.scoring.steps import math_group
 
 
 def run_results(
-    run_dir: Path, examples: Sequence[Example] | None = None, n_resamples: int = 1000, seed: int = 0
+    run_dir: Path,
+    examples: Sequence[Example] | None = None,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    predictions: Mapping[str, Prediction] | None = None,
 ) -> Results:
     """The results of a run directory's journal, scored (the detector is never called) and written to its
-    `results.json` and `per_example.jsonl`."""
-    return run_results_and_scores(run_dir, examples, n_resamples, seed)[0]
+    `results.json` and `per_example.jsonl`. `predictions`, when given, are the journal already read (by id)."""
+    return run_results_and_scores(run_dir, examples, n_resamples, seed, predictions)[0]
 
 
 def run_results_and_scores(
-    run_dir: Path, examples: Sequence[Example] | None = None, n_resamples: int = 1000, seed: int = 0
+    run_dir: Path,
+    examples: Sequence[Example] | None = None,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    predictions: Mapping[str, Prediction] | None = None,
 ) -> tuple[Results, Sequence[ExampleScores]]:
     """The results of a run directory (as `run_results`) and the per-example scores written beside them."""
     config = load_config(run_dir)
     if examples is None:
         examples = run_examples(config)
-    predictions = Journal(run_dir / JOURNAL).read()
+    if predictions is None:
+        predictions = Journal(run_dir / JOURNAL).read()
     results, per_example = score_predictions(config, run_dir, examples, list(predictions.values()), n_resamples, seed)
     write_scores(run_dir, results, per_example)
     return results, per_example

@@ -154,3 +154,31 @@ def test_evaluate_refuses_what_eval_refuses(tmp_path):
     with pytest.raises(DataError, match="a dry run needs a detector that sends chat completions"):
         shambench.evaluate("all", examples_file=examples, run_dir=tmp_path / "e", dry_run=True)
     assert not any((tmp_path / name).exists() for name in "abcde")
+
+
+def test_eval_reads_the_journal_once_after_predicting(tmp_path, monkeypatch):
+    from shambench.io import Journal
+
+    examples = write_jsonl(tmp_path / "ex.jsonl", ROWS)
+    sizes: list[int] = []
+    read = Journal.read
+
+    def counted(journal: Journal) -> dict:
+        sizes.append(journal.path.stat().st_size if journal.path.exists() else 0)
+        return read(journal)
+
+    monkeypatch.setattr(Journal, "read", counted)
+    results = eval_run(examples, "all", tmp_path / "run")
+    assert results["n_examples"] == 2
+    # The served model, the scores and the failure summary share one reading of the two predictions.
+    assert len([size for size in sizes if size > 0]) == 1
+
+
+def test_failures_are_the_failed_predictions_in_the_examples_order():
+    from shambench.runs.failures import failures
+    from shambench.schema import Prediction
+
+    rows = [Example.model_validate(r) for r in ROWS]
+    predictions = {"b": Prediction(id="b", error="HTTP 500: down"), "a": Prediction(id="a", spans=[])}
+    assert failures(rows, predictions) == [("b", "HTTP 500: down")]
+    assert failures(rows, {}) == []
