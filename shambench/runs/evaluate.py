@@ -32,7 +32,7 @@ from shambench.runs.rundir import (
     run_lock,
 )
 from shambench.runs.runner import run_predictions
-from shambench.runs.scoring import run_results, served_model, with_sopo_compat
+from shambench.runs.scoring import run_results, segmenting_meanwhile, served_model, with_sopo_compat
 from shambench.runs.selection import select_examples, suite_datasets
 from shambench.schema import Example, Prediction
 from shambench.scoring.results import Results
@@ -228,6 +228,7 @@ def run_outcome(
     failed predictions, which a resume runs. Raises SystematicFailure (fail fast) or AuthenticationStopped after
     journaling what arrived; KeyboardInterrupt loses only what was in flight.
     """
+    from shambench.llm.api import APIDetector
     from shambench.llm.client import Budget
     from shambench.runs.batch import BatchRun, BatchSettings, has_batches
 
@@ -245,7 +246,10 @@ def run_outcome(
     else:
         if max_cost is not None:  # the detector takes a budget: `opened_run(routed=...)` checked it
             run.detector.budget = Budget(max_cost)  # type: ignore[attr-defined]
-        run_predictions(run.detector, todo, run.journal, monitor, on_prediction, fail_fast=fail_fast)
+        # While requests are in flight the scoring's segmentation is made beside them, not after the last.
+        waits = isinstance(run.detector, APIDetector) and bool(todo)
+        with segmenting_meanwhile(run.examples) if waits else nullcontext():
+            run_predictions(run.detector, todo, run.journal, monitor, on_prediction, fail_fast=fail_fast)
     # Read once: the served model, the scores and the caller's failure summary all come from this reading.
     outcome.predictions = run.journal.read()
     served = served_model(list(outcome.predictions.values()))

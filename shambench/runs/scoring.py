@@ -3,9 +3,13 @@ run's provenance (`Results.run`). Never calls the detector."""
 
 from __future__ import annotations
 
+import signal
 import warnings
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +20,15 @@ from shambench.schema import Example, Prediction
 from shambench.scoring.results import ExampleScores, Results, RunInfo
 from shambench.scoring.scorer import Scorer
 from shambench.scoring.steps import math_group
+from shambench.scoring.text import (
+    PARALLEL_MIN_CHARS,
+    PROCESS_CACHE_TEXTS,
+    language_of,
+    packed,
+    process_context,
+    remember,
+    segment_mixed,
+)
 
 
 def run_results(
@@ -46,6 +59,70 @@ def run_results_and_scores(
     results, per_example = score_predictions(config, run_dir, examples, list(predictions.values()), n_resamples, seed)
     write_scores(run_dir, results, per_example)
     return results, per_example
+
+
+@contextmanager
+def segmenting_meanwhile(examples: Sequence[Example]) -> Iterator[None]:
+    """Segment the examples' responses in a child process while the block runs (predictions do not change them),
+    and put the segmentations in this process's text cache when it ends, so that scoring the run after does not
+    wait for them. Only for runs large enough to pay for a process (`PARALLEL_MIN_CHARS`) and small enough for the
+    text cache to keep (`PROCESS_CACHE_TEXTS`); when the block raises, the child is stopped, and when the child
+    fails, scoring segments the texts itself, as it would have (the same segmentations either way)."""
+    keys = list(dict.fromkeys((language_of(ex.meta), ex.response) for ex in examples))
+    if sum(len(text) for _, text in keys) < PARALLEL_MIN_CHARS or len(keys) > PROCESS_CACHE_TEXTS:
+        yield
+        return
+    context = process_context()
+    receive, send = context.Pipe(duplex=False)
+    texts, langs = [text for _, text in keys], [lang for lang, _ in keys]
+    child = context.Process(target=_send_segmentations, args=(send, texts, langs), daemon=True)
+    child.start()
+    send.close()
+    finished = False
+    try:
+        yield
+        finished = True
+    finally:
+        try:
+            if finished:
+                _remember_sent(receive, child, keys)
+        finally:
+            if child.is_alive():
+                child.terminate()
+            child.join()
+            receive.close()
+
+
+def _send_segmentations(send: Connection, texts: list[str], langs: list[str]) -> None:
+    """The child of `segmenting_meanwhile`: the texts' segmentations, packed, or None when segmenting failed
+    (scoring then meets the same failure, and reports it, in the parent)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides: an interrupt there stops this child
+    try:
+        made = packed(segment_mixed(texts, langs))
+    except Exception:
+        made = None
+    send.send(made)
+    send.close()
+
+
+def _remember_sent(receive: Connection, child: BaseProcess, keys: list[tuple[str, str]]) -> None:
+    """Put the child's segmentations of `keys` (language, text) in this process's text cache; nothing when it
+    died without sending them."""
+    # Waiting on the child's sentinel too: a child that dies before sending may leave the pipe open (a spawned
+    # child's end is handed over by a thread of this process), and a bare recv would then wait forever.
+    ready = wait([receive, child.sentinel])
+    if receive not in ready and not receive.poll():
+        return
+    try:
+        made = receive.recv()
+    except (EOFError, OSError):
+        return
+    if made is None:
+        return
+    segmentations = made.split()
+    for lang in dict.fromkeys(lang for lang, _ in keys):
+        mine = [(text, seg) for (k, text), seg in zip(keys, segmentations) if k == lang]
+        remember([text for text, _ in mine], [seg for _, seg in mine], lang)
 
 
 def example_scores(run_dir: Path) -> dict[str, ExampleScores]:

@@ -1,0 +1,126 @@
+"""Scoring a run: the responses segmented in a child process while a prompted detector's requests are in flight
+(`segmenting_meanwhile`), with the same segmentations and the same results as segmenting after the last answer."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import time
+import uuid
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import shambench.runs.scoring as run_scoring
+from shambench.cli import main
+from shambench.scoring import text
+from shambench.scoring.text import Segmentation, packed, process_context
+from tests.runs import write_jsonl
+
+
+def invented_responses(n: int) -> list[str]:
+    """n responses of a few sentences no other test segments (so no cache holds them)."""
+    tag = uuid.uuid4().hex[:8]
+    return [f"The river Ilsa{tag}{i} rises in the Varn hills. It is {100 + i} km long! Is it? Yes." for i in range(n)]
+
+
+def examples_of(responses: list[str]) -> list:
+    from shambench.schema import Example
+
+    return [Example(id=f"x/{i}", dataset="x", task="qa", response=r) for i, r in enumerate(responses)]
+
+
+def cached(texts: list[str]) -> list[Segmentation | None]:
+    known = text._cache.get("en", {})
+    return [known.get(t) for t in texts]
+
+
+def same(a: Segmentation, b: Segmentation) -> bool:
+    return all(np.array_equal(getattr(a, f), getattr(b, f)) for f in a.__dataclass_fields__)
+
+
+def test_packed_segmentations_split_back_into_the_same_ones():
+    segs = [
+        Segmentation(np.array([0, 4]), np.array([3, 7]), np.array([0]), np.array([7])),
+        Segmentation(np.array([], np.int64), np.array([], np.int64), np.array([], np.int64), np.array([], np.int64)),
+        Segmentation(np.array([1]), np.array([2]), np.array([1]), np.array([2])),
+    ]
+    flat = packed(segs)
+    assert flat.token_counts.tolist() == [2, 0, 1] and flat.sentence_counts.tolist() == [1, 0, 1]
+    back = flat.split()
+    assert len(back) == 3 and all(same(a, b) for a, b in zip(segs, back))
+    assert packed([]).split() == []
+
+
+def test_the_child_leaves_the_segmentations_scoring_would_make(monkeypatch):
+    monkeypatch.setattr(run_scoring, "PARALLEL_MIN_CHARS", 0)
+    responses = invented_responses(40)
+    with run_scoring.segmenting_meanwhile(examples_of(responses)):
+        assert cached(responses) == [None] * 40  # made in the child, not here
+    got = cached(responses)
+    assert all(seg is not None for seg in got)
+    fresh = text._tokenised_flat(responses).split()
+    assert all(same(a, b) for a, b in zip(got, fresh))
+    assert multiprocessing.active_children() == []
+
+
+def test_small_runs_start_no_child():
+    responses = invented_responses(3)  # far below PARALLEL_MIN_CHARS
+    with run_scoring.segmenting_meanwhile(examples_of(responses)):
+        assert multiprocessing.active_children() == []
+    assert cached(responses) == [None] * 3
+
+
+def test_a_block_that_raises_stops_the_child(monkeypatch):
+    monkeypatch.setattr(run_scoring, "PARALLEL_MIN_CHARS", 0)
+    responses = invented_responses(20)
+    with pytest.raises(KeyboardInterrupt), run_scoring.segmenting_meanwhile(examples_of(responses)):
+        raise KeyboardInterrupt
+    assert multiprocessing.active_children() == []
+    assert cached(responses) == [None] * 20
+
+
+def test_a_child_that_dies_without_sending_is_not_waited_for():
+    context = process_context()
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=id, args=(send,), daemon=True)  # takes the pipe's end and exits
+    child.start()
+    send.close()
+    responses = invented_responses(2)
+    start = time.monotonic()
+    run_scoring._remember_sent(receive, child, [("en", r) for r in responses])
+    assert time.monotonic() - start < 30
+    child.join()
+    assert cached(responses) == [None, None]
+
+
+def test_a_prompted_run_scores_the_same_with_the_segmentation_made_meanwhile(openai_server, tmp_path, monkeypatch):
+    openai_server.script = lambda req: '{"incorrect_spans": ["Varn hills"]}'
+    responses = invented_responses(30)
+    rows = [
+        {"id": f"x/{i}", "task": "qa", "dataset": "x", "response": r, "hallu_spans": []}
+        for i, r in enumerate(responses)
+    ]
+    rows[0]["hallu_spans"] = [[responses[0].index("Varn"), responses[0].index("Varn") + 4]]
+    path = write_jsonl(tmp_path / "ex.jsonl", rows)
+    children: list[bool] = []
+    remember_sent = run_scoring._remember_sent
+    monkeypatch.setattr(run_scoring, "_remember_sent", lambda *a: children.append(True) or remember_sent(*a))
+
+    def run(name: str, threshold: int) -> dict:
+        monkeypatch.setattr(run_scoring, "PARALLEL_MIN_CHARS", threshold)
+        args = ["eval", "--detector", "openai", "--model", "m", "--base-url", openai_server.base_url]
+        args += ["--examples", str(path), "--run-dir", str(tmp_path / name), "--no-progress", "--bootstrap", "20"]
+        res = CliRunner().invoke(main, args, env={"OPENAI_API_KEY": "test-key"})
+        assert res.exit_code == 0, res.output
+        return json.loads((tmp_path / name / "results.json").read_text())
+
+    meanwhile = run("meanwhile", 0)
+    assert children == [True]
+    text._cache.get("en", {}).clear()  # the second run segments after its requests, as before
+    after = run("after", 10**12)
+    assert children == [True]
+    keys = ("partitions", "tasks", "overall", "n_examples", "failed_predictions")
+    assert {k: meanwhile[k] for k in keys} == {k: after[k] for k in keys}
+    assert meanwhile["overall"]["token"]["f1"] > 0
