@@ -66,7 +66,7 @@ import re
 import urllib.parse
 import urllib.request
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import orjson
 from pydantic import BaseModel, Field, field_validator
@@ -305,6 +305,15 @@ def same_model(requested: str, served: str | None) -> bool:
     return served is None or served == requested or served.startswith(requested + "-")
 
 
+class _Lookup(NamedTuple):
+    """A request's response-cache lookup: the structured-output mode and served model its key was made for."""
+
+    mode: str
+    served: str | None
+    """The served model as the key records it (`LLMClient._served_in_key`)."""
+    key: str
+
+
 class LLMClient:
     """Calls one endpoint with bounded concurrency, retries, caching and accounting (see the module docstring)."""
 
@@ -444,9 +453,13 @@ class LLMClient:
         retries); and the served model when the server answers as another model."""
         server = endpoint_url(self.base_url())
         parts: dict[str, Any] = {"endpoint": server, "model": self.endpoint.model, "kind": kind, "body": body}
-        if not same_model(self.endpoint.model, served):
+        if self._served_in_key(served) is not None:
             parts["served_model"] = served
         return cache_key(parts)
+
+    def _served_in_key(self, served: str | None) -> str | None:
+        """The served model as `request_key` records it: only when the server answers as another model."""
+        return None if same_model(self.endpoint.model, served) else served
 
     async def chat(
         self,
@@ -480,16 +493,21 @@ class LLMClient:
         structured-output mode and the served model for all the others.
         """
         while True:
-            sent = with_structured_mode(body, self._mode)
-            hit = self._cached(kind, sent, accept, self._mode if "response_format" in body else None)
-            if hit is not None:
-                return hit
+            looked_up = None
+            if self.cache is not None:
+                mode, served = self._mode, self.served_model
+                looked_up = _Lookup(
+                    mode, self._served_in_key(served), self.request_key(kind, with_structured_mode(body, mode), served)
+                )
+                hit = self._cached(looked_up.key, accept, mode if "response_format" in body else None)
+                if hit is not None:
+                    return hit
             if self._settled:
-                return await self._live(kind, body, accept)
+                return await self._live(kind, body, accept, looked_up)
             async with self._settling():
                 if not self._settled:
                     try:
-                        return await self._live(kind, body, accept)
+                        return await self._live(kind, body, accept, looked_up)
                     finally:
                         # Whatever the outcome, the format question is answered (a rejection has already moved
                         # to the next mode): the others need not wait any longer, e.g. for a server that is down.
@@ -503,12 +521,8 @@ class LLMClient:
             self._settle_lock, self._settle_loop = asyncio.Lock(), loop
         return self._settle_lock
 
-    def _cached(
-        self, kind: str, sent: dict[str, Any], accept: Callable[[Completion], Any] | None, mode: str | None
-    ) -> Completion | None:
-        if self.cache is None:
-            return None
-        key = self.request_key(kind, sent, self.served_model)
+    def _cached(self, key: str, accept: Callable[[Completion], Any] | None, mode: str | None) -> Completion | None:
+        assert self.cache is not None  # only looked up with a cache
         stored = self.cache.get(key)
         if stored is None:
             return None
@@ -516,16 +530,29 @@ class LLMClient:
         done = Completion(**stored, structured=mode, usage=Usage(cache_hit=1), key=key)
         return self._accepted(done, accept)
 
-    async def _live(self, kind: str, body: dict[str, Any], accept: Callable[[Completion], Any] | None) -> Completion:
+    async def _live(
+        self,
+        kind: str,
+        body: dict[str, Any],
+        accept: Callable[[Completion], Any] | None,
+        looked_up: _Lookup | None = None,
+    ) -> Completion:
         """The server's answer, in the current structured-output mode, falling back to the next mode (for this
-        and every later request) when the server rejects the format."""
+        and every later request) when the server rejects the format. The key of the cache lookup (`looked_up`)
+        is used again wherever the mode and the served model leave it the same."""
+
+        def key(mode: str, sent: dict[str, Any], served: str | None) -> str:
+            if looked_up is not None and (mode, self._served_in_key(served)) == (looked_up.mode, looked_up.served):
+                return looked_up.key
+            return self.request_key(kind, sent, served)
+
         while True:
             mode = self._mode
             sent = with_structured_mode(body, mode)
             if self.budget is not None and self.budget.reached():
                 raise LLMError(self.budget.reason(), Usage())
             try:
-                reply = await self._fetch(kind, sent)
+                reply = await self._fetch(kind, sent, functools.partial(key, mode, sent, None))
                 break
             except LLMError as err:
                 fallback = self.structured == "auto" and "response_format" in sent and next_mode(mode) is not None
@@ -544,18 +571,19 @@ class LLMClient:
         self._learn_served(served)
         for name in ("input_tokens", "output_tokens", "reasoning_tokens", "cost"):
             self.on_count(name, getattr(reply.usage, name))
-        key = self.request_key(kind, sent, served)
+        answered = key(mode, sent, served)
         structured = mode if "response_format" in body else None
-        done = self._accepted(Completion(**reply.model_dump(), structured=structured, key=key), accept)
+        done = self._accepted(Completion(**reply.model_dump(), structured=structured, key=answered), accept)
         if self.cache is not None:
-            self.cache.put(key, self.endpoint.model, reply.model_dump(exclude={"usage"}))
+            self.cache.put(answered, self.endpoint.model, reply.model_dump(exclude={"usage"}))
         return done
 
-    async def _fetch(self, kind: str, sent: dict[str, Any]) -> Reply:
-        """The reply to one request: from the route (the Batch API's answers) when there is one, else over HTTP."""
+    async def _fetch(self, kind: str, sent: dict[str, Any], key: Callable[[], str]) -> Reply:
+        """The reply to one request: from the route (the Batch API's answers, by the request's `key()`) when there
+        is one, else over HTTP."""
         if self.route is None:
             return await self._send(kind, sent)
-        return await self.route.send(self.request_key(kind, sent), kind, sent)
+        return await self.route.send(key(), kind, sent)
 
     def _fall_back(self, mode: str, reason: str) -> None:
         """Move to the structured-output mode after `mode` (once, however many requests saw the rejection)."""

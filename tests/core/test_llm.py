@@ -370,6 +370,44 @@ def test_the_served_model_is_recorded_said_once_and_keys_the_cache(openai_server
     assert not any(r.usage.cache_hit for r in other)
 
 
+def counted_keys(monkeypatch) -> list[dict]:
+    """The parts of every request cache key the client computes from now on."""
+    import shambench.llm.client as client_module
+
+    parts: list[dict] = []
+    real = client_module.cache_key
+    monkeypatch.setattr(client_module, "cache_key", lambda p: parts.append(p) or real(p))
+    return parts
+
+
+def test_one_cache_key_per_request_the_one_its_answer_is_stored_under(openai_server, monkeypatch):
+    cache = ResponseCache()
+    client = client_for(openai_server, cache=cache)
+    ask(client, ["warm-up"])  # the first request also settles the mode and the served model
+    keys = counted_keys(monkeypatch)
+    replies = ask(client, ["a", "b", "c"])
+    assert len([p for p in keys if "body" in p]) == 3
+    assert all(cache.get(r.key) is not None for r in replies)
+    again = ask(client_for(openai_server, cache=cache), ["a", "b", "c"])
+    assert [r.key for r in again] == [r.key for r in replies] and all(r.usage.cache_hit for r in again)
+
+
+def test_an_answer_from_another_model_is_stored_under_a_key_that_names_it(openai_server, monkeypatch):
+    openai_server.served_model = "smollm2-cpp"
+    cache = ResponseCache()
+    endpoint = Endpoint(model="Qwen/Qwen3-4B", base_url=openai_server.base_url, **FAST)
+    keys = counted_keys(monkeypatch)
+    (first,) = ask(LLMClient(endpoint, cache=cache), ["a"])
+    # Looked up without the served model (not known yet), stored under a key with it.
+    assert ["served_model" in p for p in keys if "body" in p] == [False, True]
+    assert cache.get(first.key) is not None
+    keys.clear()
+    client = LLMClient(endpoint, cache=cache)
+    ask(client, ["b"])
+    ask(client, ["c"])  # served model known: its lookup key is the one stored
+    assert ["served_model" in p for p in keys if "body" in p] == [False, True, True]
+
+
 def test_a_dated_snapshot_is_the_requested_model():
     from shambench.llm.client import same_model
 
