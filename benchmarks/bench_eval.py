@@ -12,6 +12,10 @@ request and last answer: before (start-up, data loading, config), during (the re
 writing the results). For scale, a bare aiohttp loop sends the same request bodies with the same concurrency
 (no cache, parsing, retries, journal or scoring): on a loaded machine that floor, not the harness, is what keeps
 both below the ideal. Runs of the two alternate; medians of --repeats are printed beside the load average.
+
+`--baseline DIR` also times, alternating with the others, the eval of another version of shambench: DIR holds its
+`shambench` package with the plugins inside it, as installed (e.g. `git archive main` unpacked, then `adapters/`,
+`detectors/` and `leaderboard/` copied into `shambench/`); its processes get `PYTHONPATH=DIR`.
 """
 
 from __future__ import annotations
@@ -61,13 +65,18 @@ def eval_argv(base_url: str, data_dir: Path, run_dir: Path, limit: int | None, c
     return argv + (["--limit", str(limit)] if limit else [])
 
 
-def timed_eval(data_dir: Path, limit: int | None, latency: float, concurrency: int) -> dict[str, float]:
-    """One whole eval process: wall seconds, its CPU seconds, the requests the server saw, and the wall time
-    before the first request, between the first request and the last answer, and after it."""
+def timed_eval(
+    data_dir: Path, limit: int | None, latency: float, concurrency: int, source: Path | None = None
+) -> dict[str, float]:
+    """One whole eval process (of the shambench in `source` when given): wall seconds, its CPU seconds, the
+    requests the server saw, and the wall time before the first request, between the first request and the
+    last answer, and after it."""
     proc, base_url = start_server(latency)
     try:
         with tempfile.TemporaryDirectory(prefix="shambench-bench-eval-") as tmp:
             env = {**os.environ, KEY_ENV: "bench-key", "SHAMBENCH_CACHE_DIR": str(Path(tmp) / "cache")}
+            if source is not None:
+                env["PYTHONPATH"] = str(source)
             argv = eval_argv(base_url, data_dir, Path(tmp) / "run", limit, concurrency)
             cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
             start = time.time()
@@ -121,41 +130,56 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.1, help="seconds the server takes per request")
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3, help="alternating runs of the eval and the bare loop")
+    parser.add_argument("--baseline", type=Path, help="another shambench source tree to time alternately")
     args = parser.parse_args()
 
     data_dir = args.data_dir.resolve()
     bodies = request_bodies(data_dir, args.limit)
-    evals: list[dict[str, float]] = []
+    runs: dict[str, list[dict[str, float]]] = {"this checkout": []}
+    if args.baseline:
+        runs["baseline"] = []
     bares: list[float] = []
     loads = [os.getloadavg()[0]]
     for _ in range(args.repeats):
-        evals.append(timed_eval(data_dir, args.limit, args.latency, args.concurrency))
+        runs["this checkout"].append(timed_eval(data_dir, args.limit, args.latency, args.concurrency))
+        if args.baseline:
+            runs["baseline"].append(timed_eval(data_dir, args.limit, args.latency, args.concurrency, args.baseline))
         bares.append(timed_bare(bodies, args.latency, args.concurrency))
         loads.append(os.getloadavg()[0])
 
-    def median(name: str) -> float:
-        return statistics.median(run[name] for run in evals)
-
-    requests = int(median("requests"))
+    first = runs["this checkout"]
+    requests = int(statistics.median(run["requests"] for run in first))
     ideal = requests * args.latency / args.concurrency
-    wall, bare = median("wall"), statistics.median(bares)
-    share = ideal / wall
+    bare = statistics.median(bares)
+    examples = int(statistics.median(run["examples"] for run in first))
     print(
-        f"shambench eval --detector openai: {int(median('examples'))} examples, {requests} requests, latency "
+        f"shambench eval --detector openai: {examples} examples, {requests} requests, latency "
         f"{args.latency * 1000:.0f} ms, concurrency {args.concurrency}; medians of {args.repeats} alternating runs"
     )
     print(f"  ideal bound      {ideal:7.2f} s   (requests x latency / concurrency)")
-    runs = ", ".join(f"{run['wall']:.2f}" for run in evals)
-    print(f"  whole eval       {wall:7.2f} s   runs: {runs}")
-    print(f"    before first request  {median('before'):6.2f} s")
-    print(f"    requests              {median('during'):6.2f} s   ({ideal / median('during'):.1%} of ideal)")
-    print(f"    after last answer     {median('after'):6.2f} s")
-    print(f"  process CPU      {median('cpu'):7.2f} s   ({median('cpu') / requests * 1000:.2f} ms per request)")
-    print(
-        f"  share of ideal   {share:7.1%}    target >= {TARGET_SHARE:.0%}: {'met' if share >= TARGET_SHARE else 'MISSED'}"
-    )
+    for name, evals in runs.items():
+        report(name, evals, ideal, requests)
     print(f"  bare aiohttp     {bare:7.2f} s   ({ideal / bare:.1%} of ideal: the machine's floor right now)")
     print(f"  load average     {', '.join(f'{x:.2f}' for x in loads)}  (1 min, before and after each repeat)")
+
+
+def report(name: str, evals: list[dict[str, float]], ideal: float, requests: int) -> None:
+    """The medians of one version's eval runs against the ideal bound."""
+
+    def median(key: str) -> float:
+        return statistics.median(run[key] for run in evals)
+
+    wall = median("wall")
+    share = ideal / wall
+    runs = ", ".join(f"{run['wall']:.2f}" for run in evals)
+    print(f"  {name}:")
+    print(f"    whole eval       {wall:7.2f} s   runs: {runs}")
+    print(f"      before first request  {median('before'):6.2f} s")
+    print(f"      requests              {median('during'):6.2f} s   ({ideal / median('during'):.1%} of ideal)")
+    print(f"      after last answer     {median('after'):6.2f} s")
+    print(f"    process CPU      {median('cpu'):7.2f} s   ({median('cpu') / requests * 1000:.2f} ms per request)")
+    verdict = "met" if share >= TARGET_SHARE else "MISSED"
+    print(f"    share of ideal   {share:7.1%}    target >= {TARGET_SHARE:.0%}: {verdict}")
 
 
 if __name__ == "__main__":
