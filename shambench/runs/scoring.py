@@ -3,6 +3,7 @@ run's provenance (`Results.run`). Never calls the detector."""
 
 from __future__ import annotations
 
+import os
 import signal
 import warnings
 from collections import Counter
@@ -61,6 +62,10 @@ def run_results_and_scores(
     return results, per_example
 
 
+BACKGROUND_NICENESS = 10
+"""How much lower the priority of the child segmenting during the requests is (`os.nice`)."""
+
+
 @contextmanager
 def segmenting_meanwhile(examples: Sequence[Example]) -> Iterator[None]:
     """Segment the examples' responses in a child process while the block runs (predictions do not change them),
@@ -97,6 +102,9 @@ def _send_segmentations(send: Connection, texts: list[str], langs: list[str]) ->
     """The child of `segmenting_meanwhile`: the texts' segmentations, packed, or None when segmenting failed
     (scoring then meets the same failure, and reports it, in the parent)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides: an interrupt there stops this child
+    # Work done ahead, not awaited: on a busy machine the requests' event loop and the server come first.
+    if hasattr(os, "nice"):
+        os.nice(BACKGROUND_NICENESS)
     try:
         made = packed(segment_mixed(texts, langs))
     except Exception:
