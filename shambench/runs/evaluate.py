@@ -32,7 +32,7 @@ from shambench.runs.rundir import (
     run_lock,
 )
 from shambench.runs.runner import run_predictions
-from shambench.runs.scoring import run_results, segmenting_meanwhile, served_model, with_sopo_compat
+from shambench.runs.scoring import ScorerAhead, run_results, scorer_meanwhile, served_model, with_sopo_compat
 from shambench.runs.selection import select_examples, suite_datasets
 from shambench.schema import Example, Prediction
 from shambench.scoring.results import Results
@@ -234,6 +234,7 @@ def run_outcome(
 
     todo = run.todo()
     outcome = RunOutcome()
+    ahead = ScorerAhead()
     if batch or has_batches(run.run_dir):
         settings = batch_settings or BatchSettings(max_cost=max_cost)
         runner = BatchRun(run.detector, run.run_dir, run.journal, settings, on_message)
@@ -246,9 +247,9 @@ def run_outcome(
     else:
         if max_cost is not None:  # the detector takes a budget: `opened_run(routed=...)` checked it
             run.detector.budget = Budget(max_cost)  # type: ignore[attr-defined]
-        # While requests are in flight the scoring's segmentation is made beside them, not after the last.
+        # While requests are in flight the scorer is built beside them, not after the last answer.
         waits = isinstance(run.detector, APIDetector) and bool(todo)
-        with segmenting_meanwhile(run.examples) if waits else nullcontext():
+        with scorer_meanwhile(run.examples, n_resamples, seed) if waits else nullcontext(ahead) as ahead:
             run_predictions(run.detector, todo, run.journal, monitor, on_prediction, fail_fast=fail_fast)
     # Read once: the served model, the scores and the caller's failure summary all come from this reading.
     outcome.predictions = run.journal.read()
@@ -256,7 +257,7 @@ def run_outcome(
     if served != run.config.served_model:
         run.config.served_model = served
         write_json(run.run_dir / CONFIG, run.config, follow=False)
-    outcome.results = run_results(run.run_dir, run.examples, n_resamples, seed, outcome.predictions)
+    outcome.results = run_results(run.run_dir, run.examples, n_resamples, seed, outcome.predictions, ahead.scorer)
     return outcome
 
 

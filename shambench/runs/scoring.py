@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import warnings
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from pathlib import Path
@@ -38,10 +40,12 @@ def run_results(
     n_resamples: int = 1000,
     seed: int = 0,
     predictions: Mapping[str, Prediction] | None = None,
+    scorer: Scorer | None = None,
 ) -> Results:
     """The results of a run directory's journal, scored (the detector is never called) and written to its
-    `results.json` and `per_example.jsonl`. `predictions`, when given, are the journal already read (by id)."""
-    return run_results_and_scores(run_dir, examples, n_resamples, seed, predictions)[0]
+    `results.json` and `per_example.jsonl`. `predictions`, when given, are the journal already read (by id), and
+    `scorer` the examples' scorer already built (with the same resamples and seed)."""
+    return run_results_and_scores(run_dir, examples, n_resamples, seed, predictions, scorer)[0]
 
 
 def run_results_and_scores(
@@ -50,6 +54,7 @@ def run_results_and_scores(
     n_resamples: int = 1000,
     seed: int = 0,
     predictions: Mapping[str, Prediction] | None = None,
+    scorer: Scorer | None = None,
 ) -> tuple[Results, Sequence[ExampleScores]]:
     """The results of a run directory (as `run_results`) and the per-example scores written beside them."""
     config = load_config(run_dir)
@@ -57,7 +62,9 @@ def run_results_and_scores(
         examples = run_examples(config)
     if predictions is None:
         predictions = Journal(run_dir / JOURNAL).read()
-    results, per_example = score_predictions(config, run_dir, examples, list(predictions.values()), n_resamples, seed)
+    results, per_example = score_predictions(
+        config, run_dir, examples, list(predictions.values()), n_resamples, seed, scorer
+    )
     write_scores(run_dir, results, per_example)
     return results, per_example
 
@@ -66,16 +73,29 @@ BACKGROUND_NICENESS = 10
 """How much lower the priority of the child segmenting during the requests is (`os.nice`)."""
 
 
+@dataclass
+class ScorerAhead:
+    """The scorer of a run's examples, built while the run's predictions are made (`scorer_meanwhile`)."""
+
+    scorer: Scorer | None = None
+    """The scorer, its human agreement computed, once the block has ended (None: none was built ahead)."""
+
+
 @contextmanager
-def segmenting_meanwhile(examples: Sequence[Example]) -> Iterator[None]:
-    """Segment the examples' responses in a child process while the block runs (predictions do not change them),
-    and put the segmentations in this process's text cache when it ends, so that scoring the run after does not
-    wait for them. Only for runs large enough to pay for a process (`PARALLEL_MIN_CHARS`) and small enough for the
-    text cache to keep (`PROCESS_CACHE_TEXTS`); when the block raises, the child is stopped, and when the child
-    fails, scoring segments the texts itself, as it would have (the same segmentations either way)."""
+def scorer_meanwhile(examples: Sequence[Example], n_resamples: int = 1000, seed: int = 0) -> Iterator[ScorerAhead]:
+    """While the block runs (making predictions, which the scorer does not depend on), segment the examples'
+    responses in a child process, then build their `Scorer` and its human agreement in a thread of this process,
+    so that scoring the run after its last prediction does not wait for them; the scorer is in the yielded
+    `ScorerAhead` when the block ends.
+
+    Only for runs large enough to pay for a process (`PARALLEL_MIN_CHARS`) and small enough for the text cache to
+    keep (`PROCESS_CACHE_TEXTS`). When the block raises, the child is stopped and nothing is waited for; when the
+    child or the build fails, no scorer is left and scoring builds its own, as it would have (the same
+    segmentations and scores either way)."""
+    ahead = ScorerAhead()
     keys = list(dict.fromkeys((language_of(ex.meta), ex.response) for ex in examples))
     if sum(len(text) for _, text in keys) < PARALLEL_MIN_CHARS or len(keys) > PROCESS_CACHE_TEXTS:
-        yield
+        yield ahead
         return
     context = process_context()
     receive, send = context.Pipe(duplex=False)
@@ -83,23 +103,36 @@ def segmenting_meanwhile(examples: Sequence[Example]) -> Iterator[None]:
     child = context.Process(target=_send_segmentations, args=(send, texts, langs), daemon=True)
     child.start()
     send.close()
+    built: list[Scorer] = []
+
+    def build() -> None:
+        try:
+            if _remember_sent(receive, child, keys):
+                scorer = Scorer(examples, n_resamples=n_resamples, seed=seed)
+                scorer.agreement()
+                built.append(scorer)
+        except Exception:  # scoring builds its own scorer, and meets (and reports) the same failure
+            pass
+        finally:
+            receive.close()
+
+    builder = threading.Thread(target=build, name="shambench-scorer-ahead", daemon=True)
+    builder.start()
     finished = False
     try:
-        yield
+        yield ahead
         finished = True
     finally:
-        try:
-            if finished:
-                _remember_sent(receive, child, keys)
-        finally:
-            if child.is_alive():
-                child.terminate()
-            child.join()
-            receive.close()
+        if not finished and child.is_alive():
+            child.terminate()  # the builder then finds nothing sent and ends
+        if finished:
+            builder.join()
+            ahead.scorer = built[0] if built else None
+        child.join()
 
 
 def _send_segmentations(send: Connection, texts: list[str], langs: list[str]) -> None:
-    """The child of `segmenting_meanwhile`: the texts' segmentations, packed, or None when segmenting failed
+    """The child of `scorer_meanwhile`: the texts' segmentations, packed, or None when segmenting failed
     (scoring then meets the same failure, and reports it, in the parent)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides: an interrupt there stops this child
     # Work done ahead, not awaited: on a busy machine the requests' event loop and the server come first.
@@ -113,24 +146,25 @@ def _send_segmentations(send: Connection, texts: list[str], langs: list[str]) ->
     send.close()
 
 
-def _remember_sent(receive: Connection, child: BaseProcess, keys: list[tuple[str, str]]) -> None:
-    """Put the child's segmentations of `keys` (language, text) in this process's text cache; nothing when it
-    died without sending them."""
+def _remember_sent(receive: Connection, child: BaseProcess, keys: list[tuple[str, str]]) -> bool:
+    """Put the child's segmentations of `keys` (language, text) in this process's text cache; False (and nothing
+    cached) when it died without sending them or failed to make them."""
     # Waiting on the child's sentinel too: a child that dies before sending may leave the pipe open (a spawned
     # child's end is handed over by a thread of this process), and a bare recv would then wait forever.
     ready = wait([receive, child.sentinel])
     if receive not in ready and not receive.poll():
-        return
+        return False
     try:
         made = receive.recv()
     except (EOFError, OSError):
-        return
+        return False
     if made is None:
-        return
+        return False
     segmentations = made.split()
     for lang in dict.fromkeys(lang for lang, _ in keys):
         mine = [(text, seg) for (k, text), seg in zip(keys, segmentations) if k == lang]
         remember([text for text, _ in mine], [seg for _, seg in mine], lang)
+    return True
 
 
 def example_scores(run_dir: Path) -> dict[str, ExampleScores]:
@@ -155,10 +189,13 @@ def score_predictions(
     predictions: Sequence[Prediction],
     n_resamples: int = 1000,
     seed: int = 0,
+    scorer: Scorer | None = None,
 ) -> tuple[Results, Sequence[ExampleScores]]:
-    """The `Results` of a run's predictions and its per-example scores; reads and writes no file, so a sweep can
-    score on a remote worker."""
-    results, per_example = Scorer(examples, n_resamples=n_resamples, seed=seed).score_with_examples(predictions)
+    """The `Results` of a run's predictions and its per-example scores (by `scorer` when given: the examples'
+    scorer, with the same resamples and seed); reads and writes no file, so a sweep can score on a remote
+    worker."""
+    scorer = scorer or Scorer(examples, n_resamples=n_resamples, seed=seed)
+    results, per_example = scorer.score_with_examples(predictions)
     results.run = run_info(config, run_dir, examples, predictions)
     results.run.finished_at = results.created_at
     return results, per_example

@@ -1,5 +1,6 @@
-"""Scoring a run: the responses segmented in a child process while a prompted detector's requests are in flight
-(`segmenting_meanwhile`), with the same segmentations and the same results as segmenting after the last answer."""
+"""Scoring a run: the scorer built while a prompted detector's requests are in flight (`scorer_meanwhile`: the
+responses segmented in a child process, the scorer in a thread), with the same segmentations and the same results
+as building it after the last answer."""
 
 from __future__ import annotations
 
@@ -53,32 +54,38 @@ def test_packed_segmentations_split_back_into_the_same_ones():
     assert packed([]).split() == []
 
 
-def test_the_child_leaves_the_segmentations_scoring_would_make(monkeypatch):
+def test_the_scorer_ahead_has_the_segmentations_and_scores_of_one_built_after(monkeypatch):
+    from shambench.schema import Prediction, Span
+    from shambench.scoring.scorer import Scorer
+
     monkeypatch.setattr(run_scoring, "PARALLEL_MIN_CHARS", 0)
     responses = invented_responses(40)
-    with run_scoring.segmenting_meanwhile(examples_of(responses)):
-        assert cached(responses) == [None] * 40  # made in the child, not here
+    examples = examples_of(responses)
+    with run_scoring.scorer_meanwhile(examples, n_resamples=30, seed=3) as ahead:
+        pass
+    assert isinstance(ahead.scorer, Scorer) and multiprocessing.active_children() == []
     got = cached(responses)
-    assert all(seg is not None for seg in got)
     fresh = text._tokenised_flat(responses).split()
-    assert all(same(a, b) for a, b in zip(got, fresh))
-    assert multiprocessing.active_children() == []
+    assert all(seg is not None and same(seg, f) for seg, f in zip(got, fresh))
+    predictions = [Prediction(id=ex.id, spans=[Span(start=4, end=9)]) for ex in examples[::3]]
+    text._cache.get("en", {}).clear()
+    after = Scorer(examples, n_resamples=30, seed=3).score(predictions).model_dump(exclude={"created_at"})
+    assert ahead.scorer.score(predictions).model_dump(exclude={"created_at"}) == after
 
 
 def test_small_runs_start_no_child():
     responses = invented_responses(3)  # far below PARALLEL_MIN_CHARS
-    with run_scoring.segmenting_meanwhile(examples_of(responses)):
+    with run_scoring.scorer_meanwhile(examples_of(responses)) as ahead:
         assert multiprocessing.active_children() == []
-    assert cached(responses) == [None] * 3
+    assert cached(responses) == [None] * 3 and ahead.scorer is None
 
 
 def test_a_block_that_raises_stops_the_child(monkeypatch):
     monkeypatch.setattr(run_scoring, "PARALLEL_MIN_CHARS", 0)
     responses = invented_responses(20)
-    with pytest.raises(KeyboardInterrupt), run_scoring.segmenting_meanwhile(examples_of(responses)):
+    with pytest.raises(KeyboardInterrupt), run_scoring.scorer_meanwhile(examples_of(responses)) as ahead:
         raise KeyboardInterrupt
-    assert multiprocessing.active_children() == []
-    assert cached(responses) == [None] * 20
+    assert multiprocessing.active_children() == [] and ahead.scorer is None
 
 
 def test_a_child_that_dies_without_sending_is_not_waited_for():
@@ -89,7 +96,7 @@ def test_a_child_that_dies_without_sending_is_not_waited_for():
     send.close()
     responses = invented_responses(2)
     start = time.monotonic()
-    run_scoring._remember_sent(receive, child, [("en", r) for r in responses])
+    assert not run_scoring._remember_sent(receive, child, [("en", r) for r in responses])
     assert time.monotonic() - start < 30
     child.join()
     assert cached(responses) == [None, None]
