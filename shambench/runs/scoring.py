@@ -98,23 +98,25 @@ def scorer_meanwhile(examples: Sequence[Example], n_resamples: int = 1000, seed:
         yield ahead
         return
     context = process_context()
-    receive, send = context.Pipe(duplex=False)
-    texts, langs = [text for _, text in keys], [lang for lang, _ in keys]
-    child = context.Process(target=_send_segmentations, args=(send, texts, langs), daemon=True)
+    mine, theirs = context.Pipe()
+    child = context.Process(target=_send_segmentations, args=(theirs,), daemon=True)
     child.start()
-    send.close()
+    theirs.close()
     built: list[Scorer] = []
 
     def build() -> None:
         try:
-            if _remember_sent(receive, child, keys):
+            # Sent from this thread, not with the child's arguments: the first request then need not wait for
+            # the child to start and read them.
+            mine.send(([text for _, text in keys], [lang for lang, _ in keys]))
+            if _remember_sent(mine, child, keys):
                 scorer = Scorer(examples, n_resamples=n_resamples, seed=seed)
                 scorer.agreement()
                 built.append(scorer)
         except Exception:  # scoring builds its own scorer, and meets (and reports) the same failure
             pass
         finally:
-            receive.close()
+            mine.close()
 
     builder = threading.Thread(target=build, name="shambench-scorer-ahead", daemon=True)
     builder.start()
@@ -131,19 +133,20 @@ def scorer_meanwhile(examples: Sequence[Example], n_resamples: int = 1000, seed:
         child.join()
 
 
-def _send_segmentations(send: Connection, texts: list[str], langs: list[str]) -> None:
-    """The child of `scorer_meanwhile`: the texts' segmentations, packed, or None when segmenting failed
-    (scoring then meets the same failure, and reports it, in the parent)."""
+def _send_segmentations(conn: Connection) -> None:
+    """The child of `scorer_meanwhile`: receives texts and their languages, and sends their segmentations, packed,
+    or None when segmenting failed (scoring then meets the same failure, and reports it, in the parent)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides: an interrupt there stops this child
     # Work done ahead, not awaited: on a busy machine the requests' event loop and the server come first.
     if hasattr(os, "nice"):
         os.nice(BACKGROUND_NICENESS)
+    texts, langs = conn.recv()
     try:
         made = packed(segment_mixed(texts, langs))
     except Exception:
         made = None
-    send.send(made)
-    send.close()
+    conn.send(made)
+    conn.close()
 
 
 def _remember_sent(receive: Connection, child: BaseProcess, keys: list[tuple[str, str]]) -> bool:
