@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import sqlite3
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import orjson
 from pydantic import BaseModel
 
 from shambench.paths import cache_dir
@@ -47,9 +49,34 @@ def cache_path() -> Path:
 
 
 def cache_key(parts: dict[str, Any]) -> str:
-    """SHA-256 of the canonical JSON of `parts` (keys sorted, no whitespace)."""
-    text = json.dumps(parts, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()
+    """SHA-256 of the canonical JSON of `parts` (keys sorted, no whitespace, text as UTF-8).
+
+    The bytes are the json module's (`sort_keys`, compact separators, `ensure_ascii=False`), so that keys stay
+    those of earlier versions; orjson makes them, ten times faster, for every value it writes byte for byte the
+    same way (`_same_in_orjson`), and json the rest."""
+    if _same_in_orjson(parts):
+        data = orjson.dumps(parts, option=orjson.OPT_SORT_KEYS)
+    else:
+        data = json.dumps(parts, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return hashlib.sha256(data).hexdigest()
+
+
+def _same_in_orjson(value: Any) -> bool:
+    """Whether orjson writes `value` as the json module does: strings, booleans, None, 64-bit integers, finite
+    floats that both print without an exponent below 1 (json writes 1e-05 where orjson writes 0.00001), and lists
+    and string-keyed dicts of those. Anything else (non-finite floats, huge integers, other key or value types)
+    is left to json."""
+    if isinstance(value, str) or value is None or isinstance(value, bool):
+        return True
+    if isinstance(value, int):
+        return -(2**63) <= value < 2**64
+    if isinstance(value, float):
+        return value == 0 or (math.isfinite(value) and abs(value) >= 1e-4)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _same_in_orjson(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return all(_same_in_orjson(v) for v in value)
+    return False
 
 
 class CacheStats(BaseModel):
