@@ -142,6 +142,7 @@ def check_base_url(url: str | None, origin: str = "--base-url") -> str | None:
     return url
 
 
+@functools.lru_cache(maxsize=64)  # a pure function of the URL, asked for on every request's cache key
 def endpoint_url(url: str) -> str:
     """A server's identity in cache keys: scheme, lower-cased host, port unless the scheme's default, and path
     without a trailing slash; never credentials, query or fragment."""
