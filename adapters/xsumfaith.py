@@ -24,6 +24,7 @@ Ids are `xsumfaith/gold/<BBC id>`.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections import Counter
 from collections.abc import Collection
@@ -89,11 +90,18 @@ class AnnotatedSummary(BaseModel):
 
     def token_votes(self) -> list[int]:
         """Per whitespace token of `summary`, how many workers marked at least one of its characters."""
-        tokens = [(m.start(), m.end()) for m in _TOKEN.finditer(self.summary)]
-        return [
-            sum(any(s.start < end and start < s.end for s in spans) for spans in self.workers.values())
-            for start, end in tokens
-        ]
+        tokens = list(_TOKEN.finditer(self.summary))
+        starts, ends = [m.start() for m in tokens], [m.end() for m in tokens]
+        votes = [0] * len(tokens)
+        for spans in self.workers.values():
+            marked: set[int] = set()
+            for s in spans:
+                # Tokens are sorted and disjoint: those overlapping [s.start, s.end) are one run, found by bisection
+                # (a span and a token overlap when each starts before the other ends).
+                marked.update(range(bisect.bisect_right(ends, s.start), bisect.bisect_left(starts, s.end)))
+            for i in marked:
+                votes[i] += 1
+        return votes
 
     def majority_labels(self) -> list[str]:
         """Per whitespace token, `1` when more than half of the workers marked it, else `0` (Zhou's aggregation)."""

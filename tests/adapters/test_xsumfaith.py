@@ -122,6 +122,23 @@ def test_a_missing_file_names_the_download_command(tmp_path):
         read_annotations(tmp_path)
 
 
+@given(
+    summary=st.text(alphabet="ab  ", max_size=20),
+    workers=st.lists(st.lists(st.tuples(st.integers(0, 20), st.integers(1, 6)), max_size=3), max_size=4),
+)
+def test_token_votes_count_the_workers_overlapping_each_token(summary, workers):
+    marked = {
+        f"w{k}": [Span(start=a, end=min(a + n, len(summary))) for a, n in spans if a < len(summary)]
+        for k, spans in enumerate(workers)
+    }
+    entry = AnnotatedSummary(bbcid="1", system="s", summary=summary, workers=marked)
+    tokens = [(m.start(), m.end()) for m in re.finditer(r"\S+", summary)]
+    expected = [
+        sum(any(s.start < end and start < s.end for s in spans) for spans in marked.values()) for start, end in tokens
+    ]
+    assert entry.token_votes() == expected
+
+
 def test_occurrences_include_overlapping_ones():
     assert occurrences("aaaa", "aa") == [0, 1, 2]
     assert occurrences("a dog and a dog.", "dog") == [2, 12]
