@@ -32,7 +32,13 @@ from shambench.runs.rundir import (
     run_lock,
 )
 from shambench.runs.runner import run_predictions
-from shambench.runs.scoring import ScorerAhead, run_results, scorer_meanwhile, served_model, with_sopo_compat
+from shambench.runs.scoring import (
+    ScorerAhead,
+    run_results_and_scores,
+    scorer_meanwhile,
+    served_model,
+    with_sopo_compat,
+)
 from shambench.runs.selection import select_examples, suite_datasets
 from shambench.schema import Example, Prediction
 from shambench.scoring.results import Results
@@ -257,7 +263,8 @@ def run_outcome(
     if served != run.config.served_model:
         run.config.served_model = served
         write_json(run.run_dir / CONFIG, run.config, follow=False)
-    outcome.results = run_results(run.run_dir, run.examples, n_resamples, seed, outcome.predictions, ahead.scorer)
+    scored = run_results_and_scores(run.run_dir, run.examples, n_resamples, seed, outcome.predictions, ahead.scorer)
+    outcome.results = scored[0]
     return outcome
 
 

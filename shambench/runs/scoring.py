@@ -35,17 +35,11 @@ from shambench.scoring.text import (
 
 
 def run_results(
-    run_dir: Path,
-    examples: Sequence[Example] | None = None,
-    n_resamples: int = 1000,
-    seed: int = 0,
-    predictions: Mapping[str, Prediction] | None = None,
-    scorer: Scorer | None = None,
+    run_dir: Path, examples: Sequence[Example] | None = None, n_resamples: int = 1000, seed: int = 0
 ) -> Results:
     """The results of a run directory's journal, scored (the detector is never called) and written to its
-    `results.json` and `per_example.jsonl`. `predictions`, when given, are the journal already read (by id), and
-    `scorer` the examples' scorer already built (with the same resamples and seed)."""
-    return run_results_and_scores(run_dir, examples, n_resamples, seed, predictions, scorer)[0]
+    `results.json` and `per_example.jsonl`."""
+    return run_results_and_scores(run_dir, examples, n_resamples, seed)[0]
 
 
 def run_results_and_scores(
@@ -56,7 +50,9 @@ def run_results_and_scores(
     predictions: Mapping[str, Prediction] | None = None,
     scorer: Scorer | None = None,
 ) -> tuple[Results, Sequence[ExampleScores]]:
-    """The results of a run directory (as `run_results`) and the per-example scores written beside them."""
+    """The results of a run directory (as `run_results`) and the per-example scores written beside them.
+    `predictions`, when given, are the journal already read (by id), and `scorer` the examples' scorer already
+    built (with the same resamples and seed)."""
     config = load_config(run_dir)
     if examples is None:
         examples = run_examples(config)
