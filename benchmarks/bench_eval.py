@@ -32,24 +32,12 @@ import time
 import urllib.request
 from pathlib import Path
 
-from bench_api import bare_seconds
+from bench_api import bare_seconds, start_server
 
 TARGET_SHARE = 0.85
 REPO = Path(__file__).resolve().parents[1]
 KEY_ENV = "SHAMBENCH_BENCH_KEY"
 MODEL = "bench-model"
-
-
-def start_server(latency: float) -> tuple[subprocess.Popen, str]:
-    """A fresh test server in a child process (so its first and last request times are this run's), and its
-    base URL."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.openai_server", "--latency", str(latency)],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    return proc, proc.stdout.readline().strip()
 
 
 def server_stats(base_url: str) -> dict:
