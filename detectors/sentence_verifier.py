@@ -31,7 +31,9 @@ returned as spans, and every sentence as a range scored `1 - support`.
   API with MiniCheck's system prompt and `Document: ...\nClaim: ...` user turn (`minicheck/utils.py`), one token
   generated greedily with its 5 top log-probabilities, support = the summed probability of the alternatives that
   are `yes` in any case (not ` Yes`: MiniCheck compares the decoded token as it is); MiniCheck's chunks, sized in
-  words (24,000, for its 32,768 - 300 tokens: the model's tokenizer is on the server, not here).
+  words (24,000, for its 32,768 - 300 tokens: the model's tokenizer is on the server, not here). The weights'
+  precision is the server's: `LLMCheck` loads them in bfloat16 on GPUs of compute capability 8 or more (float16
+  below, bfloat16 on a CPU that supports it), so serve it with vLLM's `--dtype` set the same way to match it.
 
 What shambench does differently, on purpose: claims are the scorer's sentence units (MiniCheck takes whatever
 claim it is given; its `LLMCheck` and AlignScore split a claim with Punkt and take the min, or the mean, over its
