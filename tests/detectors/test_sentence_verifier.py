@@ -368,6 +368,34 @@ def test_minicheck_flan_t5_is_minichecks_first_decoder_step_at_ids_3_and_209(tmp
     assert abs(results[40, 500][1] - results[2048, 500][1]) > 1e-3  # cutting the claim changes its support
 
 
+def test_minicheck_deberta_is_a_sequence_classifier_read_as_minicheck_reads_it(tmp_path):
+    """MiniCheck's DeBERTa kind (b58b9fa, `Inferencer` with 'deberta-v3-large'): 2048 tokens, chunks of 400,
+    `chunk + eos_token + claim` as one text (DeBERTa-v3's eos is `[SEP]`), truncated at its end, P(label 1)."""
+    require_models()
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    from shambench.detectors.sentence_verifier import MiniCheck
+    from tests.detectors.tiny_models import tokenizer
+
+    tok = tokenizer()
+    tok.add_special_tokens({"eos_token": "[SEP]"})  # as DeBERTa-v3's tokenizer has it
+    folder = save_tiny(tmp_path / "deberta", "AutoModelForSequenceClassification", kind="deberta-v2", tok=tok,
+                       num_labels=2, head_scale=40.0, attention_scale=8.0)  # fmt: skip
+    det = MiniCheck(str(folder), device="cpu")
+    assert (det.params()["max_length"], det.params()["chunk_size"]) == (2048, 400)
+    assert det.texts([("Ann won.", "Ann won the race.")]) == ["Ann won.[SEP]Ann won the race."]
+    pairs = [("Ann won the race. Bob was born in May.", claim) for claim in ("Ann won.", "Bob was born in June.")]
+    model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    enc = tok([f"{doc}[SEP]{claim}" for doc, claim in pairs], max_length=2048, truncation=True, padding=True,
+              return_tensors="pt")  # fmt: skip
+    with torch.no_grad():
+        expected = torch.softmax(model(**enc).logits, dim=-1)[:, 1].tolist()
+    support, _ = det.support(pairs)
+    assert support.tolist() == pytest.approx(expected, abs=1e-6)
+    assert abs(expected[0] - expected[1]) > 1e-4  # the claims matter
+
+
 def test_minicheck_flan_t5_needs_the_t5_vocabulary(tmp_path):
     require_models()
     from shambench.detectors.sentence_verifier import MiniCheck

@@ -101,9 +101,9 @@ def t5_tokenizer():
 
 
 def tiny_config(kind: str, **extra):
-    """A few-thousand-parameter config of `kind` (modernbert, bert, roberta or t5) over the MiniLM vocabulary (T5:
-    over `t5_tokenizer`'s)."""
-    from transformers import BertConfig, ModernBertConfig, RobertaConfig, T5Config
+    """A few-thousand-parameter config of `kind` (modernbert, bert, roberta, deberta-v2 or t5) over the MiniLM
+    vocabulary (T5: over `t5_tokenizer`'s)."""
+    from transformers import BertConfig, DebertaV2Config, ModernBertConfig, RobertaConfig, T5Config
 
     if kind == "t5":
         # MiniCheck's Flan-T5 kind over T5's layout: the decoder starts from the pad token 0, as T5's does.
@@ -133,6 +133,8 @@ def tiny_config(kind: str, **extra):
         )
     if kind == "roberta":
         return RobertaConfig(**{"type_vocab_size": 2, **common})
+    if kind == "deberta-v2":
+        return DebertaV2Config(**common)
     return BertConfig(**common)
 
 
