@@ -7,6 +7,11 @@ name on two servers therefore never shares answers, and entries written by versi
 are never hit again. Values are JSON records. Only answers a caller accepted are stored, so a failed or
 unparseable response is asked again next time.
 
+Every stored value is sealed by a BLAKE2b digest keyed with its row's key (as the segmentation cache's rows are):
+a value edited, corrupted or moved under another key, and a row written before values were sealed, is a miss,
+asked again and stored again, with one warning per cache. The seal catches a doctored or damaged file, not a
+forger who recomputes it with this code: the cache is the user's own, like the run directories.
+
 The file lives at `cache_dir()/responses.sqlite`; `shambench cache stats|clear` inspects and empties it.
 """
 
@@ -18,6 +23,7 @@ import math
 import sqlite3
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +52,21 @@ CREATE TABLE IF NOT EXISTS responses (
 def cache_path() -> Path:
     """Where the response cache lives (under `$SHAMBENCH_CACHE_DIR` when set)."""
     return cache_dir() / FILENAME
+
+
+def sealed(key: str, text: str) -> str:
+    """The stored form of a value's JSON text under `key`: its seal (hex), a colon, the text."""
+    return f"{_seal(key, text)}:{text}"
+
+
+def unsealed(key: str, stored: str) -> str | None:
+    """The JSON text of a stored value, or None when its seal is missing or is not that of this key and text."""
+    seal, colon, text = stored.partition(":")
+    return text if colon and seal == _seal(key, text) else None
+
+
+def _seal(key: str, text: str) -> str:
+    return hashlib.blake2b(text.encode(), digest_size=16, key=key.encode()[:64]).hexdigest()
 
 
 def cache_key(parts: dict[str, Any]) -> str:
@@ -108,20 +129,37 @@ class ResponseCache:
         self._db.execute(_SCHEMA)
         self._pending: dict[str, tuple[str, str, str, float]] = {}
         self._committed = time.monotonic()
+        self._warned = False
 
     def get(self, key: str) -> dict[str, Any] | None:
-        """The record stored under `key`, or None."""
+        """The record stored under `key`, or None (also for a row whose seal fails: see the module docstring)."""
         with self._lock:
             if key in self._pending:
-                return json.loads(self._pending[key][2])
+                return json.loads(self._pending[key][2].partition(":")[2])
             row = self._db.execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
-        return json.loads(row[0]) if row else None
+        if row is None:
+            return None
+        text = unsealed(key, row[0])
+        if text is None:
+            self._warn_unsealed()
+            return None
+        return json.loads(text)
+
+    def _warn_unsealed(self) -> None:
+        if not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"response cache {self.path}: a stored answer failed its seal (edited, corrupt, or written by an "
+                "older version) and is asked again; so is any other such row",
+                RuntimeWarning,
+                stacklevel=3,
+            )
 
     def put(self, key: str, model: str, value: dict[str, Any]) -> None:
         """Store (or replace) the record under `key`; committed with the next batch."""
         text = json.dumps(value, ensure_ascii=False)
         with self._lock:
-            self._pending[key] = (key, model, text, time.time())
+            self._pending[key] = (key, model, sealed(key, text), time.time())
             if len(self._pending) >= BATCH_SIZE or time.monotonic() - self._committed > self.batch_seconds:
                 self._commit()
 

@@ -8,6 +8,7 @@ import os
 import sqlite3
 import threading
 
+import pytest
 from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
@@ -147,3 +148,64 @@ def test_writes_are_batched_but_readable_at_once(tmp_path):
     # The 64th put filled a batch and committed it: 1 + 64 rows.
     assert on_disk() == 65
     cache.close()
+
+
+def _rows(path) -> dict[str, str]:
+    with sqlite3.connect(path) as db:
+        return dict(db.execute("SELECT key, value FROM responses").fetchall())
+
+
+def _write_row(path, key: str, value: str) -> None:
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE responses SET value = ? WHERE key = ?", (value, key))
+
+
+def test_a_doctored_moved_or_unsealed_row_is_a_miss_with_one_warning(tmp_path):
+    path = tmp_path / "c.sqlite"
+    cache = ResponseCache(path)
+    for key in ("a", "b", "c", "d"):
+        cache.put(key, "m", {"text": f'{{"incorrect_spans": ["{key}"]}}'})
+    cache.close()
+    stored = _rows(path)
+    seal, _, text = stored["a"].partition(":")
+    assert json.loads(text) == {"text": '{"incorrect_spans": ["a"]}'} and len(seal) == 32
+    # An answer edited in place, one copied under another key, and one in the unsealed form of older versions.
+    _write_row(path, "a", f"{seal}:" + text.replace('[\\"a\\"]', '[\\"the\\"]'))
+    _write_row(path, "b", stored["c"])
+    _write_row(path, "d", text)
+    reopened = ResponseCache(path)
+    with pytest.warns(RuntimeWarning, match="failed its seal") as caught:
+        assert [reopened.get(k) for k in ("a", "b", "d")] == [None, None, None]
+    assert len(caught) == 1  # one warning per cache, however many rows fail
+    assert reopened.get("c") == {"text": '{"incorrect_spans": ["c"]}'}
+    # Asked again and stored again: sealed anew.
+    reopened.put("a", "m", {"text": "[]"})
+    assert reopened.get("a") == {"text": "[]"}
+    reopened.close()
+    assert ResponseCache(path).get("a") == {"text": "[]"}
+
+
+def test_a_doctored_cache_row_does_not_change_a_runs_number(openai_server, tmp_path):
+    from tests.runs import write_jsonl
+
+    rows = [{"id": f"e{i}", "dataset": "toy", "task": "qa", "question": "Where?", "response": "Paris is in Italy.",
+             "hallu_spans": [[12, 17]]} for i in range(3)]  # fmt: skip
+    examples = write_jsonl(tmp_path / "ex.jsonl", [{**r, "response": f"{r['response']} ({r['id']})"} for r in rows])
+    run = ["eval", "--detector", "openai", "--model", "m", "--base-url", openai_server.base_url,
+           "--examples", str(examples), "--bootstrap", "10"]  # fmt: skip
+    first = CliRunner().invoke(main, [*run, "--run-dir", str(tmp_path / "r1")])
+    assert first.exit_code == 0, first.output
+    stored = _rows(cache_path())
+    assert len(stored) == 3
+    for key, value in stored.items():
+        seal, _, text = value.partition(":")
+        record = json.loads(text)
+        record["text"] = json.dumps({"incorrect_spans": ["Paris"]})
+        _write_row(cache_path(), key, f"{seal}:{json.dumps(record)}")
+    n_before = len(openai_server.log)
+    with pytest.warns(RuntimeWarning, match="failed its seal"):
+        second = CliRunner().invoke(main, [*run, "--run-dir", str(tmp_path / "r2")])
+    assert second.exit_code == 0, second.output
+    assert len(openai_server.log) - n_before == 3  # every doctored answer asked again, none used
+    scores = [json.loads((tmp_path / r / "results.json").read_text())["overall"] for r in ("r1", "r2")]
+    assert scores[0] == scores[1]
