@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import warnings
 from typing import IO, Any
 
 import click
@@ -65,9 +66,10 @@ class LazyGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         from shambench.errors import EndpointError, EndpointStopped
 
-        stdout = sys.stdout
+        stdout, formatted = sys.stdout, warnings.formatwarning
         if not isinstance(stdout, ReaderGoneStdout):
             sys.stdout = ReaderGoneStdout(stdout)
+        warnings.formatwarning = warning_line
         try:
             return super().invoke(ctx)
         except (*USER_ERRORS, EndpointError, EndpointStopped) as err:
@@ -77,7 +79,13 @@ class LazyGroup(click.Group):
             click.echo("interrupted", err=True)
             raise click.exceptions.Exit(INTERRUPTED) from None
         finally:
-            sys.stdout = stdout
+            sys.stdout, warnings.formatwarning = stdout, formatted
+
+
+def warning_line(message: Warning | str, *args: Any, **kwargs: Any) -> str:
+    """A Python warning as the commands print theirs, `warning: MESSAGE`, without its source file and line (set
+    as `warnings.formatwarning`, so that warnings recorded rather than printed, as tests do, are untouched)."""
+    return f"warning: {message}\n"
 
 
 class ReaderGoneStdout:

@@ -181,6 +181,34 @@ def test_ctrl_c_in_any_command_is_exit_130(nasty_run, monkeypatch):
     assert res.exit_code == 130 and res.stderr == "interrupted\n"  # click's "Aborted!" and 1 before
 
 
+def test_a_python_warning_is_printed_as_the_commands_warnings_are(nasty_run, monkeypatch):
+    import sys
+    import warnings
+
+    import shambench.runs.scoring
+
+    scored = shambench.runs.scoring.run_results_and_scores
+
+    def warned(*args, **kwargs):
+        warnings.warn("response cache c.sqlite: a stored answer failed its seal", RuntimeWarning, stacklevel=2)
+        return scored(*args, **kwargs)
+
+    monkeypatch.setattr(shambench.runs.scoring, "run_results_and_scores", warned)
+
+    def printed(message, category, filename, lineno, file=None, line=None):
+        # What Python's own showwarning does outside the tests (pytest records warnings instead of printing them).
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+    monkeypatch.setattr(warnings, "showwarning", printed)
+    _, run = nasty_run
+    res = invoke("score", run)
+    assert res.exit_code == 0, res.output
+    # One line, no source file and line of the code that warned (was ".../scoring.py:12: RuntimeWarning: ...").
+    assert "warning: response cache c.sqlite: a stored answer failed its seal\n" in res.stderr
+    assert "RuntimeWarning" not in res.stderr and ".py:" not in res.stderr
+    assert warnings.formatwarning is not None and warnings.formatwarning.__module__ == "warnings"  # restored
+
+
 def test_rejection_lists_at_most_twenty_missing_ids_and_the_count():
     ids = [f"id{i}" for i in range(45)]
     message = missing_problem(ids, 50)
