@@ -27,7 +27,7 @@ from __future__ import annotations
 import bisect
 import re
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -90,22 +90,34 @@ class AnnotatedSummary(BaseModel):
 
     def token_votes(self) -> list[int]:
         """Per whitespace token of `summary`, how many workers marked at least one of its characters."""
-        tokens = list(_TOKEN.finditer(self.summary))
-        starts, ends = [m.start() for m in tokens], [m.end() for m in tokens]
-        votes = [0] * len(tokens)
-        for spans in self.workers.values():
-            marked: set[int] = set()
-            for s in spans:
-                # Tokens are sorted and disjoint: those overlapping [s.start, s.end) are one run, found by bisection
-                # (a span and a token overlap when each starts before the other ends).
-                marked.update(range(bisect.bisect_right(ends, s.start), bisect.bisect_left(starts, s.end)))
-            for i in marked:
-                votes[i] += 1
-        return votes
+        return token_votes(self.summary, list(self.workers.values()))
 
     def majority_labels(self) -> list[str]:
         """Per whitespace token, `1` when more than half of the workers marked it, else `0` (Zhou's aggregation)."""
-        return ["1" if 2 * votes > len(self.workers) else "0" for votes in self.token_votes()]
+        return majority_labels(self.summary, list(self.workers.values()))
+
+
+def token_votes(summary: str, span_lists: Sequence[Sequence[Span]]) -> list[int]:
+    """Per whitespace token of `summary`, how many of the span lists (one per worker) mark at least one of its
+    characters."""
+    tokens = list(_TOKEN.finditer(summary))
+    starts, ends = [m.start() for m in tokens], [m.end() for m in tokens]
+    votes = [0] * len(tokens)
+    for spans in span_lists:
+        marked: set[int] = set()
+        for s in spans:
+            # Tokens are sorted and disjoint: those overlapping [s.start, s.end) are one run, found by bisection
+            # (a span and a token overlap when each starts before the other ends).
+            marked.update(range(bisect.bisect_right(ends, s.start), bisect.bisect_left(starts, s.end)))
+        for i in marked:
+            votes[i] += 1
+    return votes
+
+
+def majority_labels(summary: str, span_lists: Sequence[Sequence[Span]]) -> list[str]:
+    """Per whitespace token of `summary`, `1` when more than half of the span lists mark it, else `0` (Zhou's
+    aggregation of its workers)."""
+    return ["1" if 2 * votes > len(span_lists) else "0" for votes in token_votes(summary, span_lists)]
 
 
 class Annotations(BaseModel):

@@ -168,10 +168,7 @@ def _readings(workers: _Workers | None, system: str, key: str, target: str, labe
 
     def majority(span_lists: list[list[Span]]) -> list[Span]:
         # Zhou's rule, on whitespace tokens: a token is gold when more than half of the lists overlap it.
-        votes = xsumfaith.AnnotatedSummary(
-            bbcid=key, system=system, summary=target, workers={str(k): v for k, v in enumerate(span_lists)}
-        )
-        return spans_of_labels(target, votes.majority_labels())
+        return spans_of_labels(target, xsumfaith.majority_labels(target, span_lists))
 
     readings = Annotations.leave_one_out(entry.workers, majority, workers.rule)
     return readings.model_copy(update={"reproduces_gold": entry.majority_labels() == labels})
