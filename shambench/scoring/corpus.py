@@ -163,6 +163,9 @@ class Corpus:
     """Per partition, the segmentation conventions of its languages."""
     annotations: dict[int, Annotations]
     """The individual annotators' readings of the examples that have them, by position."""
+    kept: Path | None = None
+    """The folder this corpus is kept in (`file_corpus`), beside which what is computed from the corpus alone is
+    kept too (`kept_beside`); None when it is not kept."""
 
     @classmethod
     def of(cls, examples: Iterable[Example]) -> Corpus:
@@ -339,9 +342,10 @@ def corpora_dir() -> Path:
     return cache_dir() / CORPORA_DIR
 
 
-def _rules_hash() -> str:
+def rules_hash(modules: Iterable[str]) -> str:
+    """A hash of the source of those modules (by import name): what they compute changes only with it."""
     h = hashlib.blake2b(digest_size=16)
-    for name in _RULE_MODULES:
+    for name in modules:
         h.update(Path(importlib.import_module(name).__file__ or name).read_bytes())
     return h.hexdigest()
 
@@ -352,7 +356,7 @@ def file_key(path: str | Path, limit: int | None) -> str:
     with open(path, "rb") as fh:
         while block := fh.read(1 << 20):
             h.update(block)
-    h.update(f"|{limit}|{version('spacy')}|{_rules_hash()}".encode())
+    h.update(f"|{limit}|{version('spacy')}|{rules_hash(_RULE_MODULES)}".encode())
     return h.hexdigest()
 
 
@@ -447,7 +451,9 @@ def file_corpus(path: str | Path, limit: int | None, examples: Callable[[], Iter
         return Corpus.of(examples())  # the file itself cannot be read: reading it says why
     if folder.is_dir():
         try:
-            return _load(folder)
+            corpus = _load(folder)
+            corpus.kept = folder
+            return corpus
         except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as err:
             warnings.warn(
                 f"stored corpus {folder} not used, rebuilt from the file: {err}", RuntimeWarning, stacklevel=2
@@ -456,7 +462,60 @@ def file_corpus(path: str | Path, limit: int | None, examples: Callable[[], Iter
     corpus = Corpus.of(examples())
     if sum(a.nbytes for a in _arrays(corpus).values()) <= KEPT_CORPUS_BYTES and not folder.is_dir():
         _save(corpus, folder)
+        # Kept by this process, or by another one first (the same corpus: the folder is named by its key).
+        corpus.kept = folder if folder.is_dir() else None
     return corpus
+
+
+# Bytes of the keyed BLAKE2b digest that ends a file kept beside a corpus.
+_SEAL = 20
+
+
+def _beside_seal(folder: Path, name: str, context: str, body: bytes) -> bytes:
+    """The digest of a file kept beside a corpus, keyed with the corpus's key, the file's name and its context."""
+    key = hashlib.blake2b(f"{folder.name}|{name}|{context}".encode("utf-8", "surrogatepass"), digest_size=32)
+    return hashlib.blake2b(body, digest_size=_SEAL, key=key.digest()).digest()
+
+
+def kept_beside(corpus: Corpus, name: str, context: str) -> bytes | None:
+    """What was kept beside the corpus as `name` (`keep_beside`) for the same `context` (all else it was computed
+    from, versions included), or None. A file that is not what its seal says (edited, truncated, moved from another
+    corpus's folder, or written for another context or version) is a miss: deleted, with one warning."""
+    if corpus.kept is None:
+        return None
+    path = corpus.kept / name
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None  # not kept (yet), or unreadable: computed again either way
+    body, seal = data[:-_SEAL], data[-_SEAL:]
+    if len(data) > _SEAL and seal == _beside_seal(corpus.kept, name, context, body):
+        return body
+    warnings.warn(
+        f"kept {path} not used, computed again: it does not match its seal (edited, truncated, moved from "
+        "another corpus or written by another version)",
+        RuntimeWarning,
+        stacklevel=2,
+    )
+    path.unlink(missing_ok=True)
+    return None
+
+
+def keep_beside(corpus: Corpus, name: str, context: str, body: bytes) -> None:
+    """Keep `body` beside a kept corpus as `name`, sealed for the corpus and `context` (see `kept_beside`); written
+    whole (renamed into place) or not at all. Nothing is kept for a corpus that is not."""
+    if corpus.kept is None:
+        return
+    tmp: Path | None = None
+    try:
+        with tempfile.NamedTemporaryFile("wb", dir=corpus.kept, prefix=".tmp-", delete=False) as fh:
+            tmp = Path(fh.name)
+            fh.write(body + _beside_seal(corpus.kept, name, context, body))
+        os.replace(tmp, corpus.kept / name)
+    except OSError:
+        # The folder was deleted meanwhile (`cache clear`), or the disk refused: the file is simply not kept.
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
 
 
 def clear_corpora() -> int:

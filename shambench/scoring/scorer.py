@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
+from importlib.metadata import version
 from typing import TYPE_CHECKING, overload
 
 import numpy as np
@@ -18,7 +20,7 @@ from shambench.errors import ScoringError
 from shambench.provenance import git_commit, now_iso, shambench_version
 from shambench.schema import Example, Prediction, Span
 from shambench.scoring import metrics
-from shambench.scoring.corpus import Corpus, covered
+from shambench.scoring.corpus import Corpus, covered, keep_beside, kept_beside, rules_hash
 from shambench.scoring.extended import ADDED_PARTITIONS, extended_group, kept_apart
 from shambench.scoring.results import (
     PRF,
@@ -46,6 +48,8 @@ KEPT_RESAMPLES_BYTES = 256 * 2**20
 # Gold soft labels are kept prepared for Cor (values and ranks, 16 bytes a character) up to this many characters
 # (32 MB): every Mu-SHROOM item of a benchmark and its annotators' rows, many times over.
 KEPT_GOLD_SOFT_CHARS = 2_000_000
+# The modules whose rules make the human agreement report of a corpus (those of the corpus itself are in its key).
+_AGREEMENT_MODULES = ("shambench.scoring.agreement", "shambench.scoring.metrics", "shambench.scoring.scorer")
 
 
 def conventions(n_resamples: int, seed: int) -> dict[str, str]:
@@ -210,7 +214,7 @@ class Scorer:
         self._resamples: dict[str, metrics.Resamples] = {}
         self._gold_soft: dict[int, metrics.SoftVector] = {}
         self._gold_soft_chars = 0
-        self._agreement: tuple[LeaveOneOut | None, AgreementReport] | None = None
+        self._human: AgreementReport | None = None
         # Draw counts of every group take one byte per example, resample and grouping (datasets, tasks): kept for
         # cheap rescoring up to a budget, drawn again block by block on each scoring beyond it.
         self._keep_resamples = n * self.n_resamples * len(self.groups) <= KEPT_RESAMPLES_BYTES
@@ -371,28 +375,44 @@ class Scorer:
         return results, ExampleRows(ctx)
 
     def agreement(self) -> AgreementReport:
-        """The human agreement of the corpus's partitions with annotators (see `shambench.scoring.agreement`)."""
-        return self._leave_one_out()[1]
+        """The human agreement of the corpus's partitions with annotators (see `shambench.scoring.agreement`),
+        computed once per scorer (it needs no prediction), or read from beside a kept corpus where it was computed
+        before with the same resamples, seed and versions."""
+        if self._human is None:
+            from shambench.scoring.agreement import AgreementReport, report
 
-    def _leave_one_out(self) -> tuple[LeaveOneOut | None, AgreementReport]:
-        """The leave-one-out rows and the human figures, computed once per scorer: they need no prediction."""
-        if self._agreement is None:
-            from shambench.scoring import agreement
+            name, context = f"agreement-{self.n_resamples}-{self.seed}.json", self._agreement_context()
+            kept = kept_beside(self.corpus, name, context)
+            if kept is not None:
+                self._human = AgreementReport.model_validate_json(kept)
+            else:
+                self._human = report(self.corpus, self._leave_one_out, self.n_resamples, self.seed)
+                keep_beside(self.corpus, name, context, self._human.model_dump_json().encode())
+        return self._human
 
-            loo = agreement.leave_one_out(self.corpus, lambda rows: Scorer(rows, self.n_resamples, self.seed))
-            self._agreement = (loo, agreement.report(self.corpus, loo, self.n_resamples, self.seed))
-        return self._agreement
+    def _agreement_context(self) -> str:
+        """All that the human agreement report depends on beyond the corpus (whose key has its own rules)."""
+        versions = "|".join(version(p) for p in ("numpy", "pydantic"))
+        return f"{self.n_resamples}|{self.seed}|{shambench_version()}|{versions}|{rules_hash(_AGREEMENT_MODULES)}"
+
+    @cached_property
+    def _leave_one_out(self) -> LeaveOneOut | None:
+        """The leave-one-out rows, made once per scorer, and only when a prediction is scored against them or the
+        human figures are computed."""
+        from shambench.scoring.agreement import leave_one_out
+
+        return leave_one_out(self.corpus, lambda rows: Scorer(rows, self.n_resamples, self.seed))
 
     def _agreement_group(self, pa: _PredictionArrays) -> AgreementGroup | None:
         """The detector against the leave-one-out golds, beside the human figure, where annotators are known."""
         if not self.corpus.annotations:
             return None
-        loo, human = self._leave_one_out()
+        loo = self._leave_one_out
         if loo is None:
             return None
         from shambench.scoring.agreement import like_for_like
 
-        return like_for_like(loo, pa.kept, human)
+        return like_for_like(loo, pa.kept, self.agreement())
 
     def _extended_group(
         self, ctx: _GroupContext, task_scores: dict[str, tuple[GroupScores, np.ndarray]]

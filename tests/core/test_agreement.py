@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -189,3 +190,159 @@ def test_two_annotators_score_the_same_either_way_round(first, second):
     swapped = agreement_of([item("x", {"a": second, "b": first})]).partitions["qa/toy"]
     straight = agreement_of([item("x", {"a": first, "b": second})]).partitions["qa/toy"]
     assert straight.token.f1 == pytest.approx(swapped.token.f1)
+
+
+# --- the human report kept beside a kept corpus ------------------------------------------------------------------
+
+
+def kept_file(tmp_path, examples, name="examples.jsonl"):
+    """An EXAMPLES file of the examples and a reader of its corpus as `shambench score` reads it (kept on disk)."""
+    from shambench.runs.selection import corpus_to_score
+
+    path = tmp_path / name
+    path.write_text("".join(e.model_dump_json(exclude_none=True) + "\n" for e in examples), encoding="utf-8")
+    return lambda: corpus_to_score(None, path, "test", None, None)
+
+
+def annotated():
+    """Two items of two annotators (the hand-computed ones above) and one of three, with a plain partition."""
+    return [
+        item("x", {"a": [CAT], "b": [CAT_SAT]}, soft=True),
+        item("y", {"a": [DOG], "b": [DOG]}),
+        item("w", {"a": [CAT_SAT], "b": [CAT_SAT], "c": [CAT]}, dataset="trio"),
+        Example(id="p", task="qa", dataset="plain", response=TEXT, hallu_spans=[CAT]),
+    ]
+
+
+@pytest.fixture
+def computed(monkeypatch):
+    """Counts the reports computed (not read from disk) and the leave-one-out rows made."""
+    from shambench.scoring import agreement
+
+    calls = {"report": 0, "rows": 0}
+
+    def counting(name, real):
+        def wrapper(*args, **kwargs):
+            calls[name] += 1
+            return real(*args, **kwargs)
+
+        return wrapper
+
+    monkeypatch.setattr(agreement, "report", counting("report", agreement.report))
+    monkeypatch.setattr(agreement, "leave_one_out", counting("rows", agreement.leave_one_out))
+    return calls
+
+
+def test_a_kept_report_is_read_back_equal_and_needs_no_rows(tmp_path, computed):
+    corpus_of = kept_file(tmp_path, annotated())
+    first = Scorer(corpus_of(), n_resamples=50).agreement()
+    assert computed == {"report": 1, "rows": 1}
+    scorer = Scorer(corpus_of(), n_resamples=50)
+    again = scorer.agreement()
+    assert computed == {"report": 1, "rows": 1}  # read from beside the kept corpus, no row made
+    assert again == first
+    # The hand-computed figures of x and y (2/3 and 1: see above), and w's 2/3.
+    assert again.partitions["qa/toy"].token.f1 == pytest.approx((2 / 3 + 1) / 2)
+    assert again.partitions["qa/trio"].token.f1 == pytest.approx(2 / 3)
+    assert again.without_annotators == ["qa/plain"]
+    # A prediction still gets its like-for-like figures, from rows made for it, against the kept human ones.
+    results = scorer.score([Prediction(id="x", spans=[SAT])])
+    assert computed == {"report": 1, "rows": 2}
+    expected = score(annotated(), [Prediction(id="x", spans=[SAT])], n_resamples=50)
+    assert results.groups.agreement == expected.groups.agreement
+    assert again == agreement_of(annotated())  # what a scorer of the examples themselves computes
+    assert results.groups.agreement.partitions["qa/toy"].detector.token.f1 == pytest.approx(1 / 6)
+
+
+def test_other_resamples_or_seed_do_not_reuse_a_kept_report(tmp_path, computed, recwarn):
+    corpus_of = kept_file(tmp_path, annotated())
+    reports = {(n, seed): Scorer(corpus_of(), n_resamples=n, seed=seed).agreement() for n, seed in CHOICES}
+    assert computed["report"] == 3
+    for (n, seed), got in reports.items():
+        assert got == Scorer(annotated(), n_resamples=n, seed=seed).agreement()
+        assert Scorer(corpus_of(), n_resamples=n, seed=seed).agreement() == got
+        assert f"over {n} resamples" in got.conventions["ci"] and f"seed {seed}" in got.conventions["ci"]
+    assert computed["report"] == 3 + 3  # the three computed above for comparison; the kept ones were read
+    folder = corpus_of().kept
+    assert sorted(p.name for p in folder.glob("agreement-*")) == [
+        "agreement-50-0.json",
+        "agreement-50-1.json",
+        "agreement-60-0.json",
+    ]
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+
+
+CHOICES = ((50, 0), (60, 0), (50, 1))
+
+
+def _doctor(path):
+    data = bytearray(path.read_bytes())
+    at = data.index(b'"f1":') + 6
+    data[at] = ord("9") if data[at] != ord("9") else ord("8")
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(lambda path, other: _doctor(path), id="a figure edited"),
+        pytest.param(lambda path, other: path.write_bytes(path.read_bytes()[:-7]), id="truncated"),
+        pytest.param(lambda path, other: path.write_bytes(b""), id="empty"),
+        pytest.param(lambda path, other: path.write_bytes(other.read_bytes()), id="moved from another corpus"),
+    ],
+)
+def test_a_damaged_or_moved_report_is_a_miss_computed_again_with_one_warning(tmp_path, computed, damage):
+    corpus_of = kept_file(tmp_path, annotated())
+    # Another file: the same items but x's annotators swapped, so its report is another one.
+    other_of = kept_file(tmp_path, [annotated()[1], annotated()[0]], name="other.jsonl")
+    expected = Scorer(corpus_of(), n_resamples=50).agreement()
+    assert Scorer(other_of(), n_resamples=50).agreement() != expected
+    path, other = (c().kept / "agreement-50-0.json" for c in (corpus_of, other_of))
+    damage(path, other)
+    with pytest.warns(RuntimeWarning, match="agreement-50-0.json not used, computed again"):
+        got = Scorer(corpus_of(), n_resamples=50).agreement()
+    assert got == expected and computed["report"] == 3
+    # Computed again and kept again: the next scorer reads it, silently.
+    assert Scorer(corpus_of(), n_resamples=50).agreement() == expected and computed["report"] == 3
+
+
+def test_a_report_of_another_version_is_a_miss(tmp_path, computed, monkeypatch):
+    from shambench.scoring import scorer
+
+    corpus_of = kept_file(tmp_path, annotated())
+    expected = Scorer(corpus_of(), n_resamples=50).agreement()
+    monkeypatch.setattr(scorer, "shambench_version", lambda: "99.0")
+    with pytest.warns(RuntimeWarning, match="not used, computed again.*another version"):
+        assert Scorer(corpus_of(), n_resamples=50).agreement() == expected
+    assert computed["report"] == 2
+
+
+def test_a_corpus_that_is_not_kept_keeps_no_report(tmp_path, computed, monkeypatch):
+    from shambench.scoring import corpus as corpus_module
+
+    monkeypatch.setattr(corpus_module, "KEPT_CORPUS_BYTES", 10)
+    corpus_of = kept_file(tmp_path, annotated())
+    for _ in range(2):
+        corpus = corpus_of()
+        assert corpus.kept is None
+        Scorer(corpus, n_resamples=50).agreement()
+    assert computed["report"] == 2 and corpus_module.corpora_stats() == (0, 0)
+
+
+def test_score_twice_writes_the_same_results_reading_the_kept_report(tmp_path, computed):
+    from click.testing import CliRunner
+
+    from shambench.cli import main
+
+    kept_file(tmp_path, annotated())
+    predictions = tmp_path / "predictions.jsonl"
+    predictions.write_text(Prediction(id="x", spans=[SAT]).model_dump_json() + "\n", encoding="utf-8")
+    outs = []
+    for k in range(2):
+        out = tmp_path / f"results{k}.json"
+        args = ["score", "--examples", tmp_path / "examples.jsonl", "--predictions", predictions, "--out", out]
+        result = CliRunner().invoke(main, [*map(str, args), "--bootstrap", "50"])
+        assert result.exit_code == 0 and "warning" not in result.output, result.output
+        outs.append({k: v for k, v in json.loads(out.read_text()).items() if k != "created_at"})
+    assert computed["report"] == 1 and outs[0] == outs[1]
+    assert outs[0]["groups"]["agreement"]["partitions"]["qa/toy"]["human"]["token"]["f1"] == pytest.approx(5 / 6)
