@@ -23,9 +23,9 @@ from typing import Any, Protocol
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from shambench.schema import Annotations, Prediction, Reading
+from shambench.schema import Annotations, Prediction
 from shambench.scoring import metrics
-from shambench.scoring.corpus import Corpus
+from shambench.scoring.corpus import Corpus, SoftRange
 from shambench.scoring.text import SENTENCE_SPLITTER, TOKENIZER
 
 LIKE_FOR_LIKE = (
@@ -195,6 +195,36 @@ class RowScorer(Protocol):
     def bootstrap_weights(self, name: str, n: int) -> metrics.Resamples: ...
 
 
+class Rows(BaseModel):
+    """The leave-one-out rows of a corpus's items with at least two annotators, as `Corpus.retargeted` reads
+    them: what scoring a prediction against the annotators' golds needs, without the annotators' own spans."""
+
+    examples: list[int]
+    """Per row, the position of its item in the corpus (an item's rows together, items in corpus order)."""
+    ids: list[str]
+    """Per row, its id: the item's id, `#`, the left-out annotator's id."""
+    golds: list[list[tuple[int, int]]]
+    """Per row, the gold of the other annotators (`Reading.others`), as `(start, end)` ranges."""
+    soft: list[list[SoftRange] | None]
+    """Per row, the other annotators' shares per character (`Reading.others_soft`, as `(start, end, prob)`)
+    where the item has soft labels, else None."""
+
+
+def rows_of(corpus: Corpus) -> Rows:
+    """The leave-one-out rows of the corpus, from its annotators' readings."""
+    rows = Rows(examples=[], ids=[], golds=[], soft=[])
+    for i, ann in sorted(corpus.annotations.items()):
+        if len(ann.readings) < 2:
+            continue
+        for reading in ann.readings:
+            rows.examples.append(i)
+            rows.ids.append(f"{corpus.ids[i]}#{reading.annotator}")
+            rows.golds.append([(s.start, s.end) for s in reading.others])
+            soft = reading.others_soft if i in corpus.soft else None
+            rows.soft.append(None if soft is None else [(s.start, s.end, s.prob) for s in soft])
+    return rows
+
+
 @dataclass
 class LeaveOneOut:
     """The corpus of (item, annotator) rows and how they map back to items and partitions."""
@@ -205,19 +235,8 @@ class LeaveOneOut:
     """Per row, the number of its item (0-based, in corpus order)."""
     example_of: list[int]
     """Per item, its position in the source corpus."""
-    annotations: list[Annotations]
-    """Per item, its annotators' readings."""
     partitions: dict[str, np.ndarray]
     """Per partition, its items' numbers, in id order."""
-    all_annotations: dict[str, list[Annotations]]
-    """Per partition, every item's readings (one-annotator items too), for the counts."""
-
-    def human(self) -> list[tuple[int, Prediction]]:
-        """Each row's annotator's spans, as the row's prediction, with the row's position."""
-        return [
-            (k, Prediction(id=row_id, spans=reading.spans))
-            for k, (row_id, reading) in enumerate(zip(self.scorer.corpus.ids, self._readings()))
-        ]
 
     def detector(self, predictions: Mapping[int, Prediction]) -> list[tuple[int, Prediction]]:
         """The detector's prediction of each row's item (keyed by position in the source corpus), with the row's
@@ -229,40 +248,25 @@ class LeaveOneOut:
                 rows.append((k, pred))
         return rows
 
-    def _readings(self) -> list[Reading]:
-        return [r for ann in self.annotations for r in ann.readings]
 
-
-def leave_one_out(corpus: Corpus, scorer_of: Callable[[Corpus], RowScorer]) -> LeaveOneOut | None:
-    """The leave-one-out rows of the corpus's items with at least two annotators, scored by `scorer_of` their
-    corpus; None when there are none."""
-    scored = [(i, ann) for i, ann in sorted(corpus.annotations.items()) if len(ann.readings) >= 2]
-    if not scored:
+def leave_one_out(corpus: Corpus, rows: Rows, scorer_of: Callable[[Corpus], RowScorer]) -> LeaveOneOut | None:
+    """The leave-one-out rows of the corpus (`rows_of` it), scored by `scorer_of` their corpus; None when there
+    are none."""
+    if not rows.examples:
         return None
-    rows, ids, golds, soft, item_of = [], [], [], [], []
-    for item, (i, ann) in enumerate(scored):
-        for reading in ann.readings:
-            rows.append(i)
-            ids.append(f"{corpus.ids[i]}#{reading.annotator}")
-            golds.append(reading.others)
-            soft.append(reading.others_soft if i in corpus.soft else None)
-            item_of.append(item)
+    example_of = sorted(set(rows.examples))
+    item_of = np.searchsorted(np.array(example_of, np.int64), np.array(rows.examples, np.int64))
     by_partition: dict[str, list[int]] = {}
-    for item, (i, _) in enumerate(scored):
+    for item, i in enumerate(example_of):
         by_partition.setdefault(corpus.partitions[corpus.partition_code[i]], []).append(item)
-    everyone: dict[str, list[Annotations]] = {}
-    for i, ann in sorted(corpus.annotations.items()):
-        everyone.setdefault(corpus.partitions[corpus.partition_code[i]], []).append(ann)
     return LeaveOneOut(
-        scorer=scorer_of(corpus.retargeted(rows, ids, golds, soft)),
-        item_of=np.array(item_of, np.int64),
-        example_of=[i for i, _ in scored],
-        annotations=[ann for _, ann in scored],
+        scorer=scorer_of(corpus.retargeted(rows.examples, rows.ids, rows.golds, rows.soft)),
+        item_of=item_of,
+        example_of=example_of,
         partitions={
-            p: np.array(sorted(items, key=lambda k: corpus.ids[scored[k][0]]), np.int64)
+            p: np.array(sorted(items, key=lambda k: corpus.ids[example_of[k]]), np.int64)
             for p, items in sorted(by_partition.items())
         },
-        all_annotations=everyone,
     )
 
 
@@ -271,7 +275,7 @@ def figures(loo: LeaveOneOut, predictions: Sequence[tuple[int, Prediction]]) -> 
     an item's rows, then items."""
     sc = loo.scorer
     rows = sc.example_arrays(predictions)
-    n_items = len(loo.annotations)
+    n_items = len(loo.example_of)
     per_item = np.bincount(loo.item_of, minlength=n_items).astype(float)
 
     def item_means(values: np.ndarray) -> np.ndarray:
@@ -316,15 +320,27 @@ def report(corpus: Corpus, loo: LeaveOneOut | None, n_resamples: int = 1000, see
     with_figures = set(loo.partitions) if loo else set()
     partitions = {}
     if loo is not None:
-        human = figures(loo, loo.human())
+        scored = [corpus.annotations[i] for i in loo.example_of]
+        human = figures(loo, _human(loo, scored))
+        everyone: dict[str, list[Annotations]] = {}
+        for i, ann in sorted(corpus.annotations.items()):
+            everyone.setdefault(corpus.partitions[corpus.partition_code[i]], []).append(ann)
         for partition, items in loo.partitions.items():
-            scored = [loo.annotations[int(k)] for k in items]
-            partitions[partition] = _counted(human[partition], scored, loo.all_annotations[partition])
+            partitions[partition] = _counted(human[partition], [scored[int(k)] for k in items], everyone[partition])
     return AgreementReport(
         partitions=partitions,
         without_annotators=sorted(set(corpus.partitions) - with_figures),
         conventions=conventions(n_resamples, seed),
     )
+
+
+def _human(loo: LeaveOneOut, scored: list[Annotations]) -> list[tuple[int, Prediction]]:
+    """Each row's annotator's spans, as the row's prediction, with the row's position (`scored`: per item, its
+    annotators, whose readings are the rows in order)."""
+    readings = [r for ann in scored for r in ann.readings]
+    return [
+        (k, Prediction(id=row_id, spans=r.spans)) for k, (row_id, r) in enumerate(zip(loo.scorer.corpus.ids, readings))
+    ]
 
 
 def _counted(human: Figures, scored: list[Annotations], everyone: list[Annotations]) -> PartitionAgreement:

@@ -10,6 +10,7 @@ with individual annotators, their readings (human agreement, `shambench.scoring.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import io
@@ -19,24 +20,28 @@ import shutil
 import tempfile
 import warnings
 import zipfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import orjson
+from pydantic import BaseModel
 
 from shambench.errors import DataError, ScoringError
 from shambench.paths import cache_dir
-from shambench.schema import Annotations, Example, SoftSpan, Span
+from shambench.schema import Annotations, Example
 from shambench.scoring.text import Segmentation, Segmenter, convention, language_of, unknown_language
 
 # Examples segmented together: large enough that a chunk of uncached texts is tokenised on every core, small enough
 # that its texts cost little memory (about 10 MB of real responses).
 CHUNK_EXAMPLES = 16_384
 _INT32_MAX = int(np.iinfo(np.int32).max)
+# A soft label as the scorer keeps it: start, end, probability (`SoftSpan`'s fields).
+SoftRange = tuple[int, int, float]
+Model = TypeVar("Model", bound=BaseModel)
 
 
 def covered(starts: np.ndarray, ends: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
@@ -155,13 +160,14 @@ class Corpus:
     """Non-whitespace tokens."""
     units: Units
     """Sentence units, or steps for examples that have them."""
-    soft: dict[int, list[SoftSpan]]
-    """Gold soft labels of the examples that have them, by position."""
+    soft: dict[int, list[SoftRange]]
+    """Gold soft labels (`Example.soft_spans` as `(start, end, prob)`) of the examples that have them, by
+    position."""
     with_steps: dict[int, Example]
     """The examples that have steps, whole, by position (the math metrics read them)."""
     segmentation: dict[str, str]
     """Per partition, the segmentation conventions of its languages."""
-    annotations: dict[int, Annotations]
+    annotations: Mapping[int, Annotations]
     """The individual annotators' readings of the examples that have them, by position."""
     kept: Path | None = None
     """The folder this corpus is kept in (`file_corpus`), beside which what is computed from the corpus alone is
@@ -176,7 +182,7 @@ class Corpus:
         coded: dict[str, list[int]] = {kind: [] for kind in codes}
         lengths: list[int] = []
         gold: tuple[list[int], list[int]] = ([], [])
-        soft: dict[int, list[SoftSpan]] = {}
+        soft: dict[int, list[SoftRange]] = {}
         with_steps: dict[int, Example] = {}
         annotations: dict[int, Annotations] = {}
         languages: dict[str, dict[str, None]] = {}
@@ -208,7 +214,7 @@ class Corpus:
                     gold[0].append(span.start + total)
                     gold[1].append(span.end + total)
                 if ex.soft_spans is not None:
-                    soft[i] = ex.soft_spans
+                    soft[i] = [(s.start, s.end, s.prob) for s in ex.soft_spans]
                 if ex.steps:
                     with_steps[i] = ex
                 if ex.annotations is not None and ex.annotations.readings:
@@ -256,16 +262,17 @@ class Corpus:
         self,
         rows: Sequence[int],
         ids: Sequence[str],
-        golds: Sequence[Sequence[Span]],
-        soft: Sequence[list[SoftSpan] | None],
+        golds: Sequence[Sequence[tuple[int, int]]],
+        soft: Sequence[list[SoftRange] | None],
     ) -> Corpus:
         """A corpus whose example k copies example `rows[k]` (its partition, response length, tokens and sentence
-        units: nothing is segmented again), named `ids[k]`, with `golds[k]` and `soft[k]` as its gold instead of
-        its own. Repeats are allowed: this is how one response is scored against several golds."""
+        units: nothing is segmented again), named `ids[k]`, with `golds[k]` (`(start, end)` ranges) and `soft[k]`
+        as its gold instead of its own. Repeats are allowed: this is how one response is scored against several
+        golds."""
         at = np.asarray(rows, np.int64)
         lengths = self.lengths[at]
         offsets = np.cumsum(lengths) - lengths
-        gold = [(s.start + int(off), s.end + int(off)) for off, spans in zip(offsets, golds) for s in spans]
+        gold = [(start + int(off), end + int(off)) for off, spans in zip(offsets, golds) for start, end in spans]
         gs, ge = (np.array([g[k] for g in gold], np.int64) for k in (0, 1))
         shift = offsets - self.offsets[at]
         partition_code, partitions = _recoded(self.partition_code[at], self.partitions)
@@ -376,7 +383,7 @@ def _save(corpus: Corpus, folder: Path) -> None:
             "tasks": corpus.tasks,
             "datasets": corpus.datasets,
             "segmentation": corpus.segmentation,
-            "soft": [[i, [s.model_dump() for s in spans]] for i, spans in corpus.soft.items()],
+            "soft": [[i, spans] for i, spans in corpus.soft.items()],
             "with_steps": [[i, ex.model_dump(mode="json")] for i, ex in corpus.with_steps.items()],
             "annotations": [[i, a.model_dump(mode="json")] for i, a in corpus.annotations.items()],
         }
@@ -384,9 +391,10 @@ def _save(corpus: Corpus, folder: Path) -> None:
         digests = {name: _digest((tmp / name).read_bytes()) for name in (ARRAYS_FILE, NAMES_FILE)}
         (tmp / DIGEST_FILE).write_text(json.dumps({"key": folder.name, **digests}), encoding="utf-8")
         os.replace(tmp, folder)
-    except OSError:
-        # Another process stored the same corpus first (the folder exists), or the disk refused (read-only, full,
-        # not a folder): the corpus is simply not kept.
+    except (OSError, orjson.JSONEncodeError):
+        # Another process stored the same corpus first (the folder exists), the disk refused (read-only, full, not
+        # a folder), or a name holds a lone surrogate (which JSON escapes allow and UTF-8 cannot store): the
+        # corpus is simply not kept.
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
 
@@ -414,7 +422,7 @@ def _load(folder: Path) -> Corpus:
         raise _NotThisCorpus("it was made for another file (its key differs from its folder's)")
     with np.load(io.BytesIO(_verified(folder, ARRAYS_FILE, claimed))) as npz:
         arrays = {name: npz[name] for name in npz.files}
-    names = json.loads(_verified(folder, NAMES_FILE, claimed).decode("utf-8"))
+    names = orjson.loads(_verified(folder, NAMES_FILE, claimed))
     units = {kind: Units(**{name: arrays[f"{kind}.{name}"] for name in _UNIT_ARRAYS}) for kind in ("tokens", "units")}
     return Corpus(
         ids=names["ids"],
@@ -425,11 +433,31 @@ def _load(folder: Path) -> Corpus:
         datasets=names["datasets"],
         tokens=units["tokens"],
         units=units["units"],
-        soft={i: [SoftSpan(**s) for s in spans] for i, spans in names["soft"]},
+        soft={i: [(start, end, prob) for start, end, prob in spans] for i, spans in names["soft"]},
         with_steps={i: Example.model_validate(ex) for i, ex in names["with_steps"]},
         segmentation=names["segmentation"],
-        annotations={i: Annotations.model_validate(a) for i, a in names["annotations"]},
+        annotations=_Readings(names["annotations"]),
     )
+
+
+class _Readings(Mapping[int, Annotations]):
+    """The annotators' readings of a kept corpus, by position, each checked when first read: scoring against the
+    leave-one-out rows and the human figures kept beside the corpus read none of them."""
+
+    def __init__(self, stored: list[list[Any]]):
+        self._stored: dict[int, Any] = {i: a for i, a in stored}
+        self._read: dict[int, Annotations] = {}
+
+    def __getitem__(self, i: int) -> Annotations:
+        if i not in self._read:
+            self._read[i] = Annotations.model_validate(self._stored[i])
+        return self._read[i]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._stored)
+
+    def __len__(self) -> int:
+        return len(self._stored)
 
 
 def _arrays(corpus: Corpus) -> dict[str, np.ndarray]:
@@ -467,57 +495,6 @@ def file_corpus(path: str | Path, limit: int | None, examples: Callable[[], Iter
     return corpus
 
 
-# Bytes of the keyed BLAKE2b digest that ends a file kept beside a corpus.
-_SEAL = 20
-
-
-def _beside_seal(folder: Path, name: str, context: str, body: bytes) -> bytes:
-    """The digest of a file kept beside a corpus, keyed with the corpus's key, the file's name and its context."""
-    key = hashlib.blake2b(f"{folder.name}|{name}|{context}".encode("utf-8", "surrogatepass"), digest_size=32)
-    return hashlib.blake2b(body, digest_size=_SEAL, key=key.digest()).digest()
-
-
-def kept_beside(corpus: Corpus, name: str, context: str) -> bytes | None:
-    """What was kept beside the corpus as `name` (`keep_beside`) for the same `context` (all else it was computed
-    from, versions included), or None. A file that is not what its seal says (edited, truncated, moved from another
-    corpus's folder, or written for another context or version) is a miss: deleted, with one warning."""
-    if corpus.kept is None:
-        return None
-    path = corpus.kept / name
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return None  # not kept (yet), or unreadable: computed again either way
-    body, seal = data[:-_SEAL], data[-_SEAL:]
-    if len(data) > _SEAL and seal == _beside_seal(corpus.kept, name, context, body):
-        return body
-    warnings.warn(
-        f"kept {path} not used, computed again: it does not match its seal (edited, truncated, moved from "
-        "another corpus or written by another version)",
-        RuntimeWarning,
-        stacklevel=2,
-    )
-    path.unlink(missing_ok=True)
-    return None
-
-
-def keep_beside(corpus: Corpus, name: str, context: str, body: bytes) -> None:
-    """Keep `body` beside a kept corpus as `name`, sealed for the corpus and `context` (see `kept_beside`); written
-    whole (renamed into place) or not at all. Nothing is kept for a corpus that is not."""
-    if corpus.kept is None:
-        return
-    tmp: Path | None = None
-    try:
-        with tempfile.NamedTemporaryFile("wb", dir=corpus.kept, prefix=".tmp-", delete=False) as fh:
-            tmp = Path(fh.name)
-            fh.write(body + _beside_seal(corpus.kept, name, context, body))
-        os.replace(tmp, corpus.kept / name)
-    except OSError:
-        # The folder was deleted meanwhile (`cache clear`), or the disk refused: the file is simply not kept.
-        if tmp is not None:
-            tmp.unlink(missing_ok=True)
-
-
 def clear_corpora() -> int:
     """Delete every kept corpus; returns how many there were."""
     folders = [p for p in corpora_dir().glob("*") if p.is_dir()] if corpora_dir().is_dir() else []
@@ -532,3 +509,63 @@ def corpora_stats() -> tuple[int, int]:
         return 0, 0
     files = [p for p in corpora_dir().rglob("*") if p.is_file()]
     return len([p for p in corpora_dir().glob("*") if p.is_dir()]), sum(p.stat().st_size for p in files)
+
+
+# Bytes of the keyed BLAKE2b digest that ends a file kept beside a corpus.
+_SEAL = 20
+
+
+def _beside_seal(folder: Path, name: str, context: str, body: bytes) -> bytes:
+    """The digest of a file kept beside a corpus, keyed with the corpus's key, the file's name and its context."""
+    key = hashlib.blake2b(f"{folder.name}|{name}|{context}".encode("utf-8", "surrogatepass"), digest_size=32)
+    return hashlib.blake2b(body, digest_size=_SEAL, key=key.digest()).digest()
+
+
+def kept_beside(corpus: Corpus, name: str, context: str, kind: type[Model], compute: Callable[[], Model]) -> Model:
+    """`compute()`, or what an earlier `compute()` gave when it was kept beside the same corpus as `name`, for the
+    same `context` (all else it depends on, versions included); what is computed is kept there, sealed. Nothing is
+    kept beside a corpus that is not kept itself."""
+    body = _read_beside(corpus.kept, name, context) if corpus.kept is not None else None
+    if body is not None:
+        return kind.model_validate_json(body)
+    made = compute()
+    if corpus.kept is not None:
+        _write_beside(corpus.kept, name, context, made.model_dump_json().encode())
+    return made
+
+
+def _read_beside(folder: Path, name: str, context: str) -> bytes | None:
+    """The body of a file kept beside a corpus, or None. A file that is not what its seal says (edited, truncated,
+    moved from another corpus's folder, or written for another context or version) is a miss: deleted, with one
+    warning."""
+    path = folder / name
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None  # not kept (yet), or unreadable: computed again either way
+    body, seal = data[:-_SEAL], data[-_SEAL:]
+    if len(data) > _SEAL and seal == _beside_seal(folder, name, context, body):
+        return body
+    warnings.warn(
+        f"kept {path} not used, computed again: it does not match its seal (edited, truncated, moved from "
+        "another corpus or written by another version)",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+    with contextlib.suppress(OSError):  # a read-only cache keeps it: it is a miss each time, never used
+        path.unlink()
+    return None
+
+
+def _write_beside(folder: Path, name: str, context: str, body: bytes) -> None:
+    """Write a sealed file beside a kept corpus, whole (renamed into place) or not at all."""
+    tmp: Path | None = None
+    try:
+        with tempfile.NamedTemporaryFile("wb", dir=folder, prefix=".tmp-", delete=False) as fh:
+            tmp = Path(fh.name)
+            fh.write(body + _beside_seal(folder, name, context, body))
+        os.replace(tmp, folder / name)
+    except OSError:
+        # The folder was deleted meanwhile (`cache clear`), or the disk refused: the file is simply not kept.
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)

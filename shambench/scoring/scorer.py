@@ -20,7 +20,7 @@ from shambench.errors import ScoringError
 from shambench.provenance import git_commit, now_iso, shambench_version
 from shambench.schema import Example, Prediction, Span
 from shambench.scoring import metrics
-from shambench.scoring.corpus import Corpus, covered, keep_beside, kept_beside, rules_hash
+from shambench.scoring.corpus import Corpus, covered, kept_beside, rules_hash
 from shambench.scoring.extended import ADDED_PARTITIONS, extended_group, kept_apart
 from shambench.scoring.results import (
     PRF,
@@ -82,6 +82,13 @@ def conventions(n_resamples: int, seed: int) -> dict[str, str]:
         "threshold_free": "AUPRC (average precision) and AUROC over all tokens of the group; a token's score "
         "is the max over the scored ranges it overlaps (predicted spans when no scores are given), else 0",
     }
+
+
+def _agreement_versions() -> str:
+    """The versions and rules that the human agreement figures and their rows depend on beyond the corpus (whose
+    key has its own rules)."""
+    versions = "|".join(version(p) for p in ("numpy", "pydantic"))
+    return f"{shambench_version()}|{versions}|{rules_hash(_AGREEMENT_MODULES)}"
 
 
 def _char_counts(s: np.ndarray, e: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
@@ -224,7 +231,7 @@ class Scorer:
         if i in self._gold_soft:
             return self._gold_soft[i]
         length = int(self.corpus.lengths[i])
-        vector = metrics.SoftVector(_soft_vector(length, [(s.start, s.end, s.prob) for s in self.corpus.soft[i]]))
+        vector = metrics.SoftVector(_soft_vector(length, self.corpus.soft[i]))
         if self._gold_soft_chars + length <= KEPT_GOLD_SOFT_CHARS:
             self._gold_soft[i] = vector
             self._gold_soft_chars += length
@@ -381,27 +388,24 @@ class Scorer:
         if self._human is None:
             from shambench.scoring.agreement import AgreementReport, report
 
-            name, context = f"agreement-{self.n_resamples}-{self.seed}.json", self._agreement_context()
-            kept = kept_beside(self.corpus, name, context)
-            if kept is not None:
-                self._human = AgreementReport.model_validate_json(kept)
-            else:
-                self._human = report(self.corpus, self._leave_one_out, self.n_resamples, self.seed)
-                keep_beside(self.corpus, name, context, self._human.model_dump_json().encode())
+            self._human = kept_beside(
+                self.corpus,
+                f"agreement-{self.n_resamples}-{self.seed}.json",
+                f"{self.n_resamples}|{self.seed}|{_agreement_versions()}",
+                AgreementReport,
+                lambda: report(self.corpus, self._leave_one_out, self.n_resamples, self.seed),
+            )
         return self._human
-
-    def _agreement_context(self) -> str:
-        """All that the human agreement report depends on beyond the corpus (whose key has its own rules)."""
-        versions = "|".join(version(p) for p in ("numpy", "pydantic"))
-        return f"{self.n_resamples}|{self.seed}|{shambench_version()}|{versions}|{rules_hash(_AGREEMENT_MODULES)}"
 
     @cached_property
     def _leave_one_out(self) -> LeaveOneOut | None:
         """The leave-one-out rows, made once per scorer, and only when a prediction is scored against them or the
-        human figures are computed."""
-        from shambench.scoring.agreement import leave_one_out
+        human figures are computed; read from beside a kept corpus where they were made before (they need none of
+        the annotators' own spans, which are then never read)."""
+        from shambench.scoring.agreement import Rows, leave_one_out, rows_of
 
-        return leave_one_out(self.corpus, lambda rows: Scorer(rows, self.n_resamples, self.seed))
+        rows = kept_beside(self.corpus, "leave-one-out.json", _agreement_versions(), Rows, lambda: rows_of(self.corpus))
+        return leave_one_out(self.corpus, rows, lambda corpus: Scorer(corpus, self.n_resamples, self.seed))
 
     def _agreement_group(self, pa: _PredictionArrays) -> AgreementGroup | None:
         """The detector against the leave-one-out golds, beside the human figure, where annotators are known."""

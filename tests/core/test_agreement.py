@@ -216,10 +216,11 @@ def annotated():
 
 @pytest.fixture
 def computed(monkeypatch):
-    """Counts the reports computed (not read from disk) and the leave-one-out rows made."""
+    """Counts the reports and the leave-one-out rows computed (not read from beside a kept corpus), and the
+    annotators' readings checked."""
     from shambench.scoring import agreement
 
-    calls = {"report": 0, "rows": 0}
+    calls = {"report": 0, "rows": 0, "readings": 0}
 
     def counting(name, real):
         def wrapper(*args, **kwargs):
@@ -229,29 +230,31 @@ def computed(monkeypatch):
         return wrapper
 
     monkeypatch.setattr(agreement, "report", counting("report", agreement.report))
-    monkeypatch.setattr(agreement, "leave_one_out", counting("rows", agreement.leave_one_out))
+    monkeypatch.setattr(agreement, "rows_of", counting("rows", agreement.rows_of))
+    monkeypatch.setattr(Annotations, "model_validate", counting("readings", Annotations.model_validate))
     return calls
 
 
-def test_a_kept_report_is_read_back_equal_and_needs_no_rows(tmp_path, computed):
+def test_a_kept_report_and_rows_are_read_back_equal_and_no_reading_is_read(tmp_path, computed):
     corpus_of = kept_file(tmp_path, annotated())
+    corpus_of()  # the file read and its corpus kept, with nothing beside it
     first = Scorer(corpus_of(), n_resamples=50).agreement()
-    assert computed == {"report": 1, "rows": 1}
+    assert computed == {"report": 1, "rows": 1, "readings": 3}  # the kept corpus's 3 annotated items, checked
     scorer = Scorer(corpus_of(), n_resamples=50)
     again = scorer.agreement()
-    assert computed == {"report": 1, "rows": 1}  # read from beside the kept corpus, no row made
+    assert computed == {"report": 1, "rows": 1, "readings": 3}  # read from beside the kept corpus, no row made
     assert again == first
     # The hand-computed figures of x and y (2/3 and 1: see above), and w's 2/3.
     assert again.partitions["qa/toy"].token.f1 == pytest.approx((2 / 3 + 1) / 2)
     assert again.partitions["qa/trio"].token.f1 == pytest.approx(2 / 3)
     assert again.without_annotators == ["qa/plain"]
-    # A prediction still gets its like-for-like figures, from rows made for it, against the kept human ones.
+    # A prediction gets its like-for-like figures from the kept rows, against the kept human figures.
     results = scorer.score([Prediction(id="x", spans=[SAT])])
-    assert computed == {"report": 1, "rows": 2}
+    assert computed == {"report": 1, "rows": 1, "readings": 3}
     expected = score(annotated(), [Prediction(id="x", spans=[SAT])], n_resamples=50)
     assert results.groups.agreement == expected.groups.agreement
-    assert again == agreement_of(annotated())  # what a scorer of the examples themselves computes
     assert results.groups.agreement.partitions["qa/toy"].detector.token.f1 == pytest.approx(1 / 6)
+    assert again == agreement_of(annotated())  # what a scorer of the examples themselves computes
 
 
 def test_other_resamples_or_seed_do_not_reuse_a_kept_report(tmp_path, computed, recwarn):
@@ -276,8 +279,9 @@ CHOICES = ((50, 0), (60, 0), (50, 1))
 
 
 def _doctor(path):
+    """Change the first digit of the file's first number after a `:` (a figure, or a row's item)."""
     data = bytearray(path.read_bytes())
-    at = data.index(b'"f1":') + 6
+    at = next(k for k in range(1, len(data)) if data[k - 1 : k] in (b":", b"[") and chr(data[k]).isdigit())
     data[at] = ord("9") if data[at] != ord("9") else ord("8")
     path.write_bytes(bytes(data))
 
@@ -291,19 +295,25 @@ def _doctor(path):
         pytest.param(lambda path, other: path.write_bytes(other.read_bytes()), id="moved from another corpus"),
     ],
 )
-def test_a_damaged_or_moved_report_is_a_miss_computed_again_with_one_warning(tmp_path, computed, damage):
+@pytest.mark.parametrize("name", ["agreement-50-0.json", "leave-one-out.json"])
+def test_a_damaged_or_moved_kept_file_is_a_miss_computed_again_with_one_warning(tmp_path, computed, damage, name):
     corpus_of = kept_file(tmp_path, annotated())
-    # Another file: the same items but x's annotators swapped, so its report is another one.
-    other_of = kept_file(tmp_path, [annotated()[1], annotated()[0]], name="other.jsonl")
-    expected = Scorer(corpus_of(), n_resamples=50).agreement()
-    assert Scorer(other_of(), n_resamples=50).agreement() != expected
-    path, other = (c().kept / "agreement-50-0.json" for c in (corpus_of, other_of))
+    # Another file: the same items but x's annotators swapped and y without soft labels, so its rows and report
+    # are other ones.
+    other_of = kept_file(tmp_path, [annotated()[1], item("x", {"b": [CAT_SAT], "a": [CAT]})], name="other.jsonl")
+    prediction = [Prediction(id="x", spans=[SAT])]
+    expected = Scorer(corpus_of(), n_resamples=50).score(prediction).groups.agreement
+    assert Scorer(other_of(), n_resamples=50).score(prediction).groups.agreement != expected
+    assert computed["report"] == computed["rows"] == 2
+    path, other = (c().kept / name for c in (corpus_of, other_of))
     damage(path, other)
-    with pytest.warns(RuntimeWarning, match="agreement-50-0.json not used, computed again"):
-        got = Scorer(corpus_of(), n_resamples=50).agreement()
-    assert got == expected and computed["report"] == 3
+    with pytest.warns(RuntimeWarning, match=f"{name} not used, computed again") as caught:
+        got = Scorer(corpus_of(), n_resamples=50).score(prediction).groups.agreement
+    assert len([w for w in caught if issubclass(w.category, RuntimeWarning)]) == 1
+    assert got == expected and computed["report"] + computed["rows"] == 5
     # Computed again and kept again: the next scorer reads it, silently.
-    assert Scorer(corpus_of(), n_resamples=50).agreement() == expected and computed["report"] == 3
+    assert Scorer(corpus_of(), n_resamples=50).score(prediction).groups.agreement == expected
+    assert computed["report"] + computed["rows"] == 5
 
 
 def test_a_report_of_another_version_is_a_miss(tmp_path, computed, monkeypatch):
@@ -312,9 +322,12 @@ def test_a_report_of_another_version_is_a_miss(tmp_path, computed, monkeypatch):
     corpus_of = kept_file(tmp_path, annotated())
     expected = Scorer(corpus_of(), n_resamples=50).agreement()
     monkeypatch.setattr(scorer, "shambench_version", lambda: "99.0")
-    with pytest.warns(RuntimeWarning, match="not used, computed again.*another version"):
+    with pytest.warns(RuntimeWarning, match="not used, computed again.*another version") as caught:
         assert Scorer(corpus_of(), n_resamples=50).agreement() == expected
-    assert computed["report"] == 2
+    # The report and its rows, one warning each.
+    named = sorted(str(w.message).split("/")[-1].split()[0] for w in caught if issubclass(w.category, RuntimeWarning))
+    assert named == ["agreement-50-0.json", "leave-one-out.json"]
+    assert computed["report"] == computed["rows"] == 2
 
 
 def test_a_corpus_that_is_not_kept_keeps_no_report(tmp_path, computed, monkeypatch):

@@ -124,7 +124,7 @@ def test_only_examples_with_steps_are_kept_whole(monkeypatch):
     scorer = Scorer(iter(mixed_examples()), n_resamples=10)
     assert live_examples() - before == 1  # "d", whose steps the math metrics read
     assert {e.id for e in scorer.corpus.with_steps.values()} == {"d"}
-    assert scorer.corpus.soft == {2: [SoftSpan(start=0, end=3, prob=0.6)]}  # of "c", only its soft labels
+    assert scorer.corpus.soft == {2: [(0, 3, 0.6)]}  # of "c", only its soft labels
 
 
 def test_example_rows_are_a_sequence_made_on_demand():
@@ -349,3 +349,13 @@ def test_an_unwritable_or_full_cache_is_a_miss_and_score_succeeds(tmp_path, monk
     assert json.loads(out.read_text())["overall"]["token"]["f1"] == expected.overall.token.f1
     assert corpus_module.corpora_stats() == (0, 0) or refusal == "not a folder"
     assert not list(tmp_path.glob("**/.tmp-*"))
+
+
+def test_a_corpus_whose_id_has_a_lone_surrogate_is_scored_and_not_kept(tmp_path):
+    # JSON's escapes allow a lone surrogate, which UTF-8 (the kept names' encoding) cannot store.
+    path = tmp_path / "examples.jsonl"
+    path.write_text('{"id": "a\\ud800", "task": "qa", "dataset": "x", "response": "The cat.", "hallu_spans": []}\n')
+    for _ in range(2):
+        corpus = corpus_module.file_corpus(path, None, reading(path)[0])
+        assert corpus.ids == ["a\ud800"] and corpus.kept is None
+    assert corpus_module.corpora_stats() == (0, 0)
