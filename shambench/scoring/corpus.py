@@ -453,6 +453,9 @@ class _Readings(Mapping[int, Annotations]):
             self._read[i] = Annotations.model_validate(self._stored[i])
         return self._read[i]
 
+    def __contains__(self, i: object) -> bool:
+        return i in self._stored  # not Mapping's, which reads the item
+
     def __iter__(self) -> Iterator[int]:
         return iter(self._stored)
 

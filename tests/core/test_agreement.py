@@ -248,10 +248,11 @@ def test_a_kept_report_and_rows_are_read_back_equal_and_no_reading_is_read(tmp_p
     assert again.partitions["qa/toy"].token.f1 == pytest.approx((2 / 3 + 1) / 2)
     assert again.partitions["qa/trio"].token.f1 == pytest.approx(2 / 3)
     assert again.without_annotators == ["qa/plain"]
-    # A prediction gets its like-for-like figures from the kept rows, against the kept human figures.
-    results = scorer.score([Prediction(id="x", spans=[SAT])])
+    # Predictions get their like-for-like figures from the kept rows, against the kept human figures.
+    predictions = [Prediction(id="x", spans=[SAT]), Prediction(id="y", spans=[]), Prediction(id="w", spans=[CAT])]
+    results = scorer.score(predictions)
     assert computed == {"report": 1, "rows": 1, "readings": 3}
-    expected = score(annotated(), [Prediction(id="x", spans=[SAT])], n_resamples=50)
+    expected = score(annotated(), predictions, n_resamples=50)
     assert results.groups.agreement == expected.groups.agreement
     assert results.groups.agreement.partitions["qa/toy"].detector.token.f1 == pytest.approx(1 / 6)
     assert again == agreement_of(annotated())  # what a scorer of the examples themselves computes
