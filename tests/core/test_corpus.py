@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
 from shambench.schema import Example, Prediction, SoftSpan, Step
 from shambench.scoring import corpus as corpus_module
@@ -359,3 +360,35 @@ def test_a_corpus_whose_id_has_a_lone_surrogate_is_scored_and_not_kept(tmp_path)
         corpus = corpus_module.file_corpus(path, None, reading(path)[0])
         assert corpus.ids == ["a\ud800"] and corpus.kept is None
     assert corpus_module.corpora_stats() == (0, 0)
+
+
+class _Count(BaseModel):
+    """A stand-in for what is kept beside a corpus."""
+
+    n: int
+    """Which call computed it."""
+
+
+def test_what_is_kept_beside_a_corpus_is_read_back_for_its_context_only(tmp_path):
+    path = tmp_path / "examples.jsonl"
+    write_examples(path, mixed_examples())
+    corpus = corpus_module.file_corpus(path, None, reading(path)[0])
+    made = []
+
+    def compute(n):
+        return lambda: made.append(n) or _Count(n=n)
+
+    assert corpus_module.kept_beside(corpus, "count.json", "one", _Count, compute(1)) == _Count(n=1)
+    assert corpus_module.kept_beside(corpus, "count.json", "one", _Count, compute(2)) == _Count(n=1)
+    assert made == [1]
+    # Another context (what else it depends on) under the same name: a miss, said once, and computed again.
+    with pytest.warns(RuntimeWarning, match="count.json not used, computed again"):
+        assert corpus_module.kept_beside(corpus, "count.json", "two", _Count, compute(3)) == _Count(n=3)
+    assert corpus_module.kept_beside(corpus, "count.json", "two", _Count, compute(4)) == _Count(n=3)
+    assert made == [1, 3] and not list(corpus.kept.glob(".tmp-*"))
+    # Nothing is kept beside a corpus that is not kept.
+    loose = Corpus.of(mixed_examples())
+    assert loose.kept is None
+    for n in (5, 6):
+        assert corpus_module.kept_beside(loose, "count.json", "one", _Count, compute(n)) == _Count(n=n)
+    assert made == [1, 3, 5, 6]
