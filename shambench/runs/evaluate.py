@@ -20,6 +20,7 @@ from pydantic_core import to_jsonable_python
 from shambench.detection.detector import Detector, Monitor, create_detector
 from shambench.errors import DataError, RunDirError, SelectionError, UnknownPluginError
 from shambench.io import Journal, write_json
+from shambench.memory import long_lived_frozen
 from shambench.runs.files import CONFIG, JOURNAL, RESULTS
 from shambench.runs.rundir import (
     RunConfig,
@@ -357,7 +358,9 @@ def run_evaluation(
 
         timeout = {} if batch_timeout is None else {"timeout": batch_timeout}
         settings = BatchSettings(wait=wait, poll=poll, max_cost=max_cost, **timeout)
-        with progress(run) if progress else nullcontext(monitor or Monitor()) as watching:
+        # The run's examples (and the scorer built ahead) are long-lived: full collections walking them would stall
+        # the requests' event loop, and then the scoring, for nothing.
+        with progress(run) if progress else nullcontext(monitor or Monitor()) as watching, long_lived_frozen():
             outcome = run_outcome(
                 run,
                 watching,

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from shambench.io import Journal, iter_jsonl, write_json, write_jsonl
+from shambench.memory import freeze_long_lived
 from shambench.runs.files import JOURNAL, PER_EXAMPLE, RESULTS
 from shambench.runs.rundir import RunConfig, load_config, run_examples
 from shambench.schema import Example, Prediction
@@ -108,6 +109,7 @@ def scorer_meanwhile(examples: Sequence[Example], n_resamples: int = 1000, seed:
             if _remember_sent(mine, child, keys):
                 scorer = Scorer(examples, n_resamples=n_resamples, seed=seed)
                 scorer.agreement()
+                freeze_long_lived()  # kept until the run is scored: no collection need walk it meanwhile
                 built.append(scorer)
         except Exception:  # scoring builds its own scorer, and meets (and reports) the same failure
             pass
