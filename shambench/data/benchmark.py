@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from shambench.data.adapter import DATA_DIR_ENV, Adapter, LoadResult, adapters, data_dir_origin, resolve_data_dir
 from shambench.errors import DataError
+from shambench.memory import collector_paused
 from shambench.schema import Example
 from shambench.scoring.suites import EXTENDED_SUITE
 
@@ -182,7 +183,8 @@ def load_benchmark(
                 elsewhere.append(f"{entry.name} (suite {adapter.suite})")
             continue
         try:
-            bench.loads[entry.name] = load_dev(adapter, root) if split == DEV else adapter.load(root, split)
+            with collector_paused():  # its examples outlive the loading and form no cycles
+                bench.loads[entry.name] = load_dev(adapter, root) if split == DEV else adapter.load(root, split)
         except DataError as err:
             bench.errors[entry.name] = str(err)
             continue

@@ -3,7 +3,7 @@
 import gc
 import weakref
 
-from shambench.memory import freeze_long_lived, long_lived_frozen
+from shambench.memory import collector_paused, freeze_long_lived, long_lived_frozen
 
 
 class Node:
@@ -50,3 +50,26 @@ def test_freezing_more_happens_only_inside_a_block():
         assert gc.get_freeze_count() >= before + 100
         del made
     assert gc.get_freeze_count() == 0
+
+
+def test_the_collector_is_paused_in_a_block_and_left_as_it_was_after():
+    assert gc.isenabled()
+    with long_lived_frozen(), collector_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()  # a caller who paused it keeps it paused
+    finally:
+        gc.enable()
+
+
+def test_an_error_in_a_paused_block_still_resumes_the_collector():
+    try:
+        with collector_paused():
+            raise ValueError("boom")
+    except ValueError:
+        pass
+    assert gc.isenabled()
