@@ -8,11 +8,12 @@ subclass says what to ask of one example (`predict_one`); everything about how i
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterator, Sequence
 from typing import Any, TypeVar
 
 from shambench.detection.detector import Detector, Monitor
 from shambench.llm.client import Budget, Endpoint, LLMClient, Route, map_endpoint
+from shambench.llm.loop import Feed
 from shambench.schema import Example, Prediction
 
 T = TypeVar("T")
@@ -49,8 +50,17 @@ class APIDetector(Detector):
     def predict(self, examples: Sequence[Example], monitor: Monitor | None = None) -> Iterator[Prediction]:
         yield from self.map(examples, self.predict_one, monitor)
 
+    def predicts_fed(self) -> bool:
+        """Whether `predict_fed` predicts what `predict` does: `predict` is this class's own, one request per
+        example (a subclass with a `predict` of its own, e.g. a local backend, needs its examples all known)."""
+        return type(self).predict is APIDetector.predict
+
+    def predict_fed(self, examples: Feed[Example], monitor: Monitor | None = None) -> Generator[Prediction]:
+        """Predictions for the examples of a feed, sent as they are put and yielded as they complete."""
+        yield from self.map(examples, self.predict_one, monitor)
+
     def map(
-        self, items: Sequence[T], work: Callable[[LLMClient, T], Awaitable[R]], monitor: Monitor | None = None
+        self, items: Sequence[T] | Feed[T], work: Callable[[LLMClient, T], Awaitable[R]], monitor: Monitor | None = None
     ) -> Iterator[R]:
         """`work(client, item)` for every item through this detector's endpoint, yielded as they complete."""
         yield from map_endpoint(

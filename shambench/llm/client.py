@@ -81,7 +81,7 @@ from shambench.errors import (
     ShambenchError,
 )
 from shambench.llm.cache import ResponseCache, cache_key
-from shambench.llm.loop import LoopThread
+from shambench.llm.loop import ENDED, Ended, Feed, LoopThread
 from shambench.llm.negotiation import (
     REJECTION_STATUS,
     STRUCTURED_MODES,
@@ -744,9 +744,13 @@ class LLMClient:
                 f"in ${self.endpoint.api_key_env} (or --api-key-env) and the base URL {endpoint_url(self.base_url())}"
             )
 
-    def map(self, items: Sequence[T], work: Callable[[T], Awaitable[R]], monitor: Monitor | None = None) -> Iterator[R]:
+    def map(
+        self, items: Sequence[T] | Feed[T], work: Callable[[T], Awaitable[R]], monitor: Monitor | None = None
+    ) -> Iterator[R]:
         """`work(item)` for every item, run by `max_concurrency` workers on an event loop in a worker thread;
-        results are yielded here as they complete. Counters and notes reach `monitor` from the calling thread."""
+        results are yielded here as they complete. Counters and notes reach `monitor` from the calling thread.
+        Items in a `Feed` are worked on as another thread puts them; the map ends when the feed is closed and
+        its items done, and raises the error it was closed with."""
         events: queue.SimpleQueue = queue.SimpleQueue()
         forward, forward_note = self.on_count, self.on_note
         tally: dict[str, float] = {}
@@ -777,13 +781,13 @@ class LLMClient:
 
     async def _work_all(
         self,
-        items: Sequence[T],
+        items: Sequence[T] | Feed[T],
         work: Callable[[T], Awaitable[R]],
         events: queue.SimpleQueue,
         tally: dict[str, float],
         notes: list[str],
     ) -> None:
-        pending = iter(items)
+        take = items.take if isinstance(items, Feed) else _taker(iter(items))
         done: list[R] = []
 
         def flush(end: object = None) -> None:
@@ -795,8 +799,9 @@ class LLMClient:
             notes.clear()
 
         async def worker() -> None:
-            # Workers share one iterator, so at most max_concurrency items are ever started and unfinished.
-            for item in pending:
+            # Workers share one iterator (or the feed), so at most max_concurrency items are ever started and
+            # unfinished.
+            while not isinstance(item := await take(), Ended):
                 try:
                     done.append(await work(item))
                 except Deferred as deferred:
@@ -814,7 +819,8 @@ class LLMClient:
         try:
             workers = await self._workers_for_server() if items else 0
             async with asyncio.TaskGroup() as group:
-                for _ in range(min(workers, len(items))):
+                # A feed's items are not known yet: as many workers as may be in flight, ending when it does.
+                for _ in range(workers if isinstance(items, Feed) else min(workers, len(items))):
                     group.create_task(worker())
         except* Exception as errors:
             outcome = errors.exceptions[0]
@@ -822,6 +828,15 @@ class LLMClient:
             tick.cancel()
             await self.aclose()
         flush(outcome)
+
+
+def _taker(items: Iterator[T]) -> Callable[[], Awaitable[T | Ended]]:
+    """A feed's `take` over items all known already."""
+
+    async def take() -> T | Ended:
+        return next(items, ENDED)
+
+    return take
 
 
 def given_up(failure: Failure, attempts: int) -> LLMError:
@@ -852,7 +867,7 @@ def _short(text: str, limit: int = 300) -> str:
 
 def map_endpoint(
     endpoint: Endpoint,
-    items: Sequence[T],
+    items: Sequence[T] | Feed[T],
     work: Callable[[LLMClient, T], Awaitable[R]],
     monitor: Monitor | None = None,
     use_cache: bool = True,

@@ -1,13 +1,16 @@
 """A private event loop in a daemon thread, for callers that are not async: the client's `map` and DSPy's LM
-calls both hand their coroutines to one of these instead of each running a loop of its own."""
+calls both hand their coroutines to one of these instead of each running a loop of its own. A `Feed` hands such a
+loop's workers items that another thread is still producing."""
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
-from collections.abc import Coroutine
-from typing import Any, TypeVar
+from collections import deque
+from collections.abc import Coroutine, Iterable
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -46,3 +49,69 @@ class LoopThread:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class Ended:
+    """What `Feed.take` returns once the feed is closed and empty."""
+
+
+ENDED = Ended()
+
+
+class Feed(Generic[T]):
+    """Items handed to an event loop's workers while another thread is still producing them (e.g. loading them).
+
+    `put` and `close` are called from any thread; `take` on the loop, where a worker waits without blocking the
+    loop: a put wakes the loop's waiting workers with `call_soon_threadsafe`. Items are taken in the order put."""
+
+    def __init__(self) -> None:
+        self._items: deque[T] = deque()
+        self._closed = False
+        self._error: BaseException | None = None
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._ready: asyncio.Event | None = None
+
+    def put(self, items: Iterable[T]) -> None:
+        """Hand these items to the workers (ignored once the feed is closed)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._items.extend(items)
+        self._wake()
+
+    def close(self, error: BaseException | None = None) -> None:
+        """No more items: workers end once the items put are taken, or, with `error`, raise it at their next take
+        (the items not yet taken are dropped)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if error is not None:
+                self._error = error
+                self._items.clear()
+        self._wake()
+
+    async def take(self) -> T | Ended:
+        """The next item, waiting for one to be put; ENDED once the feed is closed and empty."""
+        while True:
+            with self._lock:
+                if self._ready is None:
+                    self._loop, self._ready = asyncio.get_running_loop(), asyncio.Event()
+                if self._error is not None:
+                    raise self._error
+                if self._items:
+                    return self._items.popleft()
+                if self._closed:
+                    return ENDED
+                # Cleared under the lock: a put after this wakes the event, since its wake-up runs on the loop
+                # only once this worker awaits.
+                self._ready.clear()
+            await self._ready.wait()
+
+    def _wake(self) -> None:
+        loop, ready = self._loop, self._ready
+        if loop is None or ready is None:  # no worker has waited yet: the first take finds the items
+            return
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody takes any more
+            loop.call_soon_threadsafe(ready.set)
