@@ -19,7 +19,7 @@ import json
 import logging
 import os
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -156,7 +156,10 @@ def load_dev(adapter: Adapter, root: Path) -> LoadResult:
 
 
 def load_benchmark(
-    datasets: str | Sequence[str] | None = None, split: str = "test", data_dir: str | Path | None = None
+    datasets: str | Sequence[str] | None = None,
+    split: str = "test",
+    data_dir: str | Path | None = None,
+    on_load: Callable[[Benchmark, str], None] | None = None,
 ) -> Benchmark:
     """The examples of the named datasets (default: every SHAM-Bench source whose files are present) for a split.
 
@@ -164,6 +167,9 @@ def load_benchmark(
     (`validation`, `train`). A source that is missing, corrupt or lacks the split is recorded in
     `Benchmark.errors` when it was named, and the others still load; an unknown name raises `UnknownPluginError`
     with a suggestion. When no source at all loads, DataError says where it looked and what for.
+
+    `on_load(bench, name)`, when given, is called as soon as each dataset is loaded into `bench.loads` or recorded
+    in `bench.errors` (before the next one is read): a run can start on a dataset while the others load.
     """
     root = resolve_data_dir(data_dir)
     names = split_names(datasets)
@@ -181,14 +187,16 @@ def load_benchmark(
                 unused[entry.name] = problem
             elif not problem:
                 elsewhere.append(f"{entry.name} (suite {adapter.suite})")
-            continue
-        try:
-            with collector_paused():  # its examples outlive the loading and form no cycles
-                bench.loads[entry.name] = load_dev(adapter, root) if split == DEV else adapter.load(root, split)
-        except DataError as err:
-            bench.errors[entry.name] = str(err)
-            continue
-        bench.sources[entry.name] = adapter
+        else:
+            try:
+                with collector_paused():  # its examples outlive the loading and form no cycles
+                    bench.loads[entry.name] = load_dev(adapter, root) if split == DEV else adapter.load(root, split)
+            except DataError as err:
+                bench.errors[entry.name] = str(err)
+            else:
+                bench.sources[entry.name] = adapter
+        if on_load is not None and (entry.name in bench.loads or entry.name in bench.errors):
+            on_load(bench, entry.name)
     if not bench.loads:
         present = f"; present but outside the default set, so loaded only when named: {', '.join(elsewhere)}"
         raise DataError(_nothing_loaded(root, data_dir, split, bench.errors or unused) + (present if elsewhere else ""))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from shambench.detection.detector import Detector, Monitor
 from shambench.io import Journal
@@ -19,20 +19,34 @@ def run_predictions(
     on_prediction: Callable[[Prediction], None] | None = None,
     fail_fast: bool = True,
 ) -> int:
-    """Run the detector over the examples, journaling each prediction; returns how many were written.
-
-    Each prediction is checked as a PRED file line would be (and against its example's response) before it is
-    journaled: DataError names the detector and the example. With `fail_fast`, raises SystematicFailure (after
-    journaling) when failures are systematic (`FailureWatch`)."""
+    """Run the detector over the examples, journaling each prediction; returns how many were written (see
+    `journal_predictions`)."""
     wanted: dict[str | None, Example] = {ex.id: ex for ex in examples}  # a prediction without an id finds none
+    with journal.appender() as append:
+        predictions = detector.predict(examples, monitor or Monitor())
+        return journal_predictions(predictions, wanted, append, detector.name, on_prediction, fail_fast)
+
+
+def journal_predictions(
+    predictions: Iterable[Prediction],
+    wanted: Mapping[str | None, Example],
+    append: Callable[[Prediction], None],
+    detector: str,
+    on_prediction: Callable[[Prediction], None] | None = None,
+    fail_fast: bool = True,
+) -> int:
+    """Append each of the detector's predictions as it arrives; returns how many were appended.
+
+    Each prediction is checked as a PRED file line would be (and against its example in `wanted`, by id) before
+    it is appended: DataError names the `detector` and the example. With `fail_fast`, raises SystematicFailure
+    (after appending) when failures are systematic (`FailureWatch`)."""
     watch = FailureWatch() if fail_fast else None
     n = 0
-    with journal.appender() as append:
-        for pred in detector.predict(examples, monitor or Monitor()):
-            append(check_detector_prediction(pred, wanted.get(getattr(pred, "id", None)), detector.name))
-            n += 1
-            if on_prediction:
-                on_prediction(pred)
-            if watch is not None:
-                watch.see(pred)
+    for pred in predictions:
+        append(check_detector_prediction(pred, wanted.get(getattr(pred, "id", None)), detector))
+        n += 1
+        if on_prediction:
+            on_prediction(pred)
+        if watch is not None:
+            watch.see(pred)
     return n

@@ -7,7 +7,7 @@ Errors name the Python parameters (`datasets`, `examples_file`, ...): the comman
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,19 +42,27 @@ def suite_datasets(suite: str, data_dir: str | Path | None, split: str) -> str:
     return ",".join(names)
 
 
-def first_per_partition(examples: Iterable[Example], limit: int | None) -> Iterator[Example]:
-    """The first `limit` examples of each partition (all when limit is None), as they are read."""
-    seen: Counter[str] = Counter()
+def first_per_partition(
+    examples: Iterable[Example], limit: int | None, seen: Counter[str] | None = None
+) -> Iterator[Example]:
+    """The first `limit` examples of each partition (all when limit is None), as they are read; `seen` counts the
+    examples of each partition read before (by earlier calls, for examples read in parts)."""
+    seen = Counter() if seen is None else seen
     for ex in examples:
         seen[ex.partition] += 1
         if limit is None or seen[ex.partition] <= limit:
             yield ex
 
 
-def loaded_benchmark(datasets: str | Sequence[str] | None, split: str, data_dir: str | Path | None) -> Benchmark:
-    """The benchmark of the named datasets; DataError when one of them fails to load (never a partition silently
-    left out)."""
-    bench = load_benchmark(datasets, split, data_dir)
+def loaded_benchmark(
+    datasets: str | Sequence[str] | None,
+    split: str,
+    data_dir: str | Path | None,
+    on_load: Callable[[Benchmark, str], None] | None = None,
+) -> Benchmark:
+    """The benchmark of the named datasets (`on_load`: see `load_benchmark`); DataError when one of them fails to
+    load (never a partition silently left out)."""
+    bench = load_benchmark(datasets, split, data_dir, on_load)
     if bench.errors:
         raise DataError("; ".join(f"dataset {name} not loaded: {message}" for name, message in bench.errors.items()))
     return bench
@@ -84,15 +92,19 @@ def read_selection(
     else:
         bench = loaded_benchmark(datasets, split, data_dir)
         read = bench.examples
-        fields = {
-            "datasets": sorted(bench.loads),
-            "split": split,
-            "data_dir": str(bench.data_dir.resolve()),
-            "dropped_rows": {name: load.dropped for name, load in bench.loads.items() if load.dropped},
-        }
+        fields = _benchmark_fields(bench)
     if kept_datasets is not None:
         read = (ex for ex in read if ex.dataset in kept_datasets)
     return _not_empty(first_per_partition(read, limit), kept_datasets), {**fields, "limit": limit}
+
+
+def _benchmark_fields(bench: Benchmark) -> dict[str, Any]:
+    return {
+        "datasets": sorted(bench.loads),
+        "split": bench.split,
+        "data_dir": str(bench.data_dir.resolve()),
+        "dropped_rows": {name: load.dropped for name, load in bench.loads.items() if load.dropped},
+    }
 
 
 def _not_empty(examples: Iterator[Example], kept_datasets: Collection[str] | None) -> Iterator[Example]:
@@ -101,10 +113,44 @@ def _not_empty(examples: Iterator[Example], kept_datasets: Collection[str] | Non
         n += 1
         yield ex
     if not n:
-        message = "no examples selected by the datasets, examples file and data directory given"
-        if kept_datasets is not None:
-            message += f"; the predictions are for {', '.join(sorted(kept_datasets)) or 'no dataset'}"
-        raise SelectionError(message)
+        raise _nothing_selected(kept_datasets)
+
+
+def _nothing_selected(kept_datasets: Collection[str] | None = None) -> SelectionError:
+    message = "no examples selected by the datasets, examples file and data directory given"
+    if kept_datasets is not None:
+        message += f"; the predictions are for {', '.join(sorted(kept_datasets)) or 'no dataset'}"
+    return SelectionError(message)
+
+
+def select_datasets(
+    datasets: str | Sequence[str] | None,
+    split: str,
+    data_dir: str | Path | None,
+    limit: int | None,
+    on_selected: Callable[[list[Example]], None],
+    on_failed: Callable[[], None],
+) -> tuple[list[Example], dict[str, Any]]:
+    """What `select_examples` selects from adapters' datasets without a context provider (the same examples in
+    the same order, the same checks, errors and selection fields), with each dataset's selected examples handed
+    to `on_selected` as soon as that dataset is loaded. Once a dataset fails to load `on_failed` is called and
+    nothing more is handed; the others are still loaded, so that the error names every dataset that failed."""
+    seen: Counter[str] = Counter()
+    examples: list[Example] = []
+
+    def loaded(bench: Benchmark, name: str) -> None:
+        if bench.errors:
+            if len(bench.errors) == 1 and name in bench.errors:
+                on_failed()
+            return
+        selected = list(first_per_partition(bench.loads[name].examples, limit, seen))
+        examples.extend(selected)
+        on_selected(selected)
+
+    bench = loaded_benchmark(datasets, split, data_dir, loaded)
+    if not examples:
+        raise _nothing_selected()
+    return examples, {**_benchmark_fields(bench), "limit": limit}
 
 
 def corpus_to_score(
