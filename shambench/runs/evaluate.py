@@ -10,10 +10,10 @@ output-defining parameters would change, and a sweep skips, resumes or refuses i
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, ExitStack, closing, contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeGuard, overload
 
 from pydantic_core import to_jsonable_python
 
@@ -21,7 +21,7 @@ from shambench.detection.detector import Detector, Monitor, create_detector
 from shambench.errors import DataError, RunDirError, SelectionError, UnknownPluginError
 from shambench.io import Journal, write_json
 from shambench.memory import long_lived_frozen
-from shambench.runs.files import CONFIG, JOURNAL, RESULTS
+from shambench.runs.files import CONFIG, JOURNAL, LOCK, RESULTS
 from shambench.runs.rundir import (
     RunConfig,
     check_new_run_dir,
@@ -32,7 +32,7 @@ from shambench.runs.rundir import (
     run_examples,
     run_lock,
 )
-from shambench.runs.runner import run_predictions
+from shambench.runs.runner import journal_predictions, run_predictions
 from shambench.runs.scoring import (
     ScorerAhead,
     run_results_and_scores,
@@ -45,6 +45,7 @@ from shambench.schema import Example, Prediction
 from shambench.scoring.results import Results
 
 if TYPE_CHECKING:
+    from shambench.llm.api import APIDetector
     from shambench.runs.batch import BatchSettings, Estimate
 
 # Recorded parameters that route the API key: on resume they come from the caller (or the preset), never from
@@ -186,17 +187,9 @@ def opened_run(
             finally:
                 opened.detector.close()
         return
-    if detector is None:
-        raise DataError("a detector is required (or resume a run directory)")
-    spec = detector if isinstance(detector, str) else detector.name
-    path = Path(run_dir) if run_dir else new_run_dir(runs_root, spec)
-    check_new_run_dir(path)
-    det = create_detector(detector, **params) if isinstance(detector, str) else detector
+    path, det = new_run_detector(detector, run_dir, runs_root, params)
     try:
-        if routed:
-            require_routes(det, routed)
-        if write:
-            det.check_can_run()
+        check_runnable(det, routed, write)
         examples, selection = select_examples(
             datasets, examples_file, split, data_dir, limit, context=context, context_params=context_params or {}
         )
@@ -213,6 +206,29 @@ def opened_run(
 @contextmanager
 def _unlocked() -> Iterator[None]:
     yield
+
+
+def new_run_detector(
+    detector: str | Detector | None, run_dir: str | Path | None, runs_root: str | Path, params: dict[str, Any]
+) -> tuple[Path, Detector]:
+    """The directory of a new run (checked to hold no run yet) and its detector, built from `params` when named."""
+    if detector is None:
+        raise DataError("a detector is required (or resume a run directory)")
+    spec = detector if isinstance(detector, str) else detector.name
+    path = Path(run_dir) if run_dir else new_run_dir(runs_root, spec)
+    check_new_run_dir(path)
+    return path, create_detector(detector, **params) if isinstance(detector, str) else detector
+
+
+def check_runnable(detector: Detector, routed: str | None, write: bool) -> None:
+    """Refuse a detector whose requests cannot be routed when `routed` names what needs it, and, when the run
+    writes (sends), one that cannot run (e.g. a missing API key)."""
+    from shambench.llm.batch import require_routes
+
+    if routed:
+        require_routes(detector, routed)
+    if write:
+        detector.check_can_run()
 
 
 def run_outcome(
@@ -258,6 +274,12 @@ def run_outcome(
         waits = isinstance(run.detector, APIDetector) and bool(todo)
         with scorer_meanwhile(run.examples, n_resamples, seed) if waits else nullcontext(ahead) as ahead:
             run_predictions(run.detector, todo, run.journal, monitor, on_prediction, fail_fast=fail_fast)
+    return scored_outcome(run, outcome, ahead, n_resamples, seed)
+
+
+def scored_outcome(run: OpenRun, outcome: RunOutcome, ahead: ScorerAhead, n_resamples: int, seed: int) -> RunOutcome:
+    """`outcome` with the run's journal read and scored (with the scorer built ahead, if any) into results.json;
+    config.json records the served model the predictions name."""
     # Read once: the served model, the scores and the caller's failure summary all come from this reading.
     outcome.predictions = run.journal.read()
     served = served_model(list(outcome.predictions.values()))
@@ -267,6 +289,102 @@ def run_outcome(
     scored = run_results_and_scores(run.run_dir, run.examples, n_resamples, seed, outcome.predictions, ahead.scorer)
     outcome.results = scored[0]
     return outcome
+
+
+def streams(detector: Detector) -> TypeGuard[APIDetector]:
+    """Whether a new run of `detector` from adapters' datasets sends its requests while the corpora load
+    (`streamed_evaluation`): an `APIDetector` that predicts one request per example, its requests waiting on a
+    server."""
+    from shambench.llm.api import APIDetector
+
+    return isinstance(detector, APIDetector) and detector.predicts_fed()
+
+
+def streamed_evaluation(
+    detector: APIDetector,
+    run_dir: Path,
+    *,
+    datasets: str | Sequence[str] | None,
+    split: str,
+    data_dir: str | Path | None,
+    limit: int | None,
+    monitor: Monitor | None = None,
+    progress: Callable[[OpenRun], AbstractContextManager[Monitor]] | None = None,
+    fail_fast: bool = True,
+    max_cost: float | None = None,
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> Evaluation:
+    """A new run of an API detector (`streams`) from adapters' datasets into `run_dir`, its requests sent while
+    the corpora load (`shambench.runs.streamed`): what `opened_run` then `run_outcome` do, with the same
+    config.json, journal and results.
+
+    The lock is taken first; each dataset's examples go to the requests as soon as it is loaded. Predictions that
+    finish before every example is known are held in memory: once loading ends, config.json is written, then
+    they are journaled, the scorer is built meanwhile (`scorer_meanwhile`) and `progress` is called with the
+    open run (its monitor receives what was held). A dataset that fails to load, a selection error or an
+    interruption while loading stops the requests and journals nothing: no config.json is written and a run
+    directory this call created is removed. Any other error before loading ends (e.g. SystematicFailure) waits
+    for loading, writes config.json and journals what arrived, as a run of today's order would have."""
+    from shambench.llm.client import Budget
+    from shambench.runs.streamed import HeldJournal, HeldMonitor, Loading
+
+    created = not run_dir.exists()
+    if max_cost is not None:
+        detector.budget = Budget(max_cost)
+    held_monitor = HeldMonitor()
+    opened: list[OpenRun] = []
+    ahead = ScorerAhead()
+    try:
+        with run_lock(run_dir), ExitStack() as watching, ExitStack() as predicting:
+            loading = Loading(datasets, split, data_dir, limit)
+
+            def open_journal() -> Callable[[Prediction], None]:
+                nonlocal ahead
+                examples, selection = loading.result()
+                config = detector_config(detector, examples, selection)
+                check_new_run_dir(run_dir)
+                write_json(run_dir / CONFIG, config, follow=False)
+                run = OpenRun(run_dir, detector, examples, config)
+                opened.append(run)
+                held_monitor.release(
+                    watching.enter_context(progress(run) if progress else nullcontext(monitor or Monitor()))
+                )
+                # Long-lived from now on, as in an unstreamed run (see `run_evaluation`).
+                watching.enter_context(long_lived_frozen())
+                ahead = predicting.enter_context(scorer_meanwhile(examples, n_resamples, seed))
+                return predicting.enter_context(run.journal.appender())
+
+            journal = HeldJournal(loading.done, open_journal)
+            try:
+                try:
+                    # Closed on an error here, so that no request is still sent while loading ends.
+                    with closing(detector.predict_fed(loading.feed, held_monitor)) as predictions:
+                        journal_predictions(
+                            predictions, loading.wanted, journal.append, detector.name, held_monitor.done, fail_fast
+                        )
+                except Exception:
+                    journal.open()  # the loading's own error when it failed (then nothing is written)
+                    raise
+                journal.open()
+            except BaseException:
+                loading.stop()
+                if created and not opened:
+                    _remove_lonely_lock(run_dir)
+                raise
+            predicting.close()
+            outcome = scored_outcome(opened[0], RunOutcome(), ahead, n_resamples, seed)
+    finally:
+        detector.close()
+    return Evaluation(opened[0], outcome)
+
+
+def _remove_lonely_lock(run_dir: Path) -> None:
+    """Remove `run_dir` when it holds nothing but its lock (this process is still holding it)."""
+    with suppress(OSError):  # another process wrote into it meanwhile: it is theirs now
+        if [p.name for p in run_dir.iterdir()] == [LOCK]:
+            (run_dir / LOCK).unlink()
+            run_dir.rmdir()
 
 
 @dataclass
@@ -332,12 +450,38 @@ def run_evaluation(
     # What of this run needs a detector whose chat requests can be routed, as the refusal names it.
     needing = ((dry_run, "a dry run"), (batch, "--batch"), (max_cost is not None, "a cost budget"))
     routed = next((what for given, what in needing if given), None)
+    if suite and not resume:
+        datasets = suite_datasets(suite, data_dir, split)
+    if not (resume or dry_run or batch or examples_file or context):
+        # A new run from adapters' datasets: an API detector's requests start while the corpora load.
+        run_dir, detector = new_run_detector(detector, run_dir, runs_root, params)
+        if streams(detector):
+            try:
+                check_runnable(detector, routed, write=True)
+            except BaseException:
+                detector.close()
+                raise
+            streamed = streamed_evaluation(
+                detector,
+                run_dir,
+                datasets=datasets,
+                split=split,
+                data_dir=data_dir,
+                limit=limit,
+                monitor=monitor,
+                progress=progress,
+                fail_fast=fail_fast,
+                max_cost=max_cost,
+                n_resamples=n_resamples,
+                seed=seed,
+            )
+            return with_sopo(streamed, sopo_compat, seed)
     opened = (
         opened_run(resume_dir=run_dir, write=not dry_run, routed=routed, **params)
         if resume
         else opened_run(
             detector,
-            datasets=suite_datasets(suite, data_dir, split) if suite else datasets,
+            datasets=datasets,
             examples_file=examples_file,
             split=split,
             data_dir=data_dir,
@@ -373,10 +517,16 @@ def run_evaluation(
                 n_resamples=n_resamples,
                 seed=seed,
             )
-    if sopo_compat and outcome.results is not None:
-        with_sopo_compat(outcome.results, run.examples, outcome.predictions, seed)
-        write_json(run.run_dir / RESULTS, outcome.results, follow=False)
-    return Evaluation(run, outcome)
+    return with_sopo(Evaluation(run, outcome), sopo_compat, seed)
+
+
+def with_sopo(evaluation: Evaluation, sopo_compat: bool, seed: int) -> Evaluation:
+    """The evaluation, its results.json given the SOPO kit's compatibility rule too when `sopo_compat`."""
+    outcome = evaluation.outcome
+    if sopo_compat and outcome is not None and outcome.results is not None:
+        with_sopo_compat(outcome.results, evaluation.run.examples, outcome.predictions, seed)
+        write_json(evaluation.run.run_dir / RESULTS, outcome.results, follow=False)
+    return evaluation
 
 
 def run_estimate(run: OpenRun) -> Estimate:
