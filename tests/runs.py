@@ -22,3 +22,16 @@ def eval_run(examples: Path, detector: str, run_dir: Path, *extra: str) -> dict:
     res = CliRunner().invoke(main, [*args, "--run-dir", str(run_dir), *extra])
     assert res.exit_code == 0, res.output
     return json.loads((run_dir / "results.json").read_text())
+
+
+# What differs between two runs of the same thing: when, and where. Everything else in results.json must match.
+TIMES = ("created_at", "started_at", "finished_at", "run_dir")
+
+
+def without_times(obj):
+    """A JSON value without the keys in TIMES, at any depth."""
+    if isinstance(obj, dict):
+        return {k: without_times(v) for k, v in obj.items() if k not in TIMES}
+    if isinstance(obj, list):
+        return [without_times(v) for v in obj]
+    return obj

@@ -180,7 +180,9 @@ def eval_command(
     shambench eval --detector gpt5mini --batch --no-wait         submit by batch; --resume RUN_DIR finishes
 
     The run directory holds config.json, predictions.jsonl (appended as predictions arrive, so an interrupted
-    run loses only what was in flight), results.json and per_example.jsonl (each example's own scores).
+    run loses only what was in flight), results.json and per_example.jsonl (each example's own scores). An API
+    detector's requests start while the datasets load; what is answered before they all are is journaled once
+    config.json is written (the response cache keeps it meanwhile).
     `shambench score RUN_DIR` rescores it. With --json (or --out -) the results JSON goes to stdout and
     everything else to stderr.
 

@@ -4,7 +4,8 @@ over it: it parses its options into `run_evaluation` (what `evaluate` returns th
 A run directory is opened new or resumed (`opened_run`), locked for the one process allowed to call a detector
 into it, its predictions journaled as they arrive and its results written (`run_outcome`). One rule decides
 whether a folder holds the run being asked for (`run_differences`): a resume refuses a detector whose
-output-defining parameters would change, and a sweep skips, resumes or refuses its cells by it.
+output-defining parameters would change, and a sweep skips, resumes or refuses its cells by it. A new run of an
+API detector from adapters' datasets sends its requests while the corpora load (`streamed_evaluation`).
 """
 
 from __future__ import annotations
@@ -325,7 +326,9 @@ def streamed_evaluation(
     open run (its monitor receives what was held). A dataset that fails to load, a selection error or an
     interruption while loading stops the requests and journals nothing: no config.json is written and a run
     directory this call created is removed. Any other error before loading ends (e.g. SystematicFailure) waits
-    for loading, writes config.json and journals what arrived, as a run of today's order would have."""
+    for loading, writes config.json and journals what arrived, as an unstreamed run would have. A crash before
+    config.json loses the held predictions from the run but not their answers, which the response cache keeps
+    (unless the detector's cache is off): a rerun does not pay for them again."""
     from shambench.llm.client import Budget
     from shambench.runs.streamed import HeldJournal, HeldMonitor, Loading
 

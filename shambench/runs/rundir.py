@@ -8,7 +8,9 @@ Layout of a run directory (file names in `shambench.runs.files`):
     .lock              held (flock) by the one process running the detector into it (`run_lock`)
 
 Every line is flushed as soon as its prediction exists, so a run killed at any moment (even SIGKILL) loses only
-the predictions not yet returned; a resume re-runs exactly the ids without a successful line.
+the predictions not yet returned; a resume re-runs exactly the ids without a successful line. No line is written
+before config.json: a run whose requests start while its corpora load (`shambench.runs.streamed`) holds the
+predictions made meanwhile in memory until then (their answers are in the response cache already).
 """
 
 from __future__ import annotations

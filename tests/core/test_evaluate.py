@@ -12,7 +12,7 @@ from shambench import Detector, Example, Span
 from shambench.errors import DataError
 from shambench.runs.evaluate import run_differences
 from shambench.runs.rundir import load_config
-from tests.runs import eval_run, write_jsonl
+from tests.runs import eval_run, without_times, write_jsonl
 
 ROWS = [
     {"id": "a", "task": "summ", "dataset": "x", "response": "The cat sat.", "hallu_spans": [[4, 7]]},
@@ -82,18 +82,6 @@ def test_run_differences_names_what_changed(tmp_path):
     # A sweep file names only some parameters: the others are not compared.
     assert run_differences(config, "random", {"seed": 1}, all_params=False) == []
     assert run_differences(config, "random", {"seed": 2}, all_params=False) == ["seed"]
-
-
-# What differs between two runs of the same thing: when, and where. Everything else in results.json must match.
-TIMES = ("created_at", "started_at", "finished_at", "run_dir")
-
-
-def without_times(obj):
-    if isinstance(obj, dict):
-        return {k: without_times(v) for k, v in obj.items() if k not in TIMES}
-    if isinstance(obj, list):
-        return [without_times(v) for v in obj]
-    return obj
 
 
 def cli_and_api_results(tmp_path, cli_args: list[str], **api) -> tuple[dict, dict]:

@@ -19,12 +19,12 @@ from shambench.errors import DataError
 from shambench.llm.loop import ENDED, Feed, LoopThread
 from shambench.runs import evaluate
 from shambench.runs.evaluate import run_evaluation
+from shambench.runs.selection import select_datasets, select_examples
 from shambench.runs.streamed import HeldJournal
+from tests.runs import without_times
 
 FIXTURES = Path(__file__).parents[1] / "adapters" / "fixtures"
 ANSWER = '{"incorrect_spans": [{"text": "the"}]}'
-# What differs between two runs of the same thing: when, by which commit and version, and where.
-VOLATILE = {"created_at", "started_at", "finished_at", "git_commit", "shambench_version", "run_dir"}
 
 
 @pytest.fixture
@@ -42,15 +42,6 @@ def eval_args(server, run_dir: Path, *extra: str) -> list[str]:
 
 def run_cli(server, run_dir: Path, *extra: str):
     return CliRunner().invoke(main, eval_args(server, run_dir, *extra))
-
-
-def stable(value):
-    """A JSON value without what differs between two runs of the same thing."""
-    if isinstance(value, dict):
-        return {k: stable(v) for k, v in value.items() if k not in VOLATILE}
-    if isinstance(value, list):
-        return [stable(v) for v in value]
-    return value
 
 
 def journal(run_dir: Path) -> dict[str, dict]:
@@ -95,9 +86,9 @@ def test_a_streamed_run_writes_what_the_unstreamed_run_writes(server, tmp_path, 
     config = json.loads((a / "config.json").read_text())
     assert config["n_examples"] == 16 and config["limit"] == 4
     assert config["datasets"] == ["favabench", "halluentity", "mushroom", "ragtruth"]
-    assert stable(config) == stable(json.loads((b / "config.json").read_text()))
+    assert without_times(config) == without_times(json.loads((b / "config.json").read_text()))
     results = json.loads((a / "results.json").read_text())
-    assert stable(results) == stable(json.loads((b / "results.json").read_text()))
+    assert without_times(results) == without_times(json.loads((b / "results.json").read_text()))
     assert (a / "per_example.jsonl").read_bytes() == (b / "per_example.jsonl").read_bytes()
     assert journal(a) == journal(b) and len(journal(a)) == 16
     assert sorted(p.name for p in a.iterdir()) == sorted(p.name for p in b.iterdir())
@@ -249,3 +240,29 @@ def test_a_systematic_failure_while_loading_leaves_a_run_to_resume_as_today(serv
     lines = journal(run_dir)
     assert len(lines) >= 8 and all(row["error"] for row in lines.values())
     assert set(lines) <= {f"favabench/{i}" for i in range(20)} | {f"halluentity/{i}" for i in range(20)}
+
+
+def test_select_datasets_hands_each_dataset_as_select_examples_selects_it():
+    handed: list[list[str]] = []
+    examples, selection = select_datasets(
+        "mushroom,favabench", "test", FIXTURES, 2, lambda exs: handed.append([ex.id for ex in exs]), lambda: None
+    )
+    today, today_selection = select_examples("mushroom,favabench", None, "test", FIXTURES, 2)
+    assert [ex.id for ex in examples] == [ex.id for ex in today] == [i for ids in handed for i in ids]
+    assert [len(ids) for ids in handed] == [2, 2] and handed[0][0].startswith("mushroom")
+    assert selection == today_selection and selection["limit"] == 2
+
+
+def test_select_datasets_stops_handing_at_the_first_failure_and_raises_todays_error(monkeypatch):
+    slow_load(monkeypatch, "favabench", 0, fail=True)
+    slow_load(monkeypatch, "ragtruth", 0, fail=True)
+    handed: list[int] = []
+    failed: list[bool] = []
+    names = "mushroom,favabench,halluentity,ragtruth"
+    with pytest.raises(DataError) as streamed:
+        select_datasets(names, "test", FIXTURES, None, lambda exs: handed.append(len(exs)), lambda: failed.append(True))
+    with pytest.raises(DataError) as today:
+        select_examples(names, None, "test", FIXTURES, None)
+    assert handed == [6] and failed == [True]  # mushroom only; halluentity loads but is not handed
+    assert str(streamed.value) == str(today.value)
+    assert str(today.value).count("not loaded") == 2  # both failures named
