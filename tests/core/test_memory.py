@@ -73,3 +73,36 @@ def test_an_error_in_a_paused_block_still_resumes_the_collector():
     except ValueError:
         pass
     assert gc.isenabled()
+
+
+def test_an_aged_block_restarts_the_collector_with_what_it_made_in_its_oldest_generation():
+    gc.unfreeze()
+    gc.collect()
+    with collector_paused(aged=True):
+        made = [Node() for _ in range(5000)]
+        assert gc.get_count()[0] >= 5000  # young, while paused
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    assert gc.get_count()[0] < 100  # nothing young left for the next pass to walk
+    # Still collectable: cyclic garbage in the oldest generation goes at the next full collection.
+    alive = weakref.ref(made[0])
+    del made
+    gc.collect()
+    assert alive() is None
+
+
+def test_objects_frozen_by_someone_else_stay_frozen_through_a_paused_block():
+    gc.unfreeze()
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with collector_paused(aged=True):
+            made = [Node() for _ in range(100)]
+        assert gc.get_freeze_count() == frozen and len(made) == 100
+    finally:
+        gc.unfreeze()
+    with long_lived_frozen():
+        frozen = gc.get_freeze_count()
+        with collector_paused(aged=True):
+            pass
+        assert gc.get_freeze_count() == frozen  # a run's frozen objects stay frozen till its block ends
+    assert gc.get_freeze_count() == 0
