@@ -31,6 +31,7 @@ import orjson
 from pydantic import BaseModel
 
 from shambench.errors import DataError, ScoringError
+from shambench.memory import collector_paused
 from shambench.paths import cache_dir
 from shambench.schema import Annotations, Example
 from shambench.scoring.text import Segmentation, Segmenter, convention, language_of, unknown_language
@@ -200,8 +201,10 @@ class Corpus:
             chunk.clear()
             offsets.clear()
 
-        # Each response is handed to the segmenter as it is read, so tokenising runs beside reading.
-        with Segmenter() as segmenter:
+        # Each response is handed to the segmenter as it is read, so tokenising runs beside reading. What is kept
+        # (the annotators' readings above all) outlives the reading and forms no cycles: worker processes forked
+        # meanwhile start with the collector paused too (tokenising makes none either).
+        with collector_paused(), Segmenter() as segmenter:
             for i, ex in enumerate(examples):
                 if index.setdefault(ex.id, i) != i:
                     raise ScoringError(f"duplicate example id {ex.id!r}", ex.id)
@@ -422,7 +425,8 @@ def _load(folder: Path) -> Corpus:
         raise _NotThisCorpus("it was made for another file (its key differs from its folder's)")
     with np.load(io.BytesIO(_verified(folder, ARRAYS_FILE, claimed))) as npz:
         arrays = {name: npz[name] for name in npz.files}
-    names = orjson.loads(_verified(folder, NAMES_FILE, claimed))
+    with collector_paused():  # the names of every example, the readings' JSON: long-lived, no cycles
+        names = orjson.loads(_verified(folder, NAMES_FILE, claimed))
     units = {kind: Units(**{name: arrays[f"{kind}.{name}"] for name in _UNIT_ARRAYS}) for kind in ("tokens", "units")}
     return Corpus(
         ids=names["ids"],

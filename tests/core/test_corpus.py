@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
+from shambench.errors import ScoringError
 from shambench.schema import Example, Prediction, SoftSpan, Step
 from shambench.scoring import corpus as corpus_module
 from shambench.scoring.corpus import Corpus
@@ -128,6 +129,29 @@ def test_only_examples_with_steps_are_kept_whole(monkeypatch):
     assert scorer.corpus.soft == {2: [(0, 3, 0.6)]}  # of "c", only its soft labels
 
 
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_collector_is_paused_while_a_corpus_is_read_and_left_as_it_was(enabled):
+    seen = []
+
+    def watched():
+        for example in mixed_examples():
+            seen.append(gc.isenabled())
+            yield example
+
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        paused = Scorer(watched(), n_resamples=10)
+        assert seen == [False] * 6 and gc.isenabled() is enabled
+        with pytest.raises(ScoringError, match="duplicate example id 'a'"):
+            Corpus.of([*mixed_examples(), ex("a", "summ/x")])
+        assert gc.isenabled() is enabled  # an error while reading restores it too
+    finally:
+        (gc.enable if was else gc.disable)()
+    # Nothing a collection could change: the scores are those of a corpus read with the collector running.
+    assert scores(paused, MIXED_PREDICTIONS) == scores(Scorer(mixed_examples(), n_resamples=10), MIXED_PREDICTIONS)
+
+
 def test_example_rows_are_a_sequence_made_on_demand():
     scorer = Scorer(mixed_examples(), n_resamples=10)
     _, rows = scorer.score_with_examples(MIXED_PREDICTIONS)
@@ -183,6 +207,24 @@ def test_a_file_scored_before_is_not_read_again_and_scores_the_same(tmp_path):
     assert scores(Scorer(again, n_resamples=50), MIXED_PREDICTIONS) == whole
     assert again.tokens.starts.dtype == first.tokens.starts.dtype
     assert corpus_module.corpora_stats()[0] == 1
+
+
+def test_loading_a_kept_corpus_reads_its_names_with_the_collector_paused(tmp_path, monkeypatch):
+    path = tmp_path / "examples.jsonl"
+    write_examples(path, mixed_examples())
+    read, reads = reading(path)
+    corpus_module.file_corpus(path, None, read)
+    loads, seen = corpus_module.orjson.loads, []
+
+    def watched(data):
+        seen.append(gc.isenabled())
+        return loads(data)
+
+    monkeypatch.setattr(corpus_module.orjson, "loads", watched)
+    assert gc.isenabled()
+    kept = corpus_module.file_corpus(path, None, read)
+    assert len(reads) == 1 and seen == [False] and gc.isenabled()
+    assert kept.ids == [e.id for e in mixed_examples()]
 
 
 def test_a_changed_file_or_limit_is_read_again(tmp_path):
