@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from shambench.cli import main
 from shambench.io import write_jsonl
-from shambench.schema import Example
+from shambench.schema import Example, Prediction
 
 # Tokens of "Paris is in Italy.": Paris [0,5) is [6,8) in [9,11) Italy [12,17) . [17,18); gold "Italy".
 EXAMPLES = [
@@ -196,6 +196,36 @@ def test_non_utf8_predictions_name_the_line(files):
     assert result.exit_code == 2
     assert result.stderr.strip() == f"error: {predictions}:2: not UTF-8 text (byte 0xe9 at column 31)"
     assert_nothing_written(out)
+
+
+def test_score_runs_with_the_collector_paused_and_leaves_it_as_it_was(files, monkeypatch):
+    import gc
+
+    from shambench.reporting import tables
+    from shambench.scoring.scorer import Scorer
+
+    examples, predictions, out = files
+    predictions.write_text('{"id": "a", "spans": [[12, 17]]}\n{"id": "b", "spans": [[0, 4]]}\n')
+    seen = []
+    printing = tables.print_results
+
+    def watched(*args, **kwargs):
+        seen.append(gc.isenabled())
+        return printing(*args, **kwargs)
+
+    monkeypatch.setattr(tables, "print_results", watched)
+    args = ("score", "--examples", examples, "--predictions", predictions, "--out", out, "--bootstrap", 20)
+    assert gc.isenabled()
+    result = invoke(*args)
+    assert result.exit_code == 0, result.output
+    assert seen == [False] and gc.isenabled() and gc.get_count()[0] < 100  # what it made aged on restart
+    # An error ends the command with the collector running again too (and writes nothing).
+    predictions.write_text('{"id": "zzz"}\n')
+    assert invoke(*args).exit_code == 2 and gc.isenabled()
+    # Nothing a collection could change: the scores are the library's, collector running.
+    given = [Prediction(id="a", spans=[[12, 17]]), Prediction(id="b", spans=[[0, 4]])]
+    expected = json.loads(Scorer(EXAMPLES, n_resamples=20).score(given).model_dump_json())
+    assert json.loads(out.read_text())["overall"] == expected["overall"]
 
 
 def test_bad_examples_and_missing_files(files, tmp_path):
