@@ -1,0 +1,41 @@
+"""The private event loop thread (`shambench.llm.loop`)."""
+
+import asyncio
+import sys
+
+import pytest
+
+from shambench.llm.loop import HANDOVER_SECONDS, LoopThread
+
+
+@pytest.fixture
+def default_interval():
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(0.005)
+    yield 0.005
+    sys.setswitchinterval(before)
+
+
+async def _answer(value: int) -> int:
+    await asyncio.sleep(0)
+    return value
+
+
+def test_a_running_loop_hands_the_gil_over_sooner_until_the_last_one_closes(default_interval):
+    first = LoopThread()
+    assert sys.getswitchinterval() == pytest.approx(HANDOVER_SECONDS, rel=0.05)
+    second = LoopThread()
+    assert first.submit(_answer(3)).result() == 3
+    first.close()
+    assert sys.getswitchinterval() == pytest.approx(HANDOVER_SECONDS, rel=0.05)  # the second still runs
+    assert second.submit(_answer(4)).result() == 4
+    second.close()
+    assert sys.getswitchinterval() == pytest.approx(default_interval, rel=0.05)
+
+
+def test_a_shorter_interval_set_by_the_caller_is_kept_and_restored(default_interval):
+    sys.setswitchinterval(0.0001)
+    loop = LoopThread()
+    assert sys.getswitchinterval() == pytest.approx(0.0001, rel=0.05)
+    loop.close()
+    assert sys.getswitchinterval() == pytest.approx(0.0001, rel=0.05)
