@@ -1,10 +1,10 @@
 """Keeping long-lived objects out of Python's cyclic garbage collector.
 
-Reading a corpus makes hundreds of thousands of long-lived objects (the annotators' readings above all) and no
-reference cycles, and a run holds hundreds of thousands of long-lived objects (its examples with their annotators' readings, the scorer
-built ahead) that form no reference cycles. Every full collection walks them all again for nothing: while requests
-are in flight such a pass stops the process's event loop (measured at 0.1-0.6 s each in a 6k eval, several per
-run), and every request in flight waits for it.
+Reading a corpus makes hundreds of thousands of objects (its examples, the annotators' readings above all) that
+outlive the reading and form no reference cycles, and a run keeps them (with the scorer built ahead) until it is
+scored. Every full collection walks them all again for nothing: while reading, several times over; while requests
+are in flight, a pass stops the process's event loop (0.1-0.6 s each in a 6k eval, several per run) and every
+request in flight waits for it.
 """
 
 from __future__ import annotations
