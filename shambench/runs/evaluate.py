@@ -32,6 +32,7 @@ from shambench.runs.rundir import (
     pending,
     run_examples,
     run_lock,
+    write_new_config,
 )
 from shambench.runs.runner import journal_predictions, run_predictions
 from shambench.runs.scoring import (
@@ -197,8 +198,7 @@ def opened_run(
         with run_lock(path) if write else _unlocked():
             config = detector_config(det, examples, selection)
             if write:
-                check_new_run_dir(path)
-                write_json(path / CONFIG, config, follow=False)
+                write_new_config(path, config)
             yield OpenRun(path, det, examples, config)
     finally:
         det.close()
@@ -346,8 +346,7 @@ def streamed_evaluation(
                 nonlocal ahead
                 examples, selection = loading.result()
                 config = detector_config(detector, examples, selection)
-                check_new_run_dir(run_dir)
-                write_json(run_dir / CONFIG, config, follow=False)
+                write_new_config(run_dir, config)
                 run = OpenRun(run_dir, detector, examples, config)
                 opened.append(run)
                 held_monitor.release(

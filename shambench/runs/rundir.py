@@ -30,7 +30,7 @@ from pydantic_core import to_jsonable_python
 
 from shambench.detection.detector import Detector
 from shambench.errors import DataError, RunDirError
-from shambench.io import Journal, open_regular, read_regular
+from shambench.io import Journal, open_regular, read_regular, write_json
 from shambench.provenance import git_commit, now_iso, package_versions, shambench_version
 from shambench.runs.files import CONFIG, JOURNAL, LOCK
 from shambench.runs.selection import select_examples
@@ -206,6 +206,12 @@ def pending(examples: Sequence[Example], journal: Journal) -> list[Example]:
     """Examples without a successful prediction in the journal."""
     done = {pid for pid, p in journal.read().items() if p.error is None}
     return [ex for ex in examples if ex.id not in done]
+
+
+def write_new_config(run_dir: Path, config: RunConfig) -> None:
+    """Write a new run's config.json into `run_dir`, checked again (under the run's lock) to hold no run yet."""
+    check_new_run_dir(run_dir)
+    write_json(run_dir / CONFIG, config, follow=False)
 
 
 def check_new_run_dir(run_dir: Path) -> None:
