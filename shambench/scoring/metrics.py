@@ -57,53 +57,76 @@ def cor(ref: np.ndarray, pred: np.ndarray) -> float:
     An empty response gives two empty vectors; the official scorer would return Spearman's NaN there. They are
     treated as constant (the rule's intent): both have zero distinct values, so the score is 1.0, never NaN.
     """
-    return SoftVector(ref).cor(SoftVector(pred))
+    ref, pred = np.asarray(ref, float), np.asarray(pred, float)
+    return float(cor_many(SoftVectors(ref, [len(ref)]), SoftVectors(pred, [len(pred)]))[0])
 
 
-class SoftVector:
-    """A per-character probability vector as Cor reads it: its number of distinct values (to 8 decimals) and,
-    when asked for, its average ranks; both computed once, so a vector met in many pairs (a gold soft label scored
-    on every pass, one prediction against each annotator's gold) is prepared once."""
+class SoftVectors:
+    """Per-character probability vectors of many items laid end to end, as Cor reads them: per item, its number
+    of distinct values (to 8 decimals) and, when asked for, its values' average ranks within the item; computed
+    once for all items in a few numpy calls, so gold soft labels scored on every pass are prepared once."""
 
-    def __init__(self, values: np.ndarray):
-        self.values = values
-        self.levels = len(set(np.round(values, 8).tolist()))
+    def __init__(self, values: np.ndarray, lengths: Sequence[int] | np.ndarray):
+        self.values = np.asarray(values, float)
+        self.lengths = np.asarray(lengths, np.int64)
+        """Per item, its number of characters."""
+        self.item = np.repeat(np.arange(len(self.lengths)), self.lengths)
+        """Per character, the number of its item."""
+        self.levels = _distinct_per_item(np.round(self.values, 8), self.item, len(self.lengths))
         self._ranks: np.ndarray | None = None
 
     def ranks(self) -> np.ndarray:
-        """The vector's 1-based average ranks (see `_average_ranks`)."""
+        """Each value's 1-based average rank within its item (scipy's `rankdata(method="average")` per item)."""
         if self._ranks is None:
-            self._ranks = _average_ranks(np.asarray(self.values, float))
+            self._ranks = _average_ranks(self.values, self.item, self.lengths)
         return self._ranks
 
-    def cor(self, pred: SoftVector) -> float:
-        """Cor of this (reference) vector and a predicted one."""
-        if self.levels <= 1 or pred.levels <= 1:
-            return 1.0 if self.levels == pred.levels else 0.0
-        return _ranks_correlation(self.ranks(), pred.ranks())
+
+def cor_many(ref: SoftVectors, pred: SoftVectors) -> np.ndarray:
+    """Per item, the Cor of a reference and a predicted vector of the same items (the official rule first: when
+    either vector is constant, 1.0 if both have as many distinct values, else 0.0; else Spearman's rho, the
+    Pearson correlation of their average ranks)."""
+    constant = (ref.levels <= 1) | (pred.levels <= 1)
+    rho = np.zeros(len(ref.lengths))
+    ranked = ~constant[ref.item]
+    if ranked.any():
+        rho[~constant] = _pearson_per_item(ref.ranks()[ranked], pred.ranks()[ranked], ref.lengths[~constant])
+    return np.where(constant, (ref.levels == pred.levels).astype(float), rho)
 
 
-def _average_ranks(x: np.ndarray) -> np.ndarray:
-    """1-based ranks of `x`, ties given the mean of the ranks they span (scipy's `rankdata(method="average")`)."""
-    order = np.argsort(x, kind="mergesort")
-    xs = x[order]
-    new = np.concatenate([[True], xs[1:] != xs[:-1]])
+def _distinct_per_item(values: np.ndarray, item: np.ndarray, n_items: int) -> np.ndarray:
+    """Per item, how many distinct values it has (as a set of floats counts them)."""
+    order = np.lexsort((values, item))
+    xs, owner = values[order], item[order]
+    new = np.ones(len(xs), bool)
+    new[1:] = (xs[1:] != xs[:-1]) | (owner[1:] != owner[:-1])
+    return np.bincount(owner[new], minlength=n_items)
+
+
+def _average_ranks(values: np.ndarray, item: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Each value's 1-based rank within its item, ties given the mean of the ranks they span."""
+    order = np.lexsort((values, item))
+    xs, owner = values[order], item[order]
+    new = np.ones(len(xs), bool)
+    new[1:] = (xs[1:] != xs[:-1]) | (owner[1:] != owner[:-1])
     firsts = np.flatnonzero(new)
-    sizes = np.diff(np.append(firsts, len(x)))
-    ranks = np.empty(len(x))
-    ranks[order] = (firsts + (sizes + 1) / 2)[np.cumsum(new) - 1]
+    sizes = np.diff(np.append(firsts, len(xs)))
+    # A tie's first place counted from its item's first character.
+    local = firsts - (np.cumsum(lengths) - lengths)[owner[firsts]]
+    ranks = np.empty(len(xs))
+    ranks[order] = (local + (sizes + 1) / 2)[np.cumsum(new) - 1]
     return ranks
 
 
-def _spearman(a: np.ndarray, b: np.ndarray) -> float:
-    """Spearman's rho as `scipy.stats.spearmanr` computes it (Pearson correlation of average ranks, through
-    `np.corrcoef` on the same column layout), without importing scipy.stats: that import costs more than
-    scoring a whole benchmark."""
-    return _ranks_correlation(_average_ranks(np.asarray(a, float)), _average_ranks(np.asarray(b, float)))
-
-
-def _ranks_correlation(a: np.ndarray, b: np.ndarray) -> float:
-    return float(np.corrcoef(np.column_stack([a, b]), rowvar=False)[1, 0])
+def _pearson_per_item(a: np.ndarray, b: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Per item, the Pearson correlation of its values of `a` and `b` (laid end to end, items of `lengths`),
+    clipped to [-1, 1] as `np.corrcoef` clips it."""
+    item = np.repeat(np.arange(len(lengths)), lengths)
+    n = lengths.astype(float)
+    da = a - (np.bincount(item, a, len(lengths)) / n)[item]
+    db = b - (np.bincount(item, b, len(lengths)) / n)[item]
+    sab, saa, sbb = (np.bincount(item, x * y, len(lengths)) for x, y in ((da, db), (da, da), (db, db)))
+    return np.clip(sab / np.sqrt(saa) / np.sqrt(sbb), -1.0, 1.0)
 
 
 # Resamples are drawn 64 at a time: this block size fixes how the generator's stream is read, so it must not

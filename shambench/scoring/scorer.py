@@ -9,7 +9,7 @@ Segmentation is prepared once per `Scorer`; `Scorer.score` can be called again w
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from importlib.metadata import version
 from typing import TYPE_CHECKING, overload
@@ -45,9 +45,12 @@ LEVELS = ("token", "sentence")
 # Up to this many bytes of bootstrap draw counts are kept between scorings (about 128,000 examples at 1000
 # resamples); larger corpora draw them again on each scoring, so memory stays linear.
 KEPT_RESAMPLES_BYTES = 256 * 2**20
-# Gold soft labels are kept prepared for Cor (values and ranks, 16 bytes a character) up to this many characters
-# (32 MB): every Mu-SHROOM item of a benchmark and its annotators' rows, many times over.
+# Gold soft labels are kept prepared for Cor (values, ranks and owners, 24 bytes a character) up to this many
+# characters (48 MB): every Mu-SHROOM item of a benchmark and its annotators' rows, many times over.
 KEPT_GOLD_SOFT_CHARS = 2_000_000
+# Cor is computed for the examples with soft labels in runs of up to this many characters, each in a few numpy
+# calls: a handful of arrays of 8 bytes a character exist at a time, however large the corpus.
+SOFT_RUN_CHARS = 500_000
 # The modules whose rules make the human agreement report of a corpus (those of the corpus itself are in its key).
 _AGREEMENT_MODULES = ("shambench.scoring.agreement", "shambench.scoring.metrics", "shambench.scoring.scorer")
 
@@ -219,23 +222,33 @@ class Scorer:
             if all(int(i) in corpus.with_steps for i in idx)
         }
         self._resamples: dict[str, metrics.Resamples] = {}
-        self._gold_soft: dict[int, metrics.SoftVector] = {}
+        self._gold_soft: dict[int, metrics.SoftVectors] = {}
         self._gold_soft_chars = 0
         self._human: AgreementReport | None = None
         # Draw counts of every group take one byte per example, resample and grouping (datasets, tasks): kept for
         # cheap rescoring up to a budget, drawn again block by block on each scoring beyond it.
         self._keep_resamples = n * self.n_resamples * len(self.groups) <= KEPT_RESAMPLES_BYTES
 
-    def gold_soft(self, i: int) -> metrics.SoftVector:
-        """Example `i`'s gold soft labels as Cor reads them, prepared once per scorer (they need no prediction)."""
-        if i in self._gold_soft:
-            return self._gold_soft[i]
-        length = int(self.corpus.lengths[i])
-        vector = metrics.SoftVector(_soft_vector(length, self.corpus.soft[i]))
-        if self._gold_soft_chars + length <= KEPT_GOLD_SOFT_CHARS:
-            self._gold_soft[i] = vector
-            self._gold_soft_chars += length
-        return vector
+    @cached_property
+    def soft_runs(self) -> list[np.ndarray]:
+        """The positions of the examples with soft labels, in order, in runs of about `SOFT_RUN_CHARS` characters
+        (what Cor is computed on at once)."""
+        idx = np.flatnonzero(self.soft)
+        run_of = np.cumsum(self.corpus.lengths[idx]) // SOFT_RUN_CHARS
+        return np.split(idx, np.flatnonzero(np.diff(run_of)) + 1) if len(idx) else []
+
+    def gold_soft(self, run: int) -> metrics.SoftVectors:
+        """The gold soft labels of the examples of `soft_runs[run]` as Cor reads them, prepared once per scorer
+        (they need no prediction) while the prepared runs stay within `KEPT_GOLD_SOFT_CHARS`."""
+        if run in self._gold_soft:
+            return self._gold_soft[run]
+        idx = self.soft_runs[run]
+        lengths = self.corpus.lengths[idx]
+        vectors = metrics.SoftVectors(_soft_values(lengths, (self.corpus.soft[i] for i in idx.tolist())), lengths)
+        if self._gold_soft_chars + int(lengths.sum()) <= KEPT_GOLD_SOFT_CHARS:
+            self._gold_soft[run] = vectors
+            self._gold_soft_chars += int(lengths.sum())
+        return vectors
 
     def bootstrap_weights(self, name: str, n: int) -> metrics.Resamples:
         """The seeded resamples of the group `name` of `n` examples (see `metrics.Resamples`)."""
@@ -334,11 +347,7 @@ class Scorer:
         predictions paired with the positions of their examples (their ids are not read: one prediction may stand
         for several examples)."""
         pa, counts, prf = self._counted(positioned)
-        ctx = _GroupContext(self, pa, counts, prf, None)
-        n = len(self.corpus)
-        iou, cor = np.full(n, np.nan), np.full(n, np.nan)
-        for i in np.flatnonzero(self.soft):
-            iou[i], cor[i] = ctx._iou_cor(int(i))
+        iou, cor = _GroupContext(self, pa, counts, prf, None).soft_scores
         return ExampleArrays(prf=prf, token_counts=counts["token"], iou=iou, cor=cor)
 
     def score(self, predictions: Iterable[Prediction] | Mapping[str, Prediction]) -> Results:
@@ -488,13 +497,11 @@ class _GroupContext:
     counts: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]
     prf: dict[str, np.ndarray]
     token_scores: np.ndarray | None
-    soft_scores: dict[int, tuple[float, float]] = field(default_factory=dict)
-    pred_soft: dict[tuple[int, tuple[tuple[int, int, float], ...]], metrics.SoftVector] = field(default_factory=dict)
 
     def row(self, i: int) -> ExampleScores:
         """Example `i`'s P/R/F1 per level (and IoU/Cor with soft labels), from the arrays the groups average."""
         sc, pa = self.scorer, self.pa
-        iou, cor = self._iou_cor(i) if sc.soft[i] else (None, None)
+        iou, cor = (float(a[i]) for a in self.soft_scores) if sc.soft[i] else (None, None)
         status = "predicted" if pa.present[i] else "failed" if pa.failed[i] else "missing"
         levels = {
             lvl: PRF.model_validate(dict(zip(("precision", "recall", "f1"), self.prf[lvl][:, i].tolist())))
@@ -511,16 +518,21 @@ class _GroupContext:
             **levels,
         )
 
-    def _iou_cor(self, i: int) -> tuple[float, float]:
-        """Mu-SHROOM IoU and Cor of example `i` (computed once per scoring pass)."""
-        if i not in self.soft_scores:
-            tp, pred, gold = (float(c[i]) for c in self.counts["char"])
-            iou = float(metrics.iou(np.array([tp]), np.array([pred + gold - tp]))[0])
-            self.soft_scores[i] = (iou, self.scorer.gold_soft(i).cor(self._pred_soft(i)))
-        return self.soft_scores[i]
-
-    def _length(self, i: int) -> int:
-        return int(self.scorer.corpus.lengths[i])
+    @cached_property
+    def soft_scores(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per example, its Mu-SHROOM IoU and Cor (NaN without soft labels), computed once per pass for every
+        example with soft labels at once."""
+        sc = self.scorer
+        n = len(sc.corpus)
+        iou, cor = np.full(n, np.nan), np.full(n, np.nan)
+        idx = np.flatnonzero(sc.soft)
+        tp, pred, gold = (c[idx].astype(np.float64) for c in self.counts["char"])
+        iou[idx] = metrics.iou(tp, pred + gold - tp)
+        for run, members in enumerate(sc.soft_runs):
+            lengths = sc.corpus.lengths[members]
+            predicted = _soft_values(lengths, (self._pred_ranges(i) for i in members.tolist()))
+            cor[members] = metrics.cor_many(sc.gold_soft(run), metrics.SoftVectors(predicted, lengths))
+        return iou, cor
 
     def group(self, name: str, idx: np.ndarray) -> tuple[GroupScores, np.ndarray]:
         """A group's scores and its bootstrap replicates of (token F1, sentence F1)."""
@@ -568,23 +580,19 @@ class _GroupContext:
         soft = idx[sc.soft[idx]]
         if not len(soft):
             return None
-        ious, cors = zip(*(self._iou_cor(int(i)) for i in soft))
-        return MushroomScores(iou=metrics.exact_mean(ious), cor=metrics.exact_mean(cors), n=len(soft))
+        iou, cor = (a[soft] for a in self.soft_scores)
+        return MushroomScores(iou=metrics.exact_mean(iou), cor=metrics.exact_mean(cor), n=len(soft))
 
-    def _pred_soft(self, i: int) -> metrics.SoftVector:
-        """Example `i`'s predicted soft labels; made once per pass for each distinct response length and ranges
-        (the rows of human agreement repeat one prediction against each annotator's gold)."""
+    def _pred_ranges(self, i: int) -> list[tuple[int, int, float]]:
+        """Example `i`'s predicted soft labels as `(start, end, prob)`: its soft spans, else its scored ranges or
+        spans (an unscored span counts 1.0); none without a usable prediction."""
         pred = self.pa.kept.get(i)
-        ranges: tuple[tuple[int, int, float], ...] = ()
-        if pred is not None and pred.soft_spans is not None:
-            ranges = tuple((r.start, r.end, r.prob) for r in pred.soft_spans)
-        elif pred is not None:
-            listed = pred.scores if pred.scores is not None else pred.spans
-            ranges = tuple((r.start, r.end, 1.0 if r.score is None else r.score) for r in listed)
-        key = (self._length(i), ranges)
-        if key not in self.pred_soft:
-            self.pred_soft[key] = metrics.SoftVector(_soft_vector(*key))
-        return self.pred_soft[key]
+        if pred is None:
+            return []
+        if pred.soft_spans is not None:
+            return [(r.start, r.end, r.prob) for r in pred.soft_spans]
+        listed = pred.scores if pred.scores is not None else pred.spans
+        return [(r.start, r.end, 1.0 if r.score is None else r.score) for r in listed]
 
     def _threshold_free(self, idx: np.ndarray) -> ThresholdFree | None:
         if self.token_scores is None:
@@ -626,12 +634,14 @@ class ExampleRows(Sequence[ExampleScores]):
         return self._ctx.row(k)
 
 
-def _soft_vector(length: int, ranges: Iterable[tuple[int, int, float]]) -> np.ndarray:
-    """Per-character probabilities, the ranges written in the order given (a later one overwrites)."""
-    vec = np.zeros(length)
-    for start, end, prob in ranges:
-        vec[start:end] = prob
-    return vec
+def _soft_values(lengths: np.ndarray, ranges: Iterable[Iterable[tuple[int, int, float]]]) -> np.ndarray:
+    """Per-character probabilities of items of `lengths` laid end to end, each item's ranges written in the order
+    given (a later one overwrites)."""
+    values = np.zeros(int(lengths.sum()))
+    for offset, length, item in zip((np.cumsum(lengths) - lengths).tolist(), lengths.tolist(), ranges):
+        for start, end, prob in item:
+            values[offset + start : offset + min(end, length)] = prob
+    return values
 
 
 # Fields the scorer never reads: left out of the examples and predictions that are only scored, as each line is read

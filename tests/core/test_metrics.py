@@ -117,7 +117,25 @@ def test_spearman_equals_scipys(pairs):
 
     a, b = (np.array(v) for v in zip(*pairs))
     assume(len(set(a)) > 1 and len(set(b)) > 1)  # constant vectors never reach it: `cor` rules on them first
-    assert metrics._spearman(a, b) == spearmanr(a, b).correlation
+    # The same rho up to the order of the sums (per-item sums here, BLAS's dot product in scipy's).
+    assert metrics.cor(a, b) == pytest.approx(spearmanr(a, b).correlation, abs=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.tuples(st.sampled_from([0.0, 0.5, 1.0, 0.3333]), st.sampled_from([0.0, 0.2, 1.0])), max_size=12),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_cor_of_many_items_at_once_is_each_items_cor(items):
+    # Items laid end to end (empty and constant ones included) score exactly as each one alone.
+    lengths = [len(item) for item in items]
+    ref, pred = (np.array([pair[k] for item in items for pair in item], float) for k in (0, 1))
+    many = metrics.cor_many(metrics.SoftVectors(ref, lengths), metrics.SoftVectors(pred, lengths))
+    alone = [metrics.cor(np.array([r for r, _ in item]), np.array([p for _, p in item])) for item in items]
+    assert many.tolist() == alone
 
 
 def test_draw_counts_widen_past_255_and_match_a_per_row_count():
