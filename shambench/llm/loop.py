@@ -15,7 +15,7 @@ from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
-HANDOVER_SECONDS = 0.0005
+HANDOVER_SECONDS = 0.0001
 """The interpreter's thread switch interval while a loop thread runs (Python's default is 0.005 s)."""
 
 _running = 0
