@@ -15,17 +15,18 @@ compares it with the human figure.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from shambench.schema import Annotations, Prediction
+from shambench.schema import Prediction, Span
 from shambench.scoring import metrics
-from shambench.scoring.corpus import Corpus, SoftRange
+from shambench.scoring.corpus import Corpus, Readings, SoftRange
 from shambench.scoring.text import SENTENCE_SPLITTER, TOKENIZER
 
 LIKE_FOR_LIKE = (
@@ -212,16 +213,19 @@ class Rows(BaseModel):
 
 def rows_of(corpus: Corpus) -> Rows:
     """The leave-one-out rows of the corpus, from its annotators' readings."""
+    readings = corpus.annotations
     rows = Rows(examples=[], ids=[], golds=[], soft=[])
-    for i, ann in sorted(corpus.annotations.items()):
-        if len(ann.readings) < 2:
+    first, soft_given = readings.first.tolist(), readings.soft_given.tolist()
+    for j, i in enumerate(readings.examples.tolist()):
+        lo, hi = first[j], first[j + 1]
+        if hi - lo < 2:
             continue
-        for reading in ann.readings:
+        soft = readings.others_soft.lists(lo, hi) if i in corpus.soft else None
+        for k, others in enumerate(readings.others.lists(lo, hi)):
             rows.examples.append(i)
-            rows.ids.append(f"{corpus.ids[i]}#{reading.annotator}")
-            rows.golds.append([(s.start, s.end) for s in reading.others])
-            soft = reading.others_soft if i in corpus.soft else None
-            rows.soft.append(None if soft is None else [(s.start, s.end, s.prob) for s in soft])
+            rows.ids.append(f"{corpus.ids[i]}#{readings.annotators[lo + k]}")
+            rows.golds.append([(start, end) for start, end, _ in others])
+            rows.soft.append(soft[k] if soft is not None and soft_given[lo + k] else None)
     return rows
 
 
@@ -270,7 +274,7 @@ def leave_one_out(corpus: Corpus, rows: Rows, scorer_of: Callable[[Corpus], RowS
     )
 
 
-def figures(loo: LeaveOneOut, predictions: Sequence[tuple[int, Prediction]]) -> dict[str, Figures]:
+def figures(loo: LeaveOneOut, predictions: Iterable[tuple[int, Prediction]]) -> dict[str, Figures]:
     """Per partition, the figures of the rows' predictions (each with its row's position): per row, then mean over
     an item's rows, then items."""
     sc = loo.scorer
@@ -320,13 +324,16 @@ def report(corpus: Corpus, loo: LeaveOneOut | None, n_resamples: int = 1000, see
     with_figures = set(loo.partitions) if loo else set()
     partitions = {}
     if loo is not None:
-        scored = [corpus.annotations[i] for i in loo.example_of]
-        human = figures(loo, _human(loo, scored))
-        everyone: dict[str, list[Annotations]] = {}
-        for i, ann in sorted(corpus.annotations.items()):
-            everyone.setdefault(corpus.partitions[corpus.partition_code[i]], []).append(ann)
+        readings = corpus.annotations
+        scored = np.array([readings.index[i] for i in loo.example_of], np.int64)
+        human = figures(loo, _human(loo, readings, scored))
+        everyone: dict[str, list[int]] = {}
+        for j, i in enumerate(readings.examples.tolist()):
+            everyone.setdefault(corpus.partitions[corpus.partition_code[i]], []).append(j)
         for partition, items in loo.partitions.items():
-            partitions[partition] = _counted(human[partition], [scored[int(k)] for k in items], everyone[partition])
+            partitions[partition] = _counted(
+                human[partition], readings, scored[items], np.array(everyone[partition], np.int64)
+            )
     return AgreementReport(
         partitions=partitions,
         without_annotators=sorted(set(corpus.partitions) - with_figures),
@@ -334,40 +341,49 @@ def report(corpus: Corpus, loo: LeaveOneOut | None, n_resamples: int = 1000, see
     )
 
 
-def _human(loo: LeaveOneOut, scored: list[Annotations]) -> list[tuple[int, Prediction]]:
+def _human(loo: LeaveOneOut, readings: Readings, scored: np.ndarray) -> Iterator[tuple[int, Prediction]]:
     """Each row's annotator's spans, as the row's prediction, with the row's position (`scored`: per item, its
-    annotators, whose readings are the rows in order)."""
-    readings = [r for ann in scored for r in ann.readings]
-    return [
-        (k, Prediction(id=row_id, spans=r.spans)) for k, (row_id, r) in enumerate(zip(loo.scorer.corpus.ids, readings))
-    ]
+    number in `readings`, whose readings are the rows in order). Made as they are read: a prediction object per
+    row of a large corpus would outweigh the corpus."""
+    ids = loo.scorer.corpus.ids
+    k = 0
+    for j in scored.tolist():
+        for spans in readings.spans.lists(int(readings.first[j]), int(readings.first[j + 1])):
+            listed = [Span(start=s, end=e, score=None if math.isnan(v) else v) for s, e, v in spans]
+            yield k, Prediction(id=ids[k], spans=listed)
+            k += 1
 
 
-def _counted(human: Figures, scored: list[Annotations], everyone: list[Annotations]) -> PartitionAgreement:
-    """A partition's human figures with who annotated what (`scored`: its items of two or more annotators)."""
-    sizes = [len(a.readings) for a in scored]
-    checked = [a.reproduces_gold for a in everyone if a.reproduces_gold is not None]
+def _counted(human: Figures, readings: Readings, scored: np.ndarray, everyone: np.ndarray) -> PartitionAgreement:
+    """A partition's human figures with who annotated what (`scored`: the numbers in `readings` of its items of
+    two or more annotators, in id order; `everyone`: of all its items with readings, in corpus order)."""
+    sizes = readings.first[scored + 1] - readings.first[scored]
+    checked = readings.reproduces_gold[everyone]
+    checked = checked[checked >= 0]
     unplaced: Counter[str] = Counter()
-    for a in everyone:
-        unplaced.update(a.unplaced)
+    for i in readings.examples[everyone].tolist():
+        unplaced.update(readings.unplaced.get(i, {}))
     reproduction = None
-    if checked:
-        reproduction = Reproduction(checked=len(checked), reproduced=sum(checked), share=sum(checked) / len(checked))
+    if len(checked):
+        reproduced = int(checked.sum())
+        reproduction = Reproduction(checked=len(checked), reproduced=reproduced, share=reproduced / len(checked))
+    all_sizes = readings.first[everyone + 1] - readings.first[everyone]
+    span_lists = [readings.spans.lists(int(readings.first[j]), int(readings.first[j + 1])) for j in scored.tolist()]
     return PartitionAgreement(
         **human.model_dump(),
         items=len(scored),
-        annotators=Range(min=min(sizes), max=max(sizes)),
-        items_by_annotators={str(k): n for k, n in sorted(Counter(len(a.readings) for a in everyone).items())},
-        silent_readings=sum(not r.spans for a in scored for r in a.readings),
-        identical_readings=sum(len({_chars(r.spans) for r in a.readings}) == 1 for a in scored),
+        annotators=Range(min=int(sizes.min()), max=int(sizes.max())),
+        items_by_annotators={str(k): n for k, n in sorted(Counter(all_sizes.tolist()).items())},
+        silent_readings=sum(not spans for lists in span_lists for spans in lists),
+        identical_readings=sum(len({_chars(spans) for spans in lists}) == 1 for lists in span_lists),
         reproduces_gold=reproduction,
         unplaced=dict(sorted(unplaced.items())),
-        rule=scored[0].rule,
+        rule=readings.rules[readings.rule_code[scored[0]]],
     )
 
 
-def _chars(spans: Sequence[Any]) -> tuple[tuple[int, int], ...]:
-    return tuple((s.start, s.end) for s in spans)
+def _chars(spans: Sequence[tuple[int, int, float]]) -> tuple[tuple[int, int], ...]:
+    return tuple((start, end) for start, end, _ in spans)
 
 
 def like_for_like(loo: LeaveOneOut, predictions: Mapping[int, Prediction], human: AgreementReport) -> AgreementGroup:

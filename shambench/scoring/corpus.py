@@ -5,23 +5,25 @@ response lengths, gold spans, and the tokens and sentence units of every respons
 character axis (see `shambench.scoring.scorer`). Response texts, questions and contexts are dropped chunk by chunk,
 so an iterator over a file's examples is scored without ever holding them all. Only examples with steps are kept
 whole (the math metrics read them); of examples with soft labels (Mu-SHROOM's Cor), their soft labels; of examples
-with individual annotators, their readings (human agreement, `shambench.scoring.agreement`).
+with individual annotators, their readings as columns (`Readings`: human agreement, `shambench.scoring.agreement`).
 """
 
 from __future__ import annotations
 
+import array
 import contextlib
 import hashlib
 import importlib
 import io
 import json
+import math
 import os
 import shutil
 import tempfile
 import warnings
 import zipfile
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any, TypeVar
@@ -87,11 +89,23 @@ class Units:
         `shift` on the axis, with positives from the given gold ranges."""
         count = self.count[rows]
         first = np.cumsum(count) - count
-        take = np.repeat(self.first[rows] - first, count) + np.arange(int(count.sum()))
-        moved = np.repeat(shift, count)
-        starts, ends = (np.asarray(a[take] + moved, self.starts.dtype) for a in (self.starts, self.ends))
+        starts, ends = self._moved(rows, first, count, shift)
         owner = np.repeat(np.arange(len(rows), dtype=np.int32), count)
         return Units(starts, ends, owner, covered(starts, ends, gold_starts, gold_ends), first, count)
+
+    def _moved(
+        self, rows: np.ndarray, first: np.ndarray, count: np.ndarray, shift: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The bounds of `copied`, computed in place in the items' dtype: the copies of a large corpus's rows (one
+        per item and annotator) hold tens of millions of items, and each int64 temporary of them costs 8 bytes
+        an item."""
+        take = np.repeat(self.first[rows] - first, count)
+        take += np.arange(len(take))
+        moved = np.repeat(shift.astype(self.starts.dtype), count)
+        starts, ends = self.starts[take], self.ends[take]
+        starts += moved
+        ends += moved
+        return starts, ends
 
 
 class _Axis:
@@ -127,6 +141,169 @@ def _joined(parts: list[np.ndarray], dtype: type) -> np.ndarray:
     out: np.ndarray = np.concatenate([*parts, np.empty(0, dtype)], dtype=dtype, casting="same_kind")
     parts.clear()
     return out
+
+
+@dataclass
+class Ranges:
+    """Lists of character ranges, one list per reading, laid end to end."""
+
+    bounds: np.ndarray
+    """Where each list starts, and one past the last range at the end (int64): list k is `bounds[k]:bounds[k+1]`."""
+    starts: np.ndarray
+    """Start offsets in the response (int64)."""
+    ends: np.ndarray
+    """End offsets (half-open, int64)."""
+    values: np.ndarray
+    """Per range, a span's score (NaN for none) or a soft range's probability (float64)."""
+
+    def lists(self, first: int, last: int) -> list[list[tuple[int, int, float]]]:
+        """Lists `first:last`, each as `(start, end, value)` tuples."""
+        bounds = self.bounds[first : last + 1].tolist()
+        cut = slice(bounds[0], bounds[-1])
+        ranges = list(zip(self.starts[cut].tolist(), self.ends[cut].tolist(), self.values[cut].tolist()))
+        return [ranges[lo - bounds[0] : hi - bounds[0]] for lo, hi in zip(bounds, bounds[1:])]
+
+
+class _RangesBuilder:
+    def __init__(self) -> None:
+        self.bounds, self.starts, self.ends = array.array("q", [0]), array.array("q"), array.array("q")
+        self.values = array.array("d")
+
+    def add(self, ranges: Iterable[tuple[int, int, float]]) -> None:
+        for start, end, value in ranges:
+            self.starts.append(start)
+            self.ends.append(end)
+            self.values.append(value)
+        self.bounds.append(len(self.starts))
+
+    def ranges(self) -> Ranges:
+        bounds, starts, ends = (np.array(a, np.int64) for a in (self.bounds, self.starts, self.ends))
+        return Ranges(bounds=bounds, starts=starts, ends=ends, values=np.array(self.values, np.float64))
+
+
+@dataclass
+class Readings:
+    """The individual annotators' readings (`Example.annotations`) of the examples that have them, as columns: what
+    human agreement reads of them (`shambench.scoring.agreement`), without the spans' labels. As `Annotations`
+    objects they took about 13 KB an annotated example, most of a large corpus's memory."""
+
+    examples: np.ndarray
+    """The positions in the corpus of the examples with readings, increasing (int64)."""
+    first: np.ndarray
+    """Where each of those examples' readings start, and the number of readings at the end (int64): example j's
+    are `first[j]:first[j+1]`."""
+    rule_code: np.ndarray
+    """Per example, its `Annotations.rule` as a position in `rules` (int32)."""
+    rules: list[str]
+    """The rules, in order of first appearance."""
+    reproduces_gold: np.ndarray
+    """Per example, `Annotations.reproduces_gold`: 1, 0, or -1 where not checked (int8)."""
+    unplaced: dict[int, dict[str, int]]
+    """`Annotations.unplaced` of the examples that have any, by position in the corpus."""
+    annotators: list[str]
+    """Per reading, its annotator."""
+    spans: Ranges
+    """Per reading, the annotator's spans (`Reading.spans`), with their scores."""
+    others: Ranges
+    """Per reading, the gold of the other annotators (`Reading.others`)."""
+    others_soft: Ranges
+    """Per reading, the other annotators' shares per character (`Reading.others_soft`; empty where None)."""
+    soft_given: np.ndarray
+    """Per reading, whether `Reading.others_soft` is given (bool)."""
+    index: dict[int, int] = field(init=False, repr=False)
+    """The number of each example with readings (its row in the per-example columns), by position in the corpus."""
+
+    def __post_init__(self) -> None:
+        self.index = {i: j for j, i in enumerate(self.examples.tolist())}
+
+    @classmethod
+    def none(cls) -> Readings:
+        """No readings."""
+        return _ReadingsBuilder().readings()
+
+    def __contains__(self, i: object) -> bool:
+        return i in self.index
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The columns that are arrays, by their stored names (`spans.starts`, ...)."""
+        out = {name: getattr(self, name) for name in _READING_ARRAYS}
+        for kind in _READING_RANGES:
+            out |= {f"{kind}.{name}": getattr(getattr(self, kind), name) for name in _RANGE_ARRAYS}
+        return out
+
+    def names(self) -> dict[str, Any]:
+        """The columns that are not arrays, as JSON values."""
+        return {"rules": self.rules, "annotators": self.annotators, "unplaced": list(self.unplaced.items())}
+
+    @classmethod
+    def stored(cls, arrays: Mapping[str, np.ndarray], names: dict[str, Any]) -> Readings:
+        """Readings from their `arrays()` and `names()`."""
+        ranges = {
+            kind: Ranges(**{name: arrays[f"{kind}.{name}"] for name in _RANGE_ARRAYS}) for kind in _READING_RANGES
+        }
+        return cls(
+            examples=arrays["examples"],
+            first=arrays["first"],
+            rule_code=arrays["rule_code"],
+            rules=names["rules"],
+            reproduces_gold=arrays["reproduces_gold"],
+            unplaced={i: dict(u) for i, u in names["unplaced"]},
+            annotators=names["annotators"],
+            spans=ranges["spans"],
+            others=ranges["others"],
+            others_soft=ranges["others_soft"],
+            soft_given=arrays["soft_given"],
+        )
+
+
+_READING_ARRAYS = ("examples", "first", "rule_code", "reproduces_gold", "soft_given")
+_READING_RANGES = ("spans", "others", "others_soft")
+_RANGE_ARRAYS = ("bounds", "starts", "ends", "values")
+
+
+class _ReadingsBuilder:
+    """`Readings` gathered one annotated example at a time (in compact arrays: no object per span is kept)."""
+
+    def __init__(self) -> None:
+        self.examples, self.first = array.array("q"), array.array("q", [0])
+        self.rule_code, self.reproduces, self.soft_given = array.array("i"), array.array("b"), array.array("b")
+        self.rules: dict[str, int] = {}
+        self.names: dict[str, str] = {}  # one string per annotator id, however many readings
+        self.annotators: list[str] = []
+        self.unplaced: dict[int, dict[str, int]] = {}
+        self.spans, self.others, self.others_soft = _RangesBuilder(), _RangesBuilder(), _RangesBuilder()
+
+    def add(self, i: int, ann: Annotations) -> None:
+        self.examples.append(i)
+        self.rule_code.append(self.rules.setdefault(ann.rule, len(self.rules)))
+        self.reproduces.append(-1 if ann.reproduces_gold is None else int(ann.reproduces_gold))
+        if ann.unplaced:
+            self.unplaced[i] = dict(ann.unplaced)
+        for r in ann.readings:
+            self.annotators.append(self.names.setdefault(r.annotator, r.annotator))
+            self.spans.add((s.start, s.end, math.nan if s.score is None else s.score) for s in r.spans)
+            self.others.add((s.start, s.end, math.nan if s.score is None else s.score) for s in r.others)
+            self.others_soft.add((s.start, s.end, s.prob) for s in r.others_soft or ())
+            self.soft_given.append(r.others_soft is not None)
+        self.first.append(len(self.annotators))
+
+    def readings(self) -> Readings:
+        return Readings(
+            examples=np.array(self.examples, np.int64),
+            first=np.array(self.first, np.int64),
+            rule_code=np.array(self.rule_code, np.int32),
+            rules=list(self.rules),
+            reproduces_gold=np.array(self.reproduces, np.int8),
+            unplaced=self.unplaced,
+            annotators=self.annotators,
+            spans=self.spans.ranges(),
+            others=self.others.ranges(),
+            others_soft=self.others_soft.ranges(),
+            soft_given=np.array(self.soft_given, bool),
+        )
 
 
 @dataclass
@@ -168,8 +345,8 @@ class Corpus:
     """The examples that have steps, whole, by position (the math metrics read them)."""
     segmentation: dict[str, str]
     """Per partition, the segmentation conventions of its languages."""
-    annotations: Mapping[int, Annotations]
-    """The individual annotators' readings of the examples that have them, by position."""
+    annotations: Readings
+    """The individual annotators' readings of the examples that have them."""
     kept: Path | None = None
     """The folder this corpus is kept in (`file_corpus`), beside which what is computed from the corpus alone is
     kept too (`kept_beside`); None when it is not kept."""
@@ -185,7 +362,7 @@ class Corpus:
         gold: tuple[list[int], list[int]] = ([], [])
         soft: dict[int, list[SoftRange]] = {}
         with_steps: dict[int, Example] = {}
-        annotations: dict[int, Annotations] = {}
+        annotations = _ReadingsBuilder()
         languages: dict[str, dict[str, None]] = {}
         tokens, units = _Axis(), _Axis()
         total = 0
@@ -221,7 +398,7 @@ class Corpus:
                 if ex.steps:
                     with_steps[i] = ex
                 if ex.annotations is not None and ex.annotations.readings:
-                    annotations[i] = ex.annotations
+                    annotations.add(i, ex.annotations)
                 total += len(ex.response)
                 wide = wide or total > _INT32_MAX
                 lang = language_of(ex.meta)
@@ -258,7 +435,7 @@ class Corpus:
             soft=soft,
             with_steps=with_steps,
             segmentation={p: "; ".join(map(convention, ls)) for p, ls in sorted(languages.items())},
-            annotations=annotations,
+            annotations=annotations.readings(),
         )
 
     def retargeted(
@@ -299,7 +476,7 @@ class Corpus:
             soft={k: s for k, s in enumerate(soft) if s is not None},
             with_steps={},
             segmentation={p: self.segmentation[p] for p in partitions if p in self.segmentation},
-            annotations={},
+            annotations=Readings.none(),
         )
 
     def __len__(self) -> int:
@@ -338,6 +515,7 @@ def _unit_bounds(ex: Example, sentence_starts: np.ndarray, sentence_ends: np.nda
 # Arrays of a corpus kept on disk, beyond its `Units`.
 _ARRAYS = ("partition_code", "task_code", "dataset_code", "lengths", "offsets", "gold_starts", "gold_ends")
 _UNIT_ARRAYS = ("starts", "ends", "owner", "gold", "first", "count")
+_READINGS = "annotations."  # the prefix of the readings' arrays
 # The modules whose rules make a file's corpus: any change to them is a new key, so a stale corpus is never read.
 _RULE_MODULES = ("shambench.scoring.corpus", "shambench.scoring.text", "shambench.records", "shambench.schema")
 # Corpora larger than this are not kept: their arrays would crowd the cache, and reading their file dominates less.
@@ -388,7 +566,7 @@ def _save(corpus: Corpus, folder: Path) -> None:
             "segmentation": corpus.segmentation,
             "soft": [[i, spans] for i, spans in corpus.soft.items()],
             "with_steps": [[i, ex.model_dump(mode="json")] for i, ex in corpus.with_steps.items()],
-            "annotations": [[i, a.model_dump(mode="json")] for i, a in corpus.annotations.items()],
+            "annotations": corpus.annotations.names(),
         }
         (tmp / NAMES_FILE).write_bytes(orjson.dumps(names))  # UTF-8 JSON, an eighth of `json.dumps`'s time
         digests = {name: _digest((tmp / name).read_bytes()) for name in (ARRAYS_FILE, NAMES_FILE)}
@@ -425,7 +603,7 @@ def _load(folder: Path) -> Corpus:
         raise _NotThisCorpus("it was made for another file (its key differs from its folder's)")
     with np.load(io.BytesIO(_verified(folder, ARRAYS_FILE, claimed))) as npz:
         arrays = {name: npz[name] for name in npz.files}
-    with collector_paused():  # the names of every example, the readings' JSON: long-lived, no cycles
+    with collector_paused():  # the names of every example: long-lived, no cycles
         names = orjson.loads(_verified(folder, NAMES_FILE, claimed))
     units = {kind: Units(**{name: arrays[f"{kind}.{name}"] for name in _UNIT_ARRAYS}) for kind in ("tokens", "units")}
     return Corpus(
@@ -440,31 +618,11 @@ def _load(folder: Path) -> Corpus:
         soft={i: [(start, end, prob) for start, end, prob in spans] for i, spans in names["soft"]},
         with_steps={i: Example.model_validate(ex) for i, ex in names["with_steps"]},
         segmentation=names["segmentation"],
-        annotations=_Readings(names["annotations"]),
+        annotations=Readings.stored(
+            {name.removeprefix(_READINGS): a for name, a in arrays.items() if name.startswith(_READINGS)},
+            names["annotations"],
+        ),
     )
-
-
-class _Readings(Mapping[int, Annotations]):
-    """The annotators' readings of a kept corpus, by position, each checked when first read: scoring against the
-    leave-one-out rows and the human figures kept beside the corpus read none of them."""
-
-    def __init__(self, stored: list[list[Any]]):
-        self._stored: dict[int, Any] = {i: a for i, a in stored}
-        self._read: dict[int, Annotations] = {}
-
-    def __getitem__(self, i: int) -> Annotations:
-        if i not in self._read:
-            self._read[i] = Annotations.model_validate(self._stored[i])
-        return self._read[i]
-
-    def __contains__(self, i: object) -> bool:
-        return i in self._stored  # not Mapping's, which reads the item
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self._stored)
-
-    def __len__(self) -> int:
-        return len(self._stored)
 
 
 def _arrays(corpus: Corpus) -> dict[str, np.ndarray]:
@@ -472,7 +630,7 @@ def _arrays(corpus: Corpus) -> dict[str, np.ndarray]:
     arrays = {name: getattr(corpus, name) for name in _ARRAYS}
     for kind in ("tokens", "units"):
         arrays |= {f"{kind}.{name}": getattr(getattr(corpus, kind), name) for name in _UNIT_ARRAYS}
-    return arrays
+    return arrays | {f"{_READINGS}{name}": a for name, a in corpus.annotations.arrays().items()}
 
 
 def file_corpus(path: str | Path, limit: int | None, examples: Callable[[], Iterable[Example]]) -> Corpus:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from shambench.errors import ScoringError
-from shambench.schema import Example, Prediction, SoftSpan, Step
+from shambench.schema import Annotations, Example, Prediction, Reading, SoftSpan, Span, Step
 from shambench.scoring import corpus as corpus_module
 from shambench.scoring.corpus import Corpus
 from shambench.scoring.scorer import Scorer
@@ -76,6 +76,57 @@ def test_the_corpus_keeps_columns_as_the_hand_counts_say():
     assert [corpus.dataset_of(i) for i in range(6)] == ["x", "x", "mushroom", "steps", "mushroom-de", "y"]
     assert sorted(corpus.soft) == [2] and sorted(corpus.with_steps) == [3]
     assert "spacy.blank('de')" in corpus.segmentation["qa/mushroom-de"]
+
+
+def annotated_examples() -> list[Example]:
+    """Examples with readings of every shape the columns keep: scored spans, silent annotators, soft shares given
+    or not, unplaced spans, a checked and an unchecked gold; one example with none and one with an empty list."""
+    soft = [SoftSpan(start=4, end=7, prob=0.5)]
+    first = Annotations(
+        readings=[
+            Reading(annotator="a", spans=[Span(start=4, end=7, label="x", score=0.25)], others=[], others_soft=soft),
+            Reading(annotator="b", spans=[], others=[Span(start=4, end=7)], others_soft=None),
+        ],
+        rule="one rule",
+        reproduces_gold=True,
+    )
+    second = Annotations(
+        readings=[Reading(annotator="a", spans=[Span(start=0, end=3), Span(start=13, end=16)], others=[])],
+        rule="another rule",
+        unplaced={"moved": 2},
+    )
+    return [
+        ex("p", "summ/x", [[4, 7]], annotations=first),
+        ex("q", "summ/x"),
+        ex("r", "summ/x", annotations=Annotations(readings=[], rule="one rule")),
+        ex("s", "qa/y", annotations=second),
+    ]
+
+
+def test_the_readings_are_kept_as_columns_as_the_hand_counts_say(tmp_path):
+    readings = Corpus.of(annotated_examples()).annotations
+    assert readings.examples.tolist() == [0, 3] and len(readings) == 2 and 3 in readings and 2 not in readings
+    assert readings.first.tolist() == [0, 2, 3]  # p's two readings, then s's one
+    assert readings.annotators == ["a", "b", "a"] and readings.annotators[0] is readings.annotators[2]
+    assert [readings.rules[c] for c in readings.rule_code.tolist()] == ["one rule", "another rule"]
+    assert readings.reproduces_gold.tolist() == [1, -1] and readings.unplaced == {3: {"moved": 2}}
+    spans = readings.spans.lists(0, 3)
+    assert spans[0] == [(4, 7, 0.25)] and spans[1] == []  # b marked nothing
+    assert [r[:2] for r in spans[2]] == [(0, 3), (13, 16)] and all(np.isnan(r[2]) for r in spans[2])  # no score
+    assert [[r[:2] for r in rs] for rs in readings.others.lists(0, 3)] == [[], [(4, 7)], []]
+    assert readings.others_soft.lists(0, 3) == [[(4, 7, 0.5)], [], []]
+    assert readings.soft_given.tolist() == [True, False, False]
+    # A kept corpus reads the same columns back.
+    path = tmp_path / "examples.jsonl"
+    write_examples(path, annotated_examples())
+    read, _ = reading(path)
+    corpus_module.file_corpus(path, None, read)
+    kept = corpus_module.file_corpus(path, None, read).annotations
+    assert kept.names() == readings.names() and kept.index == readings.index
+    assert kept.arrays().keys() == readings.arrays().keys()
+    for name, column in readings.arrays().items():
+        assert kept.arrays()[name].dtype == column.dtype
+        np.testing.assert_array_equal(kept.arrays()[name], column)  # NaN scores equal too
 
 
 def test_the_german_example_has_the_tokens_the_count_assumes():
