@@ -94,26 +94,30 @@ def cor_many(ref: SoftVectors, pred: SoftVectors) -> np.ndarray:
     return np.where(constant, (ref.levels == pred.levels).astype(float), rho)
 
 
-def _distinct_per_item(values: np.ndarray, item: np.ndarray, n_items: int) -> np.ndarray:
-    """Per item, how many distinct values it has (as a set of floats counts them)."""
+def _sorted_within_items(values: np.ndarray, item: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The order that sorts each item's values (items kept in order), the item of each sorted value, and whether
+    each sorted value differs from the one before it in its item (the first of a run of equal values)."""
     order = np.lexsort((values, item))
     xs, owner = values[order], item[order]
     new = np.ones(len(xs), bool)
     new[1:] = (xs[1:] != xs[:-1]) | (owner[1:] != owner[:-1])
+    return order, owner, new
+
+
+def _distinct_per_item(values: np.ndarray, item: np.ndarray, n_items: int) -> np.ndarray:
+    """Per item, how many distinct values it has (as a set of floats counts them)."""
+    _, owner, new = _sorted_within_items(values, item)
     return np.bincount(owner[new], minlength=n_items)
 
 
 def _average_ranks(values: np.ndarray, item: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Each value's 1-based rank within its item, ties given the mean of the ranks they span."""
-    order = np.lexsort((values, item))
-    xs, owner = values[order], item[order]
-    new = np.ones(len(xs), bool)
-    new[1:] = (xs[1:] != xs[:-1]) | (owner[1:] != owner[:-1])
+    order, owner, new = _sorted_within_items(values, item)
     firsts = np.flatnonzero(new)
-    sizes = np.diff(np.append(firsts, len(xs)))
+    sizes = np.diff(np.append(firsts, len(values)))
     # A tie's first place counted from its item's first character.
     local = firsts - (np.cumsum(lengths) - lengths)[owner[firsts]]
-    ranks = np.empty(len(xs))
+    ranks = np.empty(len(values))
     ranks[order] = (local + (sizes + 1) / 2)[np.cumsum(new) - 1]
     return ranks
 
