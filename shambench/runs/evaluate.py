@@ -325,14 +325,14 @@ def streamed_evaluation(
     they are journaled, the scorer is built meanwhile (`scorer_meanwhile`) and `progress` is called with the
     open run (its monitor receives what was held). A dataset that fails to load, a selection error or an
     interruption while loading stops the requests and journals nothing: no config.json is written and a run
-    directory this call created is removed. Any other error before loading ends (e.g. SystematicFailure) waits
+    directory this call created is removed, with the parent folders it created for it. Any other error before loading ends (e.g. SystematicFailure) waits
     for loading, writes config.json and journals what arrived, as an unstreamed run would have. A crash before
     config.json loses the held predictions from the run but not their answers, which the response cache keeps
     (unless the detector's cache is off): a rerun does not pay for them again."""
     from shambench.llm.client import Budget
     from shambench.runs.streamed import HeldJournal, HeldMonitor, Loading
 
-    created = not run_dir.exists()
+    made = _missing_dirs(run_dir)
     if max_cost is not None:
         detector.budget = Budget(max_cost)
     held_monitor = HeldMonitor()
@@ -371,8 +371,8 @@ def streamed_evaluation(
                 journal.open()
             except BaseException:
                 loading.stop()
-                if created and not opened:
-                    _remove_lonely_lock(run_dir)
+                if made and not opened:
+                    _remove_lonely_lock(run_dir, made[1:])
                 raise
             predicting.close()
             outcome = scored_outcome(opened[0], RunOutcome(), ahead, n_resamples, seed)
@@ -381,12 +381,24 @@ def streamed_evaluation(
     return Evaluation(opened[0], outcome)
 
 
-def _remove_lonely_lock(run_dir: Path) -> None:
-    """Remove `run_dir` when it holds nothing but its lock (this process is still holding it)."""
+def _missing_dirs(path: Path) -> list[Path]:
+    """`path` and those of its ancestors that do not exist, deepest first: what creating it creates."""
+    missing = []
+    while not path.exists() and path.parent != path:
+        missing.append(path)
+        path = path.parent
+    return missing
+
+
+def _remove_lonely_lock(run_dir: Path, parents: Sequence[Path] = ()) -> None:
+    """Remove `run_dir` when it holds nothing but its lock (this process is still holding it), then those of
+    `parents` (its ancestors this process created, deepest first) that are left empty."""
     with suppress(OSError):  # another process wrote into it meanwhile: it is theirs now
         if [p.name for p in run_dir.iterdir()] == [LOCK]:
             (run_dir / LOCK).unlink()
             run_dir.rmdir()
+            for parent in parents:
+                parent.rmdir()  # only an empty folder goes
 
 
 @dataclass

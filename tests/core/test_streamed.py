@@ -99,11 +99,11 @@ def test_a_streamed_run_writes_what_the_unstreamed_run_writes(server, tmp_path, 
 
 def test_a_dataset_failing_after_requests_began_leaves_nothing(server, tmp_path, monkeypatch):
     slow_load(monkeypatch, "halluentity", 0.6, fail=True)
-    run_dir = tmp_path / "run"
+    run_dir = tmp_path / "runs" / "mine" / "run"  # in folders that do not exist yet
     result = run_cli(server, run_dir, "--datasets", "mushroom,halluentity")
     assert result.exit_code == 2, result.output
     assert server.log, "the first dataset's requests were sent while the second loaded"
-    assert not run_dir.exists()
+    assert list(tmp_path.iterdir()) == []  # nor the folders made for it
     unstreamed(monkeypatch)
     before = len(server.log)
     today = run_cli(server, tmp_path / "today", "--datasets", "mushroom,halluentity")
