@@ -75,15 +75,15 @@ class ScorerAhead:
     """The scorer of a run's examples, built while the run's predictions are made (`scorer_meanwhile`)."""
 
     scorer: Scorer | None = None
-    """The scorer, its human agreement computed, once the block has ended (None: none was built ahead)."""
+    """The scorer, its human agreement and resamples made, once the block has ended (None: none was built ahead)."""
 
 
 @contextmanager
 def scorer_meanwhile(examples: Sequence[Example], n_resamples: int = 1000, seed: int = 0) -> Iterator[ScorerAhead]:
     """While the block runs (making predictions, which the scorer does not depend on), segment the examples'
-    responses in a child process, then build their `Scorer` and its human agreement in a thread of this process,
-    so that scoring the run after its last prediction does not wait for them; the scorer is in the yielded
-    `ScorerAhead` when the block ends.
+    responses in a child process, then build their `Scorer`, its human agreement and its groups' bootstrap resamples
+    in a thread of this process, so that scoring the run after its last prediction does not wait for them; the
+    scorer is in the yielded `ScorerAhead` when the block ends.
 
     Only for runs large enough to pay for a process (`PARALLEL_MIN_CHARS`) and small enough for the text cache to
     keep (`PROCESS_CACHE_TEXTS`). When the block raises, the child is stopped and nothing is waited for; when the
@@ -108,7 +108,9 @@ def scorer_meanwhile(examples: Sequence[Example], n_resamples: int = 1000, seed:
             mine.send(([text for _, text in keys], [lang for lang, _ in keys]))
             if _remember_sent(mine, child, keys):
                 scorer = Scorer(examples, n_resamples=n_resamples, seed=seed)
-                scorer.agreement()
+                # A scoring of no predictions computes the human agreement and draws (and keeps) every group's
+                # bootstrap resamples, none of which depends on a prediction: the run's scoring then reuses them.
+                scorer.score([])
                 freeze_long_lived()  # kept until the run is scored: no collection need walk it meanwhile
                 built.append(scorer)
         except Exception:  # scoring builds its own scorer, and meets (and reports) the same failure

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 import shambench.runs.scoring as run_scoring
 from shambench.cli import main
-from shambench.scoring import text
+from shambench.scoring import metrics, text
 from shambench.scoring.text import Segmentation, packed, process_context
 from tests.runs import write_jsonl
 
@@ -70,7 +70,11 @@ def test_the_scorer_ahead_has_the_segmentations_and_scores_of_one_built_after(mo
     predictions = [Prediction(id=ex.id, spans=[Span(start=4, end=9)]) for ex in examples[::3]]
     text._cache.get("en", {}).clear()
     after = Scorer(examples, n_resamples=30, seed=3).score(predictions).model_dump(exclude={"created_at"})
+    drawn = []
+    draw = metrics._drawn_counts
+    monkeypatch.setattr(metrics, "_drawn_counts", lambda *args: drawn.append(args[1]) or draw(*args))
     assert ahead.scorer.score(predictions).model_dump(exclude={"created_at"}) == after
+    assert drawn == []  # every group's resamples were drawn ahead
 
 
 def test_small_runs_start_no_child():
