@@ -1,6 +1,6 @@
 """`python -m shambench` is the `shambench` command."""
 
-from shambench.cli import main
+from shambench.cli import run
 
 if __name__ == "__main__":
-    main(prog_name="shambench")
+    run()

@@ -1,0 +1,62 @@
+"""The installed `shambench` command (`shambench.cli.run`): its exit skips the interpreter's teardown, and loses
+nothing on the way out: the status, buffered output, exit handlers, and threads still working."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+
+def _shambench(prelude: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`shambench ARGS` run through `run()` in a new interpreter, after the Python code `prelude`."""
+    script = textwrap.dedent(prelude) + f"\nimport sys\nsys.argv = ['shambench', *{list(args)!r}]\n"
+    script += "from shambench.cli import run\nrun()\n"
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+
+
+TORN_DOWN = """
+class Marker:
+    def __del__(self):
+        print("torn down", flush=True)
+
+marker = Marker()
+"""
+
+
+def test_the_exit_skips_the_teardown_and_keeps_the_status_the_output_and_the_exit_handlers():
+    done = _shambench(
+        TORN_DOWN
+        + """
+import atexit, sys
+atexit.register(lambda: print("exit handler ran"))
+sys.stdout.write("#" * 1_000_000)  # buffered, never flushed by the script
+""",
+        "score",
+    )
+    assert done.returncode == 2  # a usage error: no predictions given
+    assert "give RUN_DIR, or --predictions" in done.stderr
+    assert done.stdout.count("#") == 1_000_000
+    assert done.stdout.endswith("exit handler ran\n")
+    assert "torn down" not in done.stdout
+
+
+def test_a_command_leaving_a_thread_at_work_gets_the_ordinary_exit():
+    done = _shambench(
+        TORN_DOWN
+        + """
+import threading, time
+threading.Thread(target=lambda: (time.sleep(0.3), print("thread finished", flush=True))).start()
+""",
+        "--version",
+    )
+    assert done.returncode == 0
+    assert "shambench, version" in done.stdout
+    assert "thread finished" in done.stdout
+    assert "torn down" in done.stdout  # the interpreter's teardown ran
+
+
+def test_python_dash_m_is_the_same_command():
+    done = subprocess.run([sys.executable, "-m", "shambench", "list", "nothing"], capture_output=True, text=True)
+    assert done.returncode == 2
+    assert "nothing" in done.stderr
