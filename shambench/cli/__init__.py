@@ -156,14 +156,13 @@ def main() -> None:
 def run() -> NoReturn:
     """The installed `shambench` command (and `python -m shambench`): `main`, then an exit that skips the
     interpreter's teardown once nothing is left to finish."""
+    status = 0
     try:
         main(prog_name="shambench")
     except SystemExit as done:
         if not isinstance(done.code, int | None) or _threads_still_working():
             raise
         status = done.code or 0
-    else:
-        status = 0
     # The teardown frees every object one by one (a scored corpus is millions of them): about 0.25 s of a cold
     # 6k `score`, which the operating system does at once when the process ends. What must finish still does:
     # the exit handlers (logging's flush, multiprocessing's joins) and the buffered output; a command that left
