@@ -28,7 +28,9 @@ def stats() -> None:
     from shambench.reporting.console import make_console
     from shambench.scoring.corpus import corpora_dir, corpora_stats
     from shambench.scoring.segcache import SegmentationStore
+    from shambench.scoring.text import wait_for_writes
 
+    wait_for_writes()  # what this process segmented, when the command is called from Python
     cache = ResponseCache()
     try:
         s = cache.stats()
@@ -77,6 +79,7 @@ def clear(model: str | None, only_segmentation: bool, yes: bool) -> None:
     from shambench.llm.cache import ResponseCache
     from shambench.scoring.corpus import clear_corpora, corpora_dir
     from shambench.scoring.segcache import SegmentationStore
+    from shambench.scoring.text import wait_for_writes
 
     if model and only_segmentation:
         raise click.UsageError("give --model or --segmentation, not both")
@@ -94,6 +97,7 @@ def clear(model: str | None, only_segmentation: bool, yes: bool) -> None:
             cache.close()
         click.echo(f"deleted {n} cached answers from {cache.path}")
     if segmentations:
+        wait_for_writes()  # else rows this process is still writing would outlive the clearing
         store = SegmentationStore()
         click.echo(f"deleted {store.clear()} cached segmentations from {store.path}")
         click.echo(f"deleted {clear_corpora()} kept corpora of EXAMPLES files from {corpora_dir()}")

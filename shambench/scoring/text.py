@@ -23,7 +23,7 @@ import os
 import sqlite3
 import sys
 import threading
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import cache
@@ -267,16 +267,25 @@ def _tokenised_flat(texts: list[str], batch_size: int = 256, lang: str = DEFAULT
     return _flat_segmentation(list(_tokenizer(lang)[0].pipe(texts, batch_size=batch_size)), lang)
 
 
-def _tokenised_stored(
-    texts: list[str], batch_size: int, lang: str, store: bool, rejected: Collection[str] = ()
-) -> _Flat:
-    """The segmentations of the texts, made in this process and, with `store`, written to the disk cache (by the
-    process that made them: a worker's writes run beside the others' tokenising). What a worker of `Segmenter`
-    runs."""
+def _tokenised_rows(texts: list[str], batch_size: int, lang: str, store: bool) -> tuple[_Flat, list[Row | None]]:
+    """The segmentations of the texts, made in this process, and with `store` each one's disk-cache row (None for
+    a text that is not kept; encoded where it was tokenised: a worker's encoding runs beside the others'
+    tokenising). What a worker of `Segmenter` runs."""
     flat = _tokenised_flat(texts, batch_size, lang)
-    if store:
-        _to_disk(dict(zip(texts, flat.split())), lang, set(rejected))
-    return flat
+    return flat, _rows_of(texts, flat.split()) if store else []
+
+
+Row = tuple[bytes, bytes]
+
+
+def _rows_of(texts: list[str], segmentations: list[Segmentation]) -> list[Row | None]:
+    """Each text's `(key, value)` row of the disk cache, or None where its offsets do not fit one."""
+    rows: list[Row | None] = []
+    for t, seg in zip(texts, segmentations):
+        key = text_key(t)
+        blob = encode(key, seg.token_starts, seg.token_ends, seg.sentence_starts, seg.sentence_ends)
+        rows.append(None if blob is None else (key, blob))
+    return rows
 
 
 def _workers(n_chars: int) -> int:
@@ -303,6 +312,7 @@ def process_context() -> ForkContext | SpawnContext:
 def _from_disk(texts: list[str], lang: str) -> tuple[dict[str, Segmentation], list[str]]:
     """The segmentations of those texts that the disk cache holds and that pass their checks (none when it cannot
     be read), and the texts whose stored rows failed them."""
+    wait_for_writes()
     store = SegmentationStore()
     keys = [text_key(t) for t in texts]
     try:
@@ -318,21 +328,39 @@ def _from_disk(texts: list[str], lang: str) -> tuple[dict[str, Segmentation], li
     return {t: Segmentation(*row) for (t, _), row in zip(hits, rows) if row is not None}, rejected
 
 
-def _to_disk(made: dict[str, Segmentation], lang: str, rejected: Collection[str] = ()) -> None:
-    """Store new segmentations; those of `rejected` texts overwrite the stored rows that failed their checks."""
+def _to_disk(rows: dict[tuple[str, bool], list[Row]]) -> None:
+    """Store new rows, per (convention, replace): those with `replace` overwrite stored rows that failed their
+    checks."""
     store = SegmentationStore()
-    items: dict[bool, list[tuple[bytes, bytes]]] = {False: [], True: []}
-    for t, seg in made.items():
-        key = text_key(t)
-        blob = encode(key, seg.token_starts, seg.token_ends, seg.sentence_starts, seg.sentence_ends)
-        if blob is not None:
-            items[t in rejected].append((key, blob))
     try:
-        for replace, rows in items.items():
-            if rows:
-                store.put_many(cache_convention(lang), rows, replace=replace)
+        for (convention, replace), items in rows.items():
+            store.put_many(convention, items, replace=replace)
     except (sqlite3.Error, OSError) as err:
         warn_unusable(err, store.path)
+
+
+_writers: list[threading.Thread] = []
+_writers_lock = threading.Lock()
+
+
+def _store_later(rows: dict[tuple[str, bool], list[Row]]) -> None:
+    """Write the rows from a thread, so that the caller goes on (to score, say) while SQLite writes: one process
+    writing everything it tokenised at once costs a fraction of each worker writing its tasks' rows. The thread is
+    not a daemon, so every exit waits for it; so does this process's next disk lookup (`wait_for_writes`)."""
+    if not any(rows.values()):
+        return
+    thread = threading.Thread(target=_to_disk, args=(rows,), name="shambench-segmentation-writer")
+    with _writers_lock:
+        _writers.append(thread)
+    thread.start()
+
+
+def wait_for_writes() -> None:
+    """Return once every disk-cache write this process started has ended."""
+    with _writers_lock:
+        pending, _writers[:] = list(_writers), []
+    for thread in pending:
+        thread.join()
 
 
 # Texts looked up in the disk cache with one query while a stream of texts is read (at least `DISK_MIN_TEXTS`, so a
@@ -347,9 +375,10 @@ class Segmenter:
     """Segmentations of texts added one at a time, as a file is read: each text comes from the process cache, else
     from the disk cache (looked up in batches of `LOOKUP_TEXTS`, once the stream has `DISK_MIN_TEXTS` new texts),
     else is tokenised and stored in both. Once the uncached texts reach `PARALLEL_MIN_CHARS`, worker processes
-    tokenise them (and store their rows) while more texts are still being added, so reading and tokenising overlap;
-    the results equal one process's. `take()` gives the segmentations of the texts added since the last call, in
-    order. Use as a context manager: leaving it stops the workers."""
+    tokenise them (and encode their rows) while more texts are still being added, so reading and tokenising
+    overlap; the results equal one process's. `take()` gives the segmentations of the texts added since the last
+    call, in order, and starts writing the new rows to disk (`_store_later`). Use as a context manager: leaving it
+    stops the workers."""
 
     def __init__(self, batch_size: int = 256):
         self.batch_size = batch_size
@@ -365,7 +394,9 @@ class Segmenter:
         """Per language, texts found nowhere and not yet handed to a worker."""
         self._rejected: dict[str, set[str]] = {}
         """Per language, texts whose stored rows failed their checks (their new rows replace them)."""
-        self._tasks: list[tuple[str, list[str], Future[_Flat]]] = []
+        self._tasks: list[tuple[str, list[str], Future[tuple[_Flat, list[Row | None]]]]] = []
+        self._rows: dict[tuple[str, bool], list[Row]] = {}
+        """Per (convention, replace), the disk-cache rows of the texts tokenised since the last `take`."""
         self._n_new = 0
         self._pool: ProcessPoolExecutor | None = None
 
@@ -397,7 +428,7 @@ class Segmenter:
             self._look_up(lang)
         self._dispatch(final=True)
         for lang, texts, task in self._tasks:
-            self._found.setdefault(lang, {}).update(zip(texts, task.result().split()))
+            self._made(lang, texts, *task.result())
         with _lock:
             out = []
             for lang, text in self._added:
@@ -407,8 +438,17 @@ class Segmenter:
                 known = _cache.setdefault(lang, {})
                 if len(known) + len(fresh) <= PROCESS_CACHE_TEXTS:
                     known.update(fresh)
-        self._added, self._seen, self._found, self._tasks, self._rejected = [], {}, {}, [], {}
+        _store_later(self._rows)
+        self._added, self._seen, self._found, self._tasks, self._rejected, self._rows = [], {}, {}, [], {}, {}
         return out
+
+    def _made(self, lang: str, texts: list[str], flat: _Flat, rows: list[Row | None]) -> None:
+        """Keep the segmentations of tokenised texts, and their rows to store."""
+        self._found.setdefault(lang, {}).update(zip(texts, flat.split()))
+        rejected = self._rejected.get(lang, set())
+        for text, row in zip(texts, rows):
+            if row is not None:
+                self._rows.setdefault((cache_convention(lang), text in rejected), []).append(row)
 
     def _uses_disk(self) -> bool:
         # Smaller batches (a detector asking for one text's tokens) are cheaper to tokenise than to look up.
@@ -438,17 +478,15 @@ class Segmenter:
                 return
         for lang in list(self._misses):
             texts = self._misses.pop(lang)
-            rejected = self._rejected.get(lang, set())
             if self._pool is None:
-                flat = _tokenised_stored(texts, self.batch_size, lang, self._uses_disk(), rejected)
-                self._found.setdefault(lang, {}).update(zip(texts, flat.split()))
+                self._made(lang, texts, *_tokenised_rows(texts, self.batch_size, lang, self._uses_disk()))
                 continue
             parts = _parts_of(texts, WORKER_CHARS)
             if parts and not final and sum(map(len, parts[-1])) < WORKER_CHARS:
                 self._misses[lang] = parts.pop()  # waits for more texts
             for part in parts:
-                args = (part, self.batch_size, lang, self._uses_disk(), [t for t in part if t in rejected])
-                self._tasks.append((lang, part, self._pool.submit(_tokenised_stored, *args)))
+                task = self._pool.submit(_tokenised_rows, part, self.batch_size, lang, self._uses_disk())
+                self._tasks.append((lang, part, task))
 
 
 def _parts_of(texts: list[str], chars: int) -> list[list[str]]:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import sqlite3
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -110,6 +113,7 @@ def test_every_real_segmentation_passes_its_checks(texts):
 def test_a_corrupt_row_on_disk_is_recomputed_rewritten_and_warned_once(disk_for_every_batch):
     texts = ["First text. It has two sentences.", "Second one here."]
     made = units(text.segment_all(texts))
+    text.wait_for_writes()
     convention = text.cache_convention("en")
     keys = [text_key(t) for t in texts]
     with sqlite3.connect(store_path()) as db:
@@ -120,6 +124,7 @@ def test_a_corrupt_row_on_disk_is_recomputed_rewritten_and_warned_once(disk_for_
     text.clear_cache()
     with pytest.warns(RuntimeWarning, match=r"2 stored row\(s\) failed their checks") as caught:
         assert units(text.segment_all(texts)) == made
+    text.wait_for_writes()
     assert len([w for w in caught if "segmentation cache" in str(w.message)]) == 1
     with sqlite3.connect(store_path()) as db:
         assert dict(db.execute("SELECT key, data FROM segmentations WHERE convention = ?", [convention])) == rows
@@ -129,17 +134,19 @@ def test_a_new_process_reads_segmentations_from_disk(disk_for_every_batch, monke
     texts = ["First text. It has two sentences.", "Second one", "", "First text. It has two sentences."]
     made = units(text.segment_all(texts))
     assert made == units(fresh_segmentation(texts))
+    text.wait_for_writes()
     stats = SegmentationStore().stats()
     # Three distinct texts, under the English convention of this spaCy version.
     assert stats.entries == 3 and stats.by_convention == {text.cache_convention("en"): 3}
     assert stats.path == str(store_path()) and stats.size_bytes > 0
     text.clear_cache()  # what a new process starts with
-    monkeypatch.setattr(text, "_tokenised_stored", must_not_tokenise)
+    monkeypatch.setattr(text, "_tokenised_rows", must_not_tokenise)
     assert units(text.segment_all(texts)) == made
 
 
 def test_the_convention_keys_language_and_spacy_version(disk_for_every_batch, monkeypatch):
     text.segment_all(["Bonjour. Ça va?"], lang="fr")
+    text.wait_for_writes()
     text.clear_cache()
     assert SegmentationStore().stats().by_convention == {text.cache_convention("fr"): 1}
     assert text.cache_convention("fr").startswith("spacy-") and "/fr/" in text.cache_convention("fr")
@@ -182,7 +189,7 @@ def test_real_responses_read_back_from_disk_exactly(monkeypatch):
     expected = units(fresh_segmentation(texts))
     assert units(text.segment_all(texts)) == expected
     text.clear_cache()
-    monkeypatch.setattr(text, "_tokenised_stored", must_not_tokenise)
+    monkeypatch.setattr(text, "_tokenised_rows", must_not_tokenise)
     assert units(text.segment_all(texts)) == expected
     text.clear_cache()
 
@@ -202,14 +209,15 @@ def test_parallel_tokenising_equals_one_process(disk_for_every_batch, monkeypatc
 
     monkeypatch.setattr(text, "ProcessPoolExecutor", CountedPool)
     monkeypatch.setattr(text, "PARALLEL_MIN_CHARS", 1)
-    # Small disk batches and worker tasks: the workers start and store rows while texts are still being added.
+    # Small disk batches and worker tasks: the workers start and encode rows while texts are still being added.
     monkeypatch.setattr(text, "LOOKUP_TEXTS", 16)
     monkeypatch.setattr(text, "WORKER_CHARS", 2000)
     monkeypatch.setenv(text.WORKERS_ENV, "2")
     parallel = segmented(texts)
     assert pools == [2]
     assert units(parallel) == units(fresh_segmentation(texts))
-    assert SegmentationStore().stats().entries == len(set(texts))  # every row stored by the workers
+    text.wait_for_writes()
+    assert SegmentationStore().stats().entries == len(set(texts))  # every row the workers encoded, stored
     # With one worker configured, or from a thread other than the main one (a sweep's), no pool is started.
     monkeypatch.setenv(text.WORKERS_ENV, "1")
     segmented(texts[:3])
@@ -248,7 +256,7 @@ def test_concurrent_writers_store_each_text_once_and_intact(monkeypatch):
     with sqlite3.connect(store_path()) as db:
         assert db.execute("SELECT COUNT(*), COUNT(DISTINCT key) FROM segmentations").fetchone() == (400, 400)
     text.clear_cache()
-    monkeypatch.setattr(text, "_tokenised_stored", must_not_tokenise)
+    monkeypatch.setattr(text, "_tokenised_rows", must_not_tokenise)
     assert units(text.segment_all(texts)) == units(fresh_segmentation(texts))
     text.clear_cache()
 
@@ -257,8 +265,10 @@ def test_an_unusable_cache_warns_and_segmentation_goes_on(disk_for_every_batch, 
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("x")
     monkeypatch.setenv("SHAMBENCH_CACHE_DIR", str(blocker))
-    with pytest.warns(RuntimeWarning, match="segmentation cache .* not used"):
+    with pytest.warns(RuntimeWarning, match="segmentation cache .* not used") as caught:
         segs = text.segment_all(["Still segmented. Twice."])
+        text.wait_for_writes()
+    assert len(caught) == 2  # reading, then writing (from the writer thread)
     assert units(segs) == units(fresh_segmentation(["Still segmented. Twice."]))
 
 
@@ -286,3 +296,42 @@ def test_the_process_cache_stops_growing_at_its_limit(disk_for_every_batch, monk
     assert units(more) == units(fresh_segmentation(["Three.", "Four.", "One."]))
     assert more[2] is first[0]
     assert set(text._cache["en"]) == {"One.", "Two."}  # the new ones were returned, not kept
+
+
+SLOW_WRITES = """
+import time
+from shambench.scoring import segcache
+put_many = segcache.SegmentationStore.put_many
+
+def slow_put_many(*args, **kwargs):
+    time.sleep(1.0)  # still writing when the command is done
+    put_many(*args, **kwargs)
+    print("rows written", flush=True)
+
+segcache.SegmentationStore.put_many = slow_put_many
+"""
+
+
+def test_the_command_ends_only_once_its_segmentations_are_stored(tmp_path):
+    # The rows are written by a thread once segmentation is done (while the scorer works): the installed command
+    # waits for it, even when writing takes longer than scoring.
+    n = text.DISK_MIN_TEXTS + 6
+    rows = [{"id": f"toy/{i}", "dataset": "toy", "task": "qa", "response": f"Answer {i}. Then more.",
+             "hallu_spans": []} for i in range(n)]  # fmt: skip
+    examples = tmp_path / "examples.jsonl"
+    examples.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    predictions = tmp_path / "predictions.jsonl"
+    predictions.write_text("".join(json.dumps({"id": r["id"], "spans": []}) + "\n" for r in rows))
+    cache = tmp_path / "cache"
+    script = SLOW_WRITES + "import sys\nsys.argv = ['shambench', *sys.argv[1:]]\nfrom shambench.cli import run\nrun()\n"
+    args = ["score", "--examples", examples, "--predictions", predictions, "--out", tmp_path / "results.json"]
+    done = subprocess.run(
+        [sys.executable, "-c", script, *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "SHAMBENCH_CACHE_DIR": str(cache)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.rstrip().endswith("rows written")
+    assert SegmentationStore(cache / segcache.FILENAME).stats().entries == n
