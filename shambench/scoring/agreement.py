@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict
 
 from shambench.schema import Prediction, Span
 from shambench.scoring import metrics
-from shambench.scoring.corpus import Corpus, Readings, SoftRange
+from shambench.scoring.corpus import Corpus, Readings, RowPredictions, SoftRange
 from shambench.scoring.text import SENTENCE_SPLITTER, TOKENIZER
 
 LIKE_FOR_LIKE = (
@@ -172,7 +172,7 @@ class AgreementGroup(BaseModel):
 
 
 class RowArrays(Protocol):
-    """Per-row scores of one pass (what `Scorer.example_arrays` returns)."""
+    """Per-row scores of one pass (what `Scorer.row_arrays` returns)."""
 
     @property
     def prf(self) -> dict[str, np.ndarray]: ...
@@ -191,7 +191,7 @@ class RowScorer(Protocol):
     n_resamples: int
     seed: int
 
-    def example_arrays(self, positioned: Iterable[tuple[int, Prediction]]) -> RowArrays: ...
+    def row_arrays(self, rows: RowPredictions) -> RowArrays: ...
 
     def bootstrap_weights(self, name: str, n: int) -> metrics.Resamples: ...
 
@@ -242,15 +242,10 @@ class LeaveOneOut:
     partitions: dict[str, np.ndarray]
     """Per partition, its items' numbers, in id order."""
 
-    def detector(self, predictions: Mapping[int, Prediction]) -> list[tuple[int, Prediction]]:
-        """The detector's prediction of each row's item (keyed by position in the source corpus), with the row's
-        position; rows of items without a usable prediction get none (scored as predicting nothing)."""
-        rows = []
-        for k, item in enumerate(self.item_of.tolist()):
-            pred = predictions.get(self.example_of[item])
-            if pred is not None:
-                rows.append((k, pred))
-        return rows
+    def detector(self, predicted: RowPredictions) -> RowPredictions:
+        """Per row, the detector's prediction of its item (`predicted`: one row per example of the source corpus;
+        an item without a usable prediction predicts nothing)."""
+        return predicted.taken(np.array(self.example_of, np.int64)[self.item_of])
 
 
 def leave_one_out(corpus: Corpus, rows: Rows, scorer_of: Callable[[Corpus], RowScorer]) -> LeaveOneOut | None:
@@ -274,11 +269,10 @@ def leave_one_out(corpus: Corpus, rows: Rows, scorer_of: Callable[[Corpus], RowS
     )
 
 
-def figures(loo: LeaveOneOut, predictions: Iterable[tuple[int, Prediction]]) -> dict[str, Figures]:
-    """Per partition, the figures of the rows' predictions (each with its row's position): per row, then mean over
-    an item's rows, then items."""
+def figures(loo: LeaveOneOut, predicted: RowPredictions) -> dict[str, Figures]:
+    """Per partition, the figures of the rows' predictions: per row, then mean over an item's rows, then items."""
     sc = loo.scorer
-    rows = sc.example_arrays(predictions)
+    rows = sc.row_arrays(predicted)
     n_items = len(loo.example_of)
     per_item = np.bincount(loo.item_of, minlength=n_items).astype(float)
 
@@ -341,17 +335,21 @@ def report(corpus: Corpus, loo: LeaveOneOut | None, n_resamples: int = 1000, see
     )
 
 
-def _human(loo: LeaveOneOut, readings: Readings, scored: np.ndarray) -> Iterator[tuple[int, Prediction]]:
-    """Each row's annotator's spans, as the row's prediction, with the row's position (`scored`: per item, its
-    number in `readings`, whose readings are the rows in order). Made as they are read: a prediction object per
-    row of a large corpus would outweigh the corpus."""
-    ids = loo.scorer.corpus.ids
-    k = 0
-    for j in scored.tolist():
-        for spans in readings.spans.lists(int(readings.first[j]), int(readings.first[j + 1])):
-            listed = [Span(start=s, end=e, score=None if math.isnan(v) else v) for s, e, v in spans]
-            yield k, Prediction(id=ids[k], spans=listed)
-            k += 1
+def _human(loo: LeaveOneOut, readings: Readings, scored: np.ndarray) -> RowPredictions:
+    """Each row's annotator's spans, as the row's prediction (`scored`: per item, its number in `readings`, whose
+    readings are the rows in order). As columns: a prediction object per row of a large corpus would outweigh the
+    corpus; only the rows with soft labels, whose Cor reads the spans' scores, get one."""
+    firsts, lasts = readings.first[scored], readings.first[scored + 1]
+    sizes = lasts - firsts
+    row_reading = np.repeat(firsts - (np.cumsum(sizes) - sizes), sizes) + np.arange(int(sizes.sum()))
+    spans = readings.spans.taken(row_reading)
+    corpus = loo.scorer.corpus
+    kept = {}
+    for k in sorted(corpus.soft):
+        (listed,) = spans.lists(k, k + 1)
+        marked = [Span(start=s, end=e, score=None if math.isnan(v) else v) for s, e, v in listed]
+        kept[k] = Prediction(id=corpus.ids[k], spans=marked)
+    return RowPredictions(spans=spans, sentence_labels={}, kept=kept)
 
 
 def _counted(human: Figures, readings: Readings, scored: np.ndarray, everyone: np.ndarray) -> PartitionAgreement:
@@ -386,9 +384,10 @@ def _chars(spans: Sequence[tuple[int, int, float]]) -> tuple[tuple[int, int], ..
     return tuple((start, end) for start, end, _ in spans)
 
 
-def like_for_like(loo: LeaveOneOut, predictions: Mapping[int, Prediction], human: AgreementReport) -> AgreementGroup:
-    """`Results.groups.agreement`: the detector against the leave-one-out golds beside the human figures."""
-    detector = figures(loo, loo.detector(predictions))
+def like_for_like(loo: LeaveOneOut, predicted: RowPredictions, human: AgreementReport) -> AgreementGroup:
+    """`Results.groups.agreement`: the detector against the leave-one-out golds beside the human figures
+    (`predicted`: one row per example of the source corpus)."""
+    detector = figures(loo, loo.detector(predicted))
     partitions = {}
     for partition, det in detector.items():
         hum = human.partitions[partition]

@@ -35,7 +35,7 @@ from pydantic import BaseModel
 from shambench.errors import DataError, ScoringError
 from shambench.memory import collector_paused
 from shambench.paths import cache_dir
-from shambench.schema import Annotations, Example
+from shambench.schema import Annotations, Example, Prediction
 from shambench.scoring.text import Segmentation, Segmenter, convention, language_of, unknown_language
 
 # Examples segmented together: large enough that a chunk of uncached texts is tokenised on every core, small enough
@@ -162,6 +162,36 @@ class Ranges:
         cut = slice(bounds[0], bounds[-1])
         ranges = list(zip(self.starts[cut].tolist(), self.ends[cut].tolist(), self.values[cut].tolist()))
         return [ranges[lo - bounds[0] : hi - bounds[0]] for lo, hi in zip(bounds, bounds[1:])]
+
+    def taken(self, picks: np.ndarray) -> Ranges:
+        """Lists `picks[k]` of these as list k, in a few numpy calls (a list may be taken several times)."""
+        sizes = (self.bounds[1:] - self.bounds[:-1])[picks]
+        bounds = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        at = np.repeat(self.bounds[picks] - bounds[:-1], sizes) + np.arange(bounds[-1])
+        return Ranges(bounds=bounds, starts=self.starts[at], ends=self.ends[at], values=self.values[at])
+
+
+@dataclass
+class RowPredictions:
+    """Predictions as columns, one row per example of a corpus: what the scorer scores against repeated rows
+    (human agreement's leave-one-out rows) without an object per span."""
+
+    spans: Ranges
+    """Per row, its predicted spans (offsets in the row's response; usable predictions only: a row without one
+    predicts nothing)."""
+    sentence_labels: dict[int, list[int]]
+    """The rows' `Prediction.sentence_labels`, where given."""
+    kept: dict[int, Prediction]
+    """The predictions of the rows whose scoring reads more than spans (the soft labels that Cor reads)."""
+
+    def taken(self, picks: np.ndarray) -> RowPredictions:
+        """Row `picks[k]` of these as row k (a row may be taken several times)."""
+        listed = picks.tolist()
+        return RowPredictions(
+            spans=self.spans.taken(picks),
+            sentence_labels={k: self.sentence_labels[i] for k, i in enumerate(listed) if i in self.sentence_labels},
+            kept={k: self.kept[i] for k, i in enumerate(listed) if i in self.kept},
+        )
 
 
 class _RangesBuilder:

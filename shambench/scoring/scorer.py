@@ -20,7 +20,7 @@ from shambench.errors import ScoringError
 from shambench.provenance import git_commit, now_iso, shambench_version
 from shambench.schema import Example, Prediction, Span
 from shambench.scoring import metrics
-from shambench.scoring.corpus import Corpus, covered, kept_beside, rules_hash
+from shambench.scoring.corpus import Corpus, Ranges, RowPredictions, covered, kept_beside, rules_hash
 from shambench.scoring.extended import ADDED_PARTITIONS, extended_group, kept_apart
 from shambench.scoring.results import (
     PRF,
@@ -320,14 +320,12 @@ class Scorer:
 
         What a paired comparison of two runs resamples (see `shambench.reporting.compare`).
         """
-        return self._counted(self._positioned(predictions))[2]
+        return self._counted(self._prediction_arrays(self._positioned(predictions)))[1]
 
     def _counted(
-        self, positioned: Iterable[tuple[int, Prediction]]
-    ) -> tuple[_PredictionArrays, dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], dict[str, np.ndarray]]:
-        """The prediction arrays, per-level (tp, predicted, gold) counts and per-example P/R/F1 of predictions
-        paired with the positions of their examples."""
-        pa = self._prediction_arrays(positioned)
+        self, pa: _PredictionArrays
+    ) -> tuple[dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], dict[str, np.ndarray]]:
+        """Per-level (tp, predicted, gold) counts and per-example P/R/F1 of the prediction arrays."""
         n = len(self.corpus)
         tok_pred = covered(self.tokens.starts, self.tokens.ends, pa.starts, pa.ends)
         unit_pred = covered(self.units.starts, self.units.ends, pa.starts, pa.ends)
@@ -340,13 +338,24 @@ class Scorer:
             "char": self._char_tp_pred_gold(pa),
         }
         prf = {lvl: np.stack(metrics.per_example_prf(*counts[lvl])) for lvl in LEVELS}
-        return pa, counts, prf
+        return counts, prf
 
-    def example_arrays(self, positioned: Iterable[tuple[int, Prediction]]) -> ExampleArrays:
+    def row_arrays(self, rows: RowPredictions) -> ExampleArrays:
         """Per example, in example order: P/R/F1 per level, token counts, and IoU/Cor (NaN without soft labels), of
-        predictions paired with the positions of their examples (their ids are not read: one prediction may stand
-        for several examples)."""
-        pa, counts, prf = self._counted(positioned)
+        predictions given as columns, one row per example (what human agreement scores its rows with)."""
+        n = len(self.corpus)
+        offsets = np.repeat(self.corpus.offsets, np.diff(rows.spans.bounds))
+        # Every row counts as predicted: a row without a usable prediction predicts nothing.
+        pa = _PredictionArrays(
+            rows.spans.starts + offsets,
+            rows.spans.ends + offsets,
+            np.ones(n, bool),
+            np.zeros(n, bool),
+            rows.sentence_labels,
+            None,
+            rows.kept,
+        )
+        counts, prf = self._counted(pa)
         iou, cor = _GroupContext(self, pa, counts, prf, None).soft_scores
         return ExampleArrays(prf=prf, token_counts=counts["token"], iou=iou, cor=cor)
 
@@ -361,7 +370,8 @@ class Scorer:
         one row at a time as they are read)."""
         if isinstance(predictions, Mapping):
             predictions = predictions.values()
-        pa, counts, prf = self._counted(self._positioned(predictions))
+        pa = self._prediction_arrays(self._positioned(predictions))
+        counts, prf = self._counted(pa)
         n = len(self.corpus)
         token_scores = None
         if pa.scored is not None:
@@ -425,7 +435,21 @@ class Scorer:
             return None
         from shambench.scoring.agreement import like_for_like
 
-        return like_for_like(loo, pa.kept, self.agreement())
+        return like_for_like(loo, self._rows_of(pa), self.agreement())
+
+    def _rows_of(self, pa: _PredictionArrays) -> RowPredictions:
+        """The prediction arrays as columns, one row per example (spans in order, offsets in the response)."""
+        owner = self.corpus.owner_of(pa.starts)
+        order = np.argsort(owner, kind="stable")
+        bounds = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=len(self.corpus)))]).astype(np.int64)
+        local = self.corpus.offsets[owner[order]]
+        spans = Ranges(
+            bounds=bounds,
+            starts=pa.starts[order] - local,
+            ends=pa.ends[order] - local,
+            values=np.full(len(order), np.nan),
+        )
+        return RowPredictions(spans=spans, sentence_labels=pa.sentence_labels, kept=pa.kept)
 
     def _extended_group(
         self, ctx: _GroupContext, task_scores: dict[str, tuple[GroupScores, np.ndarray]]

@@ -485,3 +485,46 @@ def test_what_is_kept_beside_a_corpus_is_read_back_for_its_context_only(tmp_path
     for n in (5, 6):
         assert corpus_module.kept_beside(loose, "count.json", "one", _Count, compute(n)) == _Count(n=n)
     assert made == [1, 3, 5, 6]
+
+
+def _ranges(lists: list[list[tuple[int, int, float]]]) -> corpus_module.Ranges:
+    builder = corpus_module._RangesBuilder()
+    for listed in lists:
+        builder.add(listed)
+    return builder.ranges()
+
+
+def test_taken_ranges_repeat_and_reorder_whole_lists():
+    table = _ranges([[(1, 2, 0.5), (3, 4, np.nan)], [], [(0, 1, 1.0), (4, 5, 2.0), (8, 9, 3.0)]])
+    taken = table.taken(np.array([2, 0, 1, 2], np.int64))
+    assert taken.bounds.tolist() == [0, 3, 5, 5, 8]
+    assert taken.starts.tolist() == [0, 4, 8, 1, 3, 0, 4, 8]
+    assert taken.ends.tolist() == [1, 5, 9, 2, 4, 1, 5, 9]
+    assert taken.values[:4].tolist() == [1.0, 2.0, 3.0, 0.5] and np.isnan(taken.values[4])
+    none = table.taken(np.array([], np.int64))
+    assert none.bounds.tolist() == [0] and len(none.starts) == 0
+
+
+range_lists = st.lists(
+    st.lists(st.tuples(st.integers(0, 50), st.integers(51, 99), st.floats(0, 1)), max_size=4), min_size=1, max_size=6
+)
+
+
+@given(range_lists, st.data())
+def test_taken_ranges_equal_the_picked_lists(lists, data):
+    table = _ranges(lists)
+    picks = data.draw(st.lists(st.integers(0, len(lists) - 1), max_size=10))
+    taken = table.taken(np.array(picks, np.int64))
+    assert taken.lists(0, len(picks)) == [lists[i] for i in picks]
+
+
+def test_row_predictions_take_their_labels_and_kept_predictions_along():
+    kept = Prediction(id="b", spans=[Span(start=0, end=1, score=0.9)])
+    rows = corpus_module.RowPredictions(
+        spans=_ranges([[(0, 2, np.nan)], [(0, 1, np.nan)]]), sentence_labels={0: [1, 0]}, kept={1: kept}
+    )
+    taken = rows.taken(np.array([1, 1, 0], np.int64))
+    assert taken.spans.bounds.tolist() == [0, 1, 2, 3]
+    assert (taken.spans.starts.tolist(), taken.spans.ends.tolist()) == ([0, 0, 0], [1, 1, 2])
+    assert taken.sentence_labels == {2: [1, 0]}
+    assert taken.kept == {0: kept, 1: kept}
