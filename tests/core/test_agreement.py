@@ -192,6 +192,61 @@ def test_two_annotators_score_the_same_either_way_round(first, second):
     assert straight.token.f1 == pytest.approx(swapped.token.f1)
 
 
+def _one_by_one(examples, predictions):
+    """The like-for-like token F1s computed the plain way: every (item, left-out annotator) row made an example of
+    its own (the others' gold, soft labels included) and its prediction scored by a scorer of that example alone;
+    a row's F1, then the mean over an item's rows, then over items."""
+    detector, human = [], []
+    for ex in examples:
+        rows_d, rows_h = [], []
+        for r in ex.annotations.readings:
+            row = Example(
+                id="row", task=ex.task, dataset=ex.dataset, response=ex.response, hallu_spans=r.others,
+                soft_spans=r.others_soft if ex.soft_spans is not None else None,
+            )  # fmt: skip
+            pred = predictions.get(ex.id)
+            usable = pred is not None and pred.error is None
+            mine = pred.model_copy(update={"id": "row"}) if usable else Prediction(id="row")
+            rows_d.append(score([row], [mine], n_resamples=10).partitions[ex.partition].token.f1)
+            rows_h.append(
+                score([row], [Prediction(id="row", spans=r.spans)], n_resamples=10).partitions[ex.partition].token.f1
+            )
+        detector.append(sum(rows_d) / len(rows_d))
+        human.append(sum(rows_h) / len(rows_h))
+    return sum(detector) / len(detector), sum(human) / len(human)
+
+
+predictions_strategy = st.lists(
+    st.one_of(
+        st.none(),  # missing
+        st.just("failed"),
+        st.tuples(spans, st.booleans()),  # spans, with scores or not
+    ),
+    min_size=3,
+    max_size=3,
+)
+
+
+@settings(max_examples=20, deadline=None)  # each example builds a scorer per row
+@given(st.lists(st.tuples(spans, spans, spans), min_size=3, max_size=3), predictions_strategy, st.booleans())
+def test_like_for_like_equals_every_row_scored_on_its_own(marked, predicted, soft):
+    examples = [item(f"i{k}", {"a": a, "b": b, "c": c}, soft=soft) for k, (a, b, c) in enumerate(marked)]
+    predictions = {}
+    for ex, p in zip(examples, predicted):
+        if p == "failed":
+            predictions[ex.id] = Prediction(id=ex.id, error="the detector failed")
+        elif p is not None:
+            listed, scored = p
+            given_spans = [
+                s.model_copy(update={"score": 0.25 + 0.5 * (k % 2)}) if scored else s for k, s in enumerate(listed)
+            ]
+            predictions[ex.id] = Prediction(id=ex.id, spans=given_spans)
+    group = score(examples, list(predictions.values()), n_resamples=10).groups.agreement.partitions["qa/toy"]
+    detector, human = _one_by_one(examples, predictions)
+    assert group.detector.token.f1 == pytest.approx(detector, abs=1e-12)
+    assert group.human.token.f1 == pytest.approx(human, abs=1e-12)
+
+
 # --- the human report kept beside a kept corpus ------------------------------------------------------------------
 
 
