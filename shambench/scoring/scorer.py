@@ -435,14 +435,15 @@ class Scorer:
             return None
         from shambench.scoring.agreement import like_for_like
 
-        return like_for_like(loo, self._rows_of(pa), self.agreement())
+        return like_for_like(loo, self._as_columns(pa), self.agreement())
 
-    def _rows_of(self, pa: _PredictionArrays) -> RowPredictions:
+    def _as_columns(self, pa: _PredictionArrays) -> RowPredictions:
         """The prediction arrays as columns, one row per example (spans in order, offsets in the response)."""
         owner = self.corpus.owner_of(pa.starts)
         order = np.argsort(owner, kind="stable")
         bounds = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=len(self.corpus)))]).astype(np.int64)
         local = self.corpus.offsets[owner[order]]
+        # No scores: a row pass reads the spans' scores only for Cor, from the kept predictions.
         spans = Ranges(
             bounds=bounds,
             starts=pa.starts[order] - local,

@@ -272,13 +272,13 @@ def _tokenised_rows(texts: list[str], batch_size: int, lang: str, store: bool) -
     a text that is not kept; encoded where it was tokenised: a worker's encoding runs beside the others'
     tokenising). What a worker of `Segmenter` runs."""
     flat = _tokenised_flat(texts, batch_size, lang)
-    return flat, _rows_of(texts, flat.split()) if store else []
+    return flat, _disk_rows(texts, flat.split()) if store else []
 
 
 Row = tuple[bytes, bytes]
 
 
-def _rows_of(texts: list[str], segmentations: list[Segmentation]) -> list[Row | None]:
+def _disk_rows(texts: list[str], segmentations: list[Segmentation]) -> list[Row | None]:
     """Each text's `(key, value)` row of the disk cache, or None where its offsets do not fit one."""
     rows: list[Row | None] = []
     for t, seg in zip(texts, segmentations):
