@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict
 
 from shambench.schema import Prediction, Span
 from shambench.scoring import metrics
-from shambench.scoring.corpus import Corpus, Readings, RowPredictions, SoftRange
+from shambench.scoring.corpus import Corpus, Readings, RowPredictions, SoftRange, runs
 from shambench.scoring.text import SENTENCE_SPLITTER, TOKENIZER
 
 LIKE_FOR_LIKE = (
@@ -339,10 +339,8 @@ def _human(loo: LeaveOneOut, readings: Readings, scored: np.ndarray) -> RowPredi
     """Each row's annotator's spans, as the row's prediction (`scored`: per item, its number in `readings`, whose
     readings are the rows in order). As columns: a prediction object per row of a large corpus would outweigh the
     corpus; only the rows with soft labels, whose Cor reads the spans' scores, get one."""
-    firsts, lasts = readings.first[scored], readings.first[scored + 1]
-    sizes = lasts - firsts
-    row_reading = np.repeat(firsts - (np.cumsum(sizes) - sizes), sizes) + np.arange(int(sizes.sum()))
-    spans = readings.spans.taken(row_reading)
+    firsts = readings.first[scored]
+    spans = readings.spans.taken(runs(firsts, readings.first[scored + 1] - firsts))
     corpus = loo.scorer.corpus
     kept = {}
     for k in sorted(corpus.soft):

@@ -166,9 +166,16 @@ class Ranges:
     def taken(self, picks: np.ndarray) -> Ranges:
         """Lists `picks[k]` of these as list k, in a few numpy calls (a list may be taken several times)."""
         sizes = (self.bounds[1:] - self.bounds[:-1])[picks]
+        at = runs(self.bounds[picks], sizes)
         bounds = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-        at = np.repeat(self.bounds[picks] - bounds[:-1], sizes) + np.arange(bounds[-1])
         return Ranges(bounds=bounds, starts=self.starts[at], ends=self.ends[at], values=self.values[at])
+
+
+def runs(firsts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The positions `firsts[k], ..., firsts[k] + counts[k] - 1` of every k, laid end to end (int64)."""
+    counts = np.asarray(counts, np.int64)
+    starts = np.cumsum(counts) - counts
+    return np.repeat(np.asarray(firsts, np.int64) - starts, counts) + np.arange(int(counts.sum()), dtype=np.int64)
 
 
 @dataclass

@@ -20,7 +20,7 @@ from shambench.errors import ScoringError
 from shambench.provenance import git_commit, now_iso, shambench_version
 from shambench.schema import Example, Prediction, Span
 from shambench.scoring import metrics
-from shambench.scoring.corpus import Corpus, Ranges, RowPredictions, covered, kept_beside, rules_hash
+from shambench.scoring.corpus import Corpus, Ranges, RowPredictions, covered, kept_beside, rules_hash, runs
 from shambench.scoring.extended import ADDED_PARTITIONS, extended_group, kept_apart
 from shambench.scoring.results import (
     PRF,
@@ -114,9 +114,7 @@ def _max_scores(starts: np.ndarray, ends: np.ndarray, s: np.ndarray, e: np.ndarr
     hi = np.searchsorted(starts, e.astype(starts.dtype), side="left")
     counts = np.maximum(hi - lo, 0)
     if counts.sum():
-        first = np.repeat(lo, counts)
-        step = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
-        np.maximum.at(out, first + step, np.repeat(v, counts))
+        np.maximum.at(out, runs(lo, counts), np.repeat(v, counts))
     return out
 
 
