@@ -13,7 +13,8 @@ Whole process, alternating in each repeat: `shambench score --examples --predict
 the file's kept corpus (warm cache: every line is read and checked again, no text is tokenised), and once more
 with every cache the cold run filled (warm corpus: the EXAMPLES file, unchanged, is not read again; corpora up to
 256 MB are kept, so from about 100,000 examples this equals warm cache). Wall time, CPU time (the process and its workers) and peak RSS (the largest of the process and its
-workers, from wait4) of each; medians over the repeats. In process (sizes up to --in-process-max): the same
+workers, from wait4) of each; medians over the repeats, each ratio of medians printed beside the range of the
+repeats' own ratios (a verdict inside that range's noise is not a measured one). In process (sizes up to --in-process-max): the same
 cold and warm-cache runs as `Scorer(...).score(...)` calls, warm rescoring of new predictions with the same
 `Scorer` (bootstrap intervals included), and the reference on the same examples.
 
@@ -210,7 +211,12 @@ def whole_process(examples_path: Path, predictions_path: Path, work: Path, repea
         runs["warm cache"].append(timed_process(score_cmd, env))
         runs["warm corpus"].append(timed_process(score_cmd, env))
         shutil.rmtree(cache, ignore_errors=True)
-    summary = {kind: {k: median(rows, k) for k in ("wall", "cpu", "peak_gib")} for kind, rows in runs.items()}
+    summary: dict = {kind: {k: median(rows, k) for k in ("wall", "cpu", "peak_gib")} for kind, rows in runs.items()}
+    # Each repeat's own ratio (its reference against its runs, timed minutes apart): their spread is the noise.
+    summary["paired"] = {
+        kind: [ref["wall"] / ours["wall"] for ref, ours in zip(runs["reference"], runs[kind])]
+        for kind in ("cold", "warm cache", "warm corpus")
+    }
     results = json.loads(results_path.read_text())
     summary["shambench_f1"] = {lvl: results["overall"][lvl]["f1"] for lvl in ("token", "sentence")}
     if reference:
@@ -242,10 +248,15 @@ def in_process(examples_path: Path, predictions_path: Path, work: Path, repeats:
     return {"cold": cold, "warm cache": warm_cache, "rescoring": rescoring, "reference": reference}
 
 
-def ratio_line(label: str, reference: float, ours: float, target: float | None) -> str:
+def ratio_line(
+    label: str, reference: float, ours: float, target: float | None, paired: list[float] | None = None
+) -> str:
+    """One ratio of medians, to two decimals (a "2.0x" that misses 2x must not be printed), with its verdict and,
+    when given, the range of the repeats' own ratios."""
     ratio = reference / ours
     mark = "" if target is None else f"  (target ≥ {target}x: {'OK' if ratio >= target else 'MISSED'})"
-    return f"    {label:<34} {ours:8.2f} s vs reference {reference:8.2f} s = {ratio:5.1f}x{mark}"
+    spread = f"  repeats {min(paired):.2f}-{max(paired):.2f}x" if paired else ""
+    return f"    {label:<34} {ours:8.2f} s vs reference {reference:8.2f} s = {ratio:5.2f}x{mark}{spread}"
 
 
 def report(name: str, n: int, whole: dict, inproc: dict | None) -> None:
@@ -259,7 +270,7 @@ def report(name: str, n: int, whole: dict, inproc: dict | None) -> None:
         ref = whole["reference"]
         for kind in ("cold", "warm cache", "warm corpus"):
             target = TARGETS.get(kind) if name.startswith("6k") else None
-            print(ratio_line(f"{kind} (wall)", ref["wall"], whole[kind]["wall"], target))
+            print(ratio_line(f"{kind} (wall)", ref["wall"], whole[kind]["wall"], target, whole["paired"][kind]))
             print(ratio_line(f"{kind} (CPU)", ref["cpu"], whole[kind]["cpu"], None))
         print(f"    overall F1 shambench {whole['shambench_f1']}  reference {whole['reference_f1']}")
     limit = MEMORY_TARGETS.get(n)
