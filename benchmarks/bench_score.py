@@ -9,14 +9,15 @@ so that no text repeats (`unique`). Contexts and questions stay in the files, as
 them. Predictions: seeded random spans (45% of the responses get 1-3 spans of 10-120 characters).
 
 Whole process, alternating in each repeat: `shambench score --examples --predictions --out` with empty caches
-(cold), the reference, then `shambench score` again with the segmentation cache the cold run filled but without
-the file's kept corpus (warm cache: every line is read and checked again, no text is tokenised), and once more
-with every cache the cold run filled (warm corpus: the EXAMPLES file, unchanged, is not read again; corpora up to
-256 MB are kept, so from about 100,000 examples this equals warm cache). Wall time, CPU time (the process and its workers) and peak RSS (the largest of the process and its
-workers, from wait4) of each; medians over the repeats, each ratio of medians printed beside the range of the
-repeats' own ratios (a verdict inside that range's noise is not a measured one). In process (sizes up to --in-process-max): the same
-cold and warm-cache runs as `Scorer(...).score(...)` calls, warm rescoring of new predictions with the same
-`Scorer` (bootstrap intervals included), and the reference on the same examples.
+(cold), the reference, then `shambench score` again with the segmentation cache the cold run filled but without the
+file's kept corpus (warm cache: every line is read and checked again, no text is tokenised), and once more with
+every cache the cold run filled (warm corpus: the EXAMPLES file, unchanged, is not read again; corpora up to 256 MB
+are kept, so from about 100,000 examples this equals warm cache). Wall time, CPU time (the process and its workers)
+and peak RSS (the largest of the process and its workers, from wait4) of each; medians over the repeats, each ratio
+of medians printed beside the range of the repeats' own ratios (a verdict inside that range's noise is not a
+measured one). In process (sizes up to --in-process-max): the same cold and warm-cache runs as
+`Scorer(...).score(...)` calls, warm rescoring of new predictions with the same `Scorer` (bootstrap intervals
+included), and the reference on the same examples.
 
 The reference reads the files with `json`, tokenises every response with spaCy's blank English pipeline and
 sentencizer (`nlp.pipe`), and scores each example in Python loops: per-example token and sentence P/R/F1 under
