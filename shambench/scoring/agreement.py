@@ -26,7 +26,8 @@ from pydantic import BaseModel, ConfigDict
 
 from shambench.schema import Prediction, Span
 from shambench.scoring import metrics
-from shambench.scoring.corpus import Corpus, Readings, RowPredictions, SoftRange, runs
+from shambench.scoring.arrays import runs
+from shambench.scoring.corpus import Corpus, Readings, RowPredictions, SoftRange
 from shambench.scoring.text import SENTENCE_SPLITTER, TOKENIZER
 
 LIKE_FOR_LIKE = (

@@ -36,6 +36,7 @@ from shambench.errors import DataError, ScoringError
 from shambench.memory import collector_paused
 from shambench.paths import cache_dir
 from shambench.schema import Annotations, Example, Prediction
+from shambench.scoring.arrays import runs
 from shambench.scoring.text import Segmentation, Segmenter, convention, language_of, unknown_language
 
 # Examples segmented together: large enough that a chunk of uncached texts is tokenised on every core, small enough
@@ -169,13 +170,6 @@ class Ranges:
         at = runs(self.bounds[picks], sizes)
         bounds = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         return Ranges(bounds=bounds, starts=self.starts[at], ends=self.ends[at], values=self.values[at])
-
-
-def runs(firsts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """The positions `firsts[k], ..., firsts[k] + counts[k] - 1` of every k, laid end to end (int64)."""
-    counts = np.asarray(counts, np.int64)
-    starts = np.cumsum(counts) - counts
-    return np.repeat(np.asarray(firsts, np.int64) - starts, counts) + np.arange(int(counts.sum()), dtype=np.int64)
 
 
 @dataclass

@@ -20,7 +20,8 @@ from shambench.errors import ScoringError
 from shambench.provenance import git_commit, now_iso, shambench_version
 from shambench.schema import Example, Prediction, Span
 from shambench.scoring import metrics
-from shambench.scoring.corpus import Corpus, Ranges, RowPredictions, covered, kept_beside, rules_hash, runs
+from shambench.scoring.arrays import runs
+from shambench.scoring.corpus import Corpus, Ranges, RowPredictions, covered, kept_beside, rules_hash
 from shambench.scoring.extended import ADDED_PARTITIONS, extended_group, kept_apart
 from shambench.scoring.results import (
     PRF,
@@ -52,7 +53,12 @@ KEPT_GOLD_SOFT_CHARS = 2_000_000
 # calls: a handful of arrays of 8 bytes a character exist at a time, however large the corpus.
 SOFT_RUN_CHARS = 500_000
 # The modules whose rules make the human agreement report of a corpus (those of the corpus itself are in its key).
-_AGREEMENT_MODULES = ("shambench.scoring.agreement", "shambench.scoring.metrics", "shambench.scoring.scorer")
+_AGREEMENT_MODULES = (
+    "shambench.scoring.agreement",
+    "shambench.scoring.arrays",
+    "shambench.scoring.metrics",
+    "shambench.scoring.scorer",
+)
 
 
 def conventions(n_resamples: int, seed: int) -> dict[str, str]:

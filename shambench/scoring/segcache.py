@@ -24,6 +24,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from shambench.paths import cache_dir
+from shambench.scoring.arrays import runs
 
 FILENAME = "segmentation.sqlite"
 # Keys looked up per query, at most (SQLite binds 32766 parameters by default since 3.32, 999 before).
@@ -112,11 +113,9 @@ def decode(keys: Sequence[bytes], blobs: Sequence[bytes], lengths: Sequence[int]
 def _items_fit(flat: np.ndarray, where: np.ndarray, counts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Per row, whether its `counts` items (starts at `where`, then as many ends) are non-empty, in order, disjoint
     and inside `[0, length)` of its text."""
-    total = int(counts.sum())
     row = np.repeat(np.arange(len(counts)), counts)
-    within = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
-    starts = flat[np.repeat(where, counts) + within]
-    ends = flat[np.repeat(where + counts, counts) + within]
+    starts = flat[runs(where, counts)]
+    ends = flat[runs(where + counts, counts)]
     bad = (starts < 0) | (ends <= starts) | (ends > lengths[row])
     # An item that starts before the previous item of its row ends.
     bad[1:] |= (row[1:] == row[:-1]) & (starts[1:] < ends[:-1])

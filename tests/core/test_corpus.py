@@ -528,14 +528,3 @@ def test_row_predictions_take_their_labels_and_kept_predictions_along():
     assert (taken.spans.starts.tolist(), taken.spans.ends.tolist()) == ([0, 0, 0], [1, 1, 2])
     assert taken.sentence_labels == {2: [1, 0]}
     assert taken.kept == {0: kept, 1: kept}
-
-
-def test_runs_lay_each_first_to_first_plus_count_end_to_end():
-    assert corpus_module.runs(np.array([5, 0, 9]), np.array([2, 0, 3])).tolist() == [5, 6, 9, 10, 11]
-    assert corpus_module.runs(np.array([], np.int64), np.array([], np.int64)).tolist() == []
-
-
-@given(st.lists(st.tuples(st.integers(0, 100), st.integers(0, 5)), max_size=8))
-def test_runs_equal_the_concatenated_ranges(pairs):
-    firsts, counts = np.array([f for f, _ in pairs], np.int64), np.array([c for _, c in pairs], np.int64)
-    assert corpus_module.runs(firsts, counts).tolist() == [i for f, c in pairs for i in range(f, f + c)]
