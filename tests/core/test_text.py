@@ -108,6 +108,40 @@ def test_real_responses_segment_as_spacys_own_sentencizer():
         assert (tokens(t), sentences(t)) == naive_segmentation(t)
 
 
+@cache
+def memoless_tokenizer():
+    """spaCy's blank English tokenizer keeping no chunk in its cache: every chunk is split by the rules."""
+    import spacy
+
+    tokenizer = spacy.blank("en").tokenizer
+    tokenizer.max_cache_size = 0
+    return tokenizer
+
+
+def all_tokens(doc) -> list[tuple[int, int, bool]]:
+    """Every token of a doc, whitespace tokens included: start, length and whether it is whitespace."""
+    return [(tok.idx, len(tok.text), tok.is_space) for tok in doc]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.tuples(pieces, separators), max_size=12), min_size=1, max_size=6))
+def test_the_enlarged_chunk_cache_changes_no_token(texts):
+    ours = text._tokenizer()[0]
+    assert ours.max_cache_size == text.CHUNK_CACHE
+    joined = ["".join(p + s for p, s in parts) for parts in texts]
+    # The second pass reads every chunk the first one kept.
+    for t in joined + joined:
+        assert all_tokens(ours(t)) == all_tokens(memoless_tokenizer()(t))
+
+
+def test_real_responses_tokenise_with_the_enlarged_cache_as_without_one():
+    path = require_shared("mushroom", "mushroom.en-tst.v1.extra.jsonl")
+    texts = [json.loads(line)["model_output_text"] for line in path.read_text(encoding="utf-8").splitlines()]
+    ours = text._tokenizer()[0]
+    for t in texts + texts:
+        assert all_tokens(ours(t)) == all_tokens(memoless_tokenizer()(t))
+
+
 def _mushroom_text(lang: str, item_id: str) -> str:
     path = require_shared("mushroom", "multilingual", f"mushroom.{lang}-tst.v1.jsonl")
     rows = (json.loads(line) for line in path.read_text(encoding="utf-8").splitlines())
