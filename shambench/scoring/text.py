@@ -61,7 +61,9 @@ _FORMAT = 2
 # Whitespace-delimited chunks whose tokens spaCy's tokenizer keeps per process (its default, since spaCy 3.8, is
 # 10,000; the 6,330 real test responses hold about 42,000 distinct chunks, and past the cap every new chunk runs
 # the prefix, suffix and infix expressions again). The cache is spaCy's own exact memo of a chunk's tokens (chunks
-# with special cases are never kept), so its size changes the speed, never the tokens; about 130 bytes a chunk.
+# with special cases are never kept), so its size changes the speed, never the tokens. Full, it holds about 45 MB
+# (measured: 250,000 distinct chunks grew a process by 151 MB with this cap and 107 MB with spaCy's, the rest being
+# the vocabulary's new words, which spaCy keeps whatever the cap).
 CHUNK_CACHE = 200_000
 
 _lock = threading.Lock()
