@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -38,6 +39,12 @@ def require_shared(*parts: str) -> Path:
             pytest.fail(message + " (CI=true: the shared data must be beside the checkout)")
         pytest.skip(message)
     return path
+
+
+def mushroom_english_responses() -> list[str]:
+    """The 154 responses of Mu-SHROOM's English test file, in file order (real data, see `require_shared`)."""
+    path = require_shared("mushroom", "mushroom.en-tst.v1.extra.jsonl")
+    return [json.loads(line)["model_output_text"] for line in path.read_text(encoding="utf-8").splitlines()]
 
 
 @pytest.fixture

@@ -58,12 +58,12 @@ PROCESS_CACHE_TEXTS = 20_000
 DISK_MIN_TEXTS = 64
 # Bumped whenever the stored form or the segmentation rule changes, so stale disk entries are never read.
 _FORMAT = 2
-# Whitespace-delimited chunks whose tokens spaCy's tokenizer keeps per process (its default, since spaCy 3.8, is
-# 10,000; the 6,330 real test responses hold about 42,000 distinct chunks, and past the cap every new chunk runs
-# the prefix, suffix and infix expressions again). The cache is spaCy's own exact memo of a chunk's tokens (chunks
-# with special cases are never kept), so its size changes the speed, never the tokens. Full, it holds about 45 MB
-# (measured: 250,000 distinct chunks grew a process by 151 MB with this cap and 107 MB with spaCy's, the rest being
-# the vocabulary's new words, which spaCy keeps whatever the cap).
+# Whitespace-delimited chunks whose tokens spaCy's tokenizer keeps per process (spaCy's default is 10,000; the 6,330
+# real test responses hold about 42,000 distinct chunks, and past the cap every new chunk runs the prefix, suffix and
+# infix expressions again). The cache is spaCy's own exact memo of a chunk's tokens (chunks with special cases are
+# never kept), so its size changes the speed, never the tokens. Full, it holds about 45 MB (measured: 250,000 distinct
+# chunks grew a process by 151 MB with this cap and 107 MB with spaCy's, the rest being the vocabulary's new words,
+# which spaCy keeps whatever the cap).
 CHUNK_CACHE = 200_000
 
 _lock = threading.Lock()
@@ -133,8 +133,7 @@ def _tokenizer(lang: str = DEFAULT_LANG) -> tuple[Tokenizer, int]:
     from spacy.attrs import IS_PUNCT, IS_SPACE
     from spacy.pipeline import Sentencizer
 
-    if hasattr(nlp.tokenizer, "max_cache_size"):  # spaCy 3.7's cache has no cap
-        nlp.tokenizer.max_cache_size = CHUNK_CACHE
+    nlp.tokenizer.max_cache_size = CHUNK_CACHE
 
     # Every new word's lexeme computes each registered attribute in Python; segmentation reads only these two (and
     # the flag below), and the tokenizer's splitting reads none, so the rest only slow the first pass over a corpus.

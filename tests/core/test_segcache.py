@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from shambench.cli import main
 from shambench.scoring import segcache, text
 from shambench.scoring.segcache import SegmentationStore, decode, encode, store_path, text_key
-from tests.conftest import require_shared
+from tests.conftest import mushroom_english_responses
 
 
 def units(segs) -> list[tuple[list[int], ...]]:
@@ -177,13 +177,8 @@ def test_cached_and_uncached_segmentations_are_identical(disk_for_every_batch, t
     assert units(text.segment_all(texts)) == expected  # read from disk
 
 
-def mushroom_texts() -> list[str]:
-    path = require_shared("mushroom", "mushroom.en-tst.v1.extra.jsonl")
-    return [json.loads(line)["model_output_text"] for line in path.read_text(encoding="utf-8").splitlines()]
-
-
 def test_real_responses_read_back_from_disk_exactly(monkeypatch):
-    texts = mushroom_texts()
+    texts = mushroom_english_responses()
     assert len(texts) >= text.DISK_MIN_TEXTS
     text.clear_cache()
     expected = units(fresh_segmentation(texts))
@@ -195,7 +190,7 @@ def test_real_responses_read_back_from_disk_exactly(monkeypatch):
 
 
 def test_parallel_tokenising_equals_one_process(disk_for_every_batch, monkeypatch):
-    texts = mushroom_texts()
+    texts = mushroom_english_responses()
     pools = []
 
     class CountedPool(text.ProcessPoolExecutor):

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from shambench.scoring import text
 from shambench.scoring.text import segment, segment_all, segment_mixed, sentences, tokens
-from tests.conftest import require_shared
+from tests.conftest import mushroom_english_responses, require_shared
 
 
 def test_tokens_exclude_whitespace_and_split_punctuation():
@@ -101,8 +101,7 @@ def test_vectorised_segmentation_matches_spacy_objects(parts, lead):
 
 
 def test_real_responses_segment_as_spacys_own_sentencizer():
-    path = require_shared("mushroom", "mushroom.en-tst.v1.extra.jsonl")
-    texts = [json.loads(line)["model_output_text"] for line in path.read_text(encoding="utf-8").splitlines()]
+    texts = mushroom_english_responses()
     assert len(texts) == 154
     for t in texts:
         assert (tokens(t), sentences(t)) == naive_segmentation(t)
@@ -123,23 +122,23 @@ def all_tokens(doc) -> list[tuple[int, int, bool]]:
     return [(tok.idx, len(tok.text), tok.is_space) for tok in doc]
 
 
+def assert_cache_changes_no_token(texts: list[str]) -> None:
+    """Each text, tokenised twice by the scorer's tokenizer (the second time from the chunks the first kept), gives
+    the tokens of a tokenizer that keeps no chunk."""
+    ours = text._tokenizer()[0]
+    assert ours.max_cache_size == text.CHUNK_CACHE
+    for t in texts + texts:
+        assert all_tokens(ours(t)) == all_tokens(memoless_tokenizer()(t))
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.lists(st.tuples(pieces, separators), max_size=12), min_size=1, max_size=6))
 def test_the_enlarged_chunk_cache_changes_no_token(texts):
-    ours = text._tokenizer()[0]
-    assert ours.max_cache_size == text.CHUNK_CACHE
-    joined = ["".join(p + s for p, s in parts) for parts in texts]
-    # The second pass reads every chunk the first one kept.
-    for t in joined + joined:
-        assert all_tokens(ours(t)) == all_tokens(memoless_tokenizer()(t))
+    assert_cache_changes_no_token(["".join(p + s for p, s in parts) for parts in texts])
 
 
 def test_real_responses_tokenise_with_the_enlarged_cache_as_without_one():
-    path = require_shared("mushroom", "mushroom.en-tst.v1.extra.jsonl")
-    texts = [json.loads(line)["model_output_text"] for line in path.read_text(encoding="utf-8").splitlines()]
-    ours = text._tokenizer()[0]
-    for t in texts + texts:
-        assert all_tokens(ours(t)) == all_tokens(memoless_tokenizer()(t))
+    assert_cache_changes_no_token(mushroom_english_responses())
 
 
 def _mushroom_text(lang: str, item_id: str) -> str:
