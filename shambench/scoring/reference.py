@@ -1,7 +1,7 @@
 """The SHAM-Bench metric as the paper defines it, in plain Python, one example at a time.
 
 This is the readable definition; `shambench.scoring.scorer` computes the same figures with arrays, and is tested
-against this module (tests/core/test_scorer.py). Slow and obvious on purpose: no numpy, no caching.
+against this module (tests/scoring/test_scorer.py). Slow and obvious on purpose: no numpy, no caching.
 
 Per example (units: the response's tokens, whitespace excluded, and its sentences, both from
 `shambench.scoring.text`):

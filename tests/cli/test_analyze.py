@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from shambench.cli import main
-from tests.runs import eval_run, write_jsonl
+from tests.run_helpers import eval_run, write_jsonl
 
 EXAMPLES = [
     {

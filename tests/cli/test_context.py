@@ -11,7 +11,7 @@ from shambench.cli import main
 from shambench.cli.context import add_context_command
 from shambench.data.context import ContextProvider, providers
 from shambench.registry import Entry
-from tests.runs import eval_run, write_jsonl
+from tests.run_helpers import eval_run, write_jsonl
 
 EXAMPLES = [
     {

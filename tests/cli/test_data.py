@@ -20,7 +20,7 @@ from shambench.data.adapter import RemoteFile
 from shambench.data.benchmark import example_from_hf, load_benchmark
 from shambench.records import read_examples
 from tests.conftest import require_shared
-from tests.core.test_benchmark import ToyAdapter
+from tests.data.test_benchmark import ToyAdapter
 
 FIXTURES = Path(__file__).parents[1] / "adapters" / "fixtures"
 MINE = "mushroom,favabench,halluentity"
@@ -243,7 +243,7 @@ def test_dump_writes_the_examples_format_with_stable_ids(tmp_path):
 def test_dump_writes_steps_as_start_end_label(tmp_path, monkeypatch):
     from shambench.data.adapter import adapters
     from shambench.registry import Entry
-    from tests.core.test_benchmark import ToyAdapter
+    from tests.data.test_benchmark import ToyAdapter
 
     adapters.entries()
     monkeypatch.setitem(adapters._entries, "toy", Entry("toy", ToyAdapter, "toy source", __name__))

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from shambench.cli import main
 from shambench.leaderboard.submit import MAX_LISTED_IDS, missing_problem
-from tests.runs import eval_run, write_jsonl
+from tests.run_helpers import eval_run, write_jsonl
 
 # Ids, tasks and texts that rich would read as markup or emoji if they were not printed literally.
 NASTY = [

@@ -57,7 +57,7 @@ def test_eval_with_llm_context_params_records_them_and_rescoring_asks_nothing(op
     from click.testing import CliRunner
 
     from shambench.cli import main
-    from tests.runs import eval_run, write_jsonl
+    from tests.run_helpers import eval_run, write_jsonl
 
     openai_server.script = lambda req: json.dumps(EVIDENCE) if "Etna" in req.prompt else '{"incorrect_spans": []}'
     ex = write_jsonl(
@@ -93,7 +93,7 @@ def test_placeholder_evidence_fails_and_the_run_says_so(openai_server, tmp_path)
     from click.testing import CliRunner
 
     from shambench.cli import main
-    from tests.runs import write_jsonl
+    from tests.run_helpers import write_jsonl
 
     # The model echoes the prompt's template for one question: a failed fetch, reported in the run's output.
     openai_server.script = lambda req: (

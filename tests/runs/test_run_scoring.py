@@ -17,7 +17,7 @@ import shambench.runs.scoring as run_scoring
 from shambench.cli import main
 from shambench.scoring import metrics, text
 from shambench.scoring.text import Segmentation, packed, process_context
-from tests.runs import write_jsonl
+from tests.run_helpers import write_jsonl
 
 
 def invented_responses(n: int) -> list[str]:

@@ -21,7 +21,7 @@ from shambench.runs import evaluate
 from shambench.runs.evaluate import run_evaluation
 from shambench.runs.selection import select_datasets, select_examples
 from shambench.runs.streamed import HeldJournal
-from tests.runs import without_times
+from tests.run_helpers import without_times
 
 FIXTURES = Path(__file__).parents[1] / "adapters" / "fixtures"
 ANSWER = '{"incorrect_spans": [{"text": "the"}]}'

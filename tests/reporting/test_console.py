@@ -9,7 +9,7 @@ from rich.table import Table
 
 from shambench.cli import main
 from shambench.reporting.console import FittingConsole
-from tests.runs import eval_run, write_jsonl
+from tests.run_helpers import eval_run, write_jsonl
 
 
 def _wide_table() -> Table:

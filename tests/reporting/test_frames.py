@@ -9,7 +9,7 @@ import pytest
 from shambench.reporting.frames import runs_df, samples_df
 from shambench.schema import Example, Prediction, Span
 from shambench.scoring.scorer import score
-from tests.runs import eval_run, write_jsonl
+from tests.run_helpers import eval_run, write_jsonl
 
 # Tokens: The [0,3) cat [4,7) sat [8,11) . [11,12)
 TEXT = "The cat sat."

@@ -1,5 +1,5 @@
 """The plain reference definition (`shambench.scoring.reference`) on cases computed by hand; the vectorised scorer
-is tested against it in tests/core/test_scorer.py."""
+is tested against it in tests/scoring/test_scorer.py."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from shambench.cli import main
 from shambench.reporting.judge import CATEGORIES, messages_for, parse_verdict
 from shambench.schema import Example, Span
-from tests.runs import eval_run, write_jsonl
+from tests.run_helpers import eval_run, write_jsonl
 
 EXAMPLES = [
     {

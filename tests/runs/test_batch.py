@@ -672,7 +672,7 @@ def test_lines_are_split_within_bounds_whatever_the_chunks():
 def test_evaluate_takes_the_batch_dry_run_and_cost_options_of_eval(batch_server, tmp_path):
     import shambench
     from shambench.runs.batch import Estimate
-    from tests.core.test_evaluate import without_times
+    from tests.run_helpers import without_times
 
     examples = invented(4)
     batch_server.script = scripted(town_replies(examples))

@@ -12,7 +12,7 @@ from shambench import Detector, Example, Span
 from shambench.errors import DataError
 from shambench.runs.evaluate import run_differences
 from shambench.runs.rundir import load_config
-from tests.runs import eval_run, without_times, write_jsonl
+from tests.run_helpers import eval_run, without_times, write_jsonl
 
 ROWS = [
     {"id": "a", "task": "summ", "dataset": "x", "response": "The cat sat.", "hallu_spans": [[4, 7]]},

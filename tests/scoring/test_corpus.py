@@ -16,7 +16,7 @@ from shambench.schema import Annotations, Example, Prediction, Reading, SoftSpan
 from shambench.scoring import corpus as corpus_module
 from shambench.scoring.corpus import Corpus
 from shambench.scoring.scorer import Scorer
-from tests.core.test_scorer import SCORE_FIELDS, ex, pred, random_case
+from tests.scoring.test_scorer import SCORE_FIELDS, ex, pred, random_case
 
 T1 = "The cat sat. It was red."
 

@@ -186,7 +186,7 @@ def test_a_doctored_moved_or_unsealed_row_is_a_miss_with_one_warning(tmp_path):
 
 
 def test_a_doctored_cache_row_does_not_change_a_runs_number(openai_server, tmp_path):
-    from tests.runs import write_jsonl
+    from tests.run_helpers import write_jsonl
 
     rows = [{"id": f"e{i}", "dataset": "toy", "task": "qa", "question": "Where?", "response": "Paris is in Italy.",
              "hallu_spans": [[12, 17]]} for i in range(3)]  # fmt: skip
