@@ -56,6 +56,13 @@ def _first_line(doc: str | None) -> str:
     return (doc or "").strip().splitlines()[0] if (doc or "").strip() else ""
 
 
+def _one_line(text: str, limit: int = 300) -> str:
+    """`text` with its white space runs folded to single spaces and cut to `limit` characters (a plugin's error
+    message may span lines or be long)."""
+    folded = " ".join(text.split())
+    return folded if len(folded) <= limit else folded[: limit - 1] + "…"
+
+
 def _builtin(origin: str) -> bool:
     return origin.startswith("shambench.")
 
@@ -126,11 +133,20 @@ class Registry(Generic[T]):
                     continue
                 try:
                     obj = ep.load()
-                except Exception as err:  # one broken third-party package must not take the others down
-                    self._broken[ep.name] = f"{ep.value}: {type(err).__name__}: {err}"
-                    continue
-                if ep.name not in self._entries:
-                    self.add(ep.name, obj, _first_line(getattr(obj, "__doc__", "")), ep.value)
+                    if ep.name not in self._entries:
+                        self.add(ep.name, obj, _first_line(getattr(obj, "__doc__", "")), ep.value)
+                except KeyboardInterrupt:
+                    raise
+                # One broken third-party package must not take the others, or the command, down: not even one
+                # that calls sys.exit() or raises another BaseException while it is imported.
+                except BaseException as err:
+                    self._broken[ep.name] = _one_line(f"{ep.value}: {type(err).__name__}: {err}")
+
+    def broken(self) -> dict[str, str]:
+        """Installed plugins that failed to load, by name: where each points and why it failed, on one line."""
+        self._load_entry_points()
+        with self._lock:
+            return dict(sorted(self._broken.items()))
 
     def entries(self) -> list[Entry[T]]:
         """Every plugin, built-in and installed, sorted by name (factories are not called)."""

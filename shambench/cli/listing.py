@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import click
 from rich.table import Table
 
 from shambench.cli.options import data_dir_option, no_data_hint
+from shambench.registry import Registry
 from shambench.reporting.console import make_console
 
 
@@ -17,13 +19,18 @@ def list_group() -> None:
     plugins)."""
 
 
-def _table(title: str, rows: Sequence[tuple[str, ...]], columns: tuple[str, ...]) -> None:
+def _table(title: str, rows: Sequence[tuple[str, ...]], columns: tuple[str, ...], registry: Registry[Any]) -> None:
+    """The table of a registry's plugins, then one line on standard error for each installed plugin that failed
+    to load (it is left out of the table; the rest of the command works)."""
     table = Table(title=title, title_justify="left")
     for col in columns:
         table.add_column(col, overflow="fold")
     for row in rows:
         table.add_row(*row)
     make_console().print(table)
+    errors = make_console(stderr=True)
+    for name, reason in registry.broken().items():
+        errors.print(f"skipped: {registry.kind} {name!r} failed to load: {reason}", style="yellow", soft_wrap=True)
 
 
 @list_group.command("detectors")
@@ -42,7 +49,7 @@ def list_detectors(name: str | None) -> None:
 
     if name is None:
         rows = [(e.name, e.description, e.origin) for e in detectors.entries()]
-        _table("detectors", rows, ("name", "description", "module"))
+        _table("detectors", rows, ("name", "description", "module"), detectors)
         return
     from shambench.registry import factory_parameters
 
@@ -80,7 +87,7 @@ def list_datasets(data_dir: str | None) -> None:
         adapter = entry.factory()
         present = "yes" if adapter.available(root) else "no"
         rows.append((entry.name, ", ".join(adapter.tasks), present, entry.description))
-    _table(f"datasets (data dir: {root})", rows, ("name", "tasks", "present", "description"))
+    _table(f"datasets (data dir: {root})", rows, ("name", "tasks", "present", "description"), adapters)
     if not any(present == "yes" for _, _, present, _ in rows):
         make_console().print(no_data_hint(root), style="yellow", soft_wrap=True)
 
@@ -92,7 +99,7 @@ def list_formats() -> None:
 
     rows = [(NATIVE, "shambench's own PRED lines (`shambench score --help`)", "shambench.records")]
     rows += [(e.name, e.description, e.origin) for e in formats.entries()]
-    _table("prediction formats", rows, ("name", "description", "module"))
+    _table("prediction formats", rows, ("name", "description", "module"), formats)
 
 
 @list_group.command("providers")
@@ -101,4 +108,4 @@ def list_providers() -> None:
     from shambench.data.context import providers
 
     rows = [(e.name, e.description, e.origin) for e in providers.entries()]
-    _table("context providers", rows, ("name", "description", "module"))
+    _table("context providers", rows, ("name", "description", "module"), providers)
