@@ -1,0 +1,357 @@
+"""The sweep's driver: each cell's run directory opened, predicted through the backend's workers, scored and
+written, by this process alone; `run_sweep` runs every cell of a plan and writes `sweep.json`."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import pickle
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from shambench.detection.detector import Detector, Monitor, create_detector
+from shambench.errors import CellError, DataError, ParameterError
+from shambench.io import Journal, read_regular, write_json
+from shambench.provenance import now_iso
+from shambench.runs.evaluate import run_differences
+from shambench.runs.files import CONFIG, JOURNAL, RESULTS
+from shambench.runs.rundir import RunConfig, detector_config, examples_hash, load_config, pending, run_lock
+from shambench.runs.scoring import write_scores
+from shambench.runs.selection import select_examples
+from shambench.runs.sweep.backends import Backend, run_tasks
+from shambench.runs.sweep.grid import SUMMARY, Cell, DataItem, SweepPlan, SweepSpec
+from shambench.runs.sweep.tasks import ShardOutput, predict_shard, score_shared
+from shambench.schema import Example
+from shambench.scoring.results import ExampleScores, Results
+from shambench.scoring.text import Segmentation, language_of, segment_mixed
+
+
+class RemoteDetector(Detector):
+    """A cell's detector as the driver sees it: shards go to the backend and journal lines come back."""
+
+    def __init__(self, cell: Cell, data: SharedData, backend: Backend, retries: int):
+        self.cell, self.data, self.backend, self.retries = cell, data, backend, retries
+        self.name = cell.detector
+        self.reported: dict[str, Any] | None = None
+
+    def params(self) -> dict[str, Any]:
+        return self.reported if self.reported is not None else dict(self.cell.params)
+
+    def outputs(self, examples: Sequence[Example]) -> Iterator[ShardOutput]:
+        """The output of each shard of `examples` as it arrives; CellError at the end if some shards failed."""
+        size = self.cell.shard_size or max(1, len(examples))
+        positions = [self.data.position[ex.id] for ex in examples]
+        shards = [positions[i : i + size] for i in range(0, len(positions), size)]
+        head = (
+            self.cell.detector,
+            self.cell.detector_params,
+            self.data.hash,
+            self.data.handle(self.backend, self.retries),
+        )
+        failures = []
+        for i, out, failure in run_tasks(self.backend, [(predict_shard, (*head, s)) for s in shards], self.retries):
+            if failure:
+                failures.append((len(shards[i]), failure))
+                continue
+            if self.reported is None:
+                self.family, self.reported = out.family, out.params
+            yield out
+        refused = next((f for _, f in failures if f.usage), None)
+        if refused is not None:
+            raise ParameterError(refused.error.removeprefix("ParameterError: "))
+        if failures:
+            lost = sum(n for n, _ in failures)
+            f = failures[0][1]
+            raise CellError(f"{lost} examples failed after {f.attempts} attempts: {f.error}")
+
+
+def journal_outputs(
+    remote: RemoteDetector,
+    todo: Sequence[Example],
+    journal: Journal,
+    on_first: Callable[[], None],
+    monitor: Monitor | None = None,
+    on_predictions: Callable[[int, int], None] | None = None,
+) -> int:
+    """Append the lines of the cell's shards to its journal as they arrive; returns how many were written.
+
+    `on_first` runs before the first line (it writes the run config); `on_predictions(n, failed)` after each shard.
+    """
+    wanted = {ex.id for ex in todo}
+    n = 0
+    with journal.appender() as append:
+        for out in remote.outputs(todo):
+            unknown = next((i for i in out.ids if i not in wanted), None)
+            if unknown is not None:
+                raise DataError(f"detector {remote.name!r} returned a prediction for unknown id {unknown!r}")
+            if n == 0:
+                on_first()
+            for line in out.lines:
+                append(line)
+            n += len(out.lines)
+            for key, value in out.counters.items():
+                (monitor or Monitor()).count(key, value)
+            if on_predictions:
+                on_predictions(len(out.lines), out.failed)
+    return n
+
+
+class CellReport(BaseModel):
+    """What became of one cell in a sweep."""
+
+    cell: str
+    """`data/detector-label`."""
+    detector: str
+    """Detector spec."""
+    params: dict[str, Any]
+    """Parameters from the sweep file."""
+    run_dir: str
+    """The cell's run directory."""
+    status: Literal["done", "skipped", "failed"]
+    """`done` (ran and scored now), `skipped` (complete before the sweep) or `failed` (see `error`)."""
+    predicted: int = 0
+    """Predictions journaled during this sweep."""
+    failed_predictions: int = 0
+    """Examples whose prediction carries a detector error (scored as empty; a rerun retries them)."""
+    token_f1: float | None = None
+    """Overall token F1 (per-example F1 averaged within tasks, then unweighted over tasks), when there is one."""
+    error: str | None = None
+    """Why the cell failed."""
+    usage_error: bool = False
+    """It failed because its detector refused its parameters (a usage error: running again cannot help)."""
+
+
+class SweepReport(BaseModel):
+    """The outcome of a sweep, written to `sweep.json` in the runs folder."""
+
+    started_at: str
+    """UTC start, ISO 8601."""
+    finished_at: str | None = None
+    """UTC end."""
+    backend: str
+    """`local` or `dask`."""
+    cells: list[CellReport] = Field(default_factory=list)
+    """One report per cell, in plan order."""
+    leaderboard: str | None = None
+    """Where the leaderboard was written, when it was built."""
+    leaderboard_error: str | None = None
+    """Why the leaderboard could not be built (the cells' results are unaffected)."""
+
+    @property
+    def failed(self) -> list[CellReport]:
+        """The cells that failed."""
+        return [c for c in self.cells if c.status == "failed"]
+
+
+class SharedData:
+    """A data item's examples on the driver, and the handle workers read them from once a cell needs workers."""
+
+    def __init__(self, examples: list[Example], selection: dict[str, Any]):
+        self.examples, self.selection = examples, selection
+        # The key of the workers' data caches, and what a resumed run's config must match.
+        self.hash = examples_hash(examples)
+        self.position = {ex.id: i for i, ex in enumerate(examples)}
+        self._handle: Any = None
+        self._lock = threading.Lock()
+
+    def handle(self, backend: Backend, retries: int) -> Any:
+        """The examples, segmented on the workers, packed and shared on the backend (done once)."""
+        with self._lock:
+            if self._handle is None:
+                self._handle = backend.share(pack_examples(self.examples, backend, retries))
+            return self._handle
+
+
+def pack_examples(examples: list[Example], backend: Backend, retries: int) -> bytes:
+    """The examples with the segmentation of every response, split over the workers so each text is segmented once
+    in the whole sweep (otherwise every worker would segment every dataset again for its own cache)."""
+    keys = list(dict.fromkeys((language_of(ex.meta), ex.response) for ex in examples))
+    size = max(1, -(-len(keys) // backend.slots()))
+    chunks = [keys[i : i + size] for i in range(0, len(keys), size)]
+    tasks = [(segment_mixed, ([t for _, t in chunk], [lang for lang, _ in chunk])) for chunk in chunks]
+    parts: list[list[Segmentation]] = [[] for _ in chunks]
+    for i, segmentations, failure in run_tasks(backend, tasks, retries):
+        if failure:
+            raise CellError(f"segmenting the responses failed after {failure.attempts} attempts: {failure.error}")
+        parts[i] = segmentations
+    return pickle.dumps((examples, keys, [seg for part in parts for seg in part]), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+class DataCache:
+    """Each data item's examples, loaded once by the driver (in the first cell thread that needs them)."""
+
+    def __init__(self, plan: SweepPlan):
+        self.plan = plan
+        self._locks: dict[DataItem, threading.Lock] = {c.data: threading.Lock() for c in plan.cells}
+        self._loaded: dict[DataItem, SharedData | DataError] = {}
+
+    def get(self, item: DataItem) -> SharedData:
+        """The examples of `item`; DataError when they cannot be loaded."""
+        with self._locks[item]:
+            if item not in self._loaded:
+                self._loaded[item] = self._load(item)
+        loaded = self._loaded[item]
+        if isinstance(loaded, DataError):
+            raise loaded
+        return loaded
+
+    def _load(self, item: DataItem) -> SharedData | DataError:
+        spec = self.plan.spec
+        try:
+            examples, selection = select_examples(
+                [item.dataset] if item.dataset else None,
+                item.examples_file,
+                spec.split,
+                self.plan.data_dir,
+                spec.limit,
+            )
+        except DataError as err:
+            return err
+        return SharedData(examples, selection)
+
+
+def check_existing(cell: Cell, data: SharedData) -> RunConfig | None:
+    """The cell's run config when it already has one; CellError when it holds a different run."""
+    if not (cell.run_dir / CONFIG).is_file():
+        return None
+    config = load_config(cell.run_dir)
+    differences = run_differences(config, cell.detector, cell.detector_params, data.hash, all_params=False)
+    if differences == ["examples"]:
+        raise CellError(f"{cell.run_dir}: the examples changed since the run began; delete the folder to rerun it")
+    if differences:
+        raise CellError(f"{cell.run_dir} holds a run of {config.detector} {config.params}, not of this cell")
+    return config
+
+
+def run_cell(
+    cell: Cell,
+    data: DataCache,
+    backend: Backend,
+    monitor: Monitor | None = None,
+    on_predictions: Callable[[int, int], None] | None = None,
+) -> CellReport:
+    """Run one cell to completion (or resume it) and score it; every file is written here, on the driver."""
+    report = CellReport(
+        cell=cell.name, detector=cell.detector, params=cell.params, run_dir=str(cell.run_dir), status="done"
+    )
+    spec = data.plan.spec
+    try:
+        shared = data.get(cell.data)
+        # One writer per run directory: another sweep (or an eval --resume) on this cell fails it at once.
+        with run_lock(cell.run_dir):
+            config = check_existing(cell, shared)
+            journal = Journal(cell.run_dir / JOURNAL)
+            todo = pending(shared.examples, journal)
+            if (cell.run_dir / RESULTS).is_file() and not todo:
+                report.status = "skipped"
+                results = Results.model_validate_json(read_regular(cell.run_dir / RESULTS) or b"")
+            else:
+                remote = RemoteDetector(cell, shared, backend, spec.retries)
+
+                def write_config() -> None:
+                    if not (cell.run_dir / CONFIG).is_file():
+                        write_json(
+                            cell.run_dir / CONFIG,
+                            detector_config(remote, shared.examples, shared.selection),
+                            follow=False,
+                        )
+
+                if todo and cell.batch:
+                    report.predicted = run_batch_cell(cell, shared, journal, todo, monitor, on_predictions)
+                elif todo:
+                    report.predicted = journal_outputs(remote, todo, journal, write_config, monitor, on_predictions)
+                config = config or load_config(cell.run_dir)
+                results, per_example = score_remotely(cell, config, shared, journal, backend, spec)
+                write_scores(cell.run_dir, results, per_example)
+    except (CellError, DataError) as err:
+        report.status, report.error = "failed", str(err)
+        report.usage_error = isinstance(err, ParameterError)
+        return report
+    except Exception as err:  # one cell's unforeseen trouble must not stop the others or lose the report
+        report.status, report.error = "failed", f"{type(err).__name__}: {err}"
+        return report
+    report.failed_predictions = results.failed_predictions
+    report.token_f1 = results.overall.token.f1 if results.overall else None
+    return report
+
+
+def run_batch_cell(
+    cell: Cell,
+    data: SharedData,
+    journal: Journal,
+    todo: Sequence[Example],
+    monitor: Monitor | None,
+    on_predictions: Callable[[int, int], None] | None,
+) -> int:
+    """Journal a cell's predictions by batch (see `shambench.llm.batch`), on the driver; returns how many arrived."""
+    from shambench.runs.batch import BatchRun, BatchSettings
+
+    det = create_detector(cell.detector, **cell.detector_params)
+    arrived = 0
+
+    def count(pred: Any) -> None:
+        nonlocal arrived
+        arrived += 1
+        if on_predictions:
+            on_predictions(1, int(pred.error is not None))
+
+    try:
+        if not (cell.run_dir / CONFIG).is_file():
+            write_json(cell.run_dir / CONFIG, detector_config(det, data.examples, data.selection), follow=False)
+        # Items an expired or cancelled batch left unanswered are failed predictions, counted in the cell's report.
+        outcome = BatchRun(det, cell.run_dir, journal, BatchSettings(), lambda line: None).run(
+            todo, monitor or Monitor(), count
+        )
+        if outcome.detached:  # waited past the timeout: the batch stays recorded, a rerun collects it
+            raise CellError(f"batch {outcome.detached} has not finished; run the sweep again to collect it")
+    finally:
+        det.close()
+    return arrived
+
+
+def score_remotely(
+    cell: Cell, config: RunConfig, data: SharedData, journal: Journal, backend: Backend, spec: SweepSpec
+) -> tuple[Results, list[ExampleScores]]:
+    """The cell's results and per-example scores, computed on a worker from the journal the driver holds."""
+    text = journal.text()
+    blob = data.handle(backend, spec.retries)
+    call = (score_shared, (config, cell.run_dir, data.hash, blob, text, spec.bootstrap, spec.seed))
+    _, results, failure = next(run_tasks(backend, [call], spec.retries))
+    if failure:
+        raise CellError(f"scoring failed after {failure.attempts} attempts: {failure.error}")
+    return results
+
+
+def run_sweep(
+    plan: SweepPlan,
+    backend: Backend,
+    monitor: Monitor | None = None,
+    on_predictions: Callable[[int, int], None] | None = None,
+    on_cell: Callable[[CellReport], None] | None = None,
+    board: Callable[[Path], Path] | None = None,
+) -> SweepReport:
+    """Run every cell of the plan on the backend, build the leaderboard and write `sweep.json`.
+
+    Failed cells are reported, not raised. `board` builds the leaderboard of the runs folder when the spec asks
+    for one (the CLI passes `shambench.leaderboard.build.runs_site`: the leaderboard sits above runs).
+    """
+    report = SweepReport(started_at=now_iso(), backend=backend.name)
+    data = DataCache(plan)
+    # Twice the backend's slots of cells in flight: while one cell is scored or journaled, another computes.
+    with cf.ThreadPoolExecutor(max_workers=2 * backend.slots(), thread_name_prefix="cell") as threads:
+        futures = [threads.submit(run_cell, cell, data, backend, monitor, on_predictions) for cell in plan.cells]
+        for fut in cf.as_completed(futures):
+            if on_cell:
+                on_cell(fut.result())
+        report.cells = [f.result() for f in futures]
+    if plan.spec.leaderboard and board is not None:
+        try:
+            report.leaderboard = str(board(plan.runs))
+        except Exception as err:  # the sweep's runs stand without it; `shambench leaderboard build` can redo it
+            report.leaderboard_error = f"{type(err).__name__}: {err}"
+    report.finished_at = now_iso()
+    write_json(plan.runs / SUMMARY, report, follow=False)
+    return report
