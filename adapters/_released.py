@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from shambench.detection.locate import Placement
 from shambench.errors import SourceError
 from shambench.io import validation_message
 from shambench.schema import Example, Span
@@ -196,3 +197,24 @@ def spans_of_labels(target: str, labels: list[str]) -> list[Span]:
     if run_start is not None:
         spans.append(Span(start=run_start, end=run_end))
     return spans
+
+
+def placement_outcomes(text: str, placements: Sequence[Placement], not_found: str, ambiguous: str) -> list[str]:
+    """One `LoadResult.spans` key per placement of a quoted gold span on `text`: `placed: <method>`,
+    `ambiguous: <ambiguous>` (its text occurs more than once, ignoring case and whitespace, so the cursor chose
+    the occurrence) or `unplaced: <not_found>`."""
+    folded = _folded(text)
+    out = []
+    for p in placements:
+        if not p.placed:
+            out.append(f"unplaced: {not_found}")
+        elif p.method != "fuzzy" and folded.count(_folded(text[p.start : p.end])) > 1:
+            out.append(f"ambiguous: {ambiguous}")
+        else:
+            out.append(f"placed: {p.method}")
+    return out
+
+
+def _folded(text: str) -> str:
+    """Lower-cased with whitespace runs collapsed: what the `normalized` placement compares."""
+    return " ".join(text.lower().split())

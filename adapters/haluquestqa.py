@@ -25,7 +25,7 @@ import ast
 from collections import Counter
 from pathlib import Path
 
-from shambench.adapters._released import csv_rows, example_at, source_file
+from shambench.adapters._released import csv_rows, example_at, placement_outcomes, source_file
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.detection.locate import Placement, locate
 from shambench.errors import SourceError
@@ -97,7 +97,7 @@ class HaluQuestQAAdapter(Adapter):
             for number, answer in enumerate(_ANSWERS, start=1):
                 text = row[f"ans{number}_text"]
                 placements = locate(text, [q for q, owner in zip(quotes, owners) if _owner(where, owner) == answer])
-                spans.update(_outcomes(text, placements))
+                spans.update(placement_outcomes(text, placements, NOT_FOUND, AMBIGUOUS))
                 if not all(p.placed for p in placements):
                     dropped[UNPLACED] += 1
                     continue
@@ -136,25 +136,6 @@ def _author(where: str, row: dict[str, str], number: int) -> str:
     if label not in _AUTHORS:
         raise SourceError(f"{where}: ans{number}_label is {label!r}, expected human_answer or model_answer")
     return _AUTHORS[label]
-
-
-def _outcomes(text: str, placements: list[Placement]) -> list[str]:
-    """One `LoadResult.spans` key per placement: how it was placed, ambiguous, or why not."""
-    folded = _folded(text)
-    out = []
-    for p in placements:
-        if not p.placed:
-            out.append(f"unplaced: {NOT_FOUND}")
-        elif p.method != "fuzzy" and folded.count(_folded(text[p.start : p.end])) > 1:
-            out.append(f"ambiguous: {AMBIGUOUS}")
-        else:
-            out.append(f"placed: {p.method}")
-    return out
-
-
-def _folded(text: str) -> str:
-    """Lower-cased with whitespace runs collapsed: what the `normalized` placement compares."""
-    return " ".join(text.lower().split())
 
 
 def _example(where: str, row: dict[str, str], number: int, placements: list[Placement]) -> Example:

@@ -1,9 +1,9 @@
 """The extended suite's view of a scored run: SHAM-Bench's partitions and the span-level corpora the paper lacks.
 
 The extended suite (`--suite extended`) adds partitions to SHAM-Bench's nine: long-form QA with human-written and
-GPT-4 answers (`open_qa_long/haluquestqa`), human-written reference summaries (`summ/xsumfaith-gold`), and
-Mu-SHROOM in 14 languages (`open_qa/mushroom-<lang>`). None of them ever enters `Results.tasks` or the paper's
-`Results.overall`, whatever else was scored: those stay comparable with the paper's. The view, in
+GPT-4 answers (`open_qa_long/haluquestqa`), ChatGPT answers in five domains with segment-level gold
+(`open_qa_long/felm`), human-written reference summaries (`summ/xsumfaith-gold`), and Mu-SHROOM in 14
+languages (`open_qa/mushroom-<lang>`). None of them ever enters `Results.tasks` or the paper's `Results.overall`, whatever else was scored: those stay comparable with the paper's. The view, in
 `Results.groups.extended` whenever an added partition was scored, groups every partition of the run by task,
 the added ones with the paper's of the same task (summ/xsumfaith-gold joins the other summ partitions), except
 the 14 languages, which form one group of their own (`open_qa_multilingual`, its examples averaged like a task's:
@@ -17,7 +17,7 @@ from __future__ import annotations
 from shambench.scoring.results import MULTILINGUAL
 from shambench.scoring.shared_task import DATASET_PREFIX
 
-ADDED_PARTITIONS = ("open_qa_long/haluquestqa", "summ/xsumfaith-gold")
+ADDED_PARTITIONS = ("open_qa_long/haluquestqa", "summ/xsumfaith-gold", "open_qa_long/felm")
 """Partitions the extended suite adds to SHAM-Bench's, besides Mu-SHROOM's 14 languages."""
 
 

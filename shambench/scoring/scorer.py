@@ -68,7 +68,8 @@ def conventions(n_resamples: int, seed: int) -> dict[str, str]:
         "and of each task (datasets weigh by their size)",
         "overall": "unweighted mean of the task scores; std is the population standard deviation (ddof=0) "
         "over tasks; step-level (math) tasks are excluded, and tasks hold no partition of the extended suite's "
-        "additions (Mu-SHROOM's 14 languages, open_qa_long/haluquestqa, summ/xsumfaith-gold: groups.extended)",
+        "additions (Mu-SHROOM's 14 languages, open_qa_long/haluquestqa, summ/xsumfaith-gold, open_qa_long/felm: "
+        "groups.extended)",
         "tokenizer": TOKENIZER,
         "sentence_splitter": SENTENCE_SPLITTER,
         "positive_unit": "a token or sentence unit is positive when a span overlaps it by at least one character",

@@ -57,12 +57,13 @@ def test_real_extended_eval_keeps_the_paper_overall(detector, tmp_path):
     paper = run("eval", *common, "--run-dir", tmp_path / "paper")
     assert paper.exit_code == 0, paper.output
     ext, base = _results(tmp_path / "extended"), _results(tmp_path / "paper")
-    assert {"haluquestqa", "xsumfaith", "mushroom-multilingual"} <= set(ext["run"]["datasets"])
+    assert {"haluquestqa", "xsumfaith", "felm", "mushroom-multilingual"} <= set(ext["run"]["datasets"])
     # The paper's tasks and overall are exactly those of a run over the paper's partitions alone.
     assert ext["tasks"] == base["tasks"] and ext["overall"] == base["overall"]
     view = ext["groups"]["extended"]
     assert len(view["partitions"][MULTILINGUAL]) == 14
     assert "summ/xsumfaith-gold" in view["partitions"]["summ"] and "open_qa_long" in view["groups"]
+    assert view["partitions"]["open_qa_long"] == ["open_qa_long/felm", "open_qa_long/haluquestqa"]
     # Every extended group is scored over 5 examples per partition (--limit 5).
     assert all(view["groups"][g]["n"] == 5 * len(p) for g, p in view["partitions"].items())
     assert "extended overall (7 tasks)" in extended.output
@@ -78,6 +79,14 @@ def test_real_stats_show_the_reported_counts_beside_ours(tmp_path):
     assert (haluquestqa["count"], haluquestqa["paper_count"]) == (1395, 1396)
     assert haluquestqa["count_source"].startswith("Sachdeva et al. 2024, arXiv:2407.11930")
     assert (gold["count"], gold["paper_count"]) == (500, 500)
+    # FELM: 847 responses less the 2 whose response is NaN and the 7 with more labels than segments.
+    felm = rows["open_qa_long/felm"]
+    assert (felm["count"], felm["paper_count"]) == (838, 847)
+    assert figures["dropped"]["felm"] == {
+        "response is not text (NaN in the release)": 2,
+        "labels and segmented_response differ in length": 7,
+    }
+    assert figures["spans"]["felm"] == {"placed: exact": 739, "placed: normalized": 4, "placed: fuzzy": 29}
     assert rows["summ/zhou"]["count_source"] == "SHAM-Bench, Table 1"
     assert sum(1 for name in rows if name.startswith("open_qa/mushroom-")) == 14
     # The total mixes SHAM-Bench's partitions with others: no paper figure for it.
