@@ -1,36 +1,133 @@
-"""Every ```python block of the README and CONTRIBUTING runs as written, each in a fresh interpreter."""
+"""The documentation's code blocks are tests: every ```python block of the README, CONTRIBUTING and the pages of
+docs/ runs as written, each in a fresh interpreter; every ```bash block parses, and every `shambench` command in
+one names commands and options that the command line has."""
 
 from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
+import click
 import pytest
 
+from shambench.cli import main
 from tests.conftest import require_shared
 
 REPO = Path(__file__).resolve().parents[1]
-DOCS = ("README.md", "CONTRIBUTING.md")
+DOCS = ("README.md", "CONTRIBUTING.md", *sorted(p.relative_to(REPO).as_posix() for p in (REPO / "docs").rglob("*.md")))
+# What separates one shell command from the next, and the shell words that may precede a command.
+SEPARATORS = {"&&", "||", ";", "|", "&", "(", ")", ";;"}
+KEYWORDS = {"do", "then", "else", "time", "!"}
+
+
+def fenced_blocks(text: str, languages: str) -> list[str]:
+    """The bodies of the fenced blocks of the given languages (a regex alternation) in a Markdown text, in order;
+    a block indented under a list item is dedented."""
+    found = re.findall(rf"^( *)```(?:{languages})\n(.*?)^\1```$", text, flags=re.S | re.M)
+    return [textwrap.dedent(body) for _, body in found]
 
 
 def python_blocks(text: str) -> list[str]:
     """The bodies of the ```python fenced blocks of a Markdown text, in order."""
-    return re.findall(r"^```python\n(.*?)^```$", text, flags=re.S | re.M)
+    return fenced_blocks(text, "python")
+
+
+def shell_blocks(text: str) -> list[str]:
+    """The bodies of the ```bash and ```sh fenced blocks of a Markdown text, in order."""
+    return fenced_blocks(text, "bash|sh")
+
+
+def shambench_commands(script: str) -> list[list[str]]:
+    """The argument lists of the `shambench` commands in a shell script (`shambench` itself, or any path ending in
+    it), with environment assignments and shell keywords before them left out."""
+    commands: list[list[str]] = []
+    for line in script.replace("\\\n", " ").splitlines():
+        lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        commands.append([])
+        for token in lexer:
+            if token in SEPARATORS:
+                commands.append([])
+            elif commands[-1] or (token not in KEYWORDS and not re.match(r"^\w+=", token)):
+                commands[-1].append(token)
+    return [words[1:] for words in commands if words and Path(words[0]).name == "shambench"]
+
+
+def option_names(command: click.Command, ctx: click.Context) -> set[str]:
+    """Every option string a command accepts, its help options included."""
+    names = {name for param in command.get_params(ctx) for name in (*param.opts, *param.secondary_opts)}
+    return {name for name in names if name.startswith("-")}
+
+
+def unknown_words(args: list[str]) -> list[str]:
+    """What in one `shambench` argument list the command line does not have: a command that is not one, an option
+    its command does not take."""
+    command: click.Command = main
+    ctx = click.Context(main, info_name="shambench")
+    wrong = []
+    for word in args:
+        if word.startswith("-") and len(word) > 1:
+            if word.split("=", 1)[0] not in option_names(command, ctx):
+                wrong.append(f"{ctx.command_path} {word}")
+        elif isinstance(command, click.Group) and not word.startswith(("$", "[")):
+            sub = command.get_command(ctx, word)
+            if sub is None:
+                wrong.append(f"{ctx.command_path} {word}")
+                break
+            command, ctx = sub, click.Context(sub, info_name=word, parent=ctx)
+    return wrong
 
 
 BLOCKS = [(doc, i, block) for doc in DOCS for i, block in enumerate(python_blocks((REPO / doc).read_text()))]
+SCRIPTS = [(doc, i, block) for doc in DOCS for i, block in enumerate(shell_blocks((REPO / doc).read_text()))]
 
 
 def test_the_block_finder_reads_fenced_python_only():
-    text = "x\n```python\na = 1\n```\n```bash\nls\n```\n```python\nb = 2\nc = 3\n```\n"
-    assert python_blocks(text) == ["a = 1\n", "b = 2\nc = 3\n"]
+    text = "x\n```python\na = 1\n```\n```bash\nls\n```\n```python\nb = 2\nc = 3\n```\n- item\n\n  ```python\n  d = 4\n  ```\n"
+    assert python_blocks(text) == ["a = 1\n", "b = 2\nc = 3\n", "d = 4\n"]
+    assert shell_blocks(text) == ["ls\n"]
+
+
+def test_the_command_finder_reads_every_shambench_command():
+    script = (
+        "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/shambench eval --detector overlap\n"
+        "for d in none all; do\n  shambench eval --detector $d \\\n    --run-dir runs/$d  # a comment\ndone\n"
+        "X=1 shambench cache stats | shambench cache clear --model M   # shambench in a comment\n"
+    )
+    assert shambench_commands(script) == [
+        ["eval", "--detector", "overlap"],
+        ["eval", "--detector", "$d", "--run-dir", "runs/$d"],
+        ["cache", "stats"],
+        ["cache", "clear", "--model", "M"],
+    ]
+
+
+def test_the_command_checker_names_what_the_command_line_lacks():
+    assert unknown_words(["eval", "--detector", "x", "-p", "a=1", "--data-dir=../d"]) == []
+    assert unknown_words(["data", "download", "mushroom", "--data-dir", "d"]) == []
+    assert unknown_words(["evaluate", "--detector", "x"]) == ["shambench evaluate"]
+    assert unknown_words(["eval", "--detectors", "x"]) == ["shambench eval --detectors"]
+    assert unknown_words(["data", "fetch"]) == ["shambench data fetch"]
 
 
 def test_the_docs_have_blocks_to_run():
-    assert {doc for doc, _, _ in BLOCKS} == set(DOCS)
+    with_python = {doc for doc, _, _ in BLOCKS}
+    assert {"README.md", "CONTRIBUTING.md"} <= with_python
+    assert any(doc.startswith("docs/") for doc in with_python)
+    assert any(doc.startswith("docs/") for doc, _, _ in SCRIPTS)
+
+
+@pytest.mark.parametrize(("doc", "index", "script"), SCRIPTS, ids=[f"{d}#{i}" for d, i, _ in SCRIPTS])
+def test_shell_block_parses_and_names_real_commands(doc, index, script):
+    parsed = subprocess.run(["bash", "-n"], input=script, capture_output=True, text=True)
+    assert parsed.returncode == 0, f"{doc} shell block {index} does not parse:\n{script}\n{parsed.stderr}"
+    wrong = [word for args in shambench_commands(script) for word in unknown_words(args)]
+    assert wrong == [], f"{doc} shell block {index} names what the command line does not have: {wrong}"
 
 
 @pytest.mark.parametrize(("doc", "index", "block"), BLOCKS, ids=[f"{d}#{i}" for d, i, _ in BLOCKS])

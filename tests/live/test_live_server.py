@@ -1,7 +1,7 @@
 """Smoke tests against a real local OpenAI-compatible server (llama-cpp-python or llama-server), run by hand.
 
-Skipped unless `SHAMBENCH_LIVE_URL` names the server's base URL; never run in CI. See the README ("A local
-server, offline") for starting one with a small GGUF model from PyPI. Environment:
+Skipped unless `SHAMBENCH_LIVE_URL` names the server's base URL; never run in CI. See docs/detectors/prompted.md
+("A local server, offline") for starting one with a small GGUF model from PyPI. Environment:
     SHAMBENCH_LIVE_URL          e.g. http://127.0.0.1:8080/v1
     SHAMBENCH_LIVE_MODEL        the model name to ask for (default smollm2)
     SHAMBENCH_LIVE_CONCURRENCY  the server's parallel slots (default 1)
