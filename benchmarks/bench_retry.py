@@ -37,7 +37,8 @@ from typing import Any
 import orjson
 import tenacity
 
-from shambench.llm.client import KIND_PATHS, Endpoint, LLMClient, given_up
+from shambench.llm.client import KIND_PATHS, LLMClient, given_up
+from shambench.llm.endpoint import Endpoint
 from shambench.llm.retry import Failure, backoff
 from shambench.llm.wire import Reply, wire_body
 
@@ -124,7 +125,7 @@ class TenacityClient(LLMClient):
 
     async def _send(self, kind: str, body: dict[str, Any]) -> Reply:
         session = self._http()
-        url = f"{self.base_url()}/{KIND_PATHS[kind]}"
+        url = f"{self.endpoint.url()}/{KIND_PATHS[kind]}"
         payload = orjson.dumps(wire_body(self.endpoint.model, body))
         attempt = 0
         try:
@@ -156,7 +157,7 @@ def client_of(cls: type[LLMClient], statuses: list[int]) -> LLMClient:
 
 def bare_send(client: LLMClient, tries: int) -> Callable[[], Awaitable[Any]]:
     """One request as `tries` attempts with nothing around them but the sleep between (the floor)."""
-    session, url = client._http(), f"{client.base_url()}/{KIND_PATHS['chat']}"
+    session, url = client._http(), f"{client.endpoint.url()}/{KIND_PATHS['chat']}"
 
     async def send() -> Any:
         payload = orjson.dumps(wire_body(client.endpoint.model, BODY))

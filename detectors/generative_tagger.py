@@ -284,7 +284,7 @@ def make_tagger(
 ) -> GenerativeTagger:
     """A tagger from its name, the endpoint options and generation overrides (`-p max_tokens=...`)."""
     from shambench.detection.locate import MIN_SIMILARITY
-    from shambench.llm.client import DEFAULT_KEY_ENV, Endpoint
+    from shambench.llm.endpoint import DEFAULT_KEY_ENV, Endpoint
     from shambench.llm.presets import generation_params
 
     cls = TAGGERS[name]

@@ -236,7 +236,7 @@ class PRMDetector(APIDetector):
             raise DataError(f"unknown PRM backend {backend!r} (use openai or transformers)")
         if not model:
             raise DataError("the prm detector needs a model: prm:PATH_OR_NAME or --model NAME")
-        from shambench.llm.client import Endpoint, check_base_url
+        from shambench.llm.endpoint import Endpoint, check_base_url
 
         # Refused before the run records its parameters: credentials in the URL would reach config.json.
         check_base_url(options.get("base_url") or None)
@@ -450,7 +450,7 @@ def critic(
     **overrides: Any,
 ) -> Detector:
     """Prompted step critic (OpenAI-compatible chat): a verdict per step, or the first wrong step."""
-    from shambench.llm.client import Endpoint
+    from shambench.llm.endpoint import Endpoint
     from shambench.llm.presets import generation_params
 
     if not model:

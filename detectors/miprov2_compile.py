@@ -442,7 +442,7 @@ def optimize(config: OptimizeConfig, monitor: Monitor | None = None) -> ProgramF
     base = program_detector(base_prompt(), config.base, **config.endpoint, **config.params)
     cache = ResponseCache()
     client = LLMClient(base.endpoint, cache=cache, on_count=monitor.count, seed=config.seed)
-    client.api_key()  # a missing key is one clear error before any work starts
+    client.endpoint.api_key()  # a missing key is one clear error before any work starts
     engine = ClientEngine(client, base.body(), monitor)
     try:
         prompt = compile_prompt(config, train, engine, monitor)

@@ -520,7 +520,7 @@ def bespoke_minicheck(
     **params: Any,
 ) -> Detector:
     """Bespoke-MiniCheck-7B served by vLLM (--base-url), P(Yes) per response sentence from logprobs."""
-    from shambench.llm.client import DEFAULT_KEY_ENV, Endpoint
+    from shambench.llm.endpoint import DEFAULT_KEY_ENV, Endpoint
 
     if not base_url:
         raise DataError("bespoke-minicheck needs --base-url of the vLLM server serving Bespoke-MiniCheck-7B")

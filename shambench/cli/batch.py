@@ -27,7 +27,7 @@ def status(run_dir: str, base_url: str | None, api_key_env: str | None) -> None:
     """
     from shambench.cli.exits import command_line, resume_args
     from shambench.llm.batch import require_routes
-    from shambench.llm.client import Endpoint
+    from shambench.llm.endpoint import Endpoint
     from shambench.reporting.console import make_console
     from shambench.runs.batch import load_state, status_lines
     from shambench.runs.evaluate import resumed_detector

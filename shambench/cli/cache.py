@@ -26,7 +26,7 @@ def stats() -> None:
 
     from shambench.llm.cache import ResponseCache
     from shambench.reporting.console import make_console
-    from shambench.scoring.corpus import corpora_dir, corpora_stats
+    from shambench.scoring.kept import corpora_dir, corpora_stats
     from shambench.scoring.segcache import SegmentationStore
     from shambench.scoring.text import wait_for_writes
 
@@ -77,7 +77,7 @@ def clear(model: str | None, only_segmentation: bool, yes: bool) -> None:
     """Delete the cached answers (all, or one model's) and the cached segmentations; the next run asks the
     server again and tokenises again."""
     from shambench.llm.cache import ResponseCache
-    from shambench.scoring.corpus import clear_corpora, corpora_dir
+    from shambench.scoring.kept import clear_corpora, corpora_dir
     from shambench.scoring.segcache import SegmentationStore
     from shambench.scoring.text import wait_for_writes
 

@@ -20,9 +20,9 @@ DATA_DIR_HELP = "Folder holding the corpora (default: $SHAMBENCH_DATA_DIR, else 
 
 
 def _checked_base_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """A --base-url without credentials (the check `shambench.llm.client.check_base_url` makes), as a usage error."""
+    """A --base-url without credentials (the check `shambench.llm.endpoint.check_base_url` makes), as a usage error."""
     from shambench.errors import EndpointError
-    from shambench.llm.client import check_base_url
+    from shambench.llm.endpoint import check_base_url
 
     try:
         return check_base_url(value)

@@ -12,8 +12,10 @@ from collections.abc import Awaitable, Callable, Generator, Iterator, Sequence
 from typing import Any, TypeVar
 
 from shambench.detection.detector import Detector, Monitor
-from shambench.llm.client import Budget, Endpoint, LLMClient, Route, map_endpoint
+from shambench.llm.client import LLMClient, map_endpoint
+from shambench.llm.endpoint import Endpoint
 from shambench.llm.loop import Feed
+from shambench.llm.route import Budget, Route
 from shambench.schema import Example, Prediction
 
 T = TypeVar("T")
@@ -41,7 +43,7 @@ class APIDetector(Detector):
 
     def check_can_run(self) -> None:
         """DataError when requests would go to OpenAI without a key (a server of one's own may need none)."""
-        LLMClient(self.endpoint).api_key()
+        self.endpoint.api_key()
 
     async def predict_one(self, client: LLMClient, example: Example) -> Prediction:
         """The prediction for one example, asked through `client` (a failed request is a failed prediction)."""

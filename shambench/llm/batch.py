@@ -26,8 +26,10 @@ from pydantic import BaseModel, Field, field_validator
 from shambench.detection.detector import Detector, Monitor
 from shambench.errors import DataError, MalformedReply
 from shambench.io import json_type, parse_json_line
-from shambench.llm.client import MAX_RESPONSE_BYTES_ENV, Deferred, Endpoint, LLMClient, LLMError, Route, redact
+from shambench.llm.client import LLMError
+from shambench.llm.endpoint import MAX_RESPONSE_BYTES_ENV, Endpoint, redact
 from shambench.llm.pricing import cost_of
+from shambench.llm.route import Deferred, Route
 from shambench.llm.wire import Reply, Usage, error_message, reply_of
 from shambench.schema import Example
 
@@ -221,9 +223,8 @@ class BatchAPI:
     def __init__(self, endpoint: Endpoint):
         import openai
 
-        direct = LLMClient(endpoint)
-        self._key = direct.api_key()
-        self.base_url = direct.base_url()
+        self._key = endpoint.api_key()
+        self.base_url = endpoint.url()
         self.client = openai.OpenAI(
             api_key=self._key, base_url=self.base_url, max_retries=endpoint.max_retries, timeout=endpoint.timeout
         )

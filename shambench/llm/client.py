@@ -37,10 +37,10 @@ The client puts together parts that live beside it, one job each: `wire` (reques
 validated), `negotiation` (the structured-output modes), `retry` (which failures to try again, Retry-After,
 backoff, the 429 gate), `pricing` (prices and costs) and `loop` (the event-loop thread behind `map`).
 
-The requests go out through aiohttp rather than the openai SDK: the SDK's request transformation and its httpx
-transport cost several milliseconds of CPU per request, which on a 2-core machine caps a run far below what a
-local vLLM server or OpenAI's rate limits allow (see benchmarks/bench_api.py). The wire format is the plain
-OpenAI JSON API: `POST {base_url}/chat/completions`, `/completions` or `/responses`, with `extra_body` merged into the body.
+The requests go out through the package's HTTP stack (`shambench.http`: aiohttp, not the openai SDK). The wire
+format is the plain OpenAI JSON API: `POST {base_url}/chat/completions`, `/completions` or `/responses`, with
+`extra_body` merged into the body. The endpoint itself and the checks on it are in `endpoint`; what goes instead of
+HTTP (a `Route`) and when nothing more is sent (a `Budget`) in `route`.
 
 Typical use from a detector:
 
@@ -59,28 +59,31 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-import os
 import queue
 import random
-import re
-import urllib.parse
-import urllib.request
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 import orjson
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel
 
 from shambench.detection.detector import Monitor
 from shambench.errors import (
     AuthenticationStopped,
     DataError,
-    EndpointError,
     MalformedReply,
     ServerUnreachable,
     ShambenchError,
 )
+from shambench.http import open_session, proxy_for, read_body
 from shambench.llm.cache import ResponseCache, cache_key
+from shambench.llm.endpoint import (
+    MAX_RESPONSE_BYTES_ENV,
+    Endpoint,
+    endpoint_url,
+    redact,
+    same_model,
+)
 from shambench.llm.loop import ENDED, Ended, Feed, LoopThread
 from shambench.llm.negotiation import (
     REJECTION_STATUS,
@@ -100,104 +103,20 @@ from shambench.llm.retry import (
     connect_failure,
     retry_after,
 )
+from shambench.llm.route import Budget, Deferred, Route
 from shambench.llm.wire import Reply, Usage, error_message, parse_reply, wire_body
 
 T = TypeVar("T")
 R = TypeVar("R")
 
-DEFAULT_KEY_ENV = "OPENAI_API_KEY"
-OPENAI_URL = "https://api.openai.com/v1"
-# Sent to servers that need no key (vLLM, llama.cpp): some still insist on an Authorization header.
-PLACEHOLDER_KEY = "EMPTY"
 # The URL path of each request kind below the base URL.
 KIND_PATHS = {"chat": "chat/completions", "completions": "completions", "responses": "responses", "pooling": "pooling"}
 # Request kinds served at the server's root rather than under its /v1 (vLLM's pooling API).
 ROOT_KINDS = frozenset({"pooling"})
-# Replies larger than this many bytes are refused (`Endpoint.max_response_bytes`, default from this variable).
-MAX_RESPONSE_BYTES_ENV = "SHAMBENCH_MAX_RESPONSE_BYTES"
-DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
 JSON_HEADERS = {"Content-Type": "application/json"}
 # How often finished results and counters are handed from the event-loop thread to the caller.
 FLUSH_SECONDS = 0.05
 _FINISHED = object()
-
-
-def check_base_url(url: str | None, origin: str = "--base-url") -> str | None:
-    """`url` unchanged; EndpointError when it is not an http(s) URL or carries a user name or password (which
-    would be written to run configs, results and logs). The message never repeats the URL."""
-    if url is None:
-        return None
-    parts = urllib.parse.urlsplit(url.strip())
-    if "@" in parts.netloc:
-        raise EndpointError(
-            f"{origin} must not contain credentials (user:password@host): they would be written to the run's "
-            "records. Put the key in an environment variable and name it with --api-key-env"
-        )
-    try:
-        port_ok = parts.port is None or parts.port > 0
-    except ValueError:
-        port_ok = False
-    if parts.scheme.lower() not in ("http", "https") or not parts.hostname or not port_ok:
-        raise EndpointError(f"{origin}: expected an http(s) URL such as http://127.0.0.1:8000/v1, got {url!r}")
-    return url
-
-
-@functools.lru_cache(maxsize=64)  # a pure function of the URL, asked for on every request's cache key
-def endpoint_url(url: str) -> str:
-    """A server's identity in cache keys: scheme, lower-cased host, port unless the scheme's default, and path
-    without a trailing slash; never credentials, query or fragment."""
-    parts = urllib.parse.urlsplit(url.strip())
-    scheme = parts.scheme.lower()
-    host = parts.hostname or ""
-    host = f"[{host}]" if ":" in host else host
-    port = parts.port
-    netloc = host if port is None or port == {"http": 80, "https": 443}.get(scheme) else f"{host}:{port}"
-    return urllib.parse.urlunsplit((scheme, netloc, parts.path.rstrip("/"), "", ""))
-
-
-def default_max_response_bytes() -> int:
-    """`$SHAMBENCH_MAX_RESPONSE_BYTES`, else 4 MiB."""
-    value = os.environ.get(MAX_RESPONSE_BYTES_ENV)
-    if not value:
-        return DEFAULT_MAX_RESPONSE_BYTES
-    if not value.isdigit() or int(value) < 1024:
-        raise DataError(f"${MAX_RESPONSE_BYTES_ENV}: expected a number of bytes of at least 1024, got {value!r}")
-    return int(value)
-
-
-class Endpoint(BaseModel):
-    """Which server and model to call, and how hard to push it (nothing here changes a model's answer)."""
-
-    model: str
-    """Model name as the server knows it, e.g. `gpt-5-mini` or `Qwen/Qwen3-4B`."""
-    base_url: str | None = None
-    """OpenAI-compatible base URL ending in `/v1`; None means OpenAI's own API."""
-    api_key_env: str = DEFAULT_KEY_ENV
-    """Environment variable holding the API key (the key itself is never stored)."""
-    max_concurrency: int = Field(default=16, ge=1)
-    """Requests in flight at once."""
-    timeout: float = Field(default=120.0, gt=0)
-    """Seconds before one request is abandoned (and retried)."""
-    max_retries: int = Field(default=6, ge=0)
-    """Further attempts after a retryable failure, before the item is recorded as failed."""
-    backoff_base: float = Field(default=1.0, ge=0)
-    """Backoff before retry n is between half and all of `backoff_base * 2**(n-1)` seconds (equal jitter)."""
-    backoff_max: float = Field(default=60.0, ge=0)
-    """Longest wait before a retry, including waits asked for by `Retry-After`."""
-    max_response_bytes: int = Field(default_factory=default_max_response_bytes, ge=1024)
-    """Largest reply body accepted; a larger one is a malformed reply ($SHAMBENCH_MAX_RESPONSE_BYTES, 4 MiB)."""
-    auth_failures_to_stop: int = Field(default=5, ge=1)
-    """Consecutive 401/403 replies after which the whole run stops (`AuthenticationStopped`)."""
-
-    @field_validator("base_url")
-    @classmethod
-    def _no_credentials(cls, url: str | None) -> str | None:
-        return check_base_url(url)
-
-    def identity(self) -> dict[str, Any]:
-        """Model, server and key variable: the part an API-backed detector records in its params, in the
-        keywords its factory takes, so that `--resume` rebuilds it against the same server."""
-        return {"model": self.model, "base_url": self.base_url, "api_key_env": self.api_key_env}
 
 
 class Completion(BaseModel):
@@ -242,68 +161,6 @@ class LLMError(ShambenchError):
         # 'json_object'"); others name the field or the type they refuse.
         named = ("response_format", "json_schema", "json_object")
         return self.status in REJECTION_STATUS and any(k in reason for k in named)
-
-
-NOT_RUN = "not run"
-"""How the reason of a request that was never sent begins (budget reached): such examples are run by `--resume`."""
-
-
-class Budget:
-    """A spending limit for one invocation: requests stop being sent once the accounted cost reaches `limit`.
-    Requests already in flight finish and are accounted, so the total may pass the limit by what they cost."""
-
-    def __init__(self, limit: float):
-        self.limit = limit
-        self.spent = 0.0
-
-    def reached(self) -> bool:
-        """True once the accounted cost is at or above the limit."""
-        return self.spent >= self.limit
-
-    def reason(self) -> str:
-        """The failure reason recorded for an example the budget kept from running."""
-        return f"{NOT_RUN}: the --max-cost budget of ${self.limit:.4f} was reached (${self.spent:.4f} accounted)"
-
-
-class Deferred(Exception):
-    """A request a route holds back rather than sends (to go into a batch): its item is not answered now."""
-
-    def __init__(self, key: str, kind: str, body: dict[str, Any]):
-        super().__init__(key)
-        self.key = key
-        self.kind = kind
-        self.body = body
-
-
-class Route:
-    """Where the requests a cache cannot answer go instead of the endpoint's HTTP API (the Batch API's answers).
-
-    `send` returns the validated reply (`reply_of`), raises LLMError for a request that failed, or Deferred to
-    hold the request back; `held` learns which item a held-back request belonged to."""
-
-    async def send(self, key: str, kind: str, body: dict[str, Any]) -> Reply:
-        raise NotImplementedError
-
-    def held(self, item: Any, deferred: Deferred) -> None:
-        """The request `deferred` was made for `item`, which is left unanswered."""
-
-
-# Shorter keys are placeholders a local server ignores (`x`, `EMPTY`, `none`): masking every occurrence of them
-# would mangle every message ("e***pected") and hide nothing.
-MIN_SECRET_CHARS = 8
-
-
-def redact(text: str, secret: str | None) -> str:
-    """`text` without the secret, nor anything shaped like an OpenAI key (servers echo masked keys in errors)."""
-    if secret and secret != PLACEHOLDER_KEY and len(secret) >= MIN_SECRET_CHARS:
-        text = text.replace(secret, "***")
-    return re.sub(r"\bsk-[A-Za-z0-9*_\-]{3,}", "sk-***", text)
-
-
-def same_model(requested: str, served: str | None) -> bool:
-    """Whether a reply's model is the requested one: the same name, or a dated snapshot of it (OpenAI answers
-    `gpt-5-mini-2025-08-07` for `gpt-5-mini`)."""
-    return served is None or served == requested or served.startswith(requested + "-")
 
 
 class _Lookup(NamedTuple):
@@ -360,7 +217,7 @@ class LLMClient:
         return self._mode
 
     def _mode_key(self) -> str:
-        return cache_key({"structured_mode_of": endpoint_url(self.base_url()), "model": self.endpoint.model})
+        return cache_key({"structured_mode_of": endpoint_url(self.endpoint.url()), "model": self.endpoint.model})
 
     def _remembered_mode(self) -> str:
         """The mode negotiated with this endpoint before (kept in the response cache), else the first."""
@@ -368,79 +225,18 @@ class LLMClient:
         mode = (stored or {}).get("text")
         return mode if mode in STRUCTURED_MODES else STRUCTURED_MODES[0]
 
-    def api_key(self) -> str:
-        """The key from the environment; a placeholder for a custom server; DataError for OpenAI without one."""
-        key = os.environ.get(self.endpoint.api_key_env)
-        if key:
-            return key
-        if self.endpoint.base_url:
-            return PLACEHOLDER_KEY
-        raise DataError(
-            f"no API key: set {self.endpoint.api_key_env} (or name another variable with --api-key-env), "
-            "or give --base-url for a server that needs none"
-        )
-
-    def key_note(self) -> str | None:
-        """What a run would say of its API key before it sends anything (for a dry run): the missing key that
-        stops it, or the note that its requests carry none; None when a key is set or none is needed."""
-        try:
-            self.api_key()
-        except DataError as err:
-            return str(err)
-        return self.missing_key_note()
-
-    def missing_key_note(self) -> str | None:
-        """What to say when requests to a server that is not on this machine will carry no key (a local vLLM or
-        llama.cpp server needs none, so saying it there would only be noise)."""
-        if os.environ.get(self.endpoint.api_key_env):
-            return None
-        host = urllib.parse.urlsplit(self.base_url()).hostname or ""
-        if host == "localhost" or host.startswith("127.") or host == "::1":
-            return None
-        return (
-            f"${self.endpoint.api_key_env} is not set: requests to {endpoint_url(self.base_url())} carry no key "
-            "(a server that needs one answers 401)"
-        )
-
-    def base_url(self) -> str:
-        """The endpoint's base URL: as given, else `$OPENAI_BASE_URL`, else OpenAI's (EndpointError when the
-        variable holds credentials or no http(s) URL)."""
-        if self.endpoint.base_url:
-            return self.endpoint.base_url.rstrip("/")
-        from_env = check_base_url(os.environ.get("OPENAI_BASE_URL") or None, "$OPENAI_BASE_URL")
-        return (from_env or OPENAI_URL).rstrip("/")
-
     def _http(self) -> Any:
         """The aiohttp session of the running event loop (created on first use there), at most
         `max_concurrency` connections."""
         if self._session is None:
-            import aiohttp
-
-            self._key = self.api_key()
-            if note := self.missing_key_note():
+            self._key = self.endpoint.api_key()
+            if note := self.endpoint.missing_key_note():
                 self.on_note(note)
-            self._proxy = self.proxy()
-            # The timeout runs from when the request is written: `sock_read` bounds the wait for the reply, and no
-            # total/connect limit counts the time spent waiting for a free connection of the pool.
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self.endpoint.max_concurrency),
-                timeout=aiohttp.ClientTimeout(
-                    total=None,
-                    connect=None,
-                    sock_connect=min(30.0, self.endpoint.timeout),
-                    sock_read=self.endpoint.timeout,
-                ),
-                headers={"Authorization": f"Bearer {self._key}"},
+            self._proxy = proxy_for(self.endpoint.url())
+            self._session = open_session(
+                self.endpoint.max_concurrency, self.endpoint.timeout, {"Authorization": f"Bearer {self._key}"}
             )
         return self._session
-
-    def proxy(self) -> str | None:
-        """The HTTP(S)_PROXY that applies to the endpoint (NO_PROXY honoured), looked up once rather than by
-        aiohttp's `trust_env` on every request, which costs more CPU than the request itself."""
-        parts = urllib.parse.urlsplit(self.base_url())
-        if urllib.request.proxy_bypass(parts.hostname or ""):
-            return None
-        return urllib.request.getproxies().get(parts.scheme)
 
     async def aclose(self) -> None:
         """Close the HTTP connections of the current loop."""
@@ -452,7 +248,7 @@ class LLMClient:
         """The cache key of a request: the server (`endpoint_url`), model, request kind, generation parameters
         (the structured-output mode included) and prompt; nothing of how it is fetched (concurrency, timeouts,
         retries); and the served model when the server answers as another model."""
-        server = endpoint_url(self.base_url())
+        server = endpoint_url(self.endpoint.url())
         parts: dict[str, Any] = {"endpoint": server, "model": self.endpoint.model, "kind": kind, "body": body}
         if self._served_in_key(served) is not None:
             parts["served_model"] = served
@@ -597,7 +393,7 @@ class LLMClient:
         if self.cache is not None:
             self.cache.put(self._mode_key(), self.endpoint.model, {"text": following})
         self.on_note(
-            f"{self.base_url()} rejects structured output as {mode} ({reason}); using {following} from now on "
+            f"{self.endpoint.url()} rejects structured output as {mode} ({reason}); using {following} from now on "
             f"(force one with -p structured=MODE)"
         )
 
@@ -608,13 +404,13 @@ class LLMClient:
         self.served_model = served
         if not same_model(self.endpoint.model, served):
             self.on_note(
-                f"{self.base_url()} answers as model {served!r}, not the requested {self.endpoint.model!r}: "
+                f"{self.endpoint.url()} answers as model {served!r}, not the requested {self.endpoint.model!r}: "
                 "its answers are recorded and cached under the served model"
             )
 
     def _say_throttled(self, cap: int) -> None:
         self.on_note(
-            f"{self.base_url()} is rate-limiting (HTTP 429): at most {cap} request(s) at once for now, more again "
+            f"{self.endpoint.url()} is rate-limiting (HTTP 429): at most {cap} request(s) at once for now, more again "
             "as requests succeed (lower --max-concurrency to avoid this)"
         )
 
@@ -630,7 +426,7 @@ class LLMClient:
         if not self._slots_noted:
             self._slots_noted = True
             self.on_note(
-                f"{self.base_url()} serves {slots} request(s) at a time: sending {slots} at once, not {wanted} "
+                f"{self.endpoint.url()} serves {slots} request(s) at a time: sending {slots} at once, not {wanted} "
                 "(set --max-concurrency to the server's slots)"
             )
         return slots
@@ -639,7 +435,7 @@ class LLMClient:
         """The number of parallel slots a llama.cpp server reports at `/props` (None when it does not say)."""
         import aiohttp
 
-        root = self.base_url().removesuffix("/v1")
+        root = self.endpoint.url().removesuffix("/v1")
         try:
             async with self._http().get(
                 f"{root}/props", proxy=self._proxy, timeout=aiohttp.ClientTimeout(total=5)
@@ -668,7 +464,7 @@ class LLMClient:
         """The validated reply to one request, after retries; LLMError when every attempt failed,
         AuthenticationStopped after too many consecutive 401/403 replies."""
         session = self._http()
-        base = self.base_url().removesuffix("/v1") if kind in ROOT_KINDS else self.base_url()
+        base = self.endpoint.url().removesuffix("/v1") if kind in ROOT_KINDS else self.endpoint.url()
         url = f"{base}/{KIND_PATHS[kind]}"
         # Encoded once for every attempt (aiohttp's `json=` would encode it again on each, with the slower json).
         payload = orjson.dumps(wire_body(self.endpoint.model, body))
@@ -695,7 +491,7 @@ class LLMClient:
             async with self._gate.slot():
                 async with session.post(url, data=payload, headers=JSON_HEADERS, proxy=self._proxy) as reply:
                     self._answered = True
-                    raw = await read_body(reply, self.endpoint.max_response_bytes)
+                    raw = await read_body(reply, self.endpoint.max_response_bytes, f" (${MAX_RESPONSE_BYTES_ENV})")
                     status, headers = reply.status, reply.headers
                 self._gate.after(status)
             if status == 200:
@@ -731,7 +527,7 @@ class LLMClient:
         self._unreachable += 1
         if self._unreachable >= UNREACHABLE_TO_STOP:
             raise ServerUnreachable(
-                f"no server answers at {endpoint_url(self.base_url())} ({reason}, {self._unreachable} attempts): "
+                f"no server answers at {endpoint_url(self.endpoint.url())} ({reason}, {self._unreachable} attempts): "
                 "start it, or correct the base URL (it usually ends in /v1)"
             )
 
@@ -741,7 +537,7 @@ class LLMClient:
         if self._auth_failures >= self.endpoint.auth_failures_to_stop:
             raise AuthenticationStopped(
                 f"stopped after {self._auth_failures} consecutive authentication errors ({reason}): check the key "
-                f"in ${self.endpoint.api_key_env} (or --api-key-env) and the base URL {endpoint_url(self.base_url())}"
+                f"in ${self.endpoint.api_key_env} (or --api-key-env) and the base URL {endpoint_url(self.endpoint.url())}"
             )
 
     def map(
@@ -845,21 +641,6 @@ def given_up(failure: Failure, attempts: int) -> LLMError:
     return LLMError(failure.reason + tries, Usage(requests=attempts, retries=attempts - 1), status=failure.status)
 
 
-async def read_body(reply: Any, limit: int) -> bytes:
-    """The body of an aiohttp reply; MalformedReply as soon as it is known to exceed `limit` bytes (from its
-    Content-Length, or while reading), so a huge reply is never held in memory whole."""
-    too_big = MalformedReply(f"malformed reply: larger than the {limit}-byte limit (${MAX_RESPONSE_BYTES_ENV})")
-    if reply.content_length is not None and reply.content_length > limit:
-        raise too_big
-    chunks, size = [], 0
-    async for chunk in reply.content.iter_chunked(64 * 1024):
-        size += len(chunk)
-        if size > limit:
-            raise too_big
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
 def _short(text: str, limit: int = 300) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -883,7 +664,7 @@ def map_endpoint(
     cache = ResponseCache() if use_cache else None
     client = LLMClient(endpoint, cache=cache, structured=structured, route=route, budget=budget)
     if route is None:
-        client.api_key()
+        endpoint.api_key()
     try:
         yield from client.map(items, functools.partial(work, client), monitor)
     finally:

@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel, Field
 
 from shambench.errors import DataError
-from shambench.llm.client import Endpoint
+from shambench.llm.endpoint import Endpoint
 from shambench.llm.negotiation import STRUCTURED_SETTINGS
 
 # Request-body parameters a preset or `-p` may set (anything else is a typo until proven otherwise).

@@ -45,8 +45,9 @@ from shambench.llm.batch import (
     request_cost,
     require_routes,
 )
-from shambench.llm.client import Budget, Endpoint, LLMClient
+from shambench.llm.endpoint import Endpoint
 from shambench.llm.pricing import cost_of, price_of
+from shambench.llm.route import Budget
 from shambench.llm.wire import wire_body
 from shambench.provenance import now_iso
 from shambench.runs.files import BATCHES
@@ -208,7 +209,7 @@ def estimate_run(detector: Any, examples: Sequence[Example], journal: Journal, r
         batch_cost=cost_of(model, input_tokens, out_total, batch=True),
         ceiling_cost=None if ceiling is None else cost_of(model, input_tokens, ceiling),
         ceiling_batch_cost=None if ceiling is None else cost_of(model, input_tokens, ceiling, batch=True),
-        key_note=LLMClient(detector.endpoint).key_note() if bodies else None,
+        key_note=detector.endpoint.key_note() if bodies else None,
     )
 
 

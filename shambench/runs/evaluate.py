@@ -253,7 +253,7 @@ def run_outcome(
     journaling what arrived; KeyboardInterrupt loses only what was in flight.
     """
     from shambench.llm.api import APIDetector
-    from shambench.llm.client import Budget
+    from shambench.llm.route import Budget
     from shambench.runs.batch import BatchRun, BatchSettings, has_batches
 
     todo = run.todo()
@@ -329,7 +329,7 @@ def streamed_evaluation(
     for loading, writes config.json and journals what arrived, as an unstreamed run would have. A crash before
     config.json loses the held predictions from the run but not their answers, which the response cache keeps
     (unless the detector's cache is off): a rerun does not pay for them again."""
-    from shambench.llm.client import Budget
+    from shambench.llm.route import Budget
     from shambench.runs.streamed import HeldJournal, HeldMonitor, Loading
 
     made = _missing_dirs(run_dir)

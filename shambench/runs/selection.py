@@ -15,7 +15,8 @@ from shambench.data.benchmark import Benchmark, load_benchmark
 from shambench.errors import DataError, SelectionError
 from shambench.records import iter_records
 from shambench.schema import Example
-from shambench.scoring.corpus import Corpus, file_corpus
+from shambench.scoring.corpus import Corpus
+from shambench.scoring.kept import file_corpus
 from shambench.scoring.scorer import UNSCORED_EXAMPLE_FIELDS
 from shambench.scoring.suites import SELECTIONS
 
@@ -162,7 +163,7 @@ def corpus_to_score(
     kept_datasets: Collection[str] | None = None,
 ) -> Corpus:
     """The scorer's corpus of a selection, read without the fields the scorer never reads. An EXAMPLES file scored
-    before, byte for byte, is not read again: its corpus is kept on disk (`shambench.scoring.corpus.file_corpus`),
+    before, byte for byte, is not read again: its corpus is kept on disk (`shambench.scoring.kept.file_corpus`),
     unless only some of its datasets are kept."""
     read, _ = read_selection(datasets, examples_file, split, data_dir, limit, UNSCORED_EXAMPLE_FIELDS, kept_datasets)
     if examples_file and not datasets and kept_datasets is None:

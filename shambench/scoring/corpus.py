@@ -11,30 +11,16 @@ with individual annotators, their readings as columns (`Readings`: human agreeme
 from __future__ import annotations
 
 import array
-import contextlib
-import hashlib
-import importlib
-import io
-import json
 import math
-import os
-import shutil
-import tempfile
-import warnings
-import zipfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib.metadata import version
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
-import orjson
-from pydantic import BaseModel
 
 from shambench.errors import DataError, ScoringError
 from shambench.memory import collector_paused
-from shambench.paths import cache_dir
 from shambench.schema import Annotations, Example, Prediction
 from shambench.scoring.arrays import runs
 from shambench.scoring.text import Segmentation, Segmenter, convention, language_of, unknown_language
@@ -45,7 +31,6 @@ CHUNK_EXAMPLES = 16_384
 _INT32_MAX = int(np.iinfo(np.int32).max)
 # A soft label as the scorer keeps it: start, end, probability (`SoftSpan`'s fields).
 SoftRange = tuple[int, int, float]
-Model = TypeVar("Model", bound=BaseModel)
 
 
 def covered(starts: np.ndarray, ends: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
@@ -537,231 +522,3 @@ def _unit_bounds(ex: Example, sentence_starts: np.ndarray, sentence_ends: np.nda
     if ex.steps:
         return np.array([s.start for s in ex.steps], np.int64), np.array([s.end for s in ex.steps], np.int64)
     return sentence_starts, sentence_ends
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Corpora of EXAMPLES files, kept on disk
-
-
-# Arrays of a corpus kept on disk, beyond its `Units`.
-_ARRAYS = ("partition_code", "task_code", "dataset_code", "lengths", "offsets", "gold_starts", "gold_ends")
-_UNIT_ARRAYS = ("starts", "ends", "owner", "gold", "first", "count")
-_READINGS = "annotations."  # the prefix of the readings' arrays
-# The modules whose rules make a file's corpus: any change to them is a new key, so a stale corpus is never read.
-_RULE_MODULES = ("shambench.scoring.corpus", "shambench.scoring.text", "shambench.records", "shambench.schema")
-# Corpora larger than this are not kept: their arrays would crowd the cache, and reading their file dominates less.
-KEPT_CORPUS_BYTES = 256 * 2**20
-CORPORA_DIR = "corpora"
-# The files of a kept corpus: its arrays, its names, and the digest of both with the key it was made for.
-ARRAYS_FILE, NAMES_FILE, DIGEST_FILE = "arrays.npz", "names.json", "digest.json"
-
-
-def corpora_dir() -> Path:
-    """Where the corpora of EXAMPLES files are kept (under `$SHAMBENCH_CACHE_DIR` when set)."""
-    return cache_dir() / CORPORA_DIR
-
-
-def rules_hash(modules: Iterable[str]) -> str:
-    """A hash of the source of those modules (by import name): what they compute changes only with it."""
-    h = hashlib.blake2b(digest_size=16)
-    for name in modules:
-        h.update(Path(importlib.import_module(name).__file__ or name).read_bytes())
-    return h.hexdigest()
-
-
-def file_key(path: str | Path, limit: int | None) -> str:
-    """The key of an EXAMPLES file's corpus: a hash of its bytes, the limit, spaCy's version and the rules."""
-    h = hashlib.blake2b(digest_size=20)
-    with open(path, "rb") as fh:
-        while block := fh.read(1 << 20):
-            h.update(block)
-    h.update(f"|{limit}|{version('spacy')}|{rules_hash(_RULE_MODULES)}".encode())
-    return h.hexdigest()
-
-
-def _save(corpus: Corpus, folder: Path) -> None:
-    """Write a corpus into a new folder that appears whole (renamed into place) or not at all, with the digest of
-    its files and the key it was made for (`digest.json`, checked by `_load`)."""
-    tmp: Path | None = None
-    try:
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".tmp-"))
-        # Typed loosely for `savez`, whose other keyword (allow_pickle) a name could otherwise be taken for.
-        arrays: dict[str, Any] = _arrays(corpus)
-        np.savez(tmp / ARRAYS_FILE, **arrays)
-        names = {
-            "ids": corpus.ids,
-            "partitions": corpus.partitions,
-            "tasks": corpus.tasks,
-            "datasets": corpus.datasets,
-            "segmentation": corpus.segmentation,
-            "soft": [[i, spans] for i, spans in corpus.soft.items()],
-            "with_steps": [[i, ex.model_dump(mode="json")] for i, ex in corpus.with_steps.items()],
-            "annotations": corpus.annotations.names(),
-        }
-        (tmp / NAMES_FILE).write_bytes(orjson.dumps(names))  # UTF-8 JSON, an eighth of `json.dumps`'s time
-        digests = {name: _digest((tmp / name).read_bytes()) for name in (ARRAYS_FILE, NAMES_FILE)}
-        (tmp / DIGEST_FILE).write_text(json.dumps({"key": folder.name, **digests}), encoding="utf-8")
-        os.replace(tmp, folder)
-    except (OSError, orjson.JSONEncodeError):
-        # Another process stored the same corpus first (the folder exists), the disk refused (read-only, full, not
-        # a folder), or a name holds a lone surrogate (which JSON escapes allow and UTF-8 cannot store): the
-        # corpus is simply not kept.
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _digest(data: bytes) -> str:
-    return hashlib.blake2b(data, digest_size=20).hexdigest()
-
-
-class _NotThisCorpus(ValueError):
-    """A kept corpus whose files are not what its digest says, or were made for another key."""
-
-
-def _verified(folder: Path, name: str, claimed: dict) -> bytes:
-    """The bytes of one file of a kept corpus, when they are what the folder's digest says."""
-    data = (folder / name).read_bytes()
-    if claimed.get(name) != _digest(data):
-        raise _NotThisCorpus(f"{name} does not match its digest (edited, truncated or from another corpus)")
-    return data
-
-
-def _load(folder: Path) -> Corpus:
-    """A kept corpus, after checking that it was made for this folder's key and that its files are unchanged."""
-    claimed = json.loads((folder / DIGEST_FILE).read_text(encoding="utf-8"))
-    if not isinstance(claimed, dict) or claimed.get("key") != folder.name:
-        raise _NotThisCorpus("it was made for another file (its key differs from its folder's)")
-    with np.load(io.BytesIO(_verified(folder, ARRAYS_FILE, claimed))) as npz:
-        arrays = {name: npz[name] for name in npz.files}
-    with collector_paused():  # the names of every example: long-lived, no cycles
-        names = orjson.loads(_verified(folder, NAMES_FILE, claimed))
-    units = {kind: Units(**{name: arrays[f"{kind}.{name}"] for name in _UNIT_ARRAYS}) for kind in ("tokens", "units")}
-    return Corpus(
-        ids=names["ids"],
-        index={id_: i for i, id_ in enumerate(names["ids"])},
-        **{name: arrays[name] for name in _ARRAYS},
-        partitions=names["partitions"],
-        tasks=names["tasks"],
-        datasets=names["datasets"],
-        tokens=units["tokens"],
-        units=units["units"],
-        soft={i: [(start, end, prob) for start, end, prob in spans] for i, spans in names["soft"]},
-        with_steps={i: Example.model_validate(ex) for i, ex in names["with_steps"]},
-        segmentation=names["segmentation"],
-        annotations=Readings.stored(
-            {name.removeprefix(_READINGS): a for name, a in arrays.items() if name.startswith(_READINGS)},
-            names["annotations"],
-        ),
-    )
-
-
-def _arrays(corpus: Corpus) -> dict[str, np.ndarray]:
-    """The corpus's arrays by their stored names (a `Units` array as `tokens.starts`, ...)."""
-    arrays = {name: getattr(corpus, name) for name in _ARRAYS}
-    for kind in ("tokens", "units"):
-        arrays |= {f"{kind}.{name}": getattr(getattr(corpus, kind), name) for name in _UNIT_ARRAYS}
-    return arrays | {f"{_READINGS}{name}": a for name, a in corpus.annotations.arrays().items()}
-
-
-def file_corpus(path: str | Path, limit: int | None, examples: Callable[[], Iterable[Example]]) -> Corpus:
-    """The corpus of an EXAMPLES file (its first `limit` examples per partition): read from disk when this file,
-    byte for byte, was scored before under the same rules, else built from `examples()` (which reads and checks
-    the file) and kept for next time. The disk copy is an optimisation only: when it cannot be read or written,
-    the file is read as usual."""
-    try:
-        folder = corpora_dir() / file_key(path, limit)
-    except OSError:
-        return Corpus.of(examples())  # the file itself cannot be read: reading it says why
-    if folder.is_dir():
-        try:
-            corpus = _load(folder)
-            corpus.kept = folder
-            return corpus
-        except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as err:
-            warnings.warn(
-                f"stored corpus {folder} not used, rebuilt from the file: {err}", RuntimeWarning, stacklevel=2
-            )
-            shutil.rmtree(folder, ignore_errors=True)
-    corpus = Corpus.of(examples())
-    if sum(a.nbytes for a in _arrays(corpus).values()) <= KEPT_CORPUS_BYTES and not folder.is_dir():
-        _save(corpus, folder)
-        # Kept by this process, or by another one first (the same corpus: the folder is named by its key).
-        corpus.kept = folder if folder.is_dir() else None
-    return corpus
-
-
-def clear_corpora() -> int:
-    """Delete every kept corpus; returns how many there were."""
-    folders = [p for p in corpora_dir().glob("*") if p.is_dir()] if corpora_dir().is_dir() else []
-    for folder in folders:
-        shutil.rmtree(folder, ignore_errors=True)
-    return len(folders)
-
-
-def corpora_stats() -> tuple[int, int]:
-    """How many corpora are kept and their size on disk in bytes."""
-    if not corpora_dir().is_dir():
-        return 0, 0
-    files = [p for p in corpora_dir().rglob("*") if p.is_file()]
-    return len([p for p in corpora_dir().glob("*") if p.is_dir()]), sum(p.stat().st_size for p in files)
-
-
-# Bytes of the keyed BLAKE2b digest that ends a file kept beside a corpus.
-_SEAL = 20
-
-
-def _beside_seal(folder: Path, name: str, context: str, body: bytes) -> bytes:
-    """The digest of a file kept beside a corpus, keyed with the corpus's key, the file's name and its context."""
-    key = hashlib.blake2b(f"{folder.name}|{name}|{context}".encode("utf-8", "surrogatepass"), digest_size=32)
-    return hashlib.blake2b(body, digest_size=_SEAL, key=key.digest()).digest()
-
-
-def kept_beside(corpus: Corpus, name: str, context: str, kind: type[Model], compute: Callable[[], Model]) -> Model:
-    """`compute()`, or what an earlier `compute()` gave when it was kept beside the same corpus as `name`, for the
-    same `context` (all else it depends on, versions included); what is computed is kept there, sealed. Nothing is
-    kept beside a corpus that is not kept itself."""
-    body = _read_beside(corpus.kept, name, context) if corpus.kept is not None else None
-    if body is not None:
-        return kind.model_validate_json(body)
-    made = compute()
-    if corpus.kept is not None:
-        _write_beside(corpus.kept, name, context, made.model_dump_json().encode())
-    return made
-
-
-def _read_beside(folder: Path, name: str, context: str) -> bytes | None:
-    """The body of a file kept beside a corpus, or None. A file that is not what its seal says (edited, truncated,
-    moved from another corpus's folder, or written for another context or version) is a miss: deleted, with one
-    warning."""
-    path = folder / name
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return None  # not kept (yet), or unreadable: computed again either way
-    body, seal = data[:-_SEAL], data[-_SEAL:]
-    if len(data) > _SEAL and seal == _beside_seal(folder, name, context, body):
-        return body
-    warnings.warn(
-        f"kept {path} not used, computed again: it does not match its seal (edited, truncated, moved from "
-        "another corpus or written by another version)",
-        RuntimeWarning,
-        stacklevel=3,
-    )
-    with contextlib.suppress(OSError):  # a read-only cache keeps it: it is a miss each time, never used
-        path.unlink()
-    return None
-
-
-def _write_beside(folder: Path, name: str, context: str, body: bytes) -> None:
-    """Write a sealed file beside a kept corpus, whole (renamed into place) or not at all."""
-    tmp: Path | None = None
-    try:
-        with tempfile.NamedTemporaryFile("wb", dir=folder, prefix=".tmp-", delete=False) as fh:
-            tmp = Path(fh.name)
-            fh.write(body + _beside_seal(folder, name, context, body))
-        os.replace(tmp, folder / name)
-    except OSError:
-        # The folder was deleted meanwhile (`cache clear`), or the disk refused: the file is simply not kept.
-        if tmp is not None:
-            tmp.unlink(missing_ok=True)

@@ -21,8 +21,9 @@ from shambench.provenance import git_commit, now_iso, shambench_version
 from shambench.schema import Example, Prediction, Span
 from shambench.scoring import metrics
 from shambench.scoring.arrays import runs
-from shambench.scoring.corpus import Corpus, Ranges, RowPredictions, covered, kept_beside, rules_hash
+from shambench.scoring.corpus import Corpus, Ranges, RowPredictions, covered
 from shambench.scoring.extended import ADDED_PARTITIONS, extended_group, kept_apart
+from shambench.scoring.kept import kept_beside, rules_hash
 from shambench.scoring.results import (
     PRF,
     ExampleScores,

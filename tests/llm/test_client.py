@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from shambench.errors import DataError
 from shambench.llm.cache import ResponseCache
-from shambench.llm.client import Endpoint, LLMClient, LLMError, redact
+from shambench.llm.client import LLMClient, LLMError
+from shambench.llm.endpoint import Endpoint, redact
 from shambench.llm.pricing import cost_of, load_prices, price_of
 from shambench.llm.retry import backoff, retry_after
 from tests.openai_server import Fault
@@ -197,7 +198,7 @@ def test_api_key_is_sent_and_redacted(openai_server, monkeypatch):
 def test_missing_key_for_openai_is_a_clear_error(monkeypatch):
     monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)
     with pytest.raises(DataError, match="set NO_SUCH_KEY_VAR"):
-        LLMClient(Endpoint(model="gpt-5-mini", api_key_env="NO_SUCH_KEY_VAR")).api_key()
+        Endpoint(model="gpt-5-mini", api_key_env="NO_SUCH_KEY_VAR").api_key()
 
 
 def test_redact():
@@ -253,7 +254,7 @@ def test_user_price_file_overrides(tmp_path, monkeypatch):
 
 def test_endpoint_identity_is_what_detectors_record_and_never_the_key(monkeypatch):
     from shambench.detection.detector import create_detector
-    from shambench.llm.client import Endpoint
+    from shambench.llm.endpoint import Endpoint
 
     monkeypatch.setenv("SOME_KEY", "sk-secret")
     ep = Endpoint(model="m", base_url="http://127.0.0.1:9/v1", api_key_env="SOME_KEY", max_concurrency=3)
@@ -409,7 +410,7 @@ def test_an_answer_from_another_model_is_stored_under_a_key_that_names_it(openai
 
 
 def test_a_dated_snapshot_is_the_requested_model():
-    from shambench.llm.client import same_model
+    from shambench.llm.endpoint import same_model
 
     assert same_model("gpt-5-mini", "gpt-5-mini-2025-08-07") and same_model("m", None)
     assert not same_model("Qwen/Qwen3-4B", "smollm2-cpp")

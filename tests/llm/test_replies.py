@@ -9,7 +9,8 @@ import pytest
 
 from shambench.errors import AuthenticationStopped, EndpointError, MalformedReply, ServerUnreachable
 from shambench.llm.cache import ResponseCache
-from shambench.llm.client import DEFAULT_MAX_RESPONSE_BYTES, Endpoint, LLMClient, LLMError, endpoint_url
+from shambench.llm.client import LLMClient, LLMError
+from shambench.llm.endpoint import DEFAULT_MAX_RESPONSE_BYTES, Endpoint, endpoint_url
 from shambench.llm.wire import parse_reply
 from tests.openai_server import MALFORMED_200, Fault, OpenAIServer
 
@@ -197,7 +198,7 @@ def test_a_missing_key_is_said_for_a_remote_server_only(monkeypatch):
     monkeypatch.delenv("MY_KEY", raising=False)
 
     def note(url: str) -> str | None:
-        return LLMClient(Endpoint(model="m", base_url=url, api_key_env="MY_KEY")).missing_key_note()
+        return Endpoint(model="m", base_url=url, api_key_env="MY_KEY").missing_key_note()
 
     assert note("http://127.0.0.1:8000/v1") is None and note("http://localhost:8000/v1") is None
     assert note("https://llm.example.org/v1") == (
@@ -233,7 +234,7 @@ def test_base_urls_carrying_credentials_are_refused_without_repeating_them(url):
 def test_openai_base_url_from_the_environment_with_credentials_is_refused(monkeypatch):
     monkeypatch.setenv("OPENAI_BASE_URL", "http://u:p@127.0.0.1:9/v1")
     with pytest.raises(EndpointError, match=r"\$OPENAI_BASE_URL must not contain credentials"):
-        LLMClient(Endpoint(model="m")).base_url()
+        Endpoint(model="m").url()
 
 
 # --- the cache never crosses endpoints -----------------------------------------------------------------------

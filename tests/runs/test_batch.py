@@ -440,7 +440,7 @@ def test_sweep_cell_with_batch_true_runs_by_batch_once(batch_server, tmp_path):
 def test_a_lost_batch_id_is_found_on_a_later_page_of_the_list(batch_server, monkeypatch):
     import shambench.llm.batch as batch_module
     from shambench.llm.batch import BatchAPI
-    from shambench.llm.client import Endpoint
+    from shambench.llm.endpoint import Endpoint
 
     api = BatchAPI(Endpoint(model="gpt-5-mini", base_url=batch_server.base_url))
     files = [api.upload(['{"custom_id": "a#k", "method": "POST"}\n'], f"in{i}.jsonl") for i in range(5)]

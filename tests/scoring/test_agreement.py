@@ -385,15 +385,15 @@ def test_a_report_of_another_version_is_a_miss(tmp_path, computed, monkeypatch):
 
 
 def test_a_corpus_that_is_not_kept_keeps_no_report(tmp_path, computed, monkeypatch):
-    from shambench.scoring import corpus as corpus_module
+    from shambench.scoring import kept as kept_module
 
-    monkeypatch.setattr(corpus_module, "KEPT_CORPUS_BYTES", 10)
+    monkeypatch.setattr(kept_module, "KEPT_CORPUS_BYTES", 10)
     corpus_of = kept_file(tmp_path, annotated())
     for _ in range(2):
         corpus = corpus_of()
         assert corpus.kept is None
         Scorer(corpus, n_resamples=50).agreement()
-    assert computed["report"] == 2 and corpus_module.corpora_stats() == (0, 0)
+    assert computed["report"] == 2 and kept_module.corpora_stats() == (0, 0)
 
 
 def test_score_twice_writes_the_same_results_reading_the_kept_report(tmp_path, computed):
