@@ -35,7 +35,7 @@ from shambench.errors import SourceError
 from shambench.schema import Annotations, Example, Span, marked_by_more_than
 
 COMMIT = "7fea78a0e5af887d196931721147ace5b4c4d9a8"
-RAW = f"https://raw.githubusercontent.com/Helsinki-NLP/mu-shroom/{COMMIT}"
+REPOSITORY = f"https://raw.githubusercontent.com/Helsinki-NLP/mu-shroom/{COMMIT}"
 FILES = {
     "test": "mushroom.en-tst.v1.extra.jsonl",
     "validation": "mushroom.en-val.v2.extra.jsonl",
@@ -105,12 +105,12 @@ class MushroomAdapter(Adapter):
     )
     remote_files = (
         RemoteFile(
-            url=f"{RAW}/splits/test_labeled/v1/{FILES['test']}",
+            url=f"{REPOSITORY}/splits/test_labeled/v1/{FILES['test']}",
             path=FILES["test"],
             sha256="758df17a159bb1c75adb7e7ef6900a3903a56a6d803195770ec73ea2f0c45131",
         ),
         RemoteFile(
-            url=f"{RAW}/splits/val/v2/{FILES['validation']}",
+            url=f"{REPOSITORY}/splits/val/v2/{FILES['validation']}",
             path=FILES["validation"],
             sha256="e629e5e085011f22b396b222538b0a21f5aae0b634798c4d0143bb58026cee4b",
         ),

@@ -31,7 +31,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from shambench.adapters._released import jsonl_rows, source_file
-from shambench.adapters.mushroom import BOUNDARIES, EXPECTED, ORGANISERS, RAW, MushroomRow, row_example
+from shambench.adapters.mushroom import BOUNDARIES, EXPECTED, ORGANISERS, REPOSITORY, MushroomRow, row_example
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.data.formats import PredictionsFormat, PredictionsRead, predictions_format
 from shambench.errors import DataError
@@ -92,7 +92,7 @@ def authors_file_of(lang: str, split: str) -> str:
 def authors_url(lang: str, split: str) -> str:
     """Where the organisers' repository publishes that file, at the commit the English adapter pins."""
     folder = "test_labeled/v1" if split == "test" else "val/v2"
-    return f"{RAW}/splits/{folder}/{Path(authors_file_of(lang, split)).name}"
+    return f"{REPOSITORY}/splits/{folder}/{Path(authors_file_of(lang, split)).name}"
 
 
 def read_file_of(root: Path, lang: str, split: str) -> str:

@@ -44,9 +44,11 @@ class Repo:
     lfs: set[str] = field(default_factory=set)
     gated: bool = False
 
-    def commit(self, files: dict[str, bytes], branch: str = "main") -> str:
-        """Add a commit holding `files` on `branch`; its id."""
-        sha = hashlib.sha1(f"{len(self.commits)}:{sorted(files)}".encode() + b"".join(files.values())).hexdigest()
+    def commit(self, files: dict[str, bytes], branch: str = "main", sha: str | None = None) -> str:
+        """Add a commit holding `files` on `branch` (with the id `sha`, else one derived from them); its id."""
+        sha = (
+            sha or hashlib.sha1(f"{len(self.commits)}:{sorted(files)}".encode() + b"".join(files.values())).hexdigest()
+        )
         self.commits.append((sha, dict(files)))
         self.branches[branch] = sha
         return sha

@@ -377,6 +377,7 @@ def gated_message(spec: HubFiles) -> str:
 @contextlib.contextmanager
 def hub_errors(spec: HubFiles, url: str) -> Iterator[None]:
     """huggingface_hub's errors as DownloadError naming the URL (a gated repository in one line)."""
+    import httpx2  # huggingface_hub's HTTP client: its connection errors are not OSErrors
     from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
 
     try:
@@ -391,7 +392,7 @@ def hub_errors(spec: HubFiles, url: str) -> Iterator[None]:
         raise DownloadError(f"{url}: repository {spec.repo_id} not found (or private)") from None
     except HfHubHTTPError as err:
         raise DownloadError(f"{url}: {str(err).splitlines()[0]}") from None
-    except (OSError, ValueError) as err:  # connection errors, huggingface_hub's size consistency check
+    except (OSError, ValueError, httpx2.HTTPError) as err:  # no connection, huggingface_hub's size check
         raise DownloadError(
             f"{url}: {err.__class__.__name__}: {str(err).splitlines()[0] if str(err) else ''}"
         ) from None

@@ -6,20 +6,19 @@ import hashlib
 import json
 import threading
 from functools import partial
-from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from shambench.adapters.fava import DUPLICATE, EMPTY, MISMATCH
-from shambench.adapters.mushroom import FILES, RAW, MushroomAdapter
+from shambench.adapters.mushroom import FILES, MushroomAdapter
 from shambench.adapters.mushroom_multilingual import MushroomMultilingualAdapter
 from shambench.cli import main
 from shambench.data.adapter import RemoteFile
 from shambench.data.benchmark import example_from_hf, load_benchmark
 from shambench.records import read_examples
-from tests.conftest import require_shared
 from tests.data.test_benchmark import ToyAdapter
 
 FIXTURES = Path(__file__).parents[1] / "adapters" / "fixtures"
@@ -115,59 +114,6 @@ def test_the_shared_data_verifies(shared_data):
     # the organisers' 24 Mu-SHROOM files, byte for byte at the pinned commit (their SHA-256s in the adapter)
     for remote in MushroomMultilingualAdapter.remote_files:
         assert f"        ok  mushroom-multilingual/{remote.path}" in result.stdout
-
-
-def test_mushroom_multilingual_downloads_the_organisers_files_into_the_shared_layout(monkeypatch, tmp_path):
-    """The 24 files from Helsinki-NLP/mu-shroom (a local stand-in of GitHub raw serving the real bytes from
-    ../shared) land where ../shared/data has them, so the folder reads as the shared one does."""
-    authors = require_shared("mushroom", "multilingual", "authors")
-    served = {
-        f"/splits/{'test_labeled/v1' if sub == 'test' else 'val/v2'}/{p.name}": p.read_bytes()
-        for sub in ("test", "val")
-        for p in sorted((authors / sub).glob("*.jsonl"))
-    }
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), partial(BytesHandler, served))
-    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
-    base = f"http://127.0.0.1:{srv.server_address[1]}"
-    try:
-        local = tuple(
-            r.model_copy(update={"url": r.url.replace(RAW, base)}) for r in MushroomMultilingualAdapter.remote_files
-        )
-        monkeypatch.setattr(MushroomMultilingualAdapter, "remote_files", local)
-        result = run("data", "download", "mushroom-multilingual", "--data-dir", str(tmp_path), "--no-progress")
-    finally:
-        srv.shutdown()
-        srv.server_close()
-    assert result.exit_code == 0, result.output
-    got = tmp_path / "mushroom" / "multilingual" / "authors"
-    assert len(local) == 24 and {r.url.rsplit("/", 1)[0] for r in local} == {
-        f"{base}/splits/test_labeled/v1",
-        f"{base}/splits/val/v2",
-    }
-    for sub in ("test", "val"):
-        names = sorted(p.name for p in (authors / sub).glob("*.jsonl"))
-        assert sorted(p.name for p in (got / sub).iterdir()) == names
-        assert all((got / sub / n).read_bytes() == (authors / sub / n).read_bytes() for n in names)
-
-
-class BytesHandler(BaseHTTPRequestHandler):
-    def __init__(self, files: dict[str, bytes], *args, **kwargs):
-        self.files = files
-        super().__init__(*args, **kwargs)
-
-    def log_message(self, *args) -> None:
-        pass
-
-    def do_GET(self) -> None:
-        body = self.files.get(self.path)
-        if body is None:
-            self.send_error(404)
-            return
-        self.send_response(200)
-        self.send_header("ETag", f'"{hashlib.sha1(body).hexdigest()}"')
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
 
 def test_stats_json_matches_hand_counts():
