@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from shambench.errors import DataError
 from shambench.schema import Prediction
+from shambench.secrets import redact
 
 
 def json_type(value: Any) -> str:
@@ -190,6 +191,7 @@ def write_atomic(path: str | Path, text: str, follow: bool = True) -> None:
     directory's files) a symbolic link or a special file at `path` is refused instead (DataError).
     """
     path = Path(path)
+    text = redact(text)
     if not follow:
         check_regular(path)
     elif path.exists() and not path.is_file():
@@ -292,7 +294,7 @@ class Journal:
         with os.fdopen(fd, "a", encoding="utf-8") as fh:
 
             def append(rec: BaseModel | str) -> None:
-                fh.write(rec if isinstance(rec, str) else model_line(rec))
+                fh.write(redact(rec if isinstance(rec, str) else model_line(rec)))
                 fh.flush()
 
             yield append

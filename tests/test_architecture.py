@@ -20,7 +20,7 @@ PACKAGE_DIRS = {
 }
 # The core's layers, lowest first: a module may import its own layer and those below it.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("shambench.errors", "shambench.memory", "shambench.paths", "shambench.schema"),
+    ("shambench.errors", "shambench.memory", "shambench.paths", "shambench.schema", "shambench.secrets"),
     ("shambench.io", "shambench.records", "shambench.registry", "shambench.provenance", "shambench.http"),
     ("shambench.scoring",),
     ("shambench.data", "shambench.detection"),

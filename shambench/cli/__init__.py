@@ -14,6 +14,7 @@ import click
 
 from shambench.cli.exits import INTERRUPTED, USAGE
 from shambench.errors import DataError, RunDirError, SelectionError, UnknownPluginError
+from shambench.secrets import redact
 
 # name -> "module:attribute"; each module imports its heavy dependencies inside the command body.
 COMMANDS = {
@@ -68,9 +69,10 @@ class LazyGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         from shambench.errors import EndpointError, EndpointStopped
 
-        stdout, formatted = sys.stdout, warnings.formatwarning
-        if not isinstance(stdout, ReaderGoneStdout):
-            sys.stdout = ReaderGoneStdout(stdout)
+        stdout, stderr, formatted = sys.stdout, sys.stderr, warnings.formatwarning
+        if not isinstance(stdout, RedactingStream):
+            # Whatever a command prints (tables, progress, errors, warnings, a server's words) passes the redactor.
+            sys.stdout, sys.stderr = RedactingStream(ReaderGoneStdout(stdout)), RedactingStream(stderr)
         warnings.formatwarning = warning_line
         try:
             return super().invoke(ctx)
@@ -81,13 +83,28 @@ class LazyGroup(click.Group):
             click.echo("interrupted", err=True)
             raise click.exceptions.Exit(INTERRUPTED) from None
         finally:
-            sys.stdout, warnings.formatwarning = stdout, formatted
+            sys.stdout, sys.stderr, warnings.formatwarning = stdout, stderr, formatted
 
 
 def warning_line(message: Warning | str, *args: Any, **kwargs: Any) -> str:
     """A Python warning as the commands print theirs, `warning: MESSAGE`, without its source file and line (set
     as `warnings.formatwarning`, so that warnings recorded rather than printed, as tests do, are untouched)."""
     return f"warning: {message}\n"
+
+
+class RedactingStream:
+    """A terminal stream whose every write passes `shambench.secrets.redact` first (rich writes a whole rendered
+    table or line at once, so a key is not split between two writes)."""
+
+    def __init__(self, stream: IO[str] | ReaderGoneStdout):
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        self.stream.write(redact(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
 
 
 class ReaderGoneStdout:

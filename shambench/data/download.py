@@ -38,6 +38,7 @@ from pydantic import BaseModel
 from shambench.data.adapter import Adapter, HubFiles, RemoteFile
 from shambench.errors import DownloadError
 from shambench.io import write_atomic
+from shambench.secrets import remember
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
@@ -361,8 +362,9 @@ def hub_endpoint() -> str | None:
 
 def hub_api() -> HfApi:
     """A hub client for `$HF_ENDPOINT`, with the user's token (`$HF_TOKEN` or `hf auth login`)."""
-    from huggingface_hub import HfApi
+    from huggingface_hub import HfApi, get_token
 
+    remember(get_token())  # `hf auth login`'s token too, not only $HF_TOKEN, is masked wherever it would be shown
     return HfApi(endpoint=hub_endpoint())
 
 

@@ -27,11 +27,12 @@ from shambench.detection.detector import Detector, Monitor
 from shambench.errors import DataError, MalformedReply
 from shambench.io import json_type, parse_json_line
 from shambench.llm.client import LLMError
-from shambench.llm.endpoint import MAX_RESPONSE_BYTES_ENV, Endpoint, redact
+from shambench.llm.endpoint import MAX_RESPONSE_BYTES_ENV, Endpoint
 from shambench.llm.pricing import cost_of
 from shambench.llm.route import Deferred, Route
 from shambench.llm.wire import Reply, Usage, error_message, reply_of
 from shambench.schema import Example
+from shambench.secrets import redact
 
 # Batch API endpoint of each request kind.
 BATCH_ENDPOINTS = {"chat": "/v1/chat/completions", "completions": "/v1/completions", "responses": "/v1/responses"}
@@ -239,7 +240,7 @@ class BatchAPI:
             body, status = getattr(err, "body", None), getattr(err, "status_code", None)
             detail = body.get("message") if isinstance(body, dict) else None
             message = f"HTTP {status}: {detail or err}" if status else str(err)
-            raise DataError(redact(f"Batch API at {self.base_url}: {what} failed: {message}", self._key)) from None
+            raise DataError(redact(f"Batch API at {self.base_url}: {what} failed: {message}")) from None
 
     def upload(self, lines: list[str], name: str) -> str:
         """The id of an uploaded Batch JSONL file."""
@@ -264,7 +265,7 @@ class BatchAPI:
         try:
             return next((b for b in pages if b.input_file_id == input_file_id), None)
         except self._errors as err:  # a later page failed to load
-            raise DataError(redact(f"Batch API at {self.base_url}: listing batches failed: {err}", self._key)) from None
+            raise DataError(redact(f"Batch API at {self.base_url}: listing batches failed: {err}")) from None
 
     def retrieve(self, batch_id: str) -> Any:
         """A batch's current state."""
@@ -277,7 +278,7 @@ class BatchAPI:
             with self.client.files.with_streaming_response.content(file_id) as response:
                 yield from split_lines(response.iter_bytes(64 * 1024), line_limit, file_limit, file_id)
         except self._errors as err:  # the connection failed while the file streamed
-            raise DataError(redact(f"Batch API at {self.base_url}: {what} failed: {err}", self._key)) from None
+            raise DataError(redact(f"Batch API at {self.base_url}: {what} failed: {err}")) from None
 
 
 def max_batch_file_bytes() -> int:

@@ -31,6 +31,7 @@ import orjson
 from pydantic import BaseModel
 
 from shambench.paths import cache_dir
+from shambench.secrets import redact
 
 FILENAME = "responses.sqlite"
 # Writes are committed in batches (one transaction per batch, or per interval): a commit per answer would cost
@@ -157,7 +158,7 @@ class ResponseCache:
 
     def put(self, key: str, model: str, value: dict[str, Any]) -> None:
         """Store (or replace) the record under `key`; committed with the next batch."""
-        text = json.dumps(value, ensure_ascii=False)
+        text = redact(json.dumps(value, ensure_ascii=False))
         with self._lock:
             self._pending[key] = (key, model, sealed(key, text), time.time())
             if len(self._pending) >= BATCH_SIZE or time.monotonic() - self._committed > self.batch_seconds:

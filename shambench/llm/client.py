@@ -81,7 +81,6 @@ from shambench.llm.endpoint import (
     MAX_RESPONSE_BYTES_ENV,
     Endpoint,
     endpoint_url,
-    redact,
     same_model,
 )
 from shambench.llm.loop import ENDED, Ended, Feed, LoopThread
@@ -105,6 +104,7 @@ from shambench.llm.retry import (
 )
 from shambench.llm.route import Budget, Deferred, Route
 from shambench.llm.wire import Reply, Usage, error_message, parse_reply, wire_body
+from shambench.secrets import redact
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -514,7 +514,7 @@ class LLMClient:
             kind_of = "timeout" if isinstance(err, TimeoutError) else type(err).__name__
             retryable, reason = True, f"{kind_of}: {err}".rstrip(": ")
         # Redact before shortening: a cut could leave part of a key behind.
-        reason = _short(redact(reason, self._key))
+        reason = _short(redact(reason))
         if status in AUTH_STATUS:
             self._stop_on_auth_failures(reason)
         return Failure(reason, retryable, status, wait)

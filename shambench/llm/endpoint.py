@@ -1,19 +1,19 @@
 """Which server and model an API-backed detector calls, and the rules about them that hold before any request:
 a base URL is an http(s) URL without credentials (`check_base_url`), a server's identity in cache keys
-(`endpoint_url`), a reply's model is the requested one or a dated snapshot of it (`same_model`), and no key is
-ever repeated in a message (`redact`)."""
+(`endpoint_url`), a reply's model is the requested one or a dated snapshot of it (`same_model`), and the key read
+is known to the redactor (`shambench.secrets`), so that it is never written or printed."""
 
 from __future__ import annotations
 
 import functools
 import os
-import re
 import urllib.parse
 from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
 from shambench.errors import DataError, EndpointError
+from shambench.secrets import remember_key_env
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 OPENAI_URL = "https://api.openai.com/v1"
@@ -103,6 +103,7 @@ class Endpoint(BaseModel):
 
     def api_key(self) -> str:
         """The key from the environment; a placeholder for a custom server; DataError for OpenAI without one."""
+        remember_key_env(self.api_key_env)  # its value is masked wherever it would be written or printed
         key = os.environ.get(self.api_key_env)
         if key:
             return key
@@ -142,18 +143,6 @@ class Endpoint(BaseModel):
             return self.base_url.rstrip("/")
         from_env = check_base_url(os.environ.get("OPENAI_BASE_URL") or None, "$OPENAI_BASE_URL")
         return (from_env or OPENAI_URL).rstrip("/")
-
-
-# Shorter keys are placeholders a local server ignores (`x`, `EMPTY`, `none`): masking every occurrence of them
-# would mangle every message ("e***pected") and hide nothing.
-MIN_SECRET_CHARS = 8
-
-
-def redact(text: str, secret: str | None) -> str:
-    """`text` without the secret, nor anything shaped like an OpenAI key (servers echo masked keys in errors)."""
-    if secret and secret != PLACEHOLDER_KEY and len(secret) >= MIN_SECRET_CHARS:
-        text = text.replace(secret, "***")
-    return re.sub(r"\bsk-[A-Za-z0-9*_\-]{3,}", "sk-***", text)
 
 
 def same_model(requested: str, served: str | None) -> bool:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from click.testing import CliRunner
@@ -372,3 +373,25 @@ def test_a_hard_link_to_a_file_elsewhere_is_never_written(tmp_path, name):
     assert res.exit_code == 2, res.output
     assert f"{run / name}: has 1 other hard link(s)" in res.stderr
     assert outside.read_bytes() == before
+
+
+# --- a server that echoes the key: never written, never printed ----------------------------------------------
+
+
+def test_a_key_echoed_in_a_reply_is_written_and_printed_nowhere(openai_server, tmp_path, monkeypatch):
+    # The key has no key shape, so only knowing the key in use can mask it; each reply carries it three ways.
+    key = "pl41n-Key/with+signs"
+    monkeypatch.setenv("ECHO_TEST_KEY", key)
+    openai_server.script = lambda req: json.dumps(
+        {"incorrect_spans": [req.authorization, quote(req.authorization or "", safe=""), json.dumps(key)]}
+    )
+    run = tmp_path / "run"
+    result = openai_eval(openai_server, examples_file(tmp_path / "e.jsonl", 3), run, "--api-key-env", "ECHO_TEST_KEY")
+    assert {r.authorization for r in openai_server.log} == {f"Bearer {key}"}
+    assert result.exit_code == 0, result.output
+    written = {p.name: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    assert "predictions.jsonl" in written and "results.json" in written
+    for form in (key, quote(key, safe=""), json.dumps(key)[1:-1]):
+        assert all(form.encode() not in body for body in written.values()), form
+        assert form not in result.output + result.stderr
+    assert "Bearer ***" in (run / "predictions.jsonl").read_text()

@@ -1,0 +1,123 @@
+"""The redactor: the keys in use in every encoding, key shapes, placeholders left alone, and the sinks it guards
+(files written through shambench.io, journal lines, the response cache, the CLI's terminal streams)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from urllib.parse import quote, quote_plus
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
+
+from shambench import secrets
+from shambench.io import Journal, write_atomic
+from shambench.secrets import MASK, redact, remember_key_env
+
+KEY = "k3y-Value/with+odd=chars&é"
+
+
+@pytest.fixture
+def key_in_env(monkeypatch):
+    monkeypatch.setenv("SHAMBENCH_TEST_KEY", KEY)
+    monkeypatch.setattr(secrets, "_key_envs", secrets._key_envs)  # restored after the test
+    remember_key_env("SHAMBENCH_TEST_KEY")
+    return KEY
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        KEY,
+        json.dumps(KEY)[1:-1],
+        json.dumps(KEY, ensure_ascii=False)[1:-1],
+        quote(KEY, safe=""),
+        quote_plus(KEY),
+        base64.b64encode(KEY.encode()).decode().rstrip("="),
+        base64.urlsafe_b64encode(KEY.encode()).decode().rstrip("="),
+    ],
+)
+def test_a_key_in_use_is_masked_in_every_encoding(key_in_env, form):
+    assert redact(f"the server said: {form}!") == f"the server said: {MASK}!"
+
+
+def test_a_key_variable_read_later_is_still_known(monkeypatch):
+    monkeypatch.setattr(secrets, "_key_envs", secrets._key_envs)
+    remember_key_env("SHAMBENCH_TEST_LATE_KEY")
+    assert redact("x late-secret-1234 y") == "x late-secret-1234 y"
+    monkeypatch.setenv("SHAMBENCH_TEST_LATE_KEY", "late-secret-1234")
+    assert redact("x late-secret-1234 y") == f"x {MASK} y"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("bad key sk-abc***xyz given", "bad key sk-*** given"),  # a key a server echoed masked
+        ("use sk-proj-A1b2C3d4E5f6G7h8I9 now", "use sk-*** now"),
+        ("token hf_abcdefghijklmnopqrstuvwxyz0123", "token hf_***"),
+        ("gh ghp_abcdefghijklmnopqrstuvwxyz0123456789", "gh ghp_***"),
+        ("aws AKIAIOSFODNN7EXAMPLE.", "aws AKIA***."),
+        ("Authorization: Bearer abc123def456ghi789jkl", "Authorization: Bearer ***"),
+        # prose and placeholders are no keys
+        ("pip install sk-learn, risk-free", "pip install sk-learn, risk-free"),
+        ("the Bearer instruments and bearer bonds", "the Bearer instruments and bearer bonds"),
+        ("EMPTY key, expected text", "EMPTY key, expected text"),
+    ],
+)
+def test_key_shapes(text, expected):
+    assert redact(text) == expected
+
+
+def test_short_values_are_placeholders_not_secrets(monkeypatch):
+    monkeypatch.setattr(secrets, "_key_envs", secrets._key_envs)
+    monkeypatch.setenv("SHAMBENCH_TEST_SHORT", "x")
+    remember_key_env("SHAMBENCH_TEST_SHORT")
+    assert redact("expected a JSON object") == "expected a JSON object"
+
+
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=60))
+def test_text_without_keys_is_unchanged(text):
+    # No key variable is set to anything in this text, and hypothesis' text is too short and too random to hold
+    # a key shape (16 key characters after a prefix) by chance, barring the prefixes themselves, excluded here.
+    if secrets.SHAPE_MARKS.search(text) or any(f in text for f in secrets._forms()):
+        return
+    assert redact(text) == text
+
+
+def test_files_and_journal_lines_are_written_redacted(key_in_env, tmp_path):
+    write_atomic(tmp_path / "f.json", json.dumps({"raw": f"echo: Bearer {KEY}"}))
+    assert KEY not in (tmp_path / "f.json").read_text(encoding="utf-8")
+    journal = Journal(tmp_path / "j.jsonl")
+    with journal.appender() as append:
+        append(json.dumps({"id": "a", "raw": KEY}) + "\n")
+    assert (tmp_path / "j.jsonl").read_text(encoding="utf-8") == json.dumps({"id": "a", "raw": MASK}) + "\n"
+
+
+def test_the_response_cache_stores_a_reply_redacted(key_in_env, tmp_path):
+    from shambench.llm.cache import ResponseCache
+
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    cache.put("k", "m", {"text": f"your key is {KEY}"})
+    cache.close()
+    assert ResponseCache(tmp_path / "c.sqlite").get("k") == {"text": f"your key is {MASK}"}
+
+
+def test_the_cli_terminal_is_redacted(key_in_env):
+    import click
+
+    from shambench.cli import LazyGroup
+
+    @click.group(cls=LazyGroup)
+    def group() -> None:
+        pass
+
+    @group.command()
+    def leak() -> None:
+        click.echo(f"out {KEY}")
+        click.echo(f"err {KEY}", err=True)
+
+    result = CliRunner().invoke(group, ["leak"])
+    assert result.exit_code == 0
+    assert (result.stdout, result.stderr) == (f"out {MASK}\n", f"err {MASK}\n")
