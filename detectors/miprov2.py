@@ -33,6 +33,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from shambench.detection.detector import detectors
 from shambench.errors import DataError
+from shambench.llm.wire import Usage
 from shambench.paths import cache_dir
 from shambench.schema import Example
 
@@ -74,21 +75,11 @@ class Prompt(BaseModel):
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-class Usage(BaseModel):
-    """What an optimisation consumed."""
+class OptimisationUsage(Usage):
+    """What an optimisation consumed (`Usage`: requests, tokens, cost, cache hits), and how its calls went."""
 
     lm_calls: int = 0
     """Calls DSPy made to the model (answered by the server or by the response cache)."""
-    requests: int = 0
-    """HTTP requests sent, retries included."""
-    cache_hits: int = 0
-    """Calls answered by the response cache."""
-    input_tokens: int = 0
-    """Prompt tokens billed."""
-    output_tokens: int = 0
-    """Completion tokens billed (reasoning included)."""
-    cost: float = 0.0
-    """US dollars, from shambench's price table (0 for models it does not list)."""
     unparsed: int = 0
     """Replies DSPy could not parse: each is a failed trial, demo or proposal (and is not kept in the cache)."""
     failed_proposals: int = 0
@@ -153,7 +144,7 @@ class ProgramFile(BaseModel):
     """Scores on the training examples."""
     heldout_scores: Scores
     """Scores on the held-out examples: a large gap to `train` means over-adaptation."""
-    usage: Usage
+    usage: OptimisationUsage
     """LM calls, requests, tokens and cost of the optimisation (including the score reports)."""
 
     @property

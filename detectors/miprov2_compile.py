@@ -34,10 +34,10 @@ from pydantic import BaseModel, Field
 
 from shambench.detection.detector import Monitor, optimizer
 from shambench.detectors.miprov2 import (
+    OptimisationUsage,
     ProgramFile,
     Prompt,
     Scores,
-    Usage,
     base_prompt,
     dspy_version,
     gold_strings,
@@ -51,6 +51,7 @@ from shambench.detectors.miprov2 import (
 from shambench.errors import DataError
 from shambench.io import write_json
 from shambench.llm.loop import LoopThread
+from shambench.llm.wire import Usage
 from shambench.provenance import now_iso, shambench_version
 from shambench.records import read_examples
 from shambench.runs.failures import FIRST_REASONS
@@ -215,7 +216,7 @@ class ClientEngine:
         self.client = client
         self.body = body
         self.monitor = monitor
-        self.usage = Usage()
+        self.usage = OptimisationUsage()
         self._lock = threading.Lock()
         self._last = threading.local()
         self._loop = LoopThread("shambench-dspy")
@@ -250,18 +251,9 @@ class ClientEngine:
             ),
         )
 
-    def _add(self, usage: Any, failure: str | None = None) -> None:
+    def _add(self, usage: Usage, failure: str | None = None) -> None:
         with self._lock:
-            self.usage = add_usage(
-                self.usage,
-                usage.requests,
-                usage.cache_hit,
-                usage.input_tokens,
-                usage.output_tokens,
-                usage.cost,
-                calls=1,
-                failures=[failure] if failure else [],
-            )
+            self.usage = add_usage(self.usage, usage, failures=[failure] if failure else [])
 
     def reject_last(self) -> None:
         """Count the reply this thread received last as unparsable and take it out of the response cache."""
@@ -290,25 +282,12 @@ def _text(system: Any) -> str:
     return system if isinstance(system, str) else "".join(getattr(p, "text", "") for p in system)
 
 
-def add_usage(
-    total: Usage,
-    requests: int,
-    cache_hits: int,
-    input_tokens: int,
-    output_tokens: int,
-    cost: float,
-    calls: int,
-    failures: Sequence[str] = (),
-) -> Usage:
-    """`total` with one more batch of calls added (`failures`: the reasons of those that failed)."""
-    return total.model_copy(
+def add_usage(total: OptimisationUsage, usage: Usage, failures: Sequence[str] = ()) -> OptimisationUsage:
+    """`total` with one more call added, which consumed `usage` (`failures`: its reason when it failed)."""
+    added = total.plus(usage)
+    return added.model_copy(
         update=dict(
-            lm_calls=total.lm_calls + calls,
-            requests=total.requests + requests,
-            cache_hits=total.cache_hits + cache_hits,
-            input_tokens=total.input_tokens + input_tokens,
-            output_tokens=total.output_tokens + output_tokens,
-            cost=total.cost + cost,
+            lm_calls=total.lm_calls + 1,
             failed_calls=total.failed_calls + len(failures),
             failures=[*total.failures, *failures][:FIRST_REASONS],
         )
@@ -410,25 +389,16 @@ def compile_prompt(config: OptimizeConfig, train: Sequence[Example], engine: Cli
 
 
 def score_prompts(
-    detectors: Sequence[Any], examples: Sequence[Example], monitor: Monitor, usage: Usage
-) -> tuple[list[float], Usage]:
+    detectors: Sequence[Any], examples: Sequence[Example], monitor: Monitor, usage: OptimisationUsage
+) -> tuple[list[float], OptimisationUsage]:
     """Mean token F1 of each detector on the examples, and `usage` with what the evaluations consumed."""
     scores = []
     for detector in detectors:
         predictions = list(detector.predict(examples, monitor))
         scores.append(mean_token_f1(examples, predictions))
         for p in predictions:
-            u = p.meta.get("usage") or {}
-            usage = add_usage(
-                usage,
-                u.get("requests", 0),
-                u.get("cache_hit", 0),
-                u.get("input_tokens", 0),
-                u.get("output_tokens", 0),
-                u.get("cost", 0.0),
-                calls=1,
-                failures=[p.error] if p.error else [],
-            )
+            spent = Usage.model_validate(p.meta.get("usage") or {})
+            usage = add_usage(usage, spent, failures=[p.error] if p.error else [])
     return scores, usage
 
 
@@ -507,7 +477,7 @@ def print_summary(program: ProgramFile, out: str, console: Console) -> None:
         )
     u = program.usage
     console.print(
-        f"LM calls: {u.lm_calls} ({u.requests} requests, {u.cache_hits} cache hits); tokens: {u.input_tokens} in, "
+        f"LM calls: {u.lm_calls} ({u.requests} requests, {u.cache_hit} cache hits); tokens: {u.input_tokens} in, "
         f"{u.output_tokens} out; cost: ${u.cost:.4f}"
     )
     if u.unparsed:

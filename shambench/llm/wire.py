@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Any, Self
 
 from pydantic import BaseModel
 
@@ -19,7 +19,8 @@ MAX_REPLY_TOKENS = 100_000_000
 
 
 class Usage(BaseModel):
-    """What answering one item consumed in this run (a cache hit consumes no tokens and costs nothing)."""
+    """What answering one item consumed in this run (a cache hit consumes no tokens and costs nothing), or, added
+    up (`plus`), what many did."""
 
     input_tokens: int = 0
     """Prompt tokens billed."""
@@ -34,7 +35,11 @@ class Usage(BaseModel):
     retries: int = 0
     """Attempts after the first."""
     cache_hit: int = 0
-    """1 when the answer came from the response cache."""
+    """Answers that came from the response cache (for one item, 1 when its answer did)."""
+
+    def plus(self, other: Usage) -> Self:
+        """This usage (of its own class, with its other fields) with `other`'s counts added."""
+        return self.model_copy(update={name: getattr(self, name) + getattr(other, name) for name in Usage.model_fields})
 
 
 class Reply(BaseModel):

@@ -254,7 +254,7 @@ def test_a_doctored_config_never_sends_the_key_elsewhere(openai_server, tmp_path
 
 
 def test_a_program_file_neither_picks_the_key_variable_nor_the_server(openai_server, tmp_path, monkeypatch):
-    from shambench.detectors.miprov2 import ProgramFile, Prompt, Scores, Usage, dspy_version
+    from shambench.detectors.miprov2 import OptimisationUsage, ProgramFile, Prompt, Scores, dspy_version
 
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     monkeypatch.setenv("OTHER_KEY", OTHER_SECRET)
@@ -264,7 +264,7 @@ def test_a_program_file_neither_picks_the_key_variable_nor_the_server(openai_ser
             dspy_version=dspy_version(), shambench_version="0", created_at="2026-01-01T00:00:00+00:00", base="openai",
             model="m", base_url=attacker.base_url, api_key_env="OTHER_KEY", instructions=Prompt(instructions="x").instructions,
             auto="light", seed=0, max_demos=0, trainset="dev", trainset_ids=[], heldout="test", heldout_ids=[],
-            train=Scores(n=0, base=0, optimized=0), heldout_scores=Scores(n=0, base=0, optimized=0), usage=Usage(),
+            train=Scores(n=0, base=0, optimized=0), heldout_scores=Scores(n=0, base=0, optimized=0), usage=OptimisationUsage(),
         )  # fmt: skip
         path = tmp_path / "program.json"
         path.write_text(program.model_dump_json())

@@ -15,10 +15,10 @@ from shambench.cli import main
 from shambench.detection.detector import create_detector, detectors
 from shambench.detectors.miprov2 import (
     Demo,
+    OptimisationUsage,
     ProgramFile,
     Prompt,
     Scores,
-    Usage,
     base_prompt,
     dspy_version,
     load_program,
@@ -64,7 +64,7 @@ def program_file(**changes) -> ProgramFile:
         heldout_ids=["c"],
         train=Scores(n=2, base=0.2, optimized=0.5),
         heldout_scores=Scores(n=1, base=0.3, optimized=0.25),
-        usage=Usage(lm_calls=10, requests=8, cache_hits=2),
+        usage=OptimisationUsage(lm_calls=10, requests=8, cache_hit=2),
     )
     return ProgramFile(**{**fields, **changes})
 

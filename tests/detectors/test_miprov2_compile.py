@@ -132,8 +132,8 @@ def test_light_compile_saves_reloads_and_evaluates_the_optimised_instructions(
     assert all(d.incorrect_spans == [d.answer.rstrip(".").split()[-1]] for d in program.demos)
     # Every call went through shambench's client: the server saw exactly the requests counted.
     assert program.usage.requests == len(openai_server.log) > 20
-    assert program.usage.lm_calls == program.usage.requests + program.usage.cache_hits
-    assert program.usage.cache_hits > 0  # the score reports replay the compile's requests from the cache
+    assert program.usage.lm_calls == program.usage.requests + program.usage.cache_hit
+    assert program.usage.cache_hit > 0  # the score reports replay the compile's requests from the cache
     assert "held-out" in result.output and "training" in result.output and "+1.000" in result.output
     assert f"LM calls: {program.usage.lm_calls}" in result.output
     assert not loopback_only
@@ -190,7 +190,7 @@ def test_cost_is_priced_and_a_rerun_with_the_same_seed_replays_from_the_cache(op
     assert first.usage.cost > 0
     second = optimize(OptimizeConfig(out=str(tmp_path / "b.json"), **config))
     assert len(openai_server.log) == sent  # nothing new was asked
-    assert second.usage.requests == 0 and second.usage.cache_hits == second.usage.lm_calls
+    assert second.usage.requests == 0 and second.usage.cache_hit == second.usage.lm_calls
     assert (second.instructions, second.demos) == (first.instructions, first.demos)
 
 
@@ -360,8 +360,9 @@ def test_a_server_garbling_every_proposal_leaves_the_run_going_on_the_current_in
 
 
 def test_failed_calls_are_counted_with_their_first_reasons():
-    from shambench.detectors.miprov2 import Usage
+    from shambench.detectors.miprov2 import OptimisationUsage
     from shambench.detectors.miprov2_compile import add_usage, score_prompts
+    from shambench.llm.wire import Usage
     from shambench.schema import Prediction
 
     class Failing:
@@ -371,9 +372,9 @@ def test_failed_calls_are_counted_with_their_first_reasons():
                 yield Prediction(id=ex.id, error=error, meta={"usage": {"requests": 2 if error else 1}})
 
     examples = invented(0, 14)
-    _, usage = score_prompts([Failing()], examples, None, Usage())
+    _, usage = score_prompts([Failing()], examples, None, OptimisationUsage())
     # 7 of the 14 predictions failed; the program file keeps the first five reasons.
     assert (usage.lm_calls, usage.requests, usage.failed_calls) == (14, 21, 7)
     assert usage.failures == [f"HTTP 500: boom {i}" for i in (1, 3, 5, 7, 9)]
-    more = add_usage(usage, 1, 0, 0, 0, 0.0, calls=1, failures=["timeout"])
+    more = add_usage(usage, Usage(requests=1), failures=["timeout"])
     assert more.failed_calls == 8 and len(more.failures) == 5

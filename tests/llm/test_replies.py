@@ -11,7 +11,7 @@ from shambench.errors import AuthenticationStopped, EndpointError, MalformedRepl
 from shambench.llm.cache import ResponseCache
 from shambench.llm.client import LLMClient, LLMError
 from shambench.llm.endpoint import DEFAULT_MAX_RESPONSE_BYTES, Endpoint, endpoint_url
-from shambench.llm.wire import parse_reply
+from shambench.llm.wire import Usage, parse_reply
 from tests.openai_server import MALFORMED_200, Fault, OpenAIServer
 
 FAST = {"backoff_base": 0.001, "max_retries": 2}
@@ -276,3 +276,16 @@ def test_entries_keyed_without_the_endpoint_are_never_hit(openai_server, tmp_pat
     (reply,) = ask(client_for(openai_server, cache=cache), ["q"])
     assert reply.text == '{"incorrect_spans": []}' and openai_server.count() == 1
     cache.close()
+
+
+def test_usages_add_up_field_by_field_and_keep_the_fields_of_their_own_class():
+    from shambench.detectors.miprov2 import OptimisationUsage
+
+    one = Usage(input_tokens=10, output_tokens=4, reasoning_tokens=1, cost=0.25, requests=2, retries=1)
+    hit = Usage(cache_hit=1)
+    assert one.plus(hit).plus(one) == Usage(
+        input_tokens=20, output_tokens=8, reasoning_tokens=2, cost=0.5, requests=4, retries=2, cache_hit=1
+    )
+    total = OptimisationUsage(lm_calls=3, unparsed=1, failures=["boom"], requests=5).plus(one)
+    assert type(total) is OptimisationUsage
+    assert (total.lm_calls, total.unparsed, total.failures, total.requests, total.cost) == (3, 1, ["boom"], 7, 0.25)
