@@ -243,6 +243,8 @@ def agreement_cells(results: Results) -> dict[str, AgreementCell]:
             human_f1=p.human.token.f1,
             human_ci=p.human.token.ci,
             gap=p.gap["token_f1"],
+            alt_passed=p.alternative.passed if p.alternative else None,
+            alt_omega=p.alternative.omega if p.alternative else None,
         )
         for name, p in group.partitions.items()
     }

@@ -158,6 +158,10 @@ class AgreementCell(BaseModel):
     """Its 95% bootstrap interval over items."""
     gap: float
     """`f1 - human_f1`: below zero, the detector is below one annotator."""
+    alt_passed: bool | None = None
+    """The alternative annotator test's verdict (omega >= 0.5); None when no annotator was tested."""
+    alt_omega: float | None = None
+    """Its winning rate: the share of tested annotators the detector can replace."""
 
 
 class HumanCell(BaseModel):

@@ -7,7 +7,9 @@ from rich.console import Console
 from rich.table import Table
 
 from shambench.reporting.console import make_console
-from shambench.scoring.agreement import AgreementReport
+from shambench.scoring.agreement import AgreementGroup, AgreementReport
+from shambench.scoring.alternative import CONVENTION as ALTERNATIVE_CONVENTION
+from shambench.scoring.alternative import AlternativeTest
 from shambench.scoring.metrics import EMPTY_RULE_SENTENCE
 from shambench.scoring.results import PRF, GroupScores, Overall, Results
 from shambench.scoring.text import convention
@@ -132,7 +134,7 @@ def print_results(results: Results, console: Console | None = None, title: str =
 
     console = console or make_console()
     console.print(results_table(results, title))
-    for view in (shared_task_table(results), extended_table(results), like_for_like_table(results)):
+    for view in (shared_task_table(results), extended_table(results), like_for_like_table(results.groups.agreement)):
         if view is not None:
             console.print(view)
 
@@ -141,10 +143,10 @@ def _figure(value: float | None) -> str:
     return "" if value is None else f"{value:.3f}"
 
 
-def like_for_like_table(results: Results) -> Table | None:
+def like_for_like_table(view: AgreementGroup | None) -> Table | None:
     """One line per partition with annotators: the detector and one annotator, each against the others' gold
-    (`groups.agreement`), and the gap; None when no partition has annotators."""
-    view = results.groups.agreement
+    (`groups.agreement` of the results), the gap and the alternative annotator test's verdict; None when no
+    partition has annotators."""
     if view is None:
         return None
     table = Table(
@@ -155,7 +157,7 @@ def like_for_like_table(results: Results) -> Table | None:
         box=box.SIMPLE_HEAD,
     )
     table.add_column("partition", overflow="fold", min_width=12)
-    for col in ("items", "detector F1", "human F1", "gap", "detector IoU", "human IoU"):
+    for col in ("items", "detector F1", "human F1", "gap", "detector IoU", "human IoU", "alt. test"):
         table.add_column(col, justify="right", no_wrap=True)
     for name, p in view.partitions.items():
         table.add_row(
@@ -166,7 +168,44 @@ def like_for_like_table(results: Results) -> Table | None:
             f"{p.gap['token_f1']:+.3f}",
             _figure(p.detector.iou),
             _figure(p.human.iou),
+            verdict_text(p.alternative),
         )
+    return table
+
+
+def verdict_text(test: AlternativeTest | None) -> str:
+    """`pass` or `fail` of an alternative annotator test with its winning rate, or `-` when nobody was tested."""
+    if test is None or test.omega is None:
+        return "-"
+    return f"{'pass' if test.passed else 'fail'} (omega {test.omega:.2f})"
+
+
+def alternative_table(group: AgreementGroup) -> Table:
+    """Per partition and tested annotator, the alternative annotator test of the detector (`shambench agreement
+    --run`)."""
+    first = next((p.alternative for p in group.partitions.values() if p.alternative is not None), None)
+    eps = f"epsilon {first.epsilon:g}, q {first.q:g}; " if first is not None else ""
+    table = Table(
+        title="The alternative annotator test: can the detector replace one annotator?",
+        title_justify="left",
+        caption=f"{eps}{ALTERNATIVE_CONVENTION}",
+        caption_justify="left",
+        box=box.SIMPLE_HEAD,
+    )
+    table.add_column("partition", overflow="fold", min_width=12)
+    for col in ("S", "annotator", "n", "rho_f", "rho_h", "t", "p", "adj. p", "rejected", "omega", "verdict"):
+        table.add_column(col, justify="left" if col in ("S", "annotator", "verdict") else "right", no_wrap=True)
+    for name, p in group.partitions.items():
+        test = p.alternative
+        if test is None:
+            continue
+        verdict = (_figure(test.omega), verdict_text(test).split(" ")[0])
+        if not test.annotators:
+            table.add_row(name, test.metric, f"none of {len(test.untested)} has 30 items", *[""] * 7, *verdict)
+        for a in test.annotators:
+            t = "" if a.t is None else f"{a.t:.3f}"
+            cells = (f"{a.n}", f"{a.rho_f:.3f}", f"{a.rho_h:.3f}", t, f"{a.p:.4g}", f"{a.p_adjusted:.4g}")
+            table.add_row(name, test.metric, a.annotator, *cells, "yes" if a.rejected else "no", *verdict)
     return table
 
 

@@ -1,13 +1,16 @@
-"""`agreement()`: the human agreement of a selection of examples, as `shambench agreement` reports it."""
+"""`agreement()`: the human agreement of a selection of examples, as `shambench agreement` reports it, and
+`run_agreement()`: a run's detector against the same annotators, with the alternative annotator test."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from shambench.errors import DataError
 from shambench.runs.selection import corpus_to_score
 from shambench.schema import Example
-from shambench.scoring.agreement import AgreementReport
+from shambench.scoring.agreement import AgreementGroup, AgreementReport
+from shambench.scoring.alternative import ALT_EPSILON
 from shambench.scoring.scorer import Scorer
 
 
@@ -32,3 +35,23 @@ def agreement(
         return Scorer(examples, n_resamples, seed).agreement()
     scorer = Scorer(corpus_to_score(datasets, examples_file, split, data_dir, limit), n_resamples, seed)
     return scorer.agreement()
+
+
+def run_agreement(
+    run_dir: str | Path, n_resamples: int = 1000, seed: int = 0, alt_epsilon: float = ALT_EPSILON
+) -> AgreementGroup:
+    """A run's `groups.agreement`: its detector and the annotators against the same leave-one-out golds, with the
+    alternative annotator test at `alt_epsilon`; scored again from the run's journal and examples (re-created from
+    its config), nothing written. DataError when none of its partitions has annotators."""
+    from shambench.io import Journal
+    from shambench.runs.files import JOURNAL
+    from shambench.runs.rundir import load_config, run_examples
+
+    run = Path(run_dir)
+    examples = run_examples(load_config(run))
+    predictions = list(Journal(run / JOURNAL).read().values())
+    group = Scorer(examples, n_resamples, seed, alt_epsilon).score(predictions).groups.agreement
+    if group is None:
+        held = ", ".join(sorted({ex.partition for ex in examples}))
+        raise DataError(f"{run}: none of the run's partitions has individual annotators ({held})")
+    return group

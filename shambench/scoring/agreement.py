@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict
 
 from shambench.schema import Prediction, Span
 from shambench.scoring import metrics
+from shambench.scoring.alternative import ALT_EPSILON, AlternativeTest, alternative_test
 from shambench.scoring.arrays import runs
 from shambench.scoring.corpus import Corpus, Readings, RowPredictions, SoftRange
 from shambench.scoring.text import SENTENCE_SPLITTER, TOKENIZER
@@ -161,6 +162,9 @@ class LikeForLike(BaseModel):
     """Each annotator against the others (the partition's human figure)."""
     gap: dict[str, float]
     """Detector minus human, per figure (token_f1, sentence_f1, pooled_token_f1, and iou, cor where present)."""
+    alternative: AlternativeTest | None = None
+    """The alternative annotator test of the detector (`shambench.scoring.alternative`); None in results scored
+    before it existed."""
 
 
 class AgreementGroup(BaseModel):
@@ -242,6 +246,8 @@ class LeaveOneOut:
     """Per item, its position in the source corpus."""
     partitions: dict[str, np.ndarray]
     """Per partition, its items' numbers, in id order."""
+    human_rows: RowArrays | None = None
+    """The annotators' own row scores (`human_rows`), once computed."""
 
     def detector(self, predicted: RowPredictions) -> RowPredictions:
         """Per row, the detector's prediction of its item (`predicted`: one row per example of the source corpus;
@@ -270,10 +276,10 @@ def leave_one_out(corpus: Corpus, rows: Rows, scorer_of: Callable[[Corpus], RowS
     )
 
 
-def figures(loo: LeaveOneOut, predicted: RowPredictions) -> dict[str, Figures]:
-    """Per partition, the figures of the rows' predictions: per row, then mean over an item's rows, then items."""
+def figures(loo: LeaveOneOut, rows: RowArrays) -> dict[str, Figures]:
+    """Per partition, the figures of the rows' scores (`RowScorer.row_arrays` of a prediction per row): per row,
+    then mean over an item's rows, then items."""
     sc = loo.scorer
-    rows = sc.row_arrays(predicted)
     n_items = len(loo.example_of)
     per_item = np.bincount(loo.item_of, minlength=n_items).astype(float)
 
@@ -321,7 +327,7 @@ def report(corpus: Corpus, loo: LeaveOneOut | None, n_resamples: int = 1000, see
     if loo is not None:
         readings = corpus.annotations
         scored = np.array([readings.index[i] for i in loo.example_of], np.int64)
-        human = figures(loo, _human(loo, readings, scored))
+        human = figures(loo, human_rows(loo, corpus))
         everyone: dict[str, list[int]] = {}
         for j, i in enumerate(readings.examples.tolist()):
             everyone.setdefault(corpus.partitions[corpus.partition_code[i]], []).append(j)
@@ -334,6 +340,15 @@ def report(corpus: Corpus, loo: LeaveOneOut | None, n_resamples: int = 1000, see
         without_annotators=sorted(set(corpus.partitions) - with_figures),
         conventions=conventions(n_resamples, seed),
     )
+
+
+def human_rows(loo: LeaveOneOut, corpus: Corpus) -> RowArrays:
+    """The row scores of each row's own annotator against the others' gold, computed once per `LeaveOneOut`."""
+    if loo.human_rows is None:
+        readings = corpus.annotations
+        scored = np.array([readings.index[i] for i in loo.example_of], np.int64)
+        loo.human_rows = loo.scorer.row_arrays(_human(loo, readings, scored))
+    return loo.human_rows
 
 
 def _human(loo: LeaveOneOut, readings: Readings, scored: np.ndarray) -> RowPredictions:
@@ -383,10 +398,14 @@ def _chars(spans: Sequence[tuple[int, int, float]]) -> tuple[tuple[int, int], ..
     return tuple((start, end) for start, end, _ in spans)
 
 
-def like_for_like(loo: LeaveOneOut, predicted: RowPredictions, human: AgreementReport) -> AgreementGroup:
-    """`Results.groups.agreement`: the detector against the leave-one-out golds beside the human figures
-    (`predicted`: one row per example of the source corpus)."""
-    detector = figures(loo, loo.detector(predicted))
+def like_for_like(
+    loo: LeaveOneOut, corpus: Corpus, predicted: RowPredictions, human: AgreementReport, epsilon: float = ALT_EPSILON
+) -> AgreementGroup:
+    """`Results.groups.agreement`: the detector against the leave-one-out golds beside the human figures, with the
+    alternative annotator test at `epsilon` (`corpus`: the source corpus; `predicted`: one row per example of it)."""
+    rows = loo.scorer.row_arrays(loo.detector(predicted))
+    detector = figures(loo, rows)
+    tests = alternative_tests(loo, corpus, rows, human_rows(loo, corpus), epsilon)
     partitions = {}
     for partition, det in detector.items():
         hum = human.partitions[partition]
@@ -395,8 +414,29 @@ def like_for_like(loo: LeaveOneOut, predicted: RowPredictions, human: AgreementR
             detector=det,
             human=Figures(**hum.model_dump(include=set(Figures.model_fields))),
             gap=_gap(det, hum),
+            alternative=tests[partition],
         )
     return AgreementGroup(convention=LIKE_FOR_LIKE, partitions=partitions)
+
+
+def alternative_tests(
+    loo: LeaveOneOut, corpus: Corpus, detector: RowArrays, human: RowArrays, epsilon: float
+) -> dict[str, AlternativeTest]:
+    """Per partition, the alternative annotator test of the detector's rows against the annotators' own, on the
+    rows of items with at least two other annotators; the alignment is IoU where every item of the partition has
+    soft labels (Mu-SHROOM), else token F1."""
+    per_item = np.bincount(loo.item_of, minlength=len(loo.example_of))
+    row_ids = loo.scorer.corpus.ids
+    out = {}
+    for partition, items in loo.partitions.items():
+        in_partition = np.isin(loo.item_of, items)
+        metric = "token_f1" if np.isnan(human.iou[in_partition]).any() else "iou"
+        rows = np.flatnonzero(in_partition & (per_item[loo.item_of] >= 3))
+        # A row's id is its item's id, `#`, its annotator's (`rows_of`): the item's id may itself hold a `#`.
+        names = [row_ids[k][len(corpus.ids[loo.example_of[loo.item_of[k]]]) + 1 :] for k in rows.tolist()]
+        det, hum = ((a.iou if metric == "iou" else a.prf["token"][2])[rows] for a in (detector, human))
+        out[partition] = alternative_test(names, det, hum, metric, epsilon)
+    return out
 
 
 def _gap(detector: Figures, human: Figures) -> dict[str, float]:

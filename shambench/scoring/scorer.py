@@ -20,6 +20,7 @@ from shambench.errors import ScoringError
 from shambench.provenance import git_commit, now_iso, shambench_version
 from shambench.schema import Example, Prediction, Span
 from shambench.scoring import metrics
+from shambench.scoring.alternative import ALT_EPSILON
 from shambench.scoring.arrays import runs
 from shambench.scoring.corpus import Corpus, Ranges, RowPredictions, covered
 from shambench.scoring.extended import ADDED_PARTITIONS, extended_group, kept_apart
@@ -190,10 +191,17 @@ class Scorer:
     columns, or given as one; the predictions of each scoring are likewise read once into arrays.
     """
 
-    def __init__(self, examples: Iterable[Example] | Corpus, n_resamples: int = 1000, seed: int = 0):
+    def __init__(
+        self,
+        examples: Iterable[Example] | Corpus,
+        n_resamples: int = 1000,
+        seed: int = 0,
+        alt_epsilon: float = ALT_EPSILON,
+    ):
         self.corpus = examples if isinstance(examples, Corpus) else Corpus.of(examples)
         self.n_resamples = n_resamples
         self.seed = seed
+        self.alt_epsilon = alt_epsilon
         self.index = self.corpus.index
         corpus = self.corpus
         self.tokens, self.units = corpus.tokens, corpus.units
@@ -441,7 +449,7 @@ class Scorer:
             return None
         from shambench.scoring.agreement import like_for_like
 
-        return like_for_like(loo, self._as_columns(pa), self.agreement())
+        return like_for_like(loo, self.corpus, self._as_columns(pa), self.agreement(), self.alt_epsilon)
 
     def _as_columns(self, pa: _PredictionArrays) -> RowPredictions:
         """The prediction arrays as columns, one row per example (spans in order, offsets in the response)."""

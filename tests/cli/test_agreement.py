@@ -131,3 +131,49 @@ def test_examples_can_be_given_directly():
     example = Example(id="x", task="qa", dataset="toy", response=TEXT, hallu_spans=[CAT], annotations=annotations)
     report = shambench.agreement(examples=[example], n_resamples=10)
     assert report.partitions["qa/toy"].token.f1 == 1.0 and report.without_annotators == []
+
+
+def _three_annotator_items(tmp_path, n):
+    """n items read by a, b and c: a and b mark "cat", c marks nothing; the gold is their majority, "cat"."""
+    marked = {"a": [CAT], "b": [CAT], "c": []}
+    annotations = Annotations.leave_one_out(marked, lambda lists: marked_by_more_than(lists, 0.5), "majority")
+    path = tmp_path / "three.jsonl"
+    rows = [
+        Example(id=f"x{k:02d}", task="qa", dataset="toy", response=TEXT, hallu_spans=[CAT], annotations=annotations)
+        for k in range(n)
+    ]
+    write_jsonl(path, rows)
+    return path
+
+
+def test_agreement_of_a_run_gives_the_alternative_annotator_test_per_annotator(tmp_path):
+    from tests.run_helpers import eval_run
+
+    results = eval_run(_three_annotator_items(tmp_path, 30), "all", tmp_path / "run")
+    # The eval's own results hold the test at the default epsilon.
+    assert results["groups"]["agreement"]["partitions"]["qa/toy"]["alternative"]["epsilon"] == 0.2
+    result = invoke("agreement", "--run", tmp_path / "run", "--out", "-", "--bootstrap", 20, "--alt-epsilon", 0.1)
+    assert result.exit_code == 0, result.output
+    test = json.loads(result.stdout)["partitions"]["qa/toy"]["alternative"]
+    # Left out, a (or b) has the others' gold of b and c: "cat" is marked by one of two, not more than half, so the
+    # gold is empty; a's "cat" and `all` both score F1 0 against it: W_f = W_h = 1, d = 0 on every item, no
+    # variance, mean 0 > -0.1, p = 0. Left out, c has the gold "cat" of a and b: c (nothing) scores 0, `all` 2/7:
+    # d = +1, p = 0. Every annotator is beaten: omega 1, pass.
+    assert test["metric"] == "token_f1" and test["epsilon"] == 0.1
+    by = {a["annotator"]: a for a in test["annotators"]}
+    assert [(by[n]["n"], by[n]["rho_f"], by[n]["rho_h"], by[n]["t"], by[n]["p"]) for n in "abc"] == [
+        (30, 1.0, 1.0, None, 0.0),
+        (30, 1.0, 1.0, None, 0.0),
+        (30, 1.0, 0.0, None, 0.0),
+    ]
+    assert [(by[n]["p_adjusted"], by[n]["rejected"]) for n in "abc"] == [(0.0, True)] * 3
+    assert (test["omega"], test["passed"], test["advantage"], test["untested"]) == (1.0, True, 1.0, {})
+    assert "alternative annotator test" in result.stderr and "pass (omega 1.00)" in result.stderr
+
+
+def test_agreement_of_a_run_refuses_a_data_selection_too(tmp_path):
+    from tests.run_helpers import eval_run
+
+    eval_run(_three_annotator_items(tmp_path, 3), "none", tmp_path / "run")
+    result = invoke("agreement", "--run", tmp_path / "run", "-d", "mushroom")
+    assert result.exit_code != 0 and "--run scores the run's own examples" in result.output
