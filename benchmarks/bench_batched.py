@@ -4,11 +4,11 @@
 
 On the first RAGTruth test examples, CPU, model loading excluded (one warm-up pass each):
 
-- token classifier (`TokenClassifier`, LettuceDetect's input format, max length 512, batches of 8) against
+- token classifier (`TokenClassifier`, LettuceDetect's input format, max length 512, default batches) against
   `tokenizer(prompt, response, truncation="only_first")` pairs sorted by length, batched, padded and run;
-- embedding support (`EmbeddingSupport`, batches of 64) against the same distinct texts encoded with
+- embedding support (`EmbeddingSupport`, default batches) against the same distinct texts encoded with
   `AutoModel`, mean pooling and unit length, sorted by length, batches of 64;
-- sentence verifier (`MiniCheck`, batches of 16) against the same input texts (chunk, separator, sentence),
+- sentence verifier (`MiniCheck`, default batches) against the same input texts (chunk, separator, sentence),
   tokenized with the same truncation, sorted by length, batched and run.
 
 Each prints detector time / plain time (the median of `--repeats` alternating runs) and whether the detector's
@@ -90,7 +90,7 @@ def token_classifier(examples: list[Example], minilm: str, tmp: Path, repeats: i
     from shambench.detectors.token_classifier import TokenClassifier, lettucedetect_prompt
 
     path = stand_in(minilm, tmp / "tc", "Token")
-    det = TokenClassifier(path, max_length=512, device="cpu", batch_size=8)
+    det = TokenClassifier(path, max_length=512, device="cpu")
     tokenizer = transformers.AutoTokenizer.from_pretrained(path)
     model = transformers.AutoModelForTokenClassification.from_pretrained(path).eval()
 
@@ -104,7 +104,7 @@ def token_classifier(examples: list[Example], minilm: str, tmp: Path, repeats: i
         return plain_loop(model, tokenizer, encoded, 8, lambda o, b: torch.softmax(o.logits, -1)[..., 1])
 
     d, p = ratio(lambda: list(det.predict(examples)), plain, repeats)
-    one = TokenClassifier(path, max_length=512, device="cpu", batch_size=1)
+    one = TokenClassifier(path, max_length=512, device="cpu", max_batch_tokens=1)
     same = spans_of(det, examples) == spans_of(one, examples)
     print(f"  token classifier      {d:7.2f} s vs plain {p:7.2f} s: {d / p:.2f}x; spans equal unbatched: {same}")
 
@@ -133,7 +133,7 @@ def embedding_support(examples: list[Example], minilm: str, repeats: int) -> Non
         return plain_loop(model, tokenizer, encoded, 64, pooled)
 
     d, p = ratio(lambda: list(det.predict(examples)), plain, repeats)
-    one = EmbeddingSupport(minilm, device="cpu", batch_size=1)
+    one = EmbeddingSupport(minilm, device="cpu", max_batch_tokens=1)
     same = spans_of(det, examples) == spans_of(one, examples)
     print(f"  embedding support     {d:7.2f} s vs plain {p:7.2f} s: {d / p:.2f}x; spans equal unbatched: {same}")
 
@@ -158,7 +158,7 @@ def sentence_verifier(examples: list[Example], minilm: str, tmp: Path, repeats: 
         return plain_loop(model, tokenizer, encoded, 16, lambda o, b: torch.softmax(o.logits, -1)[:, 1])
 
     d, p = ratio(lambda: list(det.predict(examples)), plain, repeats)
-    one = MiniCheck(path, device="cpu", batch_size=1)
+    one = MiniCheck(path, device="cpu", max_batch_tokens=1)
     same = spans_of(det, examples) == spans_of(one, examples)
     print(
         f"  sentence verifier     {d:7.2f} s vs plain {p:7.2f} s: {d / p:.2f}x ({len(texts)} pairs); "

@@ -1,4 +1,5 @@
-"""Helpers shared by the model-backed detectors: device choice, safe loading, pair inputs and padding.
+"""Helpers shared by the model-backed detectors: device choice, safe loading, token-budget batches, pair inputs
+and padding.
 
 Everything here imports torch/transformers inside functions, so that importing the detector modules (which
 `shambench list detectors` does) never imports torch.
@@ -6,14 +7,23 @@ Everything here imports torch/transformers inside functions, so that importing t
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from shambench.errors import DataError
 
 T = TypeVar("T")
+R = TypeVar("R")
 DEVICES = ("auto", "cpu", "cuda", "mps")
+CPU_BATCH_TOKENS = 4096
+"""A CPU batch's padded tokens by default. One core gains little from stacking inputs and pays for their padding
+in full (attention over it grows with the square of the longest row), so a batch holds about one long input, or
+several short ones of nearly one length (`benchmarks/RESULTS.md`, issue #46)."""
+ACCELERATOR_BATCH_TOKENS = 65_536
+"""A GPU's (or MPS's) batch by default: wide batches keep it busy; 64k tokens of a base-size encoder fit in a few GB."""
+EXAMPLES_PER_PASS = 64
+"""Examples whose model inputs are sorted and batched together: more sort better, fewer let the journal advance."""
 
 
 def pick_device(device: str = "auto") -> Any:
@@ -56,6 +66,44 @@ def batched(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
     """Consecutive slices of at most `size` items."""
     for i in range(0, len(items), size):
         yield items[i : i + size]
+
+
+def budget_given(given: int) -> int:
+    """A `max_batch_tokens` parameter as an int; DataError when it is negative."""
+    if int(given) < 0:
+        raise DataError(f"max_batch_tokens must be 0 (the device's default) or positive, got {given}")
+    return int(given)
+
+
+def batch_tokens(given: int, device_name: str) -> int:
+    """A batch's token budget: `given`, or when it is 0 the default for the device (small on a CPU)."""
+    if given:
+        return given
+    return CPU_BATCH_TOKENS if pick_device(device_name).type == "cpu" else ACCELERATOR_BATCH_TOKENS
+
+
+def token_batches(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
+    """Indices of `lengths` in length order, grouped so that a batch's padded size (its rows times its longest
+    row) stays within `max_tokens`; an input longer than the budget alone makes a batch of one."""
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for i in sorted(range(len(lengths)), key=lengths.__getitem__):
+        # Shortest first, so the row being added is the batch's longest.
+        if current and (len(current) + 1) * lengths[i] > max_tokens:
+            batches.append(current)
+            current = []
+        current.append(i)
+    return batches + [current] if current else batches
+
+
+def in_token_batches(lengths: Sequence[int], max_tokens: int, run: Callable[[list[int]], Sequence[R]]) -> list[R]:
+    """`run` on each of `token_batches(lengths, max_tokens)` (it returns one result per index it is given), the
+    results put back in the order of `lengths`."""
+    out: list[Any] = [None] * len(lengths)
+    for batch in token_batches(lengths, max_tokens):
+        for i, result in zip(batch, run(batch), strict=True):
+            out[i] = result
+    return out
 
 
 @dataclass(frozen=True)
@@ -102,6 +150,12 @@ class PairTemplate:
             return ids, None, len(head)
         types = [self.type_a] * len(head) + [self.type_b] * (len(second) + len(self.suffix))
         return ids, types, len(head)
+
+
+def encoded_rows(encoding: Any) -> list[tuple[list[int], list[int] | None]]:
+    """`(input_ids, token_type_ids or None)` of each text of an unpadded tokenizer output, as `pad_batch` takes."""
+    types = encoding.get("token_type_ids")
+    return [(ids, types[i] if types is not None else None) for i, ids in enumerate(encoding["input_ids"])]
 
 
 def pad_batch(rows: Sequence[tuple[list[int], list[int] | None]], pad_id: int, device: Any) -> dict[str, Any]:

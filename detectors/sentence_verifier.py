@@ -38,7 +38,9 @@ returned as spans, and every sentence as a range scored `1 - support`.
 What shambench does differently, on purpose: claims are the scorer's sentence units (MiniCheck takes whatever
 claim it is given; its `LLMCheck` and AlignScore split a claim with Punkt and take the min, or the mean, over its
 sentences; a unit here is nearly always one Punkt sentence); an example without context is checked against its
-question (MiniCheck's own code fails on an empty document); pairs are batched across examples.
+question (MiniCheck's own code fails on an empty document); pairs are batched across examples (MiniCheck pads each
+claim's chunks together): the pairs of `EXAMPLES_PER_PASS` examples, tokenized once, sorted by length and grouped
+so that a batch's padded size stays within `max_batch_tokens`.
 """
 
 from __future__ import annotations
@@ -52,7 +54,17 @@ from typing import Any
 import numpy as np
 
 from shambench.detection.detector import Detector, Monitor, detector
-from shambench.detectors._models import batched, load_pretrained, pick_device
+from shambench.detectors._models import (
+    EXAMPLES_PER_PASS,
+    batch_tokens,
+    batched,
+    budget_given,
+    encoded_rows,
+    in_token_batches,
+    load_pretrained,
+    pad_batch,
+    pick_device,
+)
 from shambench.errors import DataError
 from shambench.llm.api import APIDetector
 from shambench.schema import Example, Prediction, Span
@@ -127,26 +139,15 @@ def _words(text: str) -> int:
     return len(text.split())
 
 
-def in_length_order(lengths: Sequence[int], batch_size: int, score: Callable[[list[int]], np.ndarray]) -> np.ndarray:
-    """`score` run on batches of indices taken in order of `lengths` (similar lengths waste less padding), its
-    results put back in index order."""
-    order = sorted(range(len(lengths)), key=lengths.__getitem__)
-    out = np.empty(len(lengths))
-    for part in batched(order, max(1, batch_size)):
-        out[list(part)] = score(list(part))
-    return out
-
-
 class SentenceVerifier(Detector):
     """Base of the sentence verifiers: claims, chunks, max-over-chunks support and the sentence labels."""
 
     family = "sentence-verifier"
 
-    def __init__(self, threshold: float = 0.5, batch_size: int = 16):
+    def __init__(self, threshold: float = 0.5):
         if not 0.0 <= threshold <= 1.0:
             raise DataError(f"threshold must be in [0, 1], got {threshold}")
         self.threshold = float(threshold)
-        self.batch_size = int(batch_size)
 
     def params(self) -> dict[str, Any]:
         return {"threshold": self.threshold}
@@ -166,7 +167,7 @@ class SentenceVerifier(Detector):
         raise NotImplementedError
 
     def predict(self, examples: Sequence[Example], monitor: Monitor | None = None) -> Iterator[Prediction]:
-        for chunk in batched(list(examples), max(1, self.batch_size)):
+        for chunk in batched(list(examples), EXAMPLES_PER_PASS):
             plans = []
             pairs: list[tuple[str, str]] = []
             for ex in chunk:
@@ -216,12 +217,15 @@ class MiniCheck(SentenceVerifier):
         fit_claim: bool = False,
         bf16: bool = False,
         device: str = "auto",
+        max_batch_tokens: int = 0,
         **kwargs: Any,
     ):
         """`max_length`/`chunk_size`: MiniCheck's defaults for the model type when unset; `fit_claim`: cut the
-        chunk rather than the claim when a pair is too long; `bf16`: bfloat16 autocast (changes numbers)."""
+        chunk rather than the claim when a pair is too long; `bf16`: bfloat16 autocast (changes numbers);
+        `max_batch_tokens`: a batch's padded tokens (0: the device's default)."""
         super().__init__(**kwargs)
         self.model_source, self.device_name = str(model), device
+        self.max_batch_tokens = budget_given(max_batch_tokens)
         self.max_length = None if max_length is None else int(max_length)
         self.chunk_size = None if chunk_size is None else int(chunk_size)
         self.fit_claim, self.bf16 = bool(fit_claim), bool(bf16)
@@ -236,6 +240,7 @@ class MiniCheck(SentenceVerifier):
             "chunk_size": self.chunk_size,
             "fit_claim": self.fit_claim,
             "bf16": self.bf16,
+            "max_batch_tokens": batch_tokens(self.max_batch_tokens, self.device_name),
         }
 
     def _load(self) -> tuple[Any, Any, Any]:
@@ -304,10 +309,10 @@ class MiniCheck(SentenceVerifier):
                 "Flan-T5 reads the logits of ids 3 and 209 of the T5 vocabulary"
             )
 
+        rows = encoded_rows(tokenizer(texts, truncation=True, max_length=self.max_length))
+
         def score(part: list[int]) -> np.ndarray:
-            enc = tokenizer(
-                [texts[i] for i in part], truncation=True, max_length=self.max_length, padding=True, return_tensors="pt"
-            ).to(device)
+            enc = pad_batch([rows[i] for i in part], tokenizer.pad_token_id or 0, device)
             if labels is None:
                 logits = model(**enc).logits.float()
             else:
@@ -316,12 +321,13 @@ class MiniCheck(SentenceVerifier):
                 logits = model(**enc, decoder_input_ids=start).logits[:, 0, :].float()[:, labels]
             return torch.softmax(logits, dim=-1)[:, 1].cpu().numpy()
 
+        budget = batch_tokens(self.max_batch_tokens, self.device_name)
         autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.bf16)
         with torch.inference_mode(), autocast:
-            scores = in_length_order([len(t) for t in texts], self.batch_size, score)
+            scores = in_token_batches([len(ids) for ids, _ in rows], budget, score)
         if monitor:
             monitor.count("pairs", len(pairs))
-        return scores, {}
+        return np.array(scores, dtype=float), {}
 
     def _fitted(self, tokenizer: Any, doc: str, tail: str, doc_offsets: dict[str, list[tuple[int, int]]]) -> str:
         """`doc` cut at a token end so that `tail` (separator and claim) fits whole within `max_length`."""
@@ -375,15 +381,23 @@ class AlignScore(SentenceVerifier):
         backbone: str = "roberta-large",
         max_length: int = 512,
         device: str = "auto",
+        max_batch_tokens: int = 0,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
         self.checkpoint, self.backbone = str(checkpoint), str(backbone)
         self.max_length, self.device_name = int(max_length), device
+        self.max_batch_tokens = budget_given(max_batch_tokens)
         self._loaded: tuple[Any, Any, Any, Any] | None = None
 
     def params(self) -> dict[str, Any]:
-        return {**super().params(), "checkpoint": self.checkpoint, "backbone": self.backbone}
+        budget = batch_tokens(self.max_batch_tokens, self.device_name)
+        return {
+            **super().params(),
+            "checkpoint": self.checkpoint,
+            "backbone": self.backbone,
+            "max_batch_tokens": budget,
+        }
 
     def chunks(self, example: Example) -> list[str]:
         return alignscore_chunks(self.document(example))
@@ -415,23 +429,19 @@ class AlignScore(SentenceVerifier):
 
         tokenizer, encoder, head, device = self._load()
 
+        docs, claims = [d for d, _ in pairs], [c for _, c in pairs]
+        rows = encoded_rows(tokenizer(docs, claims, truncation="only_first", max_length=self.max_length))
+
         def score(part: list[int]) -> np.ndarray:
-            enc = tokenizer(
-                [pairs[i][0] for i in part],
-                [pairs[i][1] for i in part],
-                truncation="only_first",
-                max_length=self.max_length,
-                padding=True,
-                return_tensors="pt",
-            ).to(device)
-            pooled = encoder(**enc).pooler_output
+            pooled = encoder(**pad_batch([rows[i] for i in part], tokenizer.pad_token_id or 0, device)).pooler_output
             return torch.softmax(head(pooled).float(), dim=-1)[:, 0].cpu().numpy()
 
+        budget = batch_tokens(self.max_batch_tokens, self.device_name)
         with torch.inference_mode():
-            scores = in_length_order([len(d) + len(c) for d, c in pairs], self.batch_size, score)
+            scores = in_token_batches([len(ids) for ids, _ in rows], budget, score)
         if monitor:
             monitor.count("pairs", len(pairs))
-        return scores, {}
+        return np.array(scores, dtype=float), {}
 
     def close(self) -> None:
         self._loaded = None
@@ -496,17 +506,25 @@ class BespokeMiniCheck(SentenceVerifier, APIDetector):
 
 
 @detector("minicheck")
-def minicheck(model: str = MINICHECK_ROBERTA, **params: Any) -> Detector:
-    """MiniCheck (RoBERTa, DeBERTa or Flan-T5) labelling each response sentence; ARG = model folder or hub id."""
-    return MiniCheck(model, **params)
+def minicheck(model: str = MINICHECK_ROBERTA, max_batch_tokens: int = 0, **params: Any) -> Detector:
+    """MiniCheck (RoBERTa, DeBERTa or Flan-T5) labelling each response sentence; ARG = model folder or hub id.
+
+    Args:
+        max_batch_tokens: padded tokens per batch (rows times the longest); 0 picks the device's default.
+    """
+    return MiniCheck(model, max_batch_tokens=max_batch_tokens, **params)
 
 
 @detector("alignscore")
-def alignscore(checkpoint: str = "", **params: Any) -> Detector:
-    """AlignScore (RoBERTa, nli_sp) labelling each response sentence; ARG = AlignScore .ckpt or folder."""
+def alignscore(checkpoint: str = "", max_batch_tokens: int = 0, **params: Any) -> Detector:
+    """AlignScore (RoBERTa, nli_sp) labelling each response sentence; ARG = AlignScore .ckpt or folder.
+
+    Args:
+        max_batch_tokens: padded tokens per batch (rows times the longest); 0 picks the device's default.
+    """
     if not checkpoint:
         raise DataError("alignscore needs its checkpoint: --detector alignscore:PATH/AlignScore-large.ckpt")
-    return AlignScore(checkpoint, **params)
+    return AlignScore(checkpoint, max_batch_tokens=max_batch_tokens, **params)
 
 
 @detector("bespoke-minicheck")

@@ -35,7 +35,9 @@ What shambench does differently, on purpose:
   overlapping response windows (as with `windows=True`);
 - an example without context is given the package's empty passage list (`following 0 passages:`), the question
   kept in the prompt; the package does the same when called with `context=[]`;
-- examples are batched (sorted by length) rather than scored one at a time; probabilities agree to about 1e-6.
+- examples are batched rather than scored one at a time: the model inputs of `EXAMPLES_PER_PASS` examples sorted
+  by length and grouped so that a batch's padded size stays within `max_batch_tokens` (on a CPU about one long
+  input); probabilities agree to about 1e-6.
 
 `windows=True` is shambench's windowing instead of the passage groups: the prompt is cut into overlapping token
 windows (`overlap`), each paired with the whole response (or, for a response longer than half the budget, with
@@ -62,7 +64,18 @@ from typing import Any
 import numpy as np
 
 from shambench.detection.detector import Detector, Monitor, detector
-from shambench.detectors._models import PairTemplate, batched, load_pretrained, pad_batch, pick_device, window_bounds
+from shambench.detectors._models import (
+    EXAMPLES_PER_PASS,
+    PairTemplate,
+    batch_tokens,
+    batched,
+    budget_given,
+    in_token_batches,
+    load_pretrained,
+    pad_batch,
+    pick_device,
+    window_bounds,
+)
 from shambench.errors import DataError
 from shambench.schema import Example, Prediction, Span
 
@@ -261,7 +274,7 @@ class TokenClassifier(Detector):
         input_format: str = "lettucedetect",
         max_length: int = 4096,
         threshold: float = 0.5,
-        batch_size: int = 8,
+        max_batch_tokens: int = 0,
         windows: bool = False,
         overlap: int = 64,
         aggregate: str | None = None,
@@ -269,7 +282,7 @@ class TokenClassifier(Detector):
         bf16: bool = False,
         device: str = "auto",
     ):
-        """`windows`: shambench's overlapping context windows instead of LettuceDetect's passage groups;
+        """`max_batch_tokens`: a batch's padded tokens (0: the device's default); `windows`: shambench's overlapping context windows instead of LettuceDetect's passage groups;
         `overlap`: tokens shared by consecutive windows; `aggregate`: reduction over context windows or groups
         (default `max` as LettuceDetect, `min` with windows); `token_types`: pass `token_type_ids` (only for
         checkpoints trained with them); `bf16`: bfloat16 autocast (faster on CPUs with bf16 units, changes
@@ -284,7 +297,7 @@ class TokenClassifier(Detector):
         self.input_format = input_format
         self.max_length = int(max_length)
         self.threshold = float(threshold)
-        self.batch_size = int(batch_size)
+        self.max_batch_tokens = budget_given(max_batch_tokens)
         self.windows = bool(windows)
         self.overlap = int(overlap)
         self.aggregate = aggregate or ("min" if self.windows else "max")
@@ -299,6 +312,7 @@ class TokenClassifier(Detector):
             "input_format": self.input_format,
             "max_length": self.max_length,
             "threshold": self.threshold,
+            "max_batch_tokens": batch_tokens(self.max_batch_tokens, self.device_name),
             "windows": self.windows,
             "overlap": self.overlap,
             "aggregate": self.aggregate,
@@ -367,20 +381,19 @@ class TokenClassifier(Detector):
                 owners.append((k, a_lo, a_hi, at))
         if monitor:
             monitor.count("windows", len(rows))
-        # Similar lengths in one batch waste less padding.
-        order = sorted(range(len(rows)), key=lambda r: len(rows[r][0]))
-        window_probs: dict[int, np.ndarray] = {}
+
+        def run(batch: list[int]) -> list[np.ndarray]:
+            padded = pad_batch([rows[r] for r in batch], tokenizer.pad_token_id or 0, device)
+            probs = torch.softmax(model(**padded).logits.float(), dim=-1)[..., positive].cpu().numpy()
+            return [row[owners[r][3] : owners[r][3] + owners[r][2] - owners[r][1]] for row, r in zip(probs, batch)]
+
+        budget_tokens = batch_tokens(self.max_batch_tokens, self.device_name)
         autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.bf16)
         with torch.inference_mode(), autocast:
-            for chunk in batched(order, self.batch_size):
-                batch = pad_batch([rows[r] for r in chunk], tokenizer.pad_token_id or 0, device)
-                probs = torch.softmax(model(**batch).logits.float(), dim=-1)[..., positive].cpu().numpy()
-                for row, r in zip(probs, chunk):
-                    _, a_lo, a_hi, at = owners[r]
-                    window_probs[r] = row[at : at + a_hi - a_lo]
+            window_probs = in_token_batches([len(ids) for ids, _ in rows], budget_tokens, run)
         return [(enc, self._combine(enc, k, owners, window_probs)) for k, enc in enumerate(encoded)]
 
-    def _combine(self, enc: Encoded, k: int, owners: list, window_probs: dict[int, np.ndarray]) -> np.ndarray:
+    def _combine(self, enc: Encoded, k: int, owners: list, window_probs: list[np.ndarray]) -> np.ndarray:
         """Reduce one example's probabilities over its prompts (groups or windows), then average over answer windows."""
         by_answer: dict[tuple[int, int], list[np.ndarray]] = {}
         for r, (owner, a_lo, a_hi, _) in enumerate(owners):
@@ -394,8 +407,8 @@ class TokenClassifier(Detector):
         return total / np.maximum(count, 1)
 
     def predict(self, examples: Sequence[Example], monitor: Monitor | None = None) -> Iterator[Prediction]:
-        # Batches of examples keep memory bounded and let the journal advance as each batch finishes.
-        for chunk in batched(list(examples), max(self.batch_size, 1) * 4):
+        # Passes of examples keep memory bounded and let the journal advance as each pass finishes.
+        for chunk in batched(list(examples), EXAMPLES_PER_PASS):
             for ex, (enc, probs) in zip(chunk, self.token_probs(chunk, monitor)):
                 spans, scores = spans_of_probs(enc.offsets, probs, self.threshold)
                 yield Prediction(id=ex.id, spans=spans, scores=scores)
@@ -433,28 +446,47 @@ def make_token_classifier(model: str, preset: dict[str, Any], **params: Any) -> 
 
 
 @detector("token-classifier")
-def token_classifier(model: str = "", **params: Any) -> Detector:
-    """Any token-classification model (MODEL = folder or hub id), e.g. one `shambench train` wrote."""
+def token_classifier(model: str = "", max_batch_tokens: int = 0, **params: Any) -> Detector:
+    """Any token-classification model (MODEL = folder or hub id), e.g. one `shambench train` wrote.
+
+    Args:
+        max_batch_tokens: padded tokens per batch (rows times the longest); 0 picks the device's default.
+    """
     if not model:
         raise DataError("token-classifier needs a model: --detector token-classifier:MODEL_DIR (or a hub id)")
-    return make_token_classifier(model, {}, **params)
+    return make_token_classifier(model, {}, max_batch_tokens=max_batch_tokens, **params)
 
 
 @detector("lettucedetect")
-def lettucedetect(model: str = LETTUCEDETECT_LARGE, **params: Any) -> Detector:
-    """LettuceDetect (ModernBERT-large, RAGTruth-trained) with its own prompt format; ARG overrides the model."""
-    return make_token_classifier(model, {"input_format": "lettucedetect", "max_length": 4096}, **params)
+def lettucedetect(model: str = LETTUCEDETECT_LARGE, max_batch_tokens: int = 0, **params: Any) -> Detector:
+    """LettuceDetect (ModernBERT-large, RAGTruth-trained) with its own prompt format; ARG overrides the model.
+
+    Args:
+        max_batch_tokens: padded tokens per batch (rows times the longest); 0 picks the device's default.
+    """
+    preset = {"input_format": "lettucedetect", "max_length": 4096}
+    return make_token_classifier(model, preset, max_batch_tokens=max_batch_tokens, **params)
 
 
 @detector("lettucedetect-base")
-def lettucedetect_base(model: str = LETTUCEDETECT_BASE, **params: Any) -> Detector:
-    """LettuceDetect's ModernBERT-base checkpoint, with its own prompt format."""
-    return make_token_classifier(model, {"input_format": "lettucedetect", "max_length": 4096}, **params)
+def lettucedetect_base(model: str = LETTUCEDETECT_BASE, max_batch_tokens: int = 0, **params: Any) -> Detector:
+    """LettuceDetect's ModernBERT-base checkpoint, with its own prompt format.
+
+    Args:
+        max_batch_tokens: padded tokens per batch (rows times the longest); 0 picks the device's default.
+    """
+    preset = {"input_format": "lettucedetect", "max_length": 4096}
+    return make_token_classifier(model, preset, max_batch_tokens=max_batch_tokens, **params)
 
 
 @detector("psiloqa")
-def psiloqa(model: str = "", **params: Any) -> Detector:
-    """A PsiloQA-trained ModernBERT token classifier (question + answer input); ARG = its folder or hub id."""
+def psiloqa(model: str = "", max_batch_tokens: int = 0, **params: Any) -> Detector:
+    """A PsiloQA-trained ModernBERT token classifier (question + answer input); ARG = its folder or hub id.
+
+    Args:
+        max_batch_tokens: padded tokens per batch (rows times the longest); 0 picks the device's default.
+    """
     if not model:
         raise DataError("psiloqa needs the checkpoint: --detector psiloqa:MODEL_DIR (or its hub id)")
-    return make_token_classifier(model, {"input_format": "psiloqa", "max_length": 8192}, **params)
+    preset = {"input_format": "psiloqa", "max_length": 8192}
+    return make_token_classifier(model, preset, max_batch_tokens=max_batch_tokens, **params)

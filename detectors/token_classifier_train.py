@@ -296,7 +296,7 @@ def holdout_report(out: Path, held: Sequence[Example], config: TrainConfig) -> t
     from shambench.scoring.scorer import Scorer
 
     scorer = Scorer(held, n_resamples=200, seed=config.seed)
-    detector = make_token_classifier(str(out), {}, device=config.device, batch_size=config.batch_size)
+    detector = make_token_classifier(str(out), {}, device=config.device)
     model_results = scorer.score(list(detector.predict(held)))
     random_results = scorer.score(list(RandomDetector(seed=config.seed).predict(held)))
     none_results = scorer.score([Prediction(id=ex.id) for ex in held])

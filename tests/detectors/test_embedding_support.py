@@ -85,15 +85,15 @@ def test_texts_are_encoded_once_shortest_first_with_the_longest_in_the_last_batc
 
     long = "A much longer sentence about Marie Curie."
     texts = [long, "Short.", "Medium length one.", "Short.", "Tiny", "Mid one."]
-    det = EmbeddingSupport(device="cpu", batch_size=2)
+    det = EmbeddingSupport(device="cpu", max_batch_tokens=12)
     encoder = det._encoder()
     seen = []
     encode = encoder.encode
     encoder.encode = lambda part, **kw: seen.append((list(part), kw["batch_size"])) or encode(part, **kw)
     vectors = det.embed(texts)
     # Five distinct texts by tokens, [CLS] and [SEP] included ("Tiny" 3, "Short." 4, "Mid one." 5,
-    # "Medium length one." 6, the longest 11: "Curie" is two word pieces), full batches first: the remainder is the
-    # longest.
+    # "Medium length one." 6, the longest 11: "Curie" is two word pieces), in batches of at most 12 padded tokens:
+    # 2 x 4, 2 x 6 (a third text would make 3 x 11), then the longest alone.
     lengths = [
         len(encoder.tokenizer(t)["input_ids"]) for t in ("Tiny", "Short.", "Mid one.", "Medium length one.", long)
     ]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -403,17 +402,3 @@ def test_minicheck_flan_t5_needs_the_t5_vocabulary(tmp_path):
     folder = save_tiny(tmp_path / "t5", "AutoModelForSeq2SeqLM", kind="t5", vocab_size=200)
     with pytest.raises(DataError, match="a vocabulary of 200 has no id 209"):
         MiniCheck(str(folder), device="cpu").support([("Ann won.", "Ann won.")])
-
-
-def test_pairs_are_scored_in_length_order_and_returned_in_theirs():
-    from shambench.detectors.sentence_verifier import in_length_order
-
-    seen = []
-
-    def score(part):
-        seen.append(part)
-        return np.array([10.0 * i for i in part])
-
-    assert in_length_order([30, 10, 20], 2, score).tolist() == [0.0, 10.0, 20.0]
-    assert seen == [[1, 2], [0]]
-    assert in_length_order([], 2, score).tolist() == []
