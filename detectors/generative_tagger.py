@@ -284,7 +284,7 @@ def make_tagger(
 ) -> GenerativeTagger:
     """A tagger from its name, the endpoint options and generation overrides (`-p max_tokens=...`)."""
     from shambench.detection.locate import MIN_SIMILARITY
-    from shambench.llm.endpoint import DEFAULT_KEY_ENV, Endpoint
+    from shambench.llm.endpoint import endpoint_of
     from shambench.llm.presets import generation_params
 
     cls = TAGGERS[name]
@@ -293,13 +293,7 @@ def make_tagger(
     model = model or DEFAULT_MODELS[name]
     if not model or not base_url:
         raise DataError(f"--detector {name} needs --base-url of the server (vLLM) and --model as it serves it")
-    given: dict[str, Any] = {"max_concurrency": max_concurrency, "timeout": timeout}
-    endpoint = Endpoint(
-        model=model,
-        base_url=base_url,
-        api_key_env=api_key_env or DEFAULT_KEY_ENV,
-        **{k: v for k, v in given.items() if v is not None},
-    )
+    endpoint = endpoint_of(model, base_url, api_key_env, max_concurrency, timeout)
     body = generation_params(DEFAULT_GENERATION[name] if generation is None else generation, overrides)
     similarity = MIN_SIMILARITY if min_similarity is None else float(min_similarity)
     given_options = {"question_as_evidence": question_as_evidence, "parse": parse}

@@ -283,18 +283,17 @@ class PRMDetector(APIDetector):
             raise DataError(f"unknown PRM backend {backend!r} (use openai or transformers)")
         if not model:
             raise DataError("the prm detector needs a model: prm:PATH_OR_NAME or --model NAME")
-        from shambench.llm.endpoint import Endpoint, check_base_url
+        from shambench.llm.endpoint import endpoint_of
 
         # Refused before the run records its parameters: credentials in the URL would reach config.json.
-        check_base_url(options.get("base_url") or None)
-        given = {k: options[k] for k in ("max_retries", "backoff_base") if options.get(k) is not None}
-        endpoint = Endpoint(
-            model=model,
-            base_url=options.get("base_url") or None,
-            api_key_env=options.get("api_key_env") or "OPENAI_API_KEY",
-            max_concurrency=int(options.get("max_concurrency") or 4),
-            timeout=float(options.get("timeout") or 120.0),
-            **given,
+        endpoint = endpoint_of(
+            model,
+            options.get("base_url"),
+            options.get("api_key_env"),
+            options.get("max_concurrency") or 4,
+            options.get("timeout"),
+            options.get("max_retries"),
+            options.get("backoff_base"),
         )
         super().__init__(endpoint, use_cache=bool(options.get("cache", True)))
         self.model, self.backend, self.span_threshold = model, backend, float(span_threshold)
@@ -507,16 +506,10 @@ def critic(
     **overrides: Any,
 ) -> Detector:
     """Prompted step critic (OpenAI-compatible chat): a verdict per step, or the first wrong step."""
-    from shambench.llm.endpoint import Endpoint
+    from shambench.llm.endpoint import endpoint_of
     from shambench.llm.presets import generation_params
 
     if not model:
         raise DataError("--detector critic needs --model NAME (and --base-url URL for a local server)")
-    given: dict[str, Any] = {"max_concurrency": max_concurrency, "timeout": timeout}
-    endpoint = Endpoint(
-        model=model,
-        base_url=base_url,
-        api_key_env=api_key_env or "OPENAI_API_KEY",
-        **{k: v for k, v in given.items() if v is not None},
-    )
+    endpoint = endpoint_of(model, base_url, api_key_env, max_concurrency, timeout)
     return CriticDetector(endpoint, mode, generation_params(generation or {}, overrides), use_cache=bool(cache))

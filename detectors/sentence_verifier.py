@@ -538,15 +538,9 @@ def bespoke_minicheck(
     **params: Any,
 ) -> Detector:
     """Bespoke-MiniCheck-7B served by vLLM (--base-url), P(Yes) per response sentence from logprobs."""
-    from shambench.llm.endpoint import DEFAULT_KEY_ENV, Endpoint
+    from shambench.llm.endpoint import endpoint_of
 
     if not base_url:
         raise DataError("bespoke-minicheck needs --base-url of the vLLM server serving Bespoke-MiniCheck-7B")
-    given: dict[str, Any] = {"max_concurrency": max_concurrency, "timeout": timeout}
-    endpoint = Endpoint(
-        model=model,
-        base_url=base_url,
-        api_key_env=api_key_env or DEFAULT_KEY_ENV,
-        **{k: v for k, v in given.items() if v is not None},
-    )
+    endpoint = endpoint_of(model, base_url, api_key_env, max_concurrency, timeout)
     return BespokeMiniCheck(endpoint, use_cache=bool(cache), **params)

@@ -145,6 +145,31 @@ class Endpoint(BaseModel):
         return (from_env or OPENAI_URL).rstrip("/")
 
 
+def endpoint_of(
+    model: str,
+    base_url: str | None = None,
+    api_key_env: str | None = None,
+    max_concurrency: int | None = None,
+    timeout: float | None = None,
+    max_retries: int | None = None,
+    backoff_base: float | None = None,
+) -> Endpoint:
+    """The endpoint of a detector, judge or provider, as its options (the command line's, or the caller's own
+    defaults in their place) give it: each option given is taken, the others are `Endpoint`'s defaults (the key in
+    `$OPENAI_API_KEY`, OpenAI's API or `$OPENAI_BASE_URL`). Where requests and the key go is never read from a
+    file here. EndpointError for a base URL with credentials or not http(s), before anything records it."""
+    check_base_url(base_url or None)
+    given: dict[str, Any] = {
+        "base_url": base_url or None,
+        "api_key_env": api_key_env or None,
+        "max_concurrency": max_concurrency,
+        "timeout": timeout,
+        "max_retries": max_retries,
+        "backoff_base": backoff_base,
+    }
+    return Endpoint(model=model, **{name: value for name, value in given.items() if value is not None})
+
+
 def same_model(requested: str, served: str | None) -> bool:
     """Whether a reply's model is the requested one: the same name, or a dated snapshot of it (OpenAI answers
     `gpt-5-mini-2025-08-07` for `gpt-5-mini`)."""

@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel, Field
 
 from shambench.errors import DataError
-from shambench.llm.endpoint import Endpoint
+from shambench.llm.endpoint import Endpoint, endpoint_of
 from shambench.llm.negotiation import STRUCTURED_SETTINGS
 
 # Request-body parameters a preset or `-p` may set (anything else is a typo until proven otherwise).
@@ -139,14 +139,14 @@ def preset_settings(
     model = model or preset.model
     if not model:
         raise DataError(f"--detector {preset_name} needs --model NAME (and usually --base-url URL)")
-    given: dict[str, Any] = {"max_retries": max_retries, "backoff_base": backoff_base}
-    endpoint = Endpoint(
-        model=model,
-        base_url=base_url or preset.base_url,
-        api_key_env=api_key_env or preset.api_key_env,
-        max_concurrency=max_concurrency or preset.max_concurrency,
-        timeout=timeout or preset.timeout,
-        **{k: v for k, v in given.items() if v is not None},
+    endpoint = endpoint_of(
+        model,
+        base_url or preset.base_url,
+        api_key_env or preset.api_key_env,
+        max_concurrency or preset.max_concurrency,
+        timeout or preset.timeout,
+        max_retries,
+        backoff_base,
     )
     return ModelSettings(
         endpoint,
