@@ -1,8 +1,12 @@
-"""Helpers for tests that need real run directories: an examples file and `shambench eval` through click."""
+"""Helpers for tests that need real run directories: an examples file, `shambench eval` through click, and waiting
+for a run in another process to reach a point."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -14,6 +18,20 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
     """Write rows as JSON lines; returns the path."""
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
+
+
+def wait_until(condition: Callable[[], bool], what: str, proc: subprocess.Popen | None = None) -> None:
+    """Return once `condition()` holds; fail at once if `proc` ended (with the end of its stderr), or after three
+    minutes: a bound on a hang, not a window (starting a Python process that imports the openai SDK is slow on a
+    loaded machine)."""
+    deadline = time.monotonic() + 180
+    while not condition():
+        if proc is not None and proc.poll() is not None:
+            stderr = proc.stderr.read()[-2000:] if proc.stderr else ""
+            raise AssertionError(f"{what}: the process ended first ({proc.returncode}) {stderr!r}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not after three minutes")
+        time.sleep(0.02)
 
 
 def eval_run(examples: Path, detector: str, run_dir: Path, *extra: str) -> dict:

@@ -41,12 +41,31 @@ sys.stdout.write("#" * 1_000_000)  # buffered, never flushed by the script
     assert "torn down" not in done.stdout
 
 
+# Python code that sets `command_ended` once the command returned and `run()` looked for threads still at work:
+# a thread that waits for it is at work then, however long the command took.
+COMMAND_ENDED = """
+import threading
+import shambench.cli
+
+command_ended = threading.Event()
+_look = shambench.cli._threads_still_working
+
+def _looked():
+    try:
+        return _look()
+    finally:
+        command_ended.set()
+
+shambench.cli._threads_still_working = _looked
+"""
+
+
 def test_a_command_leaving_a_thread_at_work_gets_the_ordinary_exit():
     done = _shambench(
         TORN_DOWN
+        + COMMAND_ENDED
         + """
-import threading, time
-threading.Thread(target=lambda: (time.sleep(0.3), print("thread finished", flush=True))).start()
+threading.Thread(target=lambda: (command_ended.wait(), print("thread finished", flush=True))).start()
 """,
         "--version",
     )

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from urllib.parse import quote
 
@@ -20,6 +19,7 @@ from shambench.detection.detector import Detector, detectors
 from shambench.registry import Entry
 from shambench.runs.rundir import run_lock
 from tests.openai_server import Fault, OpenAIServer, poison
+from tests.run_helpers import wait_until
 
 FAST = ["--no-progress", "--bootstrap", "10", "-p", "backoff_base=0.001", "-p", "max_retries=1"]
 SECRET = "sk-test-" + "S3cr3tK3y" * 4
@@ -206,10 +206,7 @@ def test_two_concurrent_resumes_one_is_refused(openai_server, tmp_path):
     cmd = [sys.executable, "-m", "shambench", "eval", "--resume", str(run), "--base-url", openai_server.base_url]
     proc = subprocess.Popen([*cmd, "--no-progress"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 60
-        while not openai_server.held():
-            assert time.monotonic() < deadline and proc.poll() is None, "the first resume never sent a request"
-            time.sleep(0.05)
+        wait_until(openai_server.held, "the first resume sends a request", proc)
         sent = openai_server.count()
         res = invoke("--resume", run, "--base-url", openai_server.base_url, "--no-progress")
         assert res.exit_code == 2 and "is in use by another shambench process" in res.stderr

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -32,6 +31,7 @@ from shambench.llm.cache import cache_path
 from shambench.schema import Example
 from tests.conftest import require_shared
 from tests.openai_server import Fault, fail_rate
+from tests.run_helpers import wait_until
 
 FAST = ["-p", "backoff_base=0.001", "--bootstrap", "10", "--no-progress"]
 SECRET = "sk-test-DO-NOT-LEAK-4242"
@@ -332,14 +332,6 @@ def test_twenty_percent_failures_are_accounted_exactly(openai_server, tmp_path):
     assert final["tasks"]["open_qa"]["token"]["f1"] == 1.0
 
 
-def _wait_for(condition, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting for the run to reach the kill point")
-        time.sleep(0.02)
-
-
 def test_sigkill_then_resume_matches_an_uninterrupted_run(openai_server, tmp_path):
     examples = invented(20)
     path = write_examples(tmp_path / "ex.jsonl", examples)
@@ -357,8 +349,8 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(openai_server, tmp_pat
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=os.environ.copy())
     journal = killed / "predictions.jsonl"
     try:
-        _wait_for(lambda: journal.exists() and len(journal.read_text().splitlines()) == 6)
-        _wait_for(lambda: len(openai_server.held()) == 3)
+        wait_until(lambda: journal.exists() and len(journal.read_text().splitlines()) == 6, "6 journaled", proc)
+        wait_until(lambda: len(openai_server.held()) == 3, "3 requests held", proc)
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
     finally:

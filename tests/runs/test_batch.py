@@ -25,6 +25,7 @@ from tests.batch_server import BatchServer
 from tests.conftest import require_shared
 from tests.detectors.test_prompted import answer_of as answer_in_prompt
 from tests.detectors.test_prompted import invented, scripted, town_replies, write_examples
+from tests.run_helpers import wait_until
 
 FAST = ["--bootstrap", "10", "--no-progress", "--poll", "0.01", "-p", "backoff_base=0.001"]
 COMPARED = ("partitions", "tasks", "overall", "n_examples", "missing_predictions", "failed_predictions")
@@ -126,18 +127,6 @@ def test_full_mushroom_by_batch_matches_direct_requests(batch_server, tmp_path):
 # --- detach, kill and resume --------------------------------------------------------------------------------
 
 
-def _wait_for(condition, proc: subprocess.Popen, timeout: float = 180.0) -> None:
-    """Wait until `condition()` holds; fail at once if the process ended (with its stderr), or after `timeout`
-    (generous: starting a Python process that imports the openai SDK is slow on a loaded machine)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if proc.poll() is not None:
-            raise AssertionError(f"the run ended early ({proc.returncode}): {proc.stderr.read().decode()[-2000:]}")
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out")
-        time.sleep(0.02)
-
-
 def _recorded_id(run: Path) -> str | None:
     try:
         batches = load_state(run).batches
@@ -153,7 +142,7 @@ def test_kill_during_polling_then_resume_finishes_without_a_second_batch(batch_s
     cmd = [sys.executable, "-m", "shambench", "eval", *args, "--batch", "--run-dir", str(run), *FAST]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=os.environ.copy())
     try:
-        _wait_for(lambda: _recorded_id(run) is not None and batch_server.status_checks >= 3, proc)
+        wait_until(lambda: _recorded_id(run) is not None and batch_server.status_checks >= 3, "polled thrice", proc)
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
     finally:

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from shambench.cli import main
 from shambench.scoring import segcache, text
 from shambench.scoring.segcache import SegmentationStore, decode, encode, store_path, text_key
+from tests.cli.test_entry import COMMAND_ENDED
 from tests.conftest import mushroom_english_responses
 
 
@@ -167,7 +168,9 @@ texts_strategy = st.lists(
 )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(texts_strategy)
 def test_cached_and_uncached_segmentations_are_identical(disk_for_every_batch, texts):
     expected = units(fresh_segmentation(texts))
@@ -293,18 +296,20 @@ def test_the_process_cache_stops_growing_at_its_limit(disk_for_every_batch, monk
     assert set(text._cache["en"]) == {"One.", "Two."}  # the new ones were returned, not kept
 
 
-SLOW_WRITES = """
-import time
+SLOW_WRITES = (
+    COMMAND_ENDED
+    + """
 from shambench.scoring import segcache
 put_many = segcache.SegmentationStore.put_many
 
 def slow_put_many(*args, **kwargs):
-    time.sleep(1.0)  # still writing when the command is done
+    command_ended.wait()  # still writing when the command is done
     put_many(*args, **kwargs)
     print("rows written", flush=True)
 
 segcache.SegmentationStore.put_many = slow_put_many
 """
+)
 
 
 def test_the_command_ends_only_once_its_segmentations_are_stored(tmp_path):

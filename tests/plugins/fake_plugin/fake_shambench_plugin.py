@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-import time
+import threading
 
 from shambench import Example, Span
 from shambench.detection.detector import Detector
@@ -12,16 +12,19 @@ _DIGITS = re.compile(r"\d+")
 
 
 class DigitsDetector(Detector):
-    """Flags every run of digits; waits `delay` seconds first (for tests that kill a run mid-way)."""
+    """Flags every run of digits; with `stall_after`, waits for ever once that many examples are done (for tests
+    that kill a run mid-way: the run is then surely part-way, however slow the machine)."""
 
     family = "fake-plugin"
 
-    def __init__(self, delay: float = 0.0):
-        self.delay = float(delay)
+    def __init__(self, stall_after: int = 0):
+        self.stall_after = int(stall_after)
+        self.done = 0
 
     def detect(self, example: Example) -> list[Span]:
-        if self.delay:
-            time.sleep(self.delay)
+        if self.stall_after and self.done >= self.stall_after:
+            threading.Event().wait()  # until the process is killed
+        self.done += 1
         return [Span(start=m.start(), end=m.end()) for m in _DIGITS.finditer(example.response)]
 
 
@@ -39,9 +42,9 @@ def digits() -> Detector:
     return DigitsDetector()
 
 
-def slow(delay: float = 0.0) -> Detector:
-    """Flags every run of digits after waiting `delay` seconds per example (the delay does not change the output)."""
-    return DigitsDetector(delay)
+def slow(stall_after: int = 0) -> Detector:
+    """Flags every run of digits, and stalls once `stall_after` examples are done (0: never; no change of output)."""
+    return DigitsDetector(stall_after)
 
 
 def impostor() -> Detector:
