@@ -28,6 +28,7 @@ from shambench.adapters._released import source_file, validated
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.errors import SourceError
 from shambench.schema import Annotations, Example, Span, marked_by_more_than
+from shambench.sources import PAPER_SOURCE, PublishedCount
 
 BATCHES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16)
 """The released batch numbers."""
@@ -113,6 +114,9 @@ class FaithBenchAdapter(Adapter):
 
     name = "faithbench"
     tasks = ("summ",)
+    published_counts = {
+        "summ/faithbench": PublishedCount(count=745, source=PAPER_SOURCE),
+    }
     license = "CC BY-NC-SA 4.0"
     homepage = "https://github.com/vectara/FaithBench"
     revision = f"vectara/FaithBench@{_COMMIT}"

@@ -76,6 +76,7 @@ from pydantic import BaseModel, ConfigDict
 from shambench.adapters._released import example_at, json_array_rows, source_file
 from shambench.data.adapter import Adapter, HubFiles, LoadResult, adapter
 from shambench.schema import Annotations, Span, marked_by_more_than
+from shambench.sources import PAPER_SOURCE, PublishedCount
 
 FILE = "annotations.json"
 # The hub commit that added annotations.json (later commits changed only the card).
@@ -239,6 +240,9 @@ class FavaAdapter(Adapter):
     name = "favabench"
     folder = "fava"
     tasks = ("open_qa",)
+    published_counts = {
+        "open_qa/favabench": PublishedCount(count=261, source=PAPER_SOURCE),
+    }
     license = "CC BY 4.0"
     homepage = "https://huggingface.co/datasets/fava-uw/fava-data"
     revision = f"fava-uw/fava-data@{COMMIT[:7]} (annotations.json, 2024-01-14)"

@@ -45,6 +45,7 @@ from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.detection.locate import Placement, locate
 from shambench.errors import SourceError
 from shambench.schema import Example
+from shambench.sources import PublishedCount
 
 TASK = "open_qa_long"
 _COMMIT = "bdb2936639cb01c81ea60bc7926928c63ad2dd52"
@@ -101,6 +102,14 @@ class FelmAdapter(Adapter):
     name = "felm"
     tasks = (TASK,)
     suite = "extended"
+    kept_apart = f"{TASK}/felm"
+    published_counts = {
+        f"{TASK}/felm": PublishedCount(
+            count=847,
+            source='Chen et al. 2023, FELM README (hkust-nlp/felm@bdb2936): "Number of Instances | 847" (one ChatGPT '
+            "response each, in five domains)",
+        )
+    }
     license = "CC BY-NC-SA 4.0 (data; the code is MIT)"
     homepage = "https://github.com/hkust-nlp/felm"
     revision = f"hkust-nlp/felm@{_COMMIT[:7]} (data/test/*.jsonl, 2023-09-17; removed from the repository later)"

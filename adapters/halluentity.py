@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict
 
 from shambench.adapters._released import example_at, jsonl_rows, source_file
 from shambench.data.adapter import Adapter, HubFiles, LoadResult, adapter
+from shambench.sources import PAPER_SOURCE, PublishedCount
 
 FILE = "HalluEntity.jsonl"
 EXPECTED = "HalluEntity JSON lines with prompt, response, entity (list of strings) and entity_label (list of booleans)"
@@ -88,6 +89,9 @@ class HalluEntityAdapter(Adapter):
 
     name = "halluentity"
     tasks = ("open_bio",)
+    published_counts = {
+        "open_bio/halluentity": PublishedCount(count=152, source=PAPER_SOURCE),
+    }
     license = "MIT"
     homepage = "https://huggingface.co/datasets/samuelyeh/HalluEntity"
     revision = "samuelyeh/HalluEntity@00b3e0c (HalluEntity.jsonl)"

@@ -30,6 +30,7 @@ from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.detection.locate import Placement, locate
 from shambench.errors import SourceError
 from shambench.schema import Example
+from shambench.sources import PublishedCount
 
 FILE = "HaluQuestQA.csv"
 TASK = "open_qa_long"
@@ -66,6 +67,15 @@ class HaluQuestQAAdapter(Adapter):
     name = "haluquestqa"
     tasks = (TASK,)
     suite = "extended"
+    kept_apart = f"{TASK}/haluquestqa"
+    published_counts = {
+        f"{TASK}/haluquestqa": PublishedCount(
+            count=1396,
+            source='Sachdeva et al. 2024, arXiv:2407.11930, abstract: "698 QA pairs" (with "1.8k span-level error '
+            'annotations for five different error types"); the data README (UKPLab/arxiv2024-lfqa-hallucination@198541a, '
+            "src/data/README.md): each question has two answers, human and GPT-4, hence 1,396 answers, one example each",
+        )
+    }
     license = "CC BY-SA 4.0"
     homepage = "https://github.com/UKPLab/arxiv2024-lfqa-hallucination"
     revision = f"UKPLab/arxiv2024-lfqa-hallucination@{_COMMIT} (src/data/HaluQuestQA.csv)"

@@ -105,6 +105,7 @@ class Hard2VerifyAdapter(Adapter):
 
     name = "hard2verify"
     suite = "hard2verify"
+    step_level = True
     tasks = (TASK,)
     license = "not stated on the dataset card"
     homepage = "https://huggingface.co/datasets/Salesforce/Hard2Verify"

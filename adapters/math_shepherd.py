@@ -134,6 +134,9 @@ class MathShepherdAdapter(Adapter):
     name = NAME
     folder = "math_shepherd"  # the folder name of the released copies (and of ../shared/data)
     suite = "math-shepherd"
+    step_level = True
+    # Its steps are also scored by character, as the SOPO kit scores them.
+    char_level = True
     tasks = (TASK,)
     splits = ("test", "train", "sample")
     license = "not stated on the dataset card (openr's sample: MIT)"

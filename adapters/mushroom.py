@@ -33,6 +33,7 @@ from shambench.adapters._released import example_at, jsonl_rows, source_file
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.errors import SourceError
 from shambench.schema import Annotations, Example, Span, marked_by_more_than
+from shambench.sources import PAPER_SOURCE, PublishedCount
 
 COMMIT = "7fea78a0e5af887d196931721147ace5b4c4d9a8"
 REPOSITORY = f"https://raw.githubusercontent.com/Helsinki-NLP/mu-shroom/{COMMIT}"
@@ -95,6 +96,9 @@ class MushroomAdapter(Adapter):
 
     name = "mushroom"
     tasks = ("open_qa",)
+    published_counts = {
+        "open_qa/mushroom": PublishedCount(count=154, source=PAPER_SOURCE),
+    }
     splits = ("test", "validation")
     license = "unstated (no LICENSE file; the authors ask to be cited)"
     homepage = "https://helsinki-nlp.github.io/shroom/"

@@ -37,7 +37,9 @@ from shambench.data.formats import PredictionsFormat, PredictionsRead, predictio
 from shambench.errors import DataError
 from shambench.io import iter_lines, validation_message
 from shambench.schema import Prediction
+from shambench.scoring.results import MULTILINGUAL
 from shambench.scoring.shared_task import EXACT_READING, ORGANISERS_READING, organisers_float
+from shambench.sources import EXTENDED_SUITE, SharedTask
 
 LANGUAGES = ("ar", "ca", "cs", "de", "en", "es", "eu", "fa", "fi", "fr", "hi", "it", "sv", "zh")
 VALIDATION_LANGUAGES = ("ar", "de", "en", "es", "fi", "fr", "hi", "it", "sv", "zh")
@@ -108,6 +110,11 @@ class MushroomMultilingualAdapter(Adapter):
     folder = "mushroom"
     tasks = ("open_qa",)
     suite = "mushroom"
+    also_in = (EXTENDED_SUITE,)
+    datasets = (f"{DATASET_PREFIX}*",)
+    kept_apart = "Mu-SHROOM's 14 languages"
+    extended_group = MULTILINGUAL
+    shared_task = SharedTask(group="mushroom", row_prefix=DATASET_PREFIX)
     splits = ("test", "validation")
     dev_from_test = False
     license = "unstated (no LICENSE file; the authors ask to be cited)"

@@ -64,6 +64,8 @@ class ProcessBenchAdapter(Adapter):
 
     name = "processbench"
     suite = "processbench"
+    datasets = ("processbench/*",)
+    step_level = True
     tasks = (TASK,)
     license = "Apache-2.0 (Hugging Face dataset card)"
     homepage = "https://github.com/QwenLM/ProcessBench"

@@ -37,6 +37,7 @@ from shambench.data.formats import PredictionsFormat, PredictionsRead, predictio
 from shambench.errors import DataError, SourceError
 from shambench.io import iter_lines, parse_json_line, validation_message
 from shambench.schema import Example, Prediction, Span
+from shambench.sources import PAPER_SOURCE, PublishedCount
 
 TASKS = {"QA": "context_qa", "Summary": "summ", "Data2txt": "data2txt"}
 """RAGTruth `task_type` → shambench task."""
@@ -142,6 +143,11 @@ class RAGTruthAdapter(Adapter):
 
     name = "ragtruth"
     tasks = ("context_qa", "data2txt", "summ")
+    published_counts = {
+        "context_qa/ragtruth": PublishedCount(count=875, source=PAPER_SOURCE),
+        "data2txt/ragtruth": PublishedCount(count=900, source=PAPER_SOURCE),
+        "summ/ragtruth": PublishedCount(count=900, source=PAPER_SOURCE),
+    }
     splits = ("test", "train")
     license = "MIT"
     homepage = "https://github.com/ParticleMedia/RAGTruth"

@@ -130,6 +130,8 @@ class SharpAdapter(Adapter):
 
     name = "sharp"
     suite = "sharp"
+    datasets = ("sharp/*",)
+    step_level = True
     tasks = (TASK,)
     splits = ("test", "train")
     license = "not stated on the dataset card (gated: accept the conditions on the hub)"

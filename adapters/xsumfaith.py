@@ -37,6 +37,7 @@ from shambench.adapters._released import csv_rows, source_file, spans_of_labels,
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.errors import SourceError
 from shambench.schema import Example, Span
+from shambench.sources import PublishedCount
 
 ANNOTATIONS = "hallucination_annotations_xsum_summaries.csv"
 _COMMIT = "4abdbb2c807cb93c1df1188a1992d20a55cdcc34"
@@ -225,6 +226,15 @@ class XSumFaithAdapter(Adapter):
     name = "xsumfaith"
     tasks = ("summ",)
     suite = "extended"
+    datasets = (DATASET,)
+    kept_apart = f"summ/{DATASET}"
+    published_counts = {
+        f"summ/{DATASET}": PublishedCount(
+            count=500,
+            source="Maynez et al. 2020, release README (google-research-datasets/xsum_hallucination_annotations@4abdbb2): "
+            '"3 judgements for each of 500 x 5 document-system pairs", of which the 500 Gold (reference) summaries',
+        )
+    }
     license = "CC BY 4.0"
     homepage = "https://github.com/google-research-datasets/xsum_hallucination_annotations"
     revision = f"google-research-datasets/xsum_hallucination_annotations@{_COMMIT}"

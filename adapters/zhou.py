@@ -28,6 +28,7 @@ from shambench.adapters._released import TOKEN, spans_of_labels, text_lines
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.errors import SourceError
 from shambench.schema import Annotations, Example, Span
+from shambench.sources import PAPER_SOURCE, PublishedCount
 
 _COMMIT = "be14c9f378f8b9c0447c3b3d080263966d157b8c"
 _RAW = f"https://raw.githubusercontent.com/violet-zct/fairseq-detect-hallucination/{_COMMIT}"
@@ -98,6 +99,10 @@ class ZhouAdapter(Adapter):
 
     name = "zhou"
     tasks = ("summ", "mt")
+    published_counts = {
+        "mt/zhou": PublishedCount(count=479, source=PAPER_SOURCE),
+        "summ/zhou": PublishedCount(count=1995, source=PAPER_SOURCE),
+    }
     license = "MIT"
     homepage = "https://github.com/violet-zct/fairseq-detect-hallucination"
     revision = f"violet-zct/fairseq-detect-hallucination@{_COMMIT}"

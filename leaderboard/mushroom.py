@@ -22,10 +22,13 @@ from pydantic import BaseModel
 from shambench.io import write_atomic
 from shambench.leaderboard.schema import HUMAN_NAME
 from shambench.scoring.results import Results
-from shambench.scoring.shared_task import DATASET_PREFIX
+from shambench.scoring.shared_task import row_of
+from shambench.sources import source_of
 
 OFFICIAL = Path(__file__).with_name("mushroom_official.json")
 PAGE = "mushroom.html"
+# The shared-task view (`Results.groups`) this board reads, as the Mu-SHROOM source declares it.
+VIEW = "mushroom"
 
 
 class Row(BaseModel):
@@ -66,10 +69,11 @@ def human_rows(runs: Sequence[tuple[str, Results]]) -> dict[str, Row]:
         group = results.groups.agreement
         for partition, p in group.partitions.items() if group else ():
             dataset = partition.split("/", 1)[-1]
-            if not dataset.startswith(DATASET_PREFIX) or p.human.iou is None or p.human.cor is None:
+            placed = row_of(dataset, source_of(dataset))
+            if placed is None or placed[0] != VIEW or p.human.iou is None or p.human.cor is None:
                 continue
             rows.setdefault(
-                dataset[len(DATASET_PREFIX) :],
+                placed[1],
                 Row(
                     name=HUMAN_NAME,
                     iou=p.human.iou,

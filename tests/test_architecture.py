@@ -21,7 +21,14 @@ PACKAGE_DIRS = {
 # The core's layers, lowest first: a module may import its own layer and those below it.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("shambench.errors", "shambench.memory", "shambench.paths", "shambench.schema", "shambench.secrets"),
-    ("shambench.io", "shambench.records", "shambench.registry", "shambench.provenance", "shambench.http"),
+    (
+        "shambench.io",
+        "shambench.records",
+        "shambench.registry",
+        "shambench.provenance",
+        "shambench.http",
+        "shambench.sources",
+    ),
     ("shambench.scoring",),
     ("shambench.data", "shambench.detection"),
     ("shambench.llm",),

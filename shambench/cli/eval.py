@@ -20,7 +20,6 @@ from shambench.cli.options import (
     scoring,
     suite_option,
 )
-from shambench.scoring.suites import SUITES as STEP_SUITES
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -295,7 +294,9 @@ def eval_command(
     results = outcome.results
     assert results is not None  # a run not left to a batch is always scored
     print_results(results, console, title=f"{run.detector.name} on {len(run.examples)} examples")
-    if opts["suite"] in STEP_SUITES:
+    from shambench.sources import step_suites
+
+    if opts["suite"] in step_suites():
         from shambench.reporting.steps import print_suite
         from shambench.scoring.steps import SOPO_WARNING
 

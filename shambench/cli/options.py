@@ -97,11 +97,28 @@ def datasets_option(func: F) -> F:
     )(func)
 
 
-def suite_option(help: str) -> Callable[[F], F]:
-    """--suite: a named selection of datasets instead of --datasets (`shambench.scoring.suites.SELECTIONS`)."""
-    from shambench.scoring.suites import SELECTIONS
+class SuiteChoice(click.Choice):
+    """`--suite`'s choices: the suites the registered sources declare (`shambench.sources.selections`), read when
+    they are first shown or checked, since reading them imports the adapters (which `shambench --help` never needs)."""
 
-    return click.option("--suite", type=click.Choice(list(SELECTIONS)), help=help)
+    def __init__(self) -> None:
+        super().__init__(())
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        from shambench.sources import selections
+
+        return tuple(selections())
+
+    @choices.setter
+    def choices(self, value: tuple[str, ...]) -> None:
+        # click's constructor sets the choices it was given (none): they are read from the sources instead.
+        pass
+
+
+def suite_option(help: str) -> Callable[[F], F]:
+    """--suite: a named selection of datasets instead of --datasets (`shambench.sources.selections`)."""
+    return click.option("--suite", type=SuiteChoice(), help=help)
 
 
 def data_selection(func: Callable[..., Any]) -> Callable[..., Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import cast
 
 from pydantic import BaseModel, Field
 
@@ -11,8 +12,9 @@ from shambench.errors import DataError
 from shambench.paths import cache_dir
 from shambench.registry import Registry
 from shambench.schema import Example
+from shambench.sources import DEFAULT_SUITE, PublishedCount, SharedTask, registry
 
-adapters: Registry[Adapter] = Registry("dataset", "shambench.adapters", "shambench.adapters")
+adapters = cast("Registry[Adapter]", registry)
 adapter = adapters.register
 
 DATA_DIR_ENV = "SHAMBENCH_DATA_DIR"
@@ -81,8 +83,27 @@ class Adapter:
     """Folder of the source below the data directory (defaults to `name`)."""
     tasks: tuple[str, ...] = ()
     """Tasks the source contributes."""
-    suite: str = "shambench"
-    """Benchmark suite the source belongs to; `--datasets` left empty selects the `shambench` suite only."""
+    suite: str = DEFAULT_SUITE
+    """Benchmark suite the source belongs to; `--datasets` left empty selects the `shambench` suite only, and
+    `--suite NAME` every source of suite NAME (`shambench.sources.selections`)."""
+    also_in: tuple[str, ...] = ()
+    """Further suites that select it (e.g. `extended`: the paper's sources and those adding partitions)."""
+    datasets: tuple[str, ...] = ()
+    """The dataset names its examples carry, as `fnmatch` patterns (`sharp/*`); empty: its `name` alone."""
+    kept_apart: str = ""
+    """How results name the partitions it keeps out of the paper's tasks and overall (they are scored in the
+    extended view, `groups.extended`); empty: its partitions enter them."""
+    extended_group: str = ""
+    """The extended view's group its partitions form, apart from the tasks' groups; empty: each joins its task."""
+    step_level: bool = False
+    """Whether its examples are scored by steps (`groups.math`, and a table of its suite)."""
+    char_level: bool = False
+    """Step-level: whether its steps are also scored by character."""
+    published_counts: dict[str, PublishedCount] = {}
+    """Per `task/dataset` partition, the example count its paper reports for the test split, with where
+    (`shambench.sources.PAPER_SOURCE` for SHAM-Bench's Table 1); shown by `shambench data stats`."""
+    shared_task: SharedTask | None = None
+    """The shared task whose view (one row per dataset, `Results.groups[group]`) its partitions are shown in."""
     splits: tuple[str, ...] = ("test",)
     """Labelled splits `load` accepts, in the source's own names (`test` first); others feed the dev set."""
     dev_from_test: bool = True

@@ -28,7 +28,7 @@ from shambench.data.adapter import DATA_DIR_ENV, Adapter, LoadResult, adapters, 
 from shambench.errors import DataError
 from shambench.memory import collector_paused
 from shambench.schema import Example
-from shambench.scoring.suites import EXTENDED_SUITE
+from shambench.sources import DEFAULT_SUITE, declared, in_suite
 
 if TYPE_CHECKING:
     from datasets import DatasetDict, Features
@@ -36,9 +36,6 @@ if TYPE_CHECKING:
 DEV = "dev"
 DEV_PER_PARTITION = 5
 DEV_SALT = "shambench-dev-v1"
-DEFAULT_SUITE = "shambench"
-# The adapters' suites (`Adapter.suite`) a selectable suite is made of; any other suite is its own adapters only.
-SUITE_SOURCES = {EXTENDED_SUITE: (DEFAULT_SUITE, EXTENDED_SUITE, "mushroom")}
 log = logging.getLogger(__name__)
 
 
@@ -239,11 +236,10 @@ def data_folder_below(root: Path) -> tuple[Path, list[str]] | None:
 
 def default_datasets(root: Path, split: str = "test", suite: str = DEFAULT_SUITE) -> list[str]:
     """The sources of `suite` usable for `split` under `root`; for the default suite, what `load_benchmark` loads
-    when no names are given. The extended suite is SHAM-Bench's sources, the `extended` ones and Mu-SHROOM's 14
-    languages (`SUITE_SOURCES`)."""
-    members = SUITE_SOURCES.get(suite, (suite,))
+    when no names are given. The extended suite is SHAM-Bench's sources and those that join it (`Adapter.also_in`,
+    `shambench.sources.in_suite`)."""
     usable = ((e.name, e.factory()) for e in adapters.entries())
-    return [name for name, a in usable if a.suite in members and not _unusable(a, name, root, split)]
+    return [name for name, a in usable if in_suite(declared(a, name), suite) and not _unusable(a, name, root, split)]
 
 
 def _unusable(adapter: Adapter, name: str, root: Path, split: str) -> str | None:

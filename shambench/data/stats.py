@@ -8,9 +8,7 @@ them (`shambench.scoring.text`), and a token is hallucinated when a gold span ov
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -18,22 +16,7 @@ from pydantic import BaseModel, Field
 from shambench.data.benchmark import Benchmark
 from shambench.schema import Example
 from shambench.scoring.text import TOKENIZER, Segmentation, language_of, segment_mixed
-
-# SHAM-Bench Table 1 (test split): how many examples the paper kept per partition.
-PAPER_COUNTS = {
-    "context_qa/ragtruth": 875,
-    "data2txt/ragtruth": 900,
-    "mt/zhou": 479,
-    "open_bio/halluentity": 152,
-    "open_qa/favabench": 261,
-    "open_qa/mushroom": 154,
-    "summ/faithbench": 745,
-    "summ/ragtruth": 900,
-    "summ/zhou": 1995,
-}
-PAPER_SOURCE = "SHAM-Bench, Table 1"
-# The counts the extended suite's corpora report of themselves, with where (shipped with the package).
-REPORTED_COUNTS = Path(__file__).with_name("reported_counts.json")
+from shambench.sources import PAPER_SOURCE, paper_counts, published_count
 
 CONVENTIONS = {
     "tokenizer": f"{TOKENIZER}; an example with meta.lang is tokenised with spacy.blank(lang) instead (Chinese: one "
@@ -102,27 +85,10 @@ def hallucinated_tokens(seg: Segmentation, example: Example) -> int:
     return int(hit.sum())
 
 
-class ReportedCount(BaseModel):
-    """How many examples a corpus's own paper or release reports for a partition of the extended suite."""
-
-    count: int
-    """The reported count, in this partition's unit (one example per response)."""
-    source: str
-    """Where it is printed, and how it maps to the partition's examples."""
-
-
-def reported_counts() -> dict[str, ReportedCount]:
-    """Per partition of the extended suite whose corpus reports its size, that count (`reported_counts.json`)."""
-    data = json.loads(REPORTED_COUNTS.read_text(encoding="utf-8"))
-    return {name: ReportedCount.model_validate(entry) for name, entry in data["partitions"].items()}
-
-
 def reported_count(partition: str) -> tuple[int | None, str | None]:
     """The example count a paper reports for a partition and where (SHAM-Bench's Table 1, else the corpus's own
-    paper or release); `(None, None)` when none does."""
-    if partition in PAPER_COUNTS:
-        return PAPER_COUNTS[partition], PAPER_SOURCE
-    reported = reported_counts().get(partition)
+    paper or release, as its adapter declares: `Adapter.published_counts`); `(None, None)` when none does."""
+    reported = published_count(partition)
     return (reported.count, reported.source) if reported else (None, None)
 
 
@@ -158,12 +124,13 @@ def _mean(values: np.ndarray) -> float:
 def paper_total(partitions: Sequence[str]) -> tuple[int, str]:
     """The paper's count of these partitions, and where it comes from. Beside a subset of the nine, Table 1's total
     (6,461) would compare unlike sets: the sum over the subset is the figure to put beside ours."""
-    missing = sorted(set(PAPER_COUNTS) - set(partitions))
-    total = sum(PAPER_COUNTS[name] for name in partitions)
+    paper = paper_counts()
+    missing = sorted(set(paper) - set(partitions))
+    total = sum(paper[name] for name in partitions)
     if not missing:
         return total, PAPER_SOURCE
-    others = ", ".join(f"{name} {PAPER_COUNTS[name]}" for name in missing)
-    return total, f"{PAPER_SOURCE}, the partitions present (its total, {sum(PAPER_COUNTS.values())}, also has {others})"
+    others = ", ".join(f"{name} {paper[name]}" for name in missing)
+    return total, f"{PAPER_SOURCE}, the partitions present (its total, {sum(paper.values())}, also has {others})"
 
 
 def benchmark_stats(bench: Benchmark) -> BenchmarkStats:
@@ -177,7 +144,8 @@ def benchmark_stats(bench: Benchmark) -> BenchmarkStats:
         for name, exs in sorted(by_partition.items())
         for task, dataset in [name.split("/", 1)]
     ]
-    total = paper_total(list(by_partition)) if test and all(name in PAPER_COUNTS for name in by_partition) else None
+    paper = paper_counts()
+    total = paper_total(list(by_partition)) if test and all(name in paper for name in by_partition) else None
     return BenchmarkStats(
         split=bench.split,
         data_dir=str(bench.data_dir),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from shambench.scoring.steps import MathGroup, SuiteScores
-from shambench.scoring.suites import CHAR_LEVEL_SUITES
+from shambench.sources import char_level_suites
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -25,7 +25,7 @@ def suite_table(group: MathGroup, suite: str, sopo_compat: bool = False) -> Tabl
     summary = group.suites.get(suite)
     if summary is None:
         raise KeyError(f"no step-level results for suite {suite!r} (scored suites: {', '.join(group.suites)})")
-    char = suite in CHAR_LEVEL_SUITES
+    char = suite in char_level_suites()
     table = Table(title=f"{suite}: step-level verification (%)", title_justify="left", box=box.SIMPLE_HEAD)
     columns = ["subset", "n", "erroneous", "acc_err", "acc_cor", "F1", "step BA", "step BF1", "resp BA", "resp BF1"]
     columns += ["char F1", "case F1"] if char else []

@@ -18,7 +18,7 @@ from shambench.schema import Example
 from shambench.scoring.corpus import Corpus
 from shambench.scoring.kept import file_corpus
 from shambench.scoring.scorer import UNSCORED_EXAMPLE_FIELDS
-from shambench.scoring.suites import SELECTIONS
+from shambench.sources import selections
 
 
 def suite_datasets(suite: str, data_dir: str | Path | None, split: str) -> str:
@@ -28,9 +28,10 @@ def suite_datasets(suite: str, data_dir: str | Path | None, split: str) -> str:
     from shambench.data.adapter import data_dir_origin, resolve_data_dir
     from shambench.data.benchmark import default_datasets
 
-    if suite not in SELECTIONS:
-        raise SelectionError(f"unknown suite {suite!r} (known: {', '.join(SELECTIONS)})")
-    fixed = SELECTIONS[suite]
+    known = selections()
+    if suite not in known:
+        raise SelectionError(f"unknown suite {suite!r} (known: {', '.join(known)})")
+    fixed = known[suite]
     if fixed is not None:
         return fixed
     root = resolve_data_dir(data_dir)

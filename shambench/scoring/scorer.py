@@ -23,7 +23,7 @@ from shambench.scoring import metrics
 from shambench.scoring.alternative import ALT_EPSILON
 from shambench.scoring.arrays import runs
 from shambench.scoring.corpus import Corpus, Ranges, RowPredictions, covered
-from shambench.scoring.extended import ADDED_PARTITIONS, extended_group, kept_apart
+from shambench.scoring.extended import declarations, extended_group, joins_task, kept_apart, kept_apart_names
 from shambench.scoring.kept import kept_beside, rules_hash
 from shambench.scoring.results import (
     PRF,
@@ -37,7 +37,7 @@ from shambench.scoring.results import (
     Results,
     ThresholdFree,
 )
-from shambench.scoring.shared_task import shared_task_group
+from shambench.scoring.shared_task import shared_task_groups
 from shambench.scoring.steps import MathGroup, math_group
 from shambench.scoring.text import SENTENCE_SPLITTER, TOKENIZER
 
@@ -70,8 +70,7 @@ def conventions(n_resamples: int, seed: int) -> dict[str, str]:
         "and of each task (datasets weigh by their size)",
         "overall": "unweighted mean of the task scores; std is the population standard deviation (ddof=0) "
         "over tasks; step-level (math) tasks are excluded, and tasks hold no partition of the extended suite's "
-        "additions (Mu-SHROOM's 14 languages, open_qa_long/haluquestqa, summ/xsumfaith-gold, open_qa_long/felm: "
-        "groups.extended)",
+        f"additions ({', '.join(kept_apart_names())}: groups.extended)",
         "tokenizer": TOKENIZER,
         "sentence_splitter": SENTENCE_SPLITTER,
         "positive_unit": "a token or sentence unit is positive when a span overlaps it by at least one character",
@@ -219,15 +218,17 @@ class Scorer:
         # same interval whatever order the examples came in.
         by_id = np.argsort(np.array(corpus.ids), kind="stable")
         partition_of = corpus.partition_code[by_id]
-        # Partitions with a group of their own (the extended suite's) never enter the paper's tasks.
-        paper = np.array([not kept_apart(p) for p in corpus.partitions], bool)[partition_of]
+        # Partitions their source keeps apart (the extended suite's) never enter the paper's tasks.
+        self.sources = declarations(corpus.partitions)
+        paper = np.array([not kept_apart(p, s) for p, s in self.sources.items()], bool)[partition_of]
         self.groups = {
             "partitions": _members(by_id, partition_of, corpus.partitions),
             "tasks": _members(by_id[paper], corpus.task_code[by_id][paper], corpus.tasks),
         }
-        if any(p in ADDED_PARTITIONS for p in corpus.partitions):
-            names = sorted({extended_group(p) for p in corpus.partitions})
-            codes = np.array([names.index(extended_group(p)) for p in corpus.partitions])[partition_of]
+        if any(joins_task(s) for s in self.sources.values()):
+            groups = [extended_group(p, s) for p, s in self.sources.items()]
+            names = sorted(set(groups))
+            codes = np.array([names.index(g) for g in groups])[partition_of]
             self.groups["extended"] = _members(by_id, codes, names)
         self.step_tasks = {
             t
@@ -409,7 +410,7 @@ class Scorer:
                 math=self._math_group(pa),
                 agreement=self._agreement_group(pa),
                 extended=self._extended_group(ctx, task_scores),
-                **shared_task_group(partitions),
+                **shared_task_groups(partitions, self.sources),
             ),
         )
         return results, ExampleRows(ctx)
@@ -482,8 +483,9 @@ class Scorer:
         assert overall is not None  # members is not empty
         partitions: dict[str, list[str]] = {}
         for partition in self.groups["partitions"]:
-            if extended_group(partition) in members:
-                partitions.setdefault(extended_group(partition), []).append(partition)
+            group = extended_group(partition, self.sources[partition])
+            if group in members:
+                partitions.setdefault(group, []).append(partition)
         view = ExtendedView(groups={g: gs for g, (gs, _) in scores.items()}, partitions=partitions, overall=overall)
         return view
 

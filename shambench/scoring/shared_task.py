@@ -1,9 +1,10 @@
-"""The Mu-SHROOM shared task's view of a scored run: per language, the official IoU and Cor beside span F1.
+"""A shared task's view of a scored run: per language, the official IoU and Cor beside span F1.
 
-The shared task ranked systems per language on character IoU and Cor; SHAM-Bench reports token and sentence F1.
-For partitions named `<task>/mushroom-<lang>` (the `mushroom-multilingual` source) the view lists all four per
-language, and its overall is the unweighted mean over languages (not over examples), as a per-language ranking
-implies. It is stored in `Results.groups.mushroom`, apart from the SHAM-Bench overall.
+Mu-SHROOM ranked systems per language on character IoU and Cor; SHAM-Bench reports token and sentence F1. For the
+partitions of a source that declares a shared task (`Adapter.shared_task`: the view's key in `Results.groups` and
+the prefix cut from a dataset name to leave its language) the view lists all four per language, and its overall
+is the unweighted mean over languages (not over examples), as a per-language ranking implies. It is stored apart
+from the SHAM-Bench overall.
 
 The organisers' scorer read both files with `pandas.read_json`, whose default float parser is not correctly rounded:
 `organisers_float` reads a number the same way, so that a submission's probabilities (and the hard labels derived
@@ -14,14 +15,15 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from shambench.scoring.results import GroupScores, LanguageScores, Results, SharedTaskView
+from shambench.sources import Source
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-DATASET_PREFIX = "mushroom-"
 ORGANISERS_READING = (
     "a Mu-SHROOM submission's numbers are read as the organisers' scorer read them (pandas.read_json, default "
     "precise_float=False: pandas' ujson decoder keeps at most 15 fraction digits, dropping the rest, and computes "
@@ -75,33 +77,46 @@ def organisers_float(text: str) -> float:
     return value * scale
 
 
-def language_scores(datasets: dict[str, GroupScores]) -> dict[str, LanguageScores]:
-    """The per-language figures of the `mushroom-<lang>` partitions that carry soft labels."""
-    out = {}
+def row_of(dataset: str, source: Source | None) -> tuple[str, str] | None:
+    """The shared-task view and row a dataset is shown in (`(group, row)`), when its source declares a shared task."""
+    task = source.shared_task if source else None
+    if task is None or not dataset.startswith(task.row_prefix):
+        return None
+    return task.group, dataset[len(task.row_prefix) :]
+
+
+def language_scores(
+    datasets: dict[str, GroupScores], sources: Mapping[str, Source | None]
+) -> dict[str, dict[str, LanguageScores]]:
+    """Per shared-task view, the figures of each row (a language) from the partitions that carry soft labels."""
+    out: dict[str, dict[str, LanguageScores]] = {}
     for key, gs in sorted(datasets.items()):
-        dataset = key.split("/", 1)[-1]
-        if not dataset.startswith(DATASET_PREFIX) or gs.mushroom is None:
+        placed = row_of(key.split("/", 1)[-1], sources.get(key))
+        if placed is None or gs.mushroom is None:
             continue
-        out[dataset[len(DATASET_PREFIX) :]] = LanguageScores(
+        group, row = placed
+        out.setdefault(group, {})[row] = LanguageScores(
             n=gs.n, iou=gs.mushroom.iou, cor=gs.mushroom.cor, token_f1=gs.token.f1, sentence_f1=gs.sentence.f1
         )
     return out
 
 
-def shared_task_group(datasets: dict[str, GroupScores]) -> dict[str, SharedTaskView]:
-    """`{"mushroom": view}` when any Mu-SHROOM language partition was scored, else `{}`."""
-    languages = language_scores(datasets)
-    if not languages:
-        return {}
-    rows = list(languages.values())
+def shared_task_groups(
+    datasets: dict[str, GroupScores], sources: Mapping[str, Source | None]
+) -> dict[str, SharedTaskView]:
+    """Per shared task declared by the source of a scored partition (`Source.shared_task`), its view."""
+    views = {}
+    for group, languages in language_scores(datasets, sources).items():
+        rows = list(languages.values())
 
-    def mean(field: str) -> float:
-        return sum(getattr(r, field) for r in rows) / len(rows)
+        def mean(field: str, rows: list[LanguageScores] = rows) -> float:
+            return sum(getattr(r, field) for r in rows) / len(rows)
 
-    overall = LanguageScores(
-        n=sum(r.n for r in rows), **{f: mean(f) for f in ("iou", "cor", "token_f1", "sentence_f1")}
-    )
-    return {"mushroom": SharedTaskView(languages=languages, overall=overall)}
+        overall = LanguageScores(
+            n=sum(r.n for r in rows), **{f: mean(f) for f in ("iou", "cor", "token_f1", "sentence_f1")}
+        )
+        views[group] = SharedTaskView(languages=languages, overall=overall)
+    return views
 
 
 def shared_task_table(results: Results) -> Table | None:

@@ -24,7 +24,7 @@ from pydantic import BaseModel
 
 from shambench.schema import Example, Prediction
 from shambench.scoring.metrics import pooled_prf
-from shambench.scoring.suites import CHAR_LEVEL_SUITES, suite_of
+from shambench.sources import char_level_suites, suite_of
 
 UNPARSEABLE = -2
 GRID = tuple(round(0.10 + 0.05 * i, 2) for i in range(17))
@@ -415,6 +415,7 @@ def math_group(
             by_suite.setdefault(suite_of(ex.dataset), {}).setdefault(ex.dataset, []).append(ex)
     datasets: dict[str, MathScores] = {}
     suites: dict[str, SuiteScores] = {}
+    by_char = char_level_suites()
     for suite, members in sorted(by_suite.items()):
         every = [ex for exs in members.values() for ex in exs]
         choice = tune_threshold(every, predictions, seed) if _thresholded(every, predictions) else None
@@ -423,7 +424,7 @@ def math_group(
                 exs,
                 predictions,
                 choice.threshold if choice else None,
-                char=suite in CHAR_LEVEL_SUITES,
+                char=suite in by_char,
                 sopo=sopo_compat,
             )
         f1s = [f1 for n in members if (f1 := datasets[n].first_error.balanced_f1) is not None]

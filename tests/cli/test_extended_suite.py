@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from shambench.cli import main
-from shambench.scoring.extended import MULTILINGUAL
+from shambench.scoring.results import MULTILINGUAL
 from tests.adapters.test_haluquestqa import ROWS, _write
 from tests.conftest import require_shared
 

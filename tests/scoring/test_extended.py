@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shambench.schema import Example, Prediction
-from shambench.scoring.extended import MULTILINGUAL, kept_apart
-from shambench.scoring.results import ExtendedView
+from shambench.scoring.extended import kept_apart
+from shambench.scoring.results import MULTILINGUAL, ExtendedView
 from shambench.scoring.scorer import score
 
 PARTITIONS = (

@@ -13,12 +13,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shambench.data.stats import PAPER_COUNTS
 from shambench.errors import ScoringError
 from shambench.schema import Example, Prediction, SoftSpan, Span, Step
 from shambench.scoring.reference import reference_scores
 from shambench.scoring.scorer import Scorer, score
 from shambench.scoring.text import sentences, tokens
+from shambench.sources import paper_counts
 from tests.conftest import require_shared
 
 # 8 tokens: The [0,3) cat [4,7) sat [8,11) . [11,12) It [13,15) was [16,19) red [20,23) . [23,24)
@@ -283,10 +283,11 @@ def test_reported_rows_obey_the_aggregation():
         for method, row in reported[level].items():
             parts = row.get("datasets", {})
             for task, value in row["tasks"].items():
-                names = [p for p in PAPER_COUNTS if p.startswith(task + "/")]
+                counts = paper_counts()
+                names = [p for p in counts if p.startswith(task + "/")]
                 if not all(p in parts for p in names):
                     continue  # a table that omits a partition cannot be recomputed
-                weighted = sum(parts[p] * PAPER_COUNTS[p] for p in names) / sum(PAPER_COUNTS[p] for p in names)
+                weighted = sum(parts[p] * counts[p] for p in names) / sum(counts[p] for p in names)
                 # Each printed value is rounded to 3 decimals (±0.0005): the task and its weighted mean differ
                 # by at most 0.001.
                 assert abs(weighted - value) <= 0.001 + 1e-9, (level, method, task, value, weighted)

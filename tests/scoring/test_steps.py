@@ -19,7 +19,7 @@ from shambench.scoring.steps import (
     tune_threshold,
     tuning_subset,
 )
-from shambench.scoring.suites import suite_of
+from shambench.sources import suite_of
 
 
 def make(ident: str, labels: list[int | None], dataset: str = "hard2verify", sep: str = "\n\n") -> Example:
