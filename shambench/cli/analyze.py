@@ -119,7 +119,9 @@ def analyze(
         figures.pr_scatter(scored, out_dir / "pr_scatter.png")
     console.print(analysis_table(analyses, [label for label, _ in scored]))
     written = "analysis.json (with the definitions)" + ("" if no_figures else " and the figures")
-    console.print(f"{written} written to {out_dir}", soft_wrap=True)
+    # the absolute folder: the default for several runs is ./analysis, which a bare "analysis" does not place
+    default = "" if out else " (the default folder; --out DIR writes elsewhere)"
+    console.print(f"{written} written to {out_dir.resolve()}{default}", soft_wrap=True)
     print_failures(console, failed, what="judgements", retry="retry them: run the same command again")
     finish(len(failed), allow_failures)
 

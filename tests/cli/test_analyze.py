@@ -54,7 +54,7 @@ def test_analyze_two_runs_writes_json_and_figures(tmp_path):
     printed = " ".join(res.stdout.split())
     assert "false alarms: share of predicted spans overlapping no gold span;" in printed
     assert "F1 no-gold / all-hallu: mean span F1 over the examples with no gold span / with every token gold" in printed
-    assert f"analysis.json (with the definitions) and the figures written to {out}" in printed
+    assert f"analysis.json (with the definitions) and the figures written to {out.resolve()}" in printed
     by_det = {r["detector"]: r for r in data["runs"]}
     # the definitions analyze --help promises, not a class docstring
     assert "A gold span is *recovered* when any predicted span overlaps it" in by_det["overlap"]["definitions"]
@@ -68,6 +68,26 @@ def test_analyze_two_runs_writes_json_and_figures(tmp_path):
     assert by_det["all"]["datasets"]["summ/toy"]["f1_no_gold"] == 0.0
     for png in ("f1_tasks.png", "pr_scatter.png", "rates_0_overlap.png", "rates_1_all.png"):
         _assert_real_png(out / png)
+
+
+def test_analyze_says_which_folder_it_wrote_by_default(tmp_path, monkeypatch):
+    # one run: RUN_DIR/analysis; several: ./analysis, named as an absolute folder (the current one is tmp_path here)
+    runner = _runs(tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    for runs, folder in (
+        ([tmp_path / "overlap"], tmp_path / "overlap" / "analysis"),
+        ([tmp_path / "overlap", tmp_path / "all"], work / "analysis"),
+    ):
+        res = runner.invoke(main, ["analyze", *map(str, runs), "--no-figures"])
+        assert res.exit_code == 0, res.output
+        printed = " ".join(res.stdout.split())
+        assert (
+            f"analysis.json (with the definitions) written to {folder.resolve()} (the default folder; --out DIR writes elsewhere)"
+            in printed
+        )
+        assert (folder / "analysis.json").is_file()
 
 
 def test_show_highlights_one_example(tmp_path):
