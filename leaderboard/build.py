@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from shambench.errors import DataError
 from shambench.io import Journal, write_atomic, write_json
+from shambench.leaderboard.ranks import with_stability
 from shambench.leaderboard.schema import (
     TASK_ORDER,
     AgreementCell,
@@ -28,6 +29,7 @@ from shambench.leaderboard.schema import (
 )
 from shambench.provenance import now_iso, shambench_version
 from shambench.runs.files import CONFIG, JOURNAL, RESULTS
+from shambench.schema import Example, Prediction
 from shambench.scoring.agreement import LIKE_FOR_LIKE
 from shambench.scoring.extended import kept_apart
 from shambench.scoring.results import PRF, GroupScores, Results, RunInfo
@@ -450,19 +452,26 @@ def configurations(found: Sequence[tuple[Path, Results]]) -> list[list[tuple[Pat
     return groups
 
 
+def members_data(members: Sequence[tuple[Path, Results]]) -> tuple[list[Example], list[Prediction]]:
+    """The examples (re-created from each run's config) and journalled predictions of a configuration's runs."""
+    from shambench.runs.rundir import load_config, run_examples
+
+    examples, predictions = [], []
+    for path, _ in members:
+        examples += run_examples(load_config(path.parent))
+        predictions += list(Journal(checked_file(path.parent / JOURNAL, MAX_JOURNAL_BYTES)).read().values())
+    return examples, predictions
+
+
 def merged_results(members: Sequence[tuple[Path, Results]]) -> Results:
     """A configuration's runs (one or several) scored together from their journals and their examples (re-created
     from each run's config): every view, interval and task mean is then exactly what one run over all their data
     gives, whatever their `results.json` files say. DataError when a run's files cannot be read or its examples
     re-created."""
-    from shambench.runs.files import JOURNAL
-    from shambench.runs.rundir import load_config, run_examples
     from shambench.scoring.scorer import Scorer
 
-    examples, predictions, first = [], [], members[0][1].run
-    for path, _ in members:
-        examples += run_examples(load_config(path.parent))
-        predictions += list(Journal(checked_file(path.parent / JOURNAL, MAX_JOURNAL_BYTES)).read().values())
+    first = members[0][1].run
+    examples, predictions = members_data(members)
     results = Scorer(examples).score(predictions)
     if len(members) == 1:
         results.run = first
@@ -620,10 +629,11 @@ def build(run_paths: Sequence[str | Path], reported_path: str | Path | None) -> 
             skipped[display_path(path.parent)] = str(err)
     # A run of none of the board's partitions (only Mu-SHROOM's languages, say) is on its own page only.
     found = [(p, r) for p, r in found if any(not kept_apart(name) for name in r.partitions)]
-    entries = []
+    entries, members_of = [], {}
     for members in configurations(found):
         try:
             entries.append(configuration_entry(members))
+            members_of[entries[-1].source] = members
         except (DataError, OSError) as err:
             # One bad run costs its own row only; the reason is kept on the board and printed by the build.
             why = str(err) if isinstance(err, DataError) else f"cannot be read ({err})"
@@ -631,6 +641,7 @@ def build(run_paths: Sequence[str | Path], reported_path: str | Path | None) -> 
     entries = named(entries)
     reported = load_reported(reported_path) if reported_path is not None else None
     board = assemble(entries, reported_entries(reported), reported.source) if reported else assemble(entries)
+    board = with_stability(board, lambda entry: members_data(members_of[entry.source]))
     return board.model_copy(update={"skipped": skipped})
 
 
@@ -648,33 +659,6 @@ def load_leaderboard(site_dir: str | Path) -> Leaderboard:
         return Leaderboard.model_validate_json(path.read_bytes())
     except ValidationError as err:
         raise DataError(f"{path}: not a leaderboard ({err.errors()[0]['msg']})") from None
-
-
-def with_example_pages(board: Leaderboard, out_dir: str | Path) -> Leaderboard:
-    """Write `examples/<row id>.html` (the `shambench show --html` view, in pages of `PER_PAGE`:
-    `<row id>-2.html`, ...) for every reproduced row whose run directory is at hand, and link each from its
-    row."""
-    from shambench.reporting.highlight import PER_PAGE, paginated
-    from shambench.runs.files import JOURNAL
-    from shambench.runs.rundir import load_config, run_examples
-    from shambench.runs.scoring import example_scores
-
-    entries = []
-    for entry in board.entries:
-        run_dir = Path(entry.source)
-        if (run_dir / JOURNAL).exists():
-            link = f"examples/{entry.id}.html"
-            examples = run_examples(load_config(run_dir))
-            predictions = Journal(run_dir / JOURNAL).read()
-            scores = example_scores(run_dir)
-            title = f"{entry.name}: examples"
-            # Pages of PER_PAGE linking each other, as `shambench show --html` writes them: a whole board's run
-            # in one file is megabytes a browser lays out at once.
-            for name, page in paginated(title, examples, predictions, scores, f"{entry.id}.html", PER_PAGE).items():
-                write_atomic(Path(out_dir) / "examples" / name, page)
-            entry = entry.model_copy(update={"examples_page": link})
-        entries.append(entry)
-    return board.model_copy(update={"entries": entries})
 
 
 def write_site(board: Leaderboard, out_dir: str | Path) -> tuple[Path, Path]:

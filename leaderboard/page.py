@@ -104,6 +104,35 @@ def coverage_text(entry: Entry, board: Leaderboard) -> str:
     return " · ".join([counts, *entry.incomplete_because]) if counts else "; ".join(entry.incomplete_because)
 
 
+CONVENTION_LABELS = {
+    "paper": "span F1 (paper)",
+    "hallucinated": "span F1, hallucinated examples",
+    "pooled_token": "pooled token F1",
+    "pooled_char": "pooled character F1",
+    "sentence": "sentence F1",
+    "iou": "Mu-SHROOM IoU",
+    "cor": "Mu-SHROOM Cor",
+}
+
+
+def rank_orders(board: Leaderboard) -> dict[str, dict[str, str]]:
+    """Per compared row, the verdict on its order with the row just below it and a sentence saying why."""
+    st = board.stability
+    if st is None:
+        return {}
+    names = {r.id: r.name for r in st.rows}
+    out = {}
+    for pair in st.pairs:
+        if pair.adjacent:
+            kept = len(st.conventions) - len(pair.reversed_under)
+            why = f"above {names[pair.below]} under {kept} of {len(st.conventions)} conventions"
+            if pair.reversed_under:
+                why += " (not under " + ", ".join(CONVENTION_LABELS[c] for c in pair.reversed_under) + ")"
+            why += f", and in {100 * pair.share:.1f}% of {st.n_resamples} paired resamples"
+            out[pair.above] = {"verdict": pair.verdict, "css": pair.verdict.replace(" ", "-"), "why": why}
+    return out
+
+
 def _mark(entry: Entry, cell: Cell, frame: Frame, index: int, label: str, colour: str) -> dict[str, Any]:
     kind = "reported" if entry.kind == "reported" else entry.standing
     ci = cell.ci
@@ -204,6 +233,8 @@ def render(board: Leaderboard) -> str:
             reported_colour=REPORTED_COLOUR,
             sections=[(name, titles[name], rows[name]) for name, _ in SECTIONS],
             coverage_text=coverage_text,
+            orders=rank_orders(board),
+            convention_labels=CONVENTION_LABELS,
             # Our own files, trusted and hashed into the policy below; everything else is escaped.
             css=Markup(css),
             script=Markup(script),

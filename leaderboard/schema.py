@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from shambench.io import write_atomic
+from shambench.reporting.ranks import RankStability
 from shambench.scoring.metrics import EMPTY_RULE_SENTENCE
 from shambench.scoring.results import SCHEMA_VERSION, RunInfo
 
@@ -224,6 +225,10 @@ class Leaderboard(BaseModel):
     human: HumanReference | None = None
     """One annotator against the others on the partitions whose sources release annotators (None without such
     partitions): a reference row, never ranked; each entry's `agreement` gives its gap to it."""
+    stability: RankStability | None = None
+    """The compared rows (ranked and reference) under every convention the board reports, with Kendall's tau,
+    paired-bootstrap rank intervals and whether each order holds (`shambench.reporting.ranks`); None with fewer
+    than two such rows, or for a board a submission was added to after its build."""
     skipped: dict[str, str] = Field(default_factory=dict)
     """Runs found but left off the board (unreadable, not a regular file, too large, or not re-scorable from
     their journal and examples), by run directory, with the reason."""

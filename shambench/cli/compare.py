@@ -39,12 +39,19 @@ def compare(
     draws for both runs (a paired, stratified bootstrap); the overall difference is the mean over tasks, as in
     the results. The p-value is two-sided, from the bootstrap distribution shifted to no difference. Needs the
     runs' data (their configs say where it is).
+
+    Then the two runs' ranks under every convention a board reports (span F1 per example as the paper, over the
+    hallucinated examples only, pooled token and character F1, sentence F1, and Mu-SHROOM IoU and Cor where
+    there are soft labels), each run's 95% rank interval over the same paired resamples, and whether their order
+    holds (every convention and at least 95% of the resamples keep it), is convention-dependent (a convention
+    reverses or ties it) or is not resolved; in the JSON under `ranks`.
     """
     from rich import box
     from rich.table import Table
 
     from shambench.reporting.compare import compare_runs
     from shambench.reporting.console import make_console, warn
+    from shambench.reporting.tables import ranks_table
 
     console = make_console(stderr=json_to_stdout(out, as_json))
     result = compare_runs(run_a, run_b, n_resamples=n_resamples, seed=seed, missing_as_empty=missing_as_empty)
@@ -86,4 +93,6 @@ def compare(
             "(--missing-as-empty compares them, scored as empty)",
         )
     console.print(table)
+    if result.ranks is not None:
+        console.print(ranks_table(result.ranks))
     emit_json(result, out, as_json, console)

@@ -75,8 +75,9 @@ def build(
     the main board by the paper's partitions only, and also get OUT/extended.html and OUT/extended.json, ranked by
     the extended overall. The page needs no server or network: open index.html in a browser.
     """
-    from shambench.leaderboard.build import DISAGREES, with_example_pages, write_site
+    from shambench.leaderboard.build import DISAGREES, write_site
     from shambench.leaderboard.build import build as build_board
+    from shambench.leaderboard.example_pages import with_example_pages
 
     board = build_board(run_paths, _reported_path(reported, no_reported))
     if example_pages:

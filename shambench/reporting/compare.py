@@ -25,6 +25,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from shambench.errors import DataError
+from shambench.reporting.ranks import RankStability, pair_stability
 from shambench.schema import Example, Prediction
 from shambench.scoring import metrics
 
@@ -106,6 +107,9 @@ class Comparison(BaseModel):
     """How the interval and p-value are computed."""
     differences: list[Difference]
     """Overall first, then per task, for each level."""
+    ranks: RankStability | None = None
+    """The two runs (ids `A`, `B`) under every convention, with their rank intervals and whether their order
+    holds (`shambench.reporting.ranks`); None when no task of the overall was compared."""
 
 
 def bootstrap_difference(f1_a: np.ndarray, f1_b: np.ndarray, weights: np.ndarray | Iterable[np.ndarray]) -> np.ndarray:
@@ -166,8 +170,9 @@ def compare_predictions(
 
     scorer = Scorer(examples, n_resamples=n_resamples, seed=seed)
     wanted = set(scorer.index)
-    prf_a = scorer.example_prf([p for p in predictions_a if p.id in wanted])
-    prf_b = scorer.example_prf([p for p in predictions_b if p.id in wanted])
+    kept_a = [p for p in predictions_a if p.id in wanted]
+    kept_b = [p for p in predictions_b if p.id in wanted]
+    prf_a, prf_b = scorer.example_prf(kept_a), scorer.example_prf(kept_b)
     overall_tasks = [t for t in scorer.groups["tasks"] if t not in scorer.step_tasks]
     differences = []
     for level in LEVELS:
@@ -194,6 +199,7 @@ def compare_predictions(
         n_resamples=n_resamples,
         seed=seed,
         differences=differences,
+        ranks=pair_stability(scorer, (kept_a, kept_b), names) if overall_tasks else None,
     )
 
 

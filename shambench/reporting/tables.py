@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from shambench.reporting.console import make_console
+from shambench.reporting.ranks import RankStability
 from shambench.scoring.agreement import AgreementGroup, AgreementReport
 from shambench.scoring.alternative import CONVENTION as ALTERNATIVE_CONVENTION
 from shambench.scoring.alternative import AlternativeTest
@@ -237,4 +238,30 @@ def agreement_table(report: AgreementReport) -> Table:
             _figure(p.cor),
             f"{reproduced.reproduced}/{reproduced.checked}" if reproduced else "",
         )
+    return table
+
+
+def ranks_table(ranks: RankStability) -> Table:
+    """Rows under every convention: figure and rank, rank interval, and the order with the next row."""
+    orders = {p.above: p for p in ranks.pairs if p.adjacent}
+    table = Table(
+        title=f"Ranks under every convention (rank interval: {ranks.n_resamples} paired resamples, paper's convention)",
+        title_justify="left",
+        caption=ranks.convention,
+        caption_justify="left",
+        box=box.SIMPLE_HEAD,
+    )
+    table.add_column("run", overflow="fold")
+    for name in ranks.conventions:
+        table.add_column(name, justify="right", no_wrap=True)
+    table.add_column("interval", justify="right", no_wrap=True)
+    table.add_column("order with the next", overflow="fold")
+    for row in ranks.rows:
+        order = orders.get(row.id)
+        said = ""
+        if order is not None:
+            said = f"{order.verdict} ({100 * order.share:.1f}% of resamples"
+            said += f"; reversed under {', '.join(order.reversed_under)})" if order.reversed_under else ")"
+        cells = [f"{row.figures[c]:.3f} ({row.ranks[c]})" for c in ranks.conventions]
+        table.add_row(f"{row.id} {row.name}", *cells, f"{row.interval[0]}-{row.interval[1]}", said)
     return table

@@ -21,7 +21,7 @@ from shambench.provenance import git_commit, now_iso, shambench_version
 from shambench.schema import Example, Prediction, Span
 from shambench.scoring import metrics
 from shambench.scoring.alternative import ALT_EPSILON
-from shambench.scoring.arrays import runs
+from shambench.scoring.arrays import char_counts, max_scores
 from shambench.scoring.corpus import Corpus, Ranges, RowPredictions, covered
 from shambench.scoring.extended import declarations, extended_group, joins_task, kept_apart, kept_apart_names
 from shambench.scoring.kept import kept_beside, rules_hash
@@ -102,30 +102,6 @@ def _agreement_versions() -> str:
     return f"{shambench_version()}|{versions}|{rules_hash(_AGREEMENT_MODULES)}"
 
 
-def _char_counts(s: np.ndarray, e: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
-    """Per example, how many characters the ranges `[s, e)` cover (overlaps counted once).
-
-    Sorted by start, a range adds only what reaches past every earlier range's end; ranges of different
-    examples never overlap on the global axis, so no per-character mask is needed.
-    """
-    order = np.argsort(s, kind="stable")
-    s, e, owner = s[order], e[order], owner[order]
-    reach = np.concatenate([[0], np.maximum.accumulate(e)[:-1]]) if len(e) else e
-    gain = np.maximum(0, e - np.maximum(s, reach))
-    return np.bincount(owner, weights=gain, minlength=n)
-
-
-def _max_scores(starts: np.ndarray, ends: np.ndarray, s: np.ndarray, e: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Per item, the max score `v` over the ranges that overlap it (0 where none does)."""
-    out = np.zeros(len(starts))
-    lo = np.searchsorted(ends, s.astype(ends.dtype), side="right")
-    hi = np.searchsorted(starts, e.astype(starts.dtype), side="left")
-    counts = np.maximum(hi - lo, 0)
-    if counts.sum():
-        np.maximum.at(out, runs(lo, counts), np.repeat(v, counts))
-    return out
-
-
 def _members(by_id: np.ndarray, codes: np.ndarray, names: list[str]) -> dict[str, np.ndarray]:
     """Per name (sorted) that has examples, their positions in id order (`codes`: each position's name, in that
     order)."""
@@ -145,6 +121,8 @@ class ExampleArrays:
     """Mu-SHROOM IoU per example; NaN without gold soft labels."""
     cor: np.ndarray
     """Mu-SHROOM Cor per example; NaN without gold soft labels."""
+    char_counts: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    """Per example, character true positives, predicted and gold characters (where the pass counted them)."""
 
 
 @dataclass
@@ -210,7 +188,7 @@ class Scorer:
         self.gold_counts = {
             "token": np.bincount(self.tokens.owner[self.tokens.gold], minlength=n),
             "sentence": np.bincount(self.units.owner[self.units.gold], minlength=n),
-            "char": _char_counts(*self.gold_chars, n),
+            "char": char_counts(*self.gold_chars, n),
         }
         self.soft = np.zeros(n, bool)
         self.soft[list(corpus.soft)] = True
@@ -330,6 +308,14 @@ class Scorer:
         s, e = spans.bounds()
         return _PredictionArrays(s, e, present, failed, labels, scored.scored() if has_scores else None, kept)
 
+    def example_arrays(self, predictions: Iterable[Prediction]) -> ExampleArrays:
+        """Per example, in example order: P/R/F1 per level, token and character counts and IoU/Cor (NaN without
+        soft labels): what a paired bootstrap of runs resamples (`shambench.reporting.ranks`)."""
+        pa = self._prediction_arrays(self._positioned(predictions))
+        counts, prf = self._counted(pa)
+        iou, cor = _GroupContext(self, pa, counts, prf, None).soft_scores
+        return ExampleArrays(prf=prf, token_counts=counts["token"], iou=iou, cor=cor, char_counts=counts["char"])
+
     def example_prf(self, predictions: Iterable[Prediction]) -> dict[str, np.ndarray]:
         """Per level in `LEVELS`, the per-example (precision, recall, F1): shape 3 × examples, in example order.
 
@@ -390,7 +376,7 @@ class Scorer:
         n = len(self.corpus)
         token_scores = None
         if pa.scored is not None:
-            token_scores = _max_scores(self.tokens.starts, self.tokens.ends, *pa.scored)
+            token_scores = max_scores(self.tokens.starts, self.tokens.ends, *pa.scored)
         ctx = _GroupContext(self, pa, counts, prf, token_scores)
         partitions = {name: ctx.group(name, idx)[0] for name, idx in self.groups["partitions"].items()}
         task_scores = {name: ctx.group(name, idx) for name, idx in self.groups["tasks"].items()}
@@ -503,8 +489,8 @@ class Scorer:
         n = len(self.corpus)
         gs, ge, g_owner = self.gold_chars
         p_owner = self.corpus.owner_of(pa.starts)
-        pred = _char_counts(pa.starts, pa.ends, p_owner, n)
-        union = _char_counts(
+        pred = char_counts(pa.starts, pa.ends, p_owner, n)
+        union = char_counts(
             np.concatenate([gs, pa.starts]), np.concatenate([ge, pa.ends]), np.concatenate([g_owner, p_owner]), n
         )
         gold = self.gold_counts["char"]
