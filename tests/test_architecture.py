@@ -28,6 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "shambench.provenance",
         "shambench.http",
         "shambench.sources",
+        "shambench.sealing",
     ),
     ("shambench.scoring",),
     ("shambench.data", "shambench.detection"),

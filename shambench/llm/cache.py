@@ -7,10 +7,9 @@ name on two servers therefore never shares answers, and entries written by versi
 are never hit again. Values are JSON records. Only answers a caller accepted are stored, so a failed or
 unparseable response is asked again next time.
 
-Every stored value is sealed by a BLAKE2b digest keyed with its row's key (as the segmentation cache's rows are):
-a value edited, corrupted or moved under another key, and a row written before values were sealed, is a miss,
-asked again and stored again, with one warning per cache. The seal catches a doctored or damaged file, not a
-forger who recomputes it with this code: the cache is the user's own, like the run directories.
+Every stored value is sealed under its row's key (`shambench.sealing`, the seal of every cache): a value edited,
+corrupted or moved under another key, and a row written before values were sealed, is a miss, asked again and
+stored again, with one warning per cache. A row holds the seal in hex, a colon, then the value's JSON text.
 
 The file lives at `cache_dir()/responses.sqlite`; `shambench cache stats|clear` inspects and empties it.
 """
@@ -23,7 +22,6 @@ import math
 import sqlite3
 import threading
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +29,7 @@ import orjson
 from pydantic import BaseModel
 
 from shambench.paths import cache_dir
+from shambench.sealing import Sealer
 from shambench.secrets import redact
 
 FILENAME = "responses.sqlite"
@@ -57,17 +56,17 @@ def cache_path() -> Path:
 
 def sealed(key: str, text: str) -> str:
     """The stored form of a value's JSON text under `key`: its seal (hex), a colon, the text."""
-    return f"{_seal(key, text)}:{text}"
+    return f"{Sealer.seal(key.encode(), text.encode()).hex()}:{text}"
 
 
 def unsealed(key: str, stored: str) -> str | None:
     """The JSON text of a stored value, or None when its seal is missing or is not that of this key and text."""
     seal, colon, text = stored.partition(":")
-    return text if colon and seal == _seal(key, text) else None
-
-
-def _seal(key: str, text: str) -> str:
-    return hashlib.blake2b(text.encode(), digest_size=16, key=key.encode()[:64]).hexdigest()
+    try:
+        proven = bytes.fromhex(seal)
+    except ValueError:
+        return None
+    return text if colon and Sealer.proves(key.encode(), text.encode(), proven) else None
 
 
 def cache_key(parts: dict[str, Any]) -> str:
@@ -130,7 +129,7 @@ class ResponseCache:
         self._db.execute(_SCHEMA)
         self._pending: dict[str, tuple[str, str, str, float]] = {}
         self._committed = time.monotonic()
-        self._warned = False
+        self._sealer = Sealer(f"response cache {self.path}")
 
     def get(self, key: str) -> dict[str, Any] | None:
         """The record stored under `key`, or None (also for a row whose seal fails: see the module docstring)."""
@@ -140,21 +139,14 @@ class ResponseCache:
             row = self._db.execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
         if row is None:
             return None
-        text = unsealed(key, row[0])
+        text = unsealed(key, row[0]) if isinstance(row[0], str) else None
         if text is None:
-            self._warn_unsealed()
+            self._sealer.reject(
+                "a stored answer failed its seal (edited, corrupt, or written by an older version) and is asked "
+                "again; so is any other such row"
+            )
             return None
         return json.loads(text)
-
-    def _warn_unsealed(self) -> None:
-        if not self._warned:
-            self._warned = True
-            warnings.warn(
-                f"response cache {self.path}: a stored answer failed its seal (edited, corrupt, or written by an "
-                "older version) and is asked again; so is any other such row",
-                RuntimeWarning,
-                stacklevel=3,
-            )
 
     def put(self, key: str, model: str, value: dict[str, Any]) -> None:
         """Store (or replace) the record under `key`; committed with the next batch."""

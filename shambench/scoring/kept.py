@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import tempfile
-import warnings
 import zipfile
 from collections.abc import Callable, Iterable
 from importlib.metadata import version
@@ -26,6 +25,7 @@ from shambench.memory import collector_paused
 from shambench.paths import cache_dir
 from shambench.schema import Example
 from shambench.scoring.corpus import Corpus, Readings, Units
+from shambench.sealing import Sealer
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -92,7 +92,7 @@ def _save(corpus: Corpus, folder: Path) -> None:
             "annotations": corpus.annotations.names(),
         }
         (tmp / NAMES_FILE).write_bytes(orjson.dumps(names))  # UTF-8 JSON, an eighth of `json.dumps`'s time
-        digests = {name: _digest((tmp / name).read_bytes()) for name in (ARRAYS_FILE, NAMES_FILE)}
+        digests = {name: _seal(folder, name, (tmp / name).read_bytes()).hex() for name in (ARRAYS_FILE, NAMES_FILE)}
         (tmp / DIGEST_FILE).write_text(json.dumps({"key": folder.name, **digests}), encoding="utf-8")
         os.replace(tmp, folder)
     except (OSError, orjson.JSONEncodeError):
@@ -103,8 +103,9 @@ def _save(corpus: Corpus, folder: Path) -> None:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _digest(data: bytes) -> str:
-    return hashlib.blake2b(data, digest_size=20).hexdigest()
+def _seal(folder: Path, name: str, data: bytes) -> bytes:
+    """The seal of a kept corpus's file: under the corpus's key and the file's name."""
+    return Sealer.seal(f"{folder.name}|{name}".encode(), data)
 
 
 class _NotThisCorpus(ValueError):
@@ -114,7 +115,8 @@ class _NotThisCorpus(ValueError):
 def _verified(folder: Path, name: str, claimed: dict) -> bytes:
     """The bytes of one file of a kept corpus, when they are what the folder's digest says."""
     data = (folder / name).read_bytes()
-    if claimed.get(name) != _digest(data):
+    seal = claimed.get(name)
+    if not isinstance(seal, str) or seal != _seal(folder, name, data).hex():
         raise _NotThisCorpus(f"{name} does not match its digest (edited, truncated or from another corpus)")
     return data
 
@@ -171,9 +173,7 @@ def file_corpus(path: str | Path, limit: int | None, examples: Callable[[], Iter
             corpus.kept = folder
             return corpus
         except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as err:
-            warnings.warn(
-                f"stored corpus {folder} not used, rebuilt from the file: {err}", RuntimeWarning, stacklevel=2
-            )
+            Sealer(f"stored corpus {folder} not used, rebuilt from the file").reject(str(err), stacklevel=3)
             shutil.rmtree(folder, ignore_errors=True)
     corpus = Corpus.of(examples())
     if sum(a.nbytes for a in _arrays(corpus).values()) <= KEPT_CORPUS_BYTES and not folder.is_dir():
@@ -199,14 +199,9 @@ def corpora_stats() -> tuple[int, int]:
     return len([p for p in corpora_dir().glob("*") if p.is_dir()]), sum(p.stat().st_size for p in files)
 
 
-# Bytes of the keyed BLAKE2b digest that ends a file kept beside a corpus.
-_SEAL = 20
-
-
-def _beside_seal(folder: Path, name: str, context: str, body: bytes) -> bytes:
-    """The digest of a file kept beside a corpus, keyed with the corpus's key, the file's name and its context."""
-    key = hashlib.blake2b(f"{folder.name}|{name}|{context}".encode("utf-8", "surrogatepass"), digest_size=32)
-    return hashlib.blake2b(body, digest_size=_SEAL, key=key.digest()).digest()
+def _beside_key(folder: Path, name: str, context: str) -> bytes:
+    """What a file kept beside a corpus is sealed under: the corpus's key, the file's name and its context."""
+    return f"{folder.name}|{name}|{context}".encode("utf-8", "surrogatepass")
 
 
 def kept_beside(corpus: Corpus, name: str, context: str, kind: type[Model], compute: Callable[[], Model]) -> Model:
@@ -231,14 +226,12 @@ def _read_beside(folder: Path, name: str, context: str) -> bytes | None:
         data = path.read_bytes()
     except OSError:
         return None  # not kept (yet), or unreadable: computed again either way
-    body, seal = data[:-_SEAL], data[-_SEAL:]
-    if len(data) > _SEAL and seal == _beside_seal(folder, name, context, body):
+    body = Sealer.opened(_beside_key(folder, name, context), data)
+    if body is not None:
         return body
-    warnings.warn(
-        f"kept {path} not used, computed again: it does not match its seal (edited, truncated, moved from "
-        "another corpus or written by another version)",
-        RuntimeWarning,
-        stacklevel=3,
+    Sealer(f"kept {path} not used, computed again").reject(
+        "it does not match its seal (edited, truncated, moved from another corpus or written by another version)",
+        stacklevel=4,
     )
     with contextlib.suppress(OSError):  # a read-only cache keeps it: it is a miss each time, never used
         path.unlink()
@@ -251,7 +244,7 @@ def _write_beside(folder: Path, name: str, context: str, body: bytes) -> None:
     try:
         with tempfile.NamedTemporaryFile("wb", dir=folder, prefix=".tmp-", delete=False) as fh:
             tmp = Path(fh.name)
-            fh.write(body + _beside_seal(folder, name, context, body))
+            fh.write(Sealer.sealed(_beside_key(folder, name, context), body))
         os.replace(tmp, folder / name)
     except OSError:
         # The folder was deleted meanwhile (`cache clear`), or the disk refused: the file is simply not kept.

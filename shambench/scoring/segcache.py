@@ -5,9 +5,10 @@ One SQLite file, `cache_dir()/segmentation.sqlite`, in write-ahead-log mode: rea
 writers from many processes queue on SQLite's own lock (`busy_timeout`), and a row is written with
 `INSERT OR IGNORE`, so two processes segmenting the same text store it once. A row is keyed by the segmentation
 convention (tokenizer, spaCy version, language; see `shambench.scoring.text.convention`) and the BLAKE2b hash of the
-text; its value is the int32 array `[n_tokens, n_units, token starts, token ends, unit starts, unit ends]`, sealed by
-a BLAKE2b digest keyed with the text's hash. Every row is checked before use (its seal, its counts, its items
-inside its text and in order); a row that fails is a miss: recomputed, rewritten, and reported in one warning.
+text; its value is the int32 array `[n_tokens, n_units, token starts, token ends, unit starts, unit ends]`, sealed
+under the text's hash (`shambench.sealing`, the seal of every cache). Every row is checked before use (its seal, its
+counts, its items inside its text and in order); a row that fails is a miss: recomputed, rewritten, and reported in
+one warning.
 The cache is an optimisation only: when it cannot be read or written, segmentation goes on without it.
 """
 
@@ -25,6 +26,7 @@ from pydantic import BaseModel
 
 from shambench.paths import cache_dir
 from shambench.scoring.arrays import runs
+from shambench.sealing import Sealer
 
 FILENAME = "segmentation.sqlite"
 # Keys looked up per query, at most (SQLite binds 32766 parameters by default since 3.32, 999 before).
@@ -32,8 +34,6 @@ _QUERY_KEYS = 30_000
 # Rows per write transaction: short transactions let concurrent writers take turns.
 _WRITE_ROWS = 5000
 _INT32_MAX = np.iinfo(np.int32).max
-# Bytes of the keyed BLAKE2b digest that ends every row.
-_SEAL = 16
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS segmentations (
@@ -65,12 +65,7 @@ def encode(
     flat = np.concatenate(parts)
     if len(flat) and flat.max() > _INT32_MAX:
         return None
-    body = flat.astype(np.int32).tobytes()
-    return body + _seal(key, body)
-
-
-def _seal(key: bytes, body: bytes) -> bytes:
-    return hashlib.blake2b(body, digest_size=_SEAL, key=key).digest()
+    return Sealer.sealed(key, flat.astype(np.int32).tobytes())
 
 
 Bounds = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
@@ -83,16 +78,14 @@ def decode(keys: Sequence[bytes], blobs: Sequence[bytes], lengths: Sequence[int]
 
     All rows are converted and checked in a few numpy calls over one array; each result is a view of it.
     """
-    sealed = [
-        i
-        for i, (k, blob) in enumerate(zip(keys, blobs))
-        if len(blob) >= _SEAL + 8 and (len(blob) - _SEAL) % 4 == 0 and blob[-_SEAL:] == _seal(k, blob[:-_SEAL])
-    ]
+    opened = ((i, Sealer.opened(k, blob)) for i, (k, blob) in enumerate(zip(keys, blobs)))
+    proven = [(i, body) for i, body in opened if body is not None and len(body) >= 8 and len(body) % 4 == 0]
     out: list[Bounds | None] = [None] * len(blobs)
-    if not sealed:
+    if not proven:
         return out
-    sizes = np.array([(len(blobs[i]) - _SEAL) // 4 for i in sealed], np.int64)
-    flat = np.frombuffer(b"".join(blobs[i][:-_SEAL] for i in sealed), np.int32).astype(np.int64)
+    sealed = [i for i, _ in proven]
+    sizes = np.array([len(body) // 4 for _, body in proven], np.int64)
+    flat = np.frombuffer(b"".join(body for _, body in proven), np.int32).astype(np.int64)
     firsts = np.cumsum(sizes) - sizes
     n_tok, n_unit = flat[firsts], flat[firsts + 1]
     fits = (n_tok >= 0) & (n_unit >= 0) & (sizes == 2 + 2 * n_tok + 2 * n_unit)
@@ -213,11 +206,8 @@ class SegmentationStore:
 
 def warn_rejected(n_rows: int, path: Path) -> None:
     """Say once per batch that stored rows failed their checks (they are recomputed and rewritten)."""
-    warnings.warn(
-        f"segmentation cache {path}: {n_rows} stored row(s) failed their checks (corrupt, or written for another "
-        "text) and were recomputed",
-        RuntimeWarning,
-        stacklevel=3,
+    Sealer(f"segmentation cache {path}").reject(
+        f"{n_rows} stored row(s) failed their checks (corrupt, or written for another text) and were recomputed"
     )
 
 

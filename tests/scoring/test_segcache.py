@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from shambench.cli import main
 from shambench.scoring import segcache, text
 from shambench.scoring.segcache import SegmentationStore, decode, encode, store_path, text_key
+from shambench.sealing import Sealer
 from tests.cli.test_entry import COMMAND_ENDED
 from tests.conftest import mushroom_english_responses
 
@@ -72,7 +73,7 @@ def test_stored_form_round_trips():
 def resealed(key: bytes, values: list[int]) -> bytes:
     """A row a buggy writer could store: any int32 values, sealed correctly for the key."""
     body = np.array(values, np.int32).tobytes()
-    return body + segcache._seal(key, body)
+    return Sealer.sealed(key, body)
 
 
 def test_rows_that_fail_their_checks_are_misses():
