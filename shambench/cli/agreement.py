@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import click
 
-from shambench.cli.options import data_selection, emit_json, json_to_stdout, scoring
-from shambench.scoring.alternative import ALT_EPSILON
+from shambench.cli.options import alt_epsilon_option, data_selection, emit_json, json_to_stdout, scoring
 
 
 @click.command("agreement")
@@ -22,13 +21,7 @@ from shambench.scoring.alternative import ALT_EPSILON
     help="A run directory: its detector against the annotators' leave-one-out golds, with the alternative annotator "
     "test per annotator (instead of the data selection options).",
 )
-@click.option(
-    "--alt-epsilon",
-    type=click.FloatRange(min=0.0, max=2.0),
-    default=ALT_EPSILON,
-    show_default=True,
-    help="The alternative annotator test's epsilon (H0: mean(W_f - W_h) <= -epsilon), with --run.",
-)
+@alt_epsilon_option
 @scoring
 def agreement_command(
     datasets: str | None,

@@ -160,6 +160,20 @@ def scoring(func: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def alt_epsilon_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """--alt-epsilon: the alternative annotator test's tolerance (`shambench.scoring.alternative`)."""
+    from shambench.scoring.alternative import ALT_EPSILON
+
+    return click.option(
+        "--alt-epsilon",
+        type=click.FloatRange(min=0.0, max=2.0),
+        default=ALT_EPSILON,
+        show_default=True,
+        help="Epsilon of the alternative annotator test in groups.agreement (H0: mean(W_f - W_h) <= -epsilon; "
+        "the paper's value for skilled annotators is the default).",
+    )(func)
+
+
 def json_outputs(func: Callable[..., Any]) -> Callable[..., Any]:
     """--out FILE|- and --json: the JSON to a file, or to stdout with the human output moved to stderr."""
 

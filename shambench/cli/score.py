@@ -7,7 +7,15 @@ from typing import TYPE_CHECKING
 
 import click
 
-from shambench.cli.options import data_selection, emit_json, given_options, json_outputs, json_to_stdout, scoring
+from shambench.cli.options import (
+    alt_epsilon_option,
+    data_selection,
+    emit_json,
+    given_options,
+    json_outputs,
+    json_to_stdout,
+    scoring,
+)
 from shambench.errors import ScoringError
 
 if TYPE_CHECKING:
@@ -18,6 +26,8 @@ if TYPE_CHECKING:
 
 Selection = tuple[str | None, str | None, str, str | None, int | None]
 """--datasets, --examples, --split, --data-dir and --limit."""
+Settings = tuple[int, int, float]
+"""--bootstrap, --seed and --alt-epsilon: the scorer's settings beside the examples."""
 
 
 @click.command("score")
@@ -48,6 +58,7 @@ Selection = tuple[str | None, str | None, str, str | None, int | None]
     help="Write each example's scores here as JSON lines (id, task, dataset, status, token/sentence P/R/F1, "
     "IoU/Cor); `-` is stdout (the table then goes to stderr).",
 )
+@alt_epsilon_option
 @scoring
 def score(
     run_dir: str | None,
@@ -62,6 +73,7 @@ def score(
     out: str | None,
     as_json: bool,
     per_example_out: str | None,
+    alt_epsilon: float,
     n_resamples: int,
     seed: int,
 ) -> None:
@@ -124,7 +136,12 @@ def score(
                 raise click.UsageError(
                     f"RUN_DIR is rescored on the examples of its config.json; drop {', '.join(selection)}"
                 )
-            results, per_example = run_results_and_scores(Path(run_dir), n_resamples=n_resamples, seed=seed)
+            from shambench.runs.rundir import load_config, run_examples
+            from shambench.scoring.scorer import Scorer
+
+            examples = run_examples(load_config(Path(run_dir)))
+            scorer = Scorer(examples, n_resamples, seed, alt_epsilon)
+            results, per_example = run_results_and_scores(Path(run_dir), examples, n_resamples, seed, scorer=scorer)
             where = f"{Path(run_dir) / 'results.json'}, {Path(run_dir) / PER_EXAMPLE}"
             console.print(f"rescored {run_dir} -> {where}", soft_wrap=True)
         else:
@@ -136,10 +153,11 @@ def score(
             if fmt is not None and not (datasets or examples_file):
                 datasets = fmt.source
             chosen: Selection = (datasets, examples_file, split, data_dir, limit)
+            settings: Settings = (n_resamples, seed, alt_epsilon)
             if fmt is None:
-                results, per_example = _score_pred_file(predictions, chosen, n_resamples, seed)
+                results, per_example = _score_pred_file(predictions, chosen, settings)
             else:
-                results, per_example = _score_released(predictions, fmt, exact_floats, chosen, n_resamples, seed)
+                results, per_example = _score_released(predictions, fmt, exact_floats, chosen, settings)
                 for reason, count in results.run.skipped_ranges.items():
                     console.print(f"note: {count} ranges skipped: {reason}", soft_wrap=True)
         print_results(results, console)
@@ -152,7 +170,7 @@ def score(
 
 
 def _score_pred_file(
-    predictions: str, selection: Selection, n_resamples: int, seed: int
+    predictions: str, selection: Selection, settings: Settings
 ) -> tuple[Results, Sequence[ExampleScores]]:
     """Results of a file of shambench's own PRED lines. Both files are read as the scorer consumes them: neither is
     ever held whole."""
@@ -162,7 +180,7 @@ def _score_pred_file(
     from shambench.scoring.results import RunInfo
     from shambench.scoring.scorer import UNSCORED_PREDICTION_FIELDS, Scorer
 
-    scorer = Scorer(corpus_to_score(*selection), n_resamples=n_resamples, seed=seed)
+    scorer = Scorer(corpus_to_score(*selection), *settings)
     lines = iter_records(predictions, Prediction, UNSCORED_PREDICTION_FIELDS)
     try:
         results, per_example = scorer.score_with_examples(p for _, p in lines)
@@ -176,7 +194,7 @@ def _score_pred_file(
 
 
 def _score_released(
-    predictions: str, fmt: PredictionsFormat, exact_floats: bool, selection: Selection, n_resamples: int, seed: int
+    predictions: str, fmt: PredictionsFormat, exact_floats: bool, selection: Selection, settings: Settings
 ) -> tuple[Results, Sequence[ExampleScores]]:
     """Results of a file in a released format, on the examples of the datasets its ids name; how it was read joins
     the results' conventions, and the ranges it skipped are counted in `run.skipped_ranges`."""
@@ -185,7 +203,7 @@ def _score_released(
     from shambench.scoring.scorer import Scorer
 
     read = fmt.read(Path(predictions), exact_floats)
-    scorer = Scorer(corpus_to_score(*selection, kept_datasets=read.datasets), n_resamples=n_resamples, seed=seed)
+    scorer = Scorer(corpus_to_score(*selection, kept_datasets=read.datasets), *settings)
     line_of = {pred.id: lineno for lineno, pred in read.predictions}
     try:
         results, per_example = scorer.score_with_examples(pred for _, pred in read.predictions)

@@ -171,6 +171,22 @@ def test_agreement_of_a_run_gives_the_alternative_annotator_test_per_annotator(t
     assert "alternative annotator test" in result.stderr and "pass (omega 1.00)" in result.stderr
 
 
+def test_score_takes_the_alternative_tests_epsilon_for_a_run_and_a_predictions_file(tmp_path):
+    from tests.run_helpers import eval_run
+
+    examples = _three_annotator_items(tmp_path, 30)
+    eval_run(examples, "all", tmp_path / "run")
+    result = invoke("score", tmp_path / "run", "--alt-epsilon", 0.5, "--bootstrap", 20, "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["groups"]["agreement"]["partitions"]["qa/toy"]["alternative"]["epsilon"] == 0.5
+    predictions = tmp_path / "pred.jsonl"
+    predictions.write_text('{"id": "x00", "spans": [[4, 7]]}\n')
+    args = ("score", "--examples", examples, "--predictions", predictions, "--alt-epsilon", 0.3, "--json")
+    result = invoke(*args, "--bootstrap", 20)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["groups"]["agreement"]["partitions"]["qa/toy"]["alternative"]["epsilon"] == 0.3
+
+
 def test_agreement_of_a_run_refuses_a_data_selection_too(tmp_path):
     from tests.run_helpers import eval_run
 
