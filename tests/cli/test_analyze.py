@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pytest
 from click.testing import CliRunner
 
 from shambench.cli import main
@@ -271,15 +270,33 @@ def test_show_html_gives_per_example_f1_filters_and_one_partition(tmp_path):
     assert bad.exit_code == 2 and "no partition mt/toy in this run (it has qa/toy, summ/toy)" in bad.output
 
 
-def test_show_html_filter_runs_in_a_browser(tmp_path):
-    from tests.leaderboard.cdp import Browser, chromium_path
+def test_show_html_lays_each_examples_figures_out_apart_in_a_browser(tmp_path):
+    from tests.leaderboard.cdp import Browser, chromium, overlapping_blocks, run_together
 
-    if chromium_path() is None:
-        pytest.skip("chromium is not installed")
+    executable = chromium()
     runner = _runs(tmp_path)
     page = tmp_path / "all.html"
     assert runner.invoke(main, ["show", str(tmp_path / "all"), "--html", str(page)]).exit_code == 0
-    browser = Browser(chromium_path(), tmp_path / "profile")
+    browser = Browser(executable, tmp_path / "profile")
+    try:
+        browser.set_viewport(800, 900)
+        browser.open(page.as_uri())
+        # Per example: its id, partition, scores line and response, each under the one before.
+        assert browser.evaluate("document.querySelectorAll('section .scores').length") == 2
+        assert overlapping_blocks(browser, "section") == []
+        assert run_together(browser) == []
+    finally:
+        browser.close()
+
+
+def test_show_html_filter_runs_in_a_browser(tmp_path):
+    from tests.leaderboard.cdp import Browser, chromium
+
+    executable = chromium()
+    runner = _runs(tmp_path)
+    page = tmp_path / "all.html"
+    assert runner.invoke(main, ["show", str(tmp_path / "all"), "--html", str(page)]).exit_code == 0
+    browser = Browser(executable, tmp_path / "profile")
     try:
         browser.open(page.as_uri())
         shown = "[...document.querySelectorAll('section')].filter(s => !s.hidden).map(s => s.id)"
@@ -297,8 +314,11 @@ def test_show_html_filter_runs_in_a_browser(tmp_path):
         # a context is put in place when its details are opened
         context = "document.querySelector('section#a details pre').textContent"
         assert browser.evaluate(context) == ""
-        browser.evaluate("{ const d = document.querySelector('section#a details'); d.open = true; }")
-        browser.evaluate("new Promise(r => setTimeout(r, 50))")
+        opened = (
+            "new Promise(r => { const d = document.querySelector('section#a details');"
+            " d.addEventListener('toggle', () => r(), {once: true}); d.open = true; })"
+        )
+        browser.evaluate(opened)  # returns once the page's own toggle handler has run
         assert browser.evaluate(context) == "Paris is the capital."
     finally:
         browser.close()

@@ -11,12 +11,15 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import select
 import shutil
 import subprocess
 import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 # From the machine's ENVIRONMENT.md: what headless Chromium needs here, and nothing that reaches the network.
 FLAGS = (
@@ -33,6 +36,18 @@ FLAGS = (
 def chromium_path() -> str | None:
     """The Chromium executable, if installed."""
     return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def chromium() -> str:
+    """The Chromium executable; a test without it fails under CI=true (`.ci/run` installs it) and skips elsewhere,
+    saying why and how to install it."""
+    path = chromium_path()
+    if path is None:
+        message = "needs headless Chromium, which is not installed (apt-get install -y chromium)"
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(message + "; CI=true: .ci/run must install it")
+        pytest.skip(message)
+    return path
 
 
 class CDPError(RuntimeError):
@@ -132,8 +147,9 @@ class Browser:
         return path
 
     def evaluate(self, expression: str) -> Any:
-        """The JSON value of a JavaScript expression in the page."""
-        result = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True}, session=True)
+        """The JSON value of a JavaScript expression in the page (of what it resolves to, for a promise)."""
+        params = {"expression": expression, "returnByValue": True, "awaitPromise": True}
+        result = self.send("Runtime.evaluate", params, session=True)
         if "exceptionDetails" in result:
             raise CDPError(f"script error: {result['exceptionDetails']}")
         return result["result"].get("value")
@@ -149,3 +165,40 @@ class Browser:
             self.proc.wait()
         os.close(self._to_chrome)
         os.close(self._from_chrome)
+
+
+# Each CI, gap or test shown under a figure in a table cell, with where it starts and where what comes before it in
+# the cell ends: a part on a line of its own starts at or below that.
+_CELL_PARTS = """
+[...document.querySelectorAll('td')].flatMap(td => [...td.querySelectorAll('.ci, .alt')].map(part => {
+  const before = document.createRange();
+  before.setStart(td, 0);
+  before.setEndBefore(part);
+  return [td.innerText, part.getBoundingClientRect().top, before.getBoundingClientRect().bottom];
+}))
+"""
+# Three decimals followed at once by a digit or a letter: figures (or a figure and a label) run together as text.
+RUN_TOGETHER = re.compile(r"\d\.\d{3}[0-9A-Za-z]")
+
+
+def cell_parts(browser: Browser) -> list[tuple[str, float, float]]:
+    """Per CI, gap or test shown under a figure in a table cell: the cell's text, the part's top and the bottom of
+    what precedes it in its cell (CSS pixels)."""
+    return [tuple(part) for part in browser.evaluate(_CELL_PARTS)]
+
+
+def run_together(browser: Browser) -> list[str]:
+    """The places in the page's rendered text (`innerText`: as laid out, a block on a line of its own) where two
+    figures, or a figure and a word, run together."""
+    text = browser.evaluate("document.body.innerText")
+    return [text[max(0, m.start() - 20) : m.end() + 20] for m in RUN_TOGETHER.finditer(text)]
+
+
+def overlapping_blocks(browser: Browser, selector: str) -> list[list[str]]:
+    """Pairs of consecutive child elements (by their text) of the elements `selector` finds, where the second
+    starts above the bottom of the first: blocks laid over each other instead of one under the other."""
+    return browser.evaluate(
+        f"[...document.querySelectorAll({selector!r})].flatMap(el => [...el.children].slice(1).map(child =>"
+        " [child.previousElementSibling, child]).filter(([a, b]) => b.getBoundingClientRect().top <"
+        " a.getBoundingClientRect().bottom - 0.5).map(pair => pair.map(e => e.innerText)))"
+    )

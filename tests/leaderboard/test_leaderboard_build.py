@@ -26,6 +26,7 @@ from tests.leaderboard.toy import (
     SPAN_OVERALL,
     make_run,
     run_detector,
+    write_annotated,
     write_examples,
 )
 
@@ -338,30 +339,11 @@ def test_the_human_row_is_labelled_never_ranked_and_each_row_gets_its_gap(tmp_pa
 
 
 def test_each_row_carries_the_alternative_annotator_tests_verdict_per_partition(tmp_path, monkeypatch):
-    from shambench.io import write_jsonl
-    from shambench.schema import Annotations, Example, Span, marked_by_more_than
-
     monkeypatch.chdir(tmp_path)
     # 30 items read by a, b and c, all marking "pears" [11, 16): left out, each has the gold "pears" of the other
     # two and matches it (F1 1). `exact` predicts "pears" too: a tie on every item (d = 0, no variance, p = 0):
     # it can replace each annotator. `none` scores 0 on every item (d = -1, p = 1): it replaces nobody.
-    marked = {name: [Span(start=11, end=16)] for name in "abc"}
-    annotations = Annotations.leave_one_out(marked, lambda lists: marked_by_more_than(lists, 0.5), "majority")
-    text = EXAMPLES[2]["response"]
-    rows = [
-        Example(
-            id=f"a{k:02d}",
-            task="summ",
-            dataset="toysum",
-            response=text,
-            hallu_spans=marked["a"],
-            annotations=annotations,
-        )
-        for k in range(30)
-    ]
-    examples = tmp_path / "examples.jsonl"
-    write_jsonl(examples, rows)
-    spans = {row.id: [[11, 16]] for row in rows}
+    examples, spans = write_annotated(tmp_path / "examples.jsonl")
     make_run(tmp_path / "runs" / "exact", examples, "exact", spans)
     make_run(tmp_path / "runs" / "none", examples, "none", {})
     board = build([tmp_path / "runs"], None)

@@ -1,37 +1,26 @@
 """The built page in headless Chromium: rows render, sorting reorders them, a hostile name stays text.
 
-Needs Debian's `chromium` (`.ci/run` installs it): under CI=true a missing browser fails the test, elsewhere it skips.
+Needs Debian's `chromium` (`.ci/run` installs it): under CI=true a missing browser fails the test, elsewhere it skips
+and says why (`tests.leaderboard.cdp.chromium`).
 """
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from shambench.leaderboard.build import DEFAULT_REPORTED, build, write_site
-from tests.leaderboard.cdp import Browser, chromium_path
-from tests.leaderboard.toy import make_run, write_examples
+from tests.leaderboard.cdp import Browser, cell_parts, chromium, run_together
+from tests.leaderboard.toy import make_run, write_annotated, write_examples
 
 XSS = "<img src=x onerror=alert(1)>"
 SCRIPT_XSS = "<script>window.pwned = 1</script>"
 SPAN_ROWS = "table.board[data-level=span] tbody.main tr.entry"
 
 
-def _chromium() -> str:
-    path = chromium_path()
-    if path is None:
-        message = "chromium is not installed (apt-get install -y chromium)"
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(message + "; CI=true: .ci/run must install it")
-        pytest.skip(message)
-    return path
-
-
 @pytest.fixture(scope="module")
 def page(toy_runs, tmp_path_factory):
     """The toy leaderboard plus two runs with hostile names, open in headless Chromium."""
-    executable = _chromium()
+    executable = chromium()
     root = tmp_path_factory.mktemp("page")
     examples = write_examples(root / "examples.jsonl")
     # One gold token of three found (q1) -> span F1 context_qa (1 + 1) / 2 = 1, summ 0 -> overall 0.5.
@@ -96,7 +85,7 @@ def test_hostile_names_show_as_text_and_run_nothing(page):
 @pytest.fixture(scope="module")
 def wide_board(tmp_path_factory):
     """A board with the paper's six tasks and nine partitions (the packaged reported rows), at 1400 px."""
-    executable = _chromium()
+    executable = chromium()
     root = tmp_path_factory.mktemp("wide")
     examples = write_examples(root / "examples.jsonl")
     make_run(root / "runs" / "exact", examples, "exact")
@@ -141,3 +130,32 @@ def test_reference_rows_are_labelled_and_marked_in_the_charts(wide_board):
     # Per level, each of the two toy tasks carries one dot (exact) and one hollow square (none).
     assert browser.evaluate("document.querySelectorAll('svg.strip g.mark.reference rect').length") == 2 * 2
     assert browser.evaluate("document.querySelectorAll('svg.strip g.mark.ranked circle').length") == 2 * 2
+
+
+@pytest.fixture(scope="module")
+def human_board(tmp_path_factory):
+    """A board with the human reference row (30 items read by three annotators), two ranked rows with their gaps
+    and alternative annotator tests, and CIs in the key columns, at 1400 px."""
+    executable = chromium()
+    root = tmp_path_factory.mktemp("human")
+    examples, spans = write_annotated(root / "examples.jsonl")
+    make_run(root / "runs" / "exact", examples, "exact", spans)
+    make_run(root / "runs" / "none", examples, "none", {})
+    _, html = write_site(build([root / "runs"], None), root / "site")
+    browser = Browser(executable, root / "profile")
+    try:
+        browser.set_viewport(1400, 900)
+        browser.open(html.as_uri())
+        yield browser
+    finally:
+        browser.close()
+
+
+def test_each_figure_and_its_ci_gap_or_test_lie_on_lines_of_their_own(human_board):
+    parts = cell_parts(human_board)
+    # The human row's CI; per ranked row its gap and its test; the key columns' CIs of both levels.
+    assert human_board.evaluate("document.querySelectorAll('table[data-level=agreement] td .ci').length") == 3
+    assert human_board.evaluate("document.querySelectorAll('table[data-level=agreement] td .alt').length") == 2
+    assert len(parts) >= 5 + 2 * 2
+    assert [(cell, top, above) for cell, top, above in parts if top < above - 0.5] == []
+    assert run_together(human_board) == []

@@ -76,6 +76,30 @@ def write_examples(path: Path, rows: Iterable[dict] = EXAMPLES) -> Path:
     return path
 
 
+def write_annotated(path: Path, items: int = 30) -> tuple[Path, dict[str, list[list[int]]]]:
+    """An EXAMPLES file of `items` copies of s1's response, each read by annotators a, b and c who all marked
+    "pears" [11, 16) (golds by majority, leave one out: each annotator matches the others, F1 1); and the spans
+    of a run that predicts "pears" on each. Thirty items are what the alternative annotator test asks for."""
+    from shambench.io import write_jsonl
+    from shambench.schema import Annotations, marked_by_more_than
+
+    marked = {name: [Span(start=11, end=16)] for name in "abc"}
+    annotations = Annotations.leave_one_out(marked, lambda lists: marked_by_more_than(lists, 0.5), "majority")
+    rows = [
+        Example(
+            id=f"a{k:02d}",
+            task="summ",
+            dataset="toysum",
+            response=EXAMPLES[2]["response"],
+            hallu_spans=marked["a"],
+            annotations=annotations,
+        )
+        for k in range(items)
+    ]
+    write_jsonl(path, rows)
+    return path, {row.id: [[11, 16]] for row in rows}
+
+
 def predictions(run: str) -> list[Prediction]:
     """The canned predictions of a run."""
     return [Prediction(id=i, spans=spans) for i, spans in RUNS[run].items()]
