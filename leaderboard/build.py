@@ -32,6 +32,7 @@ from shambench.runs.files import CONFIG, JOURNAL, RESULTS
 from shambench.schema import Example, Prediction
 from shambench.scoring.agreement import LIKE_FOR_LIKE
 from shambench.scoring.extended import kept_apart
+from shambench.scoring.measures import Metric, figure_of, registered
 from shambench.scoring.results import PRF, GroupScores, Results, RunInfo
 
 SITE_JSON = "leaderboard.json"
@@ -128,14 +129,16 @@ def load_results(path: Path) -> Results:
         raise DataError(f"{display_path(path)}: not a shambench results file ({where}: {first['msg']})") from None
 
 
+def board_views() -> dict[str, Metric]:
+    """The registered metrics the board shows beside the span F1, by their key in a span cell."""
+    return {m.board.key: m for m in registered() if m.board}
+
+
 def _cell(group: GroupScores, level: str) -> Cell:
     prf: PRF = getattr(group, level)
     views = {}
     if level == "token":
-        views = {
-            "f1_with_gold": group.token_with_gold.f1 if group.token_with_gold else None,
-            "f1_pooled": group.token_pooled.f1,
-        }
+        views = {key: figure_of(group, m) for key, m in board_views().items()}
     return Cell(f1=prf.f1, precision=prf.precision, recall=prf.recall, ci=prf.ci, n=group.n, **views)
 
 
@@ -158,7 +161,7 @@ def _level(results: Results, level: str) -> Level:
         in_overall = [tasks[t] for t in results.overall.tasks]
         views = {}
         if level == "token":
-            views = {v: _mean_over(in_overall, v) for v in ("f1_with_gold", "f1_pooled")}
+            views = {v: _mean_over(in_overall, v) for v in board_views()}
         overall = Cell(f1=o.f1, precision=o.precision, recall=o.recall, ci=o.ci, n=n, **views)
     # The extended suite's added partitions are not the board's data (they have their own view, extended.html).
     paper = {name: g for name, g in results.partitions.items() if not kept_apart(name)}
@@ -395,7 +398,7 @@ def none_scores(entries: Sequence[Entry]) -> dict[str, float] | None:
     for e in entries:
         if e.standing == "reference" and e.run and (e.run.detector or "") == "none" and e.span.overall:
             o = e.span.overall
-            views = {"f1": o.f1, "f1_with_gold": o.f1_with_gold, "f1_pooled": o.f1_pooled}
+            views = {"f1": o.f1, **{v: getattr(o, v, None) for v in board_views()}}
             return {k: v for k, v in views.items() if v is not None}
     return None
 

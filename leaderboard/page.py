@@ -14,6 +14,7 @@ from typing import Any
 
 from shambench.leaderboard.schema import Cell, Entry, Leaderboard, Level
 from shambench.reporting.highlight import csp_hash
+from shambench.scoring.measures import registered
 
 HERE = Path(__file__).resolve().parent
 LEVELS = (("span", "Span level (token F1)"), ("sentence", "Sentence level"))
@@ -226,6 +227,8 @@ def render(board: Leaderboard) -> str:
         .get_template("page.html")
         .render(
             board=board,
+            # The registered metrics shown beside the span F1 (`shambench.scoring.measures`).
+            views=[m.board for m in registered() if m.board],
             levels=LEVELS,
             strips={level: strip_chart(board, level) for level, _ in LEVELS},
             bar_chart=bar_chart,

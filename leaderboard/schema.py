@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from shambench.io import write_atomic
 from shambench.reporting.ranks import RankStability
@@ -32,7 +32,11 @@ Standing = Literal["ranked", "reference", "partial", "incomplete", "reported"]
 
 
 class Cell(BaseModel):
-    """One score of an entry: F1 and, where known, precision, recall, its 95% interval and the example count."""
+    """One score of an entry: F1 and, where known, precision, recall, its 95% interval and the example count; at span
+    level also the registered metrics' views (`shambench.scoring.measures`), a view beyond the two below as a further
+    key."""
+
+    model_config = ConfigDict(extra="allow")
 
     f1: float
     """Per-example F1 averaged over the group's examples (for `overall`: the mean over tasks)."""
@@ -50,6 +54,10 @@ class Cell(BaseModel):
     """Seeded percentile-bootstrap 95% interval of F1; None for reported rows."""
     n: int | None = None
     """Examples in the group."""
+
+    def view(self, key: str) -> float | None:
+        """A span view's figure (a registered metric's, `shambench.scoring.measures`); None where not known."""
+        return getattr(self, key, None)
 
 
 class Level(BaseModel):

@@ -11,6 +11,7 @@ from shambench.reporting.ranks import RankStability
 from shambench.scoring.agreement import AgreementGroup, AgreementReport
 from shambench.scoring.alternative import CONVENTION as ALTERNATIVE_CONVENTION
 from shambench.scoring.alternative import AlternativeTest
+from shambench.scoring.measures import Metric, figure_of, registered
 from shambench.scoring.metrics import EMPTY_RULE_SENTENCE
 from shambench.scoring.results import PRF, GroupScores, Overall, Results
 from shambench.scoring.text import convention
@@ -24,6 +25,11 @@ def _f1(value: float | None) -> str:
     return "" if value is None else f"{value:.3f}"
 
 
+def _columns() -> list[Metric]:
+    """The registered metrics with a column of their own, between the span and the sentence figures."""
+    return [m for m in registered() if m.column]
+
+
 def _row(name: str, g: GroupScores) -> list[str]:
     missing = str(g.missing_predictions) if g.missing_predictions else ""
     return [
@@ -33,18 +39,17 @@ def _row(name: str, g: GroupScores) -> list[str]:
         _ci(g.token),
         f"{g.token.precision:.3f}",
         f"{g.token.recall:.3f}",
-        _f1(g.token_with_gold.f1 if g.token_with_gold else None),
-        f"{g.token_pooled.f1:.3f}",
+        *(_f1(figure_of(g, m)) for m in _columns()),
         f"{g.sentence.f1:.3f}",
         _ci(g.sentence),
         missing,
     ]
 
 
-def _mean_over(groups: dict[str, GroupScores], names: list[str], view: str) -> float | None:
-    """The unweighted mean over `names` of one token-F1 view (None when a group lacks it), as an overall is."""
-    values = [getattr(groups[t], view) for t in names]
-    return sum(v.f1 for v in values) / len(values) if values and all(values) else None
+def _mean_over(groups: dict[str, GroupScores], names: list[str], m: Metric) -> float | None:
+    """The unweighted mean over `names` of a metric's figure (None when a group lacks it), as an overall is."""
+    values = [figure_of(groups[t], m) for t in names]
+    return sum(v for v in values if v is not None) / len(values) if values and None not in values else None
 
 
 def _plural(n: int, word: str) -> str:
@@ -54,7 +59,7 @@ def _plural(n: int, word: str) -> str:
 def _scores_table(title: str, caption: str, first_column: str) -> Table:
     table = Table(title=title, title_justify="left", caption=caption, caption_justify="left", box=box.SIMPLE_HEAD)
     table.add_column(first_column, overflow="fold", min_width=12)
-    for col in ("n", "span F1", "95% CI", "P", "R", "F1 hallu", "pooled F1", "sent F1", "95% CI", "missing"):
+    for col in ("n", "span F1", "95% CI", "P", "R", *(m.column for m in _columns()), "sent F1", "95% CI", "missing"):
         table.add_column(col, justify="right", no_wrap=True)
     return table
 
@@ -69,8 +74,7 @@ def _add_overall(table: Table, o: Overall, groups: dict[str, GroupScores], label
         f"std {o.token.std:.2f}",
         f"{o.token.precision:.3f}",
         f"{o.token.recall:.3f}",
-        _f1(_mean_over(groups, o.tasks, "token_with_gold")),
-        _f1(_mean_over(groups, o.tasks, "token_pooled")),
+        *(_f1(_mean_over(groups, o.tasks, m)) for m in _columns()),
         f"{o.sentence.f1:.3f}",
         f"std {o.sentence.std:.2f}",
         str(missing) if missing else "",

@@ -83,7 +83,10 @@ class ThresholdFree(_Documented):
 
 
 class GroupScores(_Documented):
-    """All metrics of one partition (`task/dataset`) or one task."""
+    """All metrics of one partition (`task/dataset`) or one task: the counts, then every registered metric's figure
+    (`shambench.scoring.measures`); a metric registered beyond the built-in ones below is kept as a further key."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True, allow_inf_nan=False, extra="allow")
 
     n: int
     """Number of examples scored."""

@@ -9,7 +9,7 @@ Segmentation is prepared once per `Scorer`; `Scorer.score` can be called again w
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from importlib.metadata import version
 from typing import TYPE_CHECKING, overload
@@ -22,20 +22,19 @@ from shambench.schema import Example, Prediction, Span
 from shambench.scoring import metrics
 from shambench.scoring.alternative import ALT_EPSILON
 from shambench.scoring.arrays import char_counts, max_scores
-from shambench.scoring.corpus import Corpus, Ranges, RowPredictions, covered
+from shambench.scoring.corpus import Corpus, Ranges, RowPredictions, Units, covered
 from shambench.scoring.extended import declarations, extended_group, joins_task, kept_apart, kept_apart_names
 from shambench.scoring.kept import kept_beside, rules_hash
+from shambench.scoring.measures import AVERAGING, Group, figures, metric_conventions
 from shambench.scoring.results import (
     PRF,
     ExampleScores,
     ExtendedView,
     GroupScores,
-    MushroomScores,
     Overall,
     OverallLevel,
     ResultGroups,
     Results,
-    ThresholdFree,
 )
 from shambench.scoring.shared_task import shared_task_groups
 from shambench.scoring.steps import MathGroup, math_group
@@ -45,6 +44,10 @@ if TYPE_CHECKING:
     from shambench.scoring.agreement import AgreementGroup, AgreementReport, LeaveOneOut
 
 LEVELS = ("token", "sentence")
+PER_EXAMPLE = (
+    "means are exactly rounded (math.fsum / n), so the mean of the per-example values in per_example.jsonl, in any "
+    "order, equals the reported figure"
+)
 # Up to this many bytes of bootstrap draw counts are kept between scorings (about 128,000 examples at 1000
 # resamples); larger corpora draw them again on each scoring, so memory stays linear.
 KEPT_RESAMPLES_BYTES = 256 * 2**20
@@ -64,10 +67,10 @@ _AGREEMENT_MODULES = (
 
 
 def conventions(n_resamples: int, seed: int) -> dict[str, str]:
-    """The description of every convention, as stored in results JSON."""
-    return {
-        "averaging": "per-example precision/recall/F1 averaged over the examples of each task/dataset partition "
-        "and of each task (datasets weigh by their size)",
+    """The description of every convention, as stored in results JSON: the general ones, then every registered
+    metric's (`shambench.scoring.measures`; the headline levels' is `averaging`, stated first)."""
+    general = {
+        "averaging": AVERAGING,
         "overall": "unweighted mean of the task scores; std is the population standard deviation (ddof=0) "
         "over tasks; step-level (math) tasks are excluded, and tasks hold no partition of the extended suite's "
         f"additions ({', '.join(kept_apart_names())}: groups.extended)",
@@ -79,20 +82,8 @@ def conventions(n_resamples: int, seed: int) -> dict[str, str]:
         "ci": f"percentile bootstrap 95% interval over {n_resamples} resamples of examples (listed in id order, "
         f"so the interval does not depend on input order), seed {seed}; the "
         "overall interval averages the tasks' replicates (resampled independently per task)",
-        "token_with_gold": "per-example token precision/recall/F1 averaged over the examples of the group that "
-        "have at least one gold span (examples without gold, where an empty prediction scores 1, are left out)",
-        "token_pooled": "micro precision/recall/F1 over all tokens of the group",
-        "char_pooled": "micro precision/recall/F1 over all characters of the group",
-        "mushroom": "Mu-SHROOM official IoU and Cor per item, mean over items with soft labels; predicted soft "
-        "labels are the prediction's soft_spans, else its scored ranges, else its spans with their score (1.0 "
-        "when unset), written into a per-character vector in the order the prediction lists them (a later range "
-        "overwrites an earlier one, as in the official scorer); a constant or empty vector scores 1.0 when both "
-        "vectors have the same number of distinct values, else 0.0",
-        "per_example": "means are exactly rounded (math.fsum / n), so the mean of the per-example values in "
-        "per_example.jsonl, in any order, equals the reported figure",
-        "threshold_free": "AUPRC (average precision) and AUROC over all tokens of the group; a token's score "
-        "is the max over the scored ranges it overlaps (predicted spans when no scores are given), else 0",
     }
+    return general | metric_conventions() | {"per_example": PER_EXAMPLE}
 
 
 def _agreement_versions() -> str:
@@ -524,6 +515,7 @@ class _GroupContext:
     counts: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]
     prf: dict[str, np.ndarray]
     token_scores: np.ndarray | None
+    _replicates: dict[str, np.ndarray] = field(default_factory=dict)
 
     def row(self, i: int) -> ExampleScores:
         """Example `i`'s P/R/F1 per level (and IoU/Cor with soft labels), from the arrays the groups average."""
@@ -561,54 +553,36 @@ class _GroupContext:
             cor[members] = metrics.cor_many(sc.gold_soft(run), metrics.SoftVectors(predicted, lengths))
         return iou, cor
 
+    @property
+    def tokens(self) -> Units:
+        """The corpus's tokens."""
+        return self.scorer.tokens
+
+    @property
+    def soft(self) -> np.ndarray:
+        """Per example, whether it carries gold soft labels."""
+        return self.scorer.soft
+
+    def replicates(self, group: Group) -> np.ndarray:
+        """The group's bootstrap replicates of (token F1, sentence F1), drawn once per group and pass."""
+        if group.name not in self._replicates:
+            f1 = np.stack([self.prf[lvl][2][group.idx] for lvl in LEVELS])
+            weights = self.scorer.bootstrap_weights(group.name, len(group.idx))
+            self._replicates[group.name] = metrics.bootstrap_replicates(f1, weights)
+        return self._replicates[group.name]
+
     def group(self, name: str, idx: np.ndarray) -> tuple[GroupScores, np.ndarray]:
-        """A group's scores and its bootstrap replicates of (token F1, sentence F1)."""
-        sc = self.scorer
-        f1 = np.stack([self.prf[lvl][2][idx] for lvl in LEVELS])
-        reps = metrics.bootstrap_replicates(f1, sc.bootstrap_weights(name, len(idx)))
-        per_example = {
-            lvl: PRF(
-                precision=metrics.exact_mean(self.prf[lvl][0][idx]),
-                recall=metrics.exact_mean(self.prf[lvl][1][idx]),
-                f1=metrics.exact_mean(self.prf[lvl][2][idx]),
-                ci=metrics.percentile_ci(reps[li]),
-            )
-            for li, lvl in enumerate(LEVELS)
-        }
-        pooled = {
-            key: PRF.model_validate(
-                dict(zip(("precision", "recall", "f1"), metrics.pooled_prf(*(c[idx].sum() for c in cnt))))
-            )
-            for key, cnt in (("token_pooled", self.counts["token"]), ("char_pooled", self.counts["char"]))
-        }
+        """A group's scores (every registered metric's figure) and its bootstrap replicates of (token F1, sentence
+        F1)."""
+        group = Group(name, idx)
         scores = GroupScores(
             n=len(idx),
-            n_with_gold=int((sc.gold_counts["token"][idx] > 0).sum()),
+            n_with_gold=int((self.scorer.gold_counts["token"][idx] > 0).sum()),
             missing_predictions=int((~self.pa.present[idx]).sum()),
             failed_predictions=int(self.pa.failed[idx].sum()),
-            **per_example,
-            token_with_gold=self._with_gold(idx),
-            **pooled,
-            mushroom=self._mushroom(idx),
-            threshold_free=self._threshold_free(idx),
+            **figures(self, group),
         )
-        return scores, reps
-
-    def _with_gold(self, idx: np.ndarray) -> PRF | None:
-        """Per-example token P/R/F1 averaged over the group's examples that have gold spans."""
-        gold = idx[self.scorer.gold_counts["token"][idx] > 0]
-        if not len(gold):
-            return None
-        p, r, f = (float(a[gold].mean()) for a in self.prf["token"])
-        return PRF(precision=p, recall=r, f1=f)
-
-    def _mushroom(self, idx: np.ndarray) -> MushroomScores | None:
-        sc = self.scorer
-        soft = idx[sc.soft[idx]]
-        if not len(soft):
-            return None
-        iou, cor = (a[soft] for a in self.soft_scores)
-        return MushroomScores(iou=metrics.exact_mean(iou), cor=metrics.exact_mean(cor), n=len(soft))
+        return scores, self.replicates(group)
 
     def _pred_ranges(self, i: int) -> list[tuple[int, int, float]]:
         """Example `i`'s predicted soft labels as `(start, end, prob)`: its soft spans, else its scored ranges or
@@ -620,20 +594,6 @@ class _GroupContext:
             return [(r.start, r.end, r.prob) for r in pred.soft_spans]
         listed = pred.scores if pred.scores is not None else pred.spans
         return [(r.start, r.end, 1.0 if r.score is None else r.score) for r in listed]
-
-    def _threshold_free(self, idx: np.ndarray) -> ThresholdFree | None:
-        if self.token_scores is None:
-            return None
-        from sklearn.metrics import average_precision_score, roc_auc_score
-
-        mask = np.isin(self.scorer.tokens.owner, idx)
-        y, s = self.scorer.tokens.gold[mask], self.token_scores[mask]
-        both = 0 < y.sum() < len(y)
-        return ThresholdFree(
-            auprc=float(average_precision_score(y, s)) if both else None,
-            auroc=float(roc_auc_score(y, s)) if both else None,
-            n_tokens=int(mask.sum()),
-        )
 
 
 class ExampleRows(Sequence[ExampleScores]):

@@ -27,7 +27,7 @@ ALLOWED = {
     ("shambench/cli/eval.py", "math-shepherd"): "--sopo-compat is Math-Shepherd's SOPO kit rule (runs/ and cli/eval.py "
     "are another helper's this session: to be declared by the adapter)",
     ("shambench/runs/evaluate.py", "math-shepherd"): "sopo_compat, as above",
-    ("shambench/scoring/scorer.py", "mushroom"): "the results key of the official IoU/Cor metric (schema 2.0's "
+    ("shambench/scoring/measures.py", "mushroom"): "the results key of the official IoU/Cor metric (schema 2.0's "
     "`GroupScores.mushroom`, kept for the files already written)",
 }
 
