@@ -1,19 +1,28 @@
-"""The one HTTP stack of the package: aiohttp sessions, the proxy that applies to a URL, and reply bodies read
-within a byte limit.
+"""The one HTTP stack of the package, on aiohttp: the sessions of the OpenAI-compatible client (`open_session`), a
+blocking `Client` for what does not run on an event loop (downloads, context providers), the proxy that applies to
+a URL, and reply bodies read within a byte limit. Anything every request must obey (a deadline, a byte cap) has its
+one place here.
 
-The requests to OpenAI-compatible servers go out through aiohttp rather than the openai SDK: the SDK's request
-transformation and its httpx transport cost several milliseconds of CPU per request, which on a 2-core machine
-caps a run far below what a local vLLM server or OpenAI's rate limits allow (see benchmarks/bench_api.py). The
-openai SDK is kept for the Batch API only (`shambench.llm.batch`).
+aiohttp rather than httpx or the openai SDK: the SDK's request transformation and its httpx transport cost
+several milliseconds of CPU per request, which on a 2-core machine caps a run far below what a local vLLM server
+or OpenAI's rate limits allow (benchmarks/bench_api.py); bare loops of the same requests, alternately, took 0.15 ms
+of CPU per request through aiohttp against 4.1 ms through httpx (benchmarks/bench_http.py). The openai SDK is kept
+for the Batch API only (`shambench.llm.batch`), and huggingface_hub's own client for the hub's files.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import urllib.parse
 import urllib.request
-from typing import Any
+from collections.abc import Awaitable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
 
 from shambench.errors import MalformedReply
+
+T = TypeVar("T")
 
 # Bytes read from a reply at a time.
 CHUNK_BYTES = 64 * 1024
@@ -56,3 +65,140 @@ async def read_body(reply: Any, limit: int, hint: str = "") -> bytes:
             raise too_big
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+class HTTPError(Exception):
+    """A request through `Client` that got no usable reply."""
+
+
+class TransportError(HTTPError):
+    """No reply at all: no connection, a dropped one, or no answer in time."""
+
+
+class ConnectError(TransportError):
+    """No connection to the server (refused, no route, a name that does not resolve)."""
+
+
+class Timeout(TransportError):
+    """No answer within the client's timeout."""
+
+
+class StatusError(HTTPError):
+    """A reply whose status is an error (`Reply.raise_for_status`)."""
+
+
+class Reply:
+    """The status and headers of a reply from `Client`, whose body is read as it arrives (`chunks`) or whole
+    within a byte limit (`read`, `json`)."""
+
+    def __init__(self, client: Client, raw: Any):
+        self._client, self._raw = client, raw
+        self.status: int = raw.status
+        """The HTTP status."""
+        self.reason: str = raw.reason or ""
+        """The status's phrase (`Not Found`)."""
+        self.headers: Any = raw.headers
+        """The headers, looked up by any case of their names."""
+
+    def chunks(self) -> Iterator[bytes]:
+        """The body's bytes as they arrive (undecoded when the client does not decompress); when the connection
+        breaks, every byte received before it, then the TransportError."""
+        content = self._raw.content
+        while True:
+            try:
+                chunk = self._client.run(content.readany())
+            except TransportError:
+                # aiohttp raises a broken body's error before handing on what it had buffered: that much is handed
+                # on first, so that a download keeps every byte that arrived and resumes after the last.
+                if rest := content._read_nowait(-1):
+                    yield rest
+                raise
+            if not chunk:
+                return
+            yield chunk
+
+    def read(self, limit: int) -> bytes:
+        """The whole body; MalformedReply past `limit` bytes."""
+        return self._client.run(read_body(self._raw, limit))
+
+    def json(self, limit: int) -> Any:
+        """The body as JSON (ValueError when it is not)."""
+        return json.loads(self.read(limit))
+
+    def raise_for_status(self) -> None:
+        """StatusError when the status is 400 or above."""
+        if self.status >= 400:
+            raise StatusError(f"HTTP {self.status} {self.reason} from {self._raw.url}")
+
+
+class Client:
+    """Blocking HTTP requests through aiohttp for code that does not run on an event loop (downloads, context
+    providers): an event loop and a session of its own, used from one thread at a time. Redirects are followed;
+    a request is abandoned after `timeout` seconds without a byte (`connect_timeout` to connect); a failed
+    request raises a `TransportError`. `decompress=False` hands on the body's bytes as sent (a download counts
+    the file's own bytes)."""
+
+    def __init__(
+        self,
+        timeout: float = 60.0,
+        connect_timeout: float = 15.0,
+        headers: dict[str, str] | None = None,
+        decompress: bool = True,
+    ):
+        self.timeout, self.connect_timeout = timeout, connect_timeout
+        self.headers, self.decompress = headers or {}, decompress
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._session: Any = None
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def run(self, step: Awaitable[T]) -> T:
+        """The outcome of `step` on the client's loop; aiohttp's failures as `TransportError`."""
+        import aiohttp
+
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        try:
+            return self._loop.run_until_complete(step)
+        except TimeoutError as err:
+            raise Timeout(f"no answer within {self.timeout} s") from err
+        except aiohttp.ClientConnectorError as err:
+            raise ConnectError(str(err)) from err
+        except aiohttp.ClientError as err:
+            raise TransportError(f"{type(err).__name__}: {err}".rstrip(": ")) from err
+
+    async def _opened(self, url: str, headers: dict[str, str] | None, params: dict[str, str] | None) -> Any:
+        import aiohttp
+
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.connect_timeout, sock_read=self.timeout),
+                headers=self.headers,
+                auto_decompress=self.decompress,
+            )
+        return await self._session.get(url, headers=headers, params=params, proxy=proxy_for(url))
+
+    @contextmanager
+    def get(
+        self, url: str, headers: dict[str, str] | None = None, params: dict[str, str] | None = None
+    ) -> Iterator[Reply]:
+        """The reply to `GET url`, its body not read yet; the connection goes back to the pool on leaving."""
+        raw = self.run(self._opened(url, headers, params))
+        try:
+            yield Reply(self, raw)
+        finally:
+            raw.release()
+
+    def close(self) -> None:
+        """Close the connections and the loop."""
+        if self._loop is None:
+            return
+        if self._session is not None:
+            self._loop.run_until_complete(self._session.close())
+            self._session = None
+        self._loop.close()
+        self._loop = None

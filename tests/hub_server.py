@@ -294,7 +294,7 @@ def hub(tmp_path, monkeypatch):
         assert address[0] == "127.0.0.1", f"a test tried to reach {address[0]}"
         return connect(address, *args, **kwargs)
 
-    monkeypatch.setattr(socket, "create_connection", loopback_only)  # httpx and httpx2 both connect through it
+    monkeypatch.setattr(socket, "create_connection", loopback_only)  # huggingface_hub's httpx2 connects through it
     yield stand_in
     stand_in.close()
     assert not (home / "hub").exists() or not any((home / "hub").iterdir())  # nothing went to the user cache

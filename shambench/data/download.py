@@ -32,11 +32,11 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
-import httpx
 from pydantic import BaseModel
 
 from shambench.data.adapter import Adapter, HubFiles, RemoteFile
 from shambench.errors import DownloadError
+from shambench.http import Client, Reply, TransportError
 from shambench.io import write_atomic
 from shambench.secrets import remember
 
@@ -253,13 +253,13 @@ def _check_room(url: str, size: int | None, max_bytes: int, where: Path, have: i
 # --- GitHub (plain HTTPS) files ----------------------------------------------------------------------------------
 
 
-def make_client(timeout: float = 60.0) -> httpx.Client:
-    """An HTTP client that follows redirects."""
-    return httpx.Client(follow_redirects=True, timeout=httpx.Timeout(timeout, connect=15.0))
+def make_client(timeout: float = 60.0) -> Client:
+    """An HTTP client that follows redirects and hands on a file's bytes as sent (never decompressed)."""
+    return Client(timeout=timeout, connect_timeout=15.0, decompress=False)
 
 
 def fetch(
-    client: httpx.Client,
+    client: Client,
     target: Target,
     folder: Path,
     on_progress: ProgressHook | None = None,
@@ -280,7 +280,7 @@ def fetch(
         try:
             _transfer(client, target.url, dest, on_progress or (lambda done, total: None), max_bytes)
             break
-        except httpx.TransportError as err:
+        except TransportError as err:
             if attempt == attempts:
                 kept = part.stat().st_size if part.exists() else 0
                 raise DownloadError(
@@ -303,7 +303,7 @@ def _resumable(dest: Path, url: str) -> str | None:
     return etag if ok else None
 
 
-def _transfer(client: httpx.Client, url: str, dest: Path, on_progress: ProgressHook, max_bytes: int) -> None:
+def _transfer(client: Client, url: str, dest: Path, on_progress: ProgressHook, max_bytes: int) -> None:
     part = part_path(dest)
     etag = _resumable(dest, url)
     have = part.stat().st_size if etag else 0
@@ -311,16 +311,16 @@ def _transfer(client: httpx.Client, url: str, dest: Path, on_progress: ProgressH
     headers = {"Accept-Encoding": "identity"}
     if have:
         headers |= {"Range": f"bytes={have}-", "If-Range": etag or ""}
-    with client.stream("GET", url, headers=headers) as resp:
-        if resp.status_code == 416 and have and _range_total(resp) == have:
+    with client.get(url, headers=headers) as resp:
+        if resp.status == 416 and have and _range_total(resp) == have:
             return  # the part already holds every byte
-        if resp.status_code not in (200, 206):
-            if resp.status_code == 416:
+        if resp.status not in (200, 206):
+            if resp.status == 416:
                 part.unlink()
-            raise DownloadError(f"{url}: HTTP {resp.status_code} {resp.reason_phrase} (expected the file's content)")
-        if resp.status_code == 206 and _range_start(resp) != have:
+            raise DownloadError(f"{url}: HTTP {resp.status} {resp.reason} (expected the file's content)")
+        if resp.status == 206 and _range_start(resp) != have:
             raise DownloadError(f"{url}: the server resumed at the wrong offset (asked for byte {have})")
-        start = have if resp.status_code == 206 else 0
+        start = have if resp.status == 206 else 0
         length = resp.headers.get("Content-Length")
         total = start + int(length) if length is not None else None
         _check_room(url, total, max_bytes, dest.parent, have=start)
@@ -329,7 +329,7 @@ def _transfer(client: httpx.Client, url: str, dest: Path, on_progress: ProgressH
         on_progress(done, total)
         try:
             with part.open("ab" if start else "wb") as fh:
-                for chunk in resp.iter_raw():  # written as they arrive, so an interruption loses nothing
+                for chunk in resp.chunks():  # written as they arrive, so an interruption loses nothing
                     done += len(chunk)
                     if done > max_bytes:
                         raise DownloadError(f"{url}: more than the size cap of {max_bytes} bytes (--max-size)")
@@ -342,12 +342,12 @@ def _transfer(client: httpx.Client, url: str, dest: Path, on_progress: ProgressH
             raise DownloadError(f"{url}: could not write {part} ({err.strerror or err})") from None
 
 
-def _range_start(resp: httpx.Response) -> int | None:
+def _range_start(resp: Reply) -> int | None:
     match = re.match(r"bytes (\d+)-", resp.headers.get("Content-Range", ""))
     return int(match.group(1)) if match else None
 
 
-def _range_total(resp: httpx.Response) -> int | None:
+def _range_total(resp: Reply) -> int | None:
     match = re.search(r"/(\d+)$", resp.headers.get("Content-Range", ""))
     return int(match.group(1)) if match else None
 
@@ -501,7 +501,7 @@ def target_of(remote: RemoteFile) -> Target:
 def download_sources(
     sources: Sequence[Adapter],
     data_dir: Path,
-    client: httpx.Client,
+    client: Client,
     max_bytes: int = DEFAULT_MAX_BYTES,
     progress: Callable[[str], ProgressHook] | None = None,
     report: Callable[[Outcome], None] | None = None,

@@ -1,7 +1,8 @@
 """`shambench data download` of every registered source through the URLs its adapter pins, and with no network.
 
-GitHub files go through an httpx transport that stands in for raw.githubusercontent.com and answers only the
-exact pinned URLs (any other URL is a 404, so a wrong constant fails its file); Hugging Face files go through the
+GitHub files go through a server on 127.0.0.1 that stands in for raw.githubusercontent.com (the download's client
+sends it every URL it asks for) and answers only the exact pinned URLs (any other URL is a 404, so a wrong constant
+fails its file); Hugging Face files go through the
 hub stand-in (`tests/hub_server.py`, reached through `HF_ENDPOINT`), holding each repository at its pinned commit
 only. Both serve the copies in ../shared/data; a source whose copy is not there is served from its fixture in
 `tests/adapters/fixtures/` (in the released layout; a dataset card they lack is served empty), and where a fixture's bytes are not the file a checksum pins
@@ -13,16 +14,20 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import socket
+import threading
 import types
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import quote, unquote
 
-import httpx
+import pytest
 from click.testing import CliRunner
 
 from shambench.cli import main
 from shambench.data import download
 from shambench.data.adapter import Adapter, HubFiles, RemoteFile, adapters
 from shambench.data.benchmark import DEFAULT_SUITE
+from shambench.http import Client
 from tests.hub_server import Hub
 
 FIXTURES = Path(__file__).parents[1] / "adapters" / "fixtures"
@@ -60,22 +65,56 @@ def pinned_commit(spec: HubFiles) -> str | None:
     return spec.revision.ljust(40, "0") if spec.revision else None
 
 
-class PinnedRaw:
-    """Stands in for raw.githubusercontent.com: the bytes of each pinned URL, and every URL asked for."""
+class _Raw(BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802 (http.server's naming)
+        url = unquote(self.path[1:])
+        self.server.asked.append(url)  # type: ignore[attr-defined]
+        body = self.server.files.get(url)  # type: ignore[attr-defined]
+        if body is None:
+            self.send_error(404, "not a pinned URL")
+            return
+        self.send_response(200)
+        self.send_header("ETag", f'"{hashlib.sha1(body).hexdigest()}"')
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+class PinnedRaw(ThreadingHTTPServer):
+    """Stands in for raw.githubusercontent.com on 127.0.0.1: the bytes of each pinned URL, and every URL asked for."""
 
     def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Raw)
         self.files: dict[str, bytes] = {}
         self.asked: list[str] = []
 
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        url = str(request.url)
-        self.asked.append(url)
-        body = self.files.get(url)
-        if body is None:
-            return httpx.Response(404, text="not a pinned URL")
-        etag = f'"{hashlib.sha1(body).hexdigest()}"'
-        headers = {"ETag": etag, "Content-Length": str(len(body))}
-        return httpx.Response(200, stream=httpx.ByteStream(body), headers=headers)  # read as a transfer is
+    def client(self) -> Client:
+        """The download's client, sending every URL it asks for here."""
+        return Through(f"http://127.0.0.1:{self.server_address[1]}")
+
+
+class Through(Client):
+    """A download client that sends every request to one server, the URL it was for as the path."""
+
+    def __init__(self, server: str):
+        super().__init__(timeout=30, decompress=False)
+        self.server = server
+
+    def get(self, url, headers=None, params=None):
+        return super().get(f"{self.server}/{quote(url, safe='')}", headers, params)
+
+
+@pytest.fixture
+def raw():
+    server = PinnedRaw()
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
 
 
 def expected_outcome(remote: RemoteFile, body: bytes) -> str:
@@ -88,9 +127,8 @@ def expected_outcome(remote: RemoteFile, body: bytes) -> str:
     return "fetched"
 
 
-def test_every_source_downloads_through_its_pinned_urls(shared_data, hub: Hub, monkeypatch, tmp_path):
-    raw = PinnedRaw()
-    monkeypatch.setattr(download, "make_client", lambda: httpx.Client(transport=httpx.MockTransport(raw)))
+def test_every_source_downloads_through_its_pinned_urls(shared_data, hub: Hub, raw: PinnedRaw, monkeypatch, tmp_path):
+    monkeypatch.setattr(download, "make_client", raw.client)
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     hub.accepted.add(TOKEN)
     sources = [entry.factory() for entry in adapters.entries()]
@@ -155,11 +193,9 @@ def closed_port() -> int:
 def test_with_no_network_every_file_is_tried_and_listed_and_the_exit_is_2(hub, monkeypatch, tmp_path):
     import huggingface_hub.utils._http as hub_http
 
-    def unreachable(request: httpx.Request) -> httpx.Response:
-        raise httpx.ConnectError("[Errno -2] Name or service not known", request=request)
-
-    monkeypatch.setattr(download, "make_client", lambda: httpx.Client(transport=httpx.MockTransport(unreachable)))
-    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{closed_port()}")
+    nowhere = f"http://127.0.0.1:{closed_port()}"
+    monkeypatch.setattr(download, "make_client", lambda: Through(nowhere))
+    monkeypatch.setenv("HF_ENDPOINT", nowhere)
     # huggingface_hub retries a refused connection five times, sleeping 1+2+4+8+8 s: its own policy, not shambench's
     monkeypatch.setattr(hub_http, "time", types.SimpleNamespace(sleep=lambda seconds: None))
     result = CliRunner().invoke(

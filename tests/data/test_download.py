@@ -10,7 +10,6 @@ import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import httpx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -268,7 +267,7 @@ def test_unreachable_server_fails_after_the_attempts(tmp_path):
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]  # bound but not listening: connections are refused
         target = Target(url=f"http://127.0.0.1:{port}/f", path="f", sha256=SHA)
-        with httpx.Client(timeout=2) as c, pytest.raises(DownloadError, match="transfer failed after 2 attempts"):
+        with make_client(timeout=2) as c, pytest.raises(DownloadError, match="transfer failed after 2 attempts"):
             fetch(c, target, tmp_path, attempts=2)
 
 

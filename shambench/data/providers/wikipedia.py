@@ -12,13 +12,15 @@ import time
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-import httpx
-
 from shambench.data.context import ContextProvider, ContextRecord, context_provider
+from shambench.errors import MalformedReply
+from shambench.http import Client, HTTPError, Timeout
 from shambench.schema import Example
 
 USER_AGENT = "shambench (https://github.com/shambench/shambench; hallucination benchmark evidence retrieval)"
 TITLE_KEYS = ("wikipedia_title", "subject", "entity")
+# The largest API answer read (a page's extract is cut to `max_chars` afterwards).
+MAX_REPLY_BYTES = 16 * 2**20
 
 
 def page_title(example: Example) -> str | None:
@@ -43,7 +45,7 @@ class WikipediaProvider(ContextProvider):
     ):
         self.api_url, self.max_chars = api_url, int(max_chars)
         self.min_interval, self.retries, self.backoff = float(min_interval), int(retries), float(backoff)
-        self.client = httpx.Client(timeout=timeout, headers={"User-Agent": USER_AGENT})
+        self.client = Client(timeout=timeout, headers={"User-Agent": USER_AGENT})
         self._last = 0.0
 
     def params(self) -> dict:
@@ -69,20 +71,20 @@ class WikipediaProvider(ContextProvider):
         for attempt in range(self.retries + 1):
             self._wait_turn()
             try:
-                resp = self.client.get(self.api_url, params=params)
-            except httpx.TimeoutException:
+                with self.client.get(self.api_url, params=params) as resp:
+                    if resp.status == 429 or resp.status >= 500:
+                        if attempt == self.retries:
+                            resp.raise_for_status()
+                        retry_after = resp.headers.get("Retry-After", "")
+                        wait = float(retry_after) if retry_after.isdigit() else self.backoff * 2**attempt
+                    else:
+                        resp.raise_for_status()
+                        return resp.json(MAX_REPLY_BYTES)
+            except Timeout:
                 if attempt == self.retries:
                     raise
-                time.sleep(self.backoff * 2**attempt)
-                continue
-            if resp.status_code == 429 or resp.status_code >= 500:
-                if attempt == self.retries:
-                    resp.raise_for_status()
-                retry_after = resp.headers.get("Retry-After", "")
-                time.sleep(float(retry_after) if retry_after.isdigit() else self.backoff * 2**attempt)
-                continue
-            resp.raise_for_status()
-            return resp.json()
+                wait = self.backoff * 2**attempt
+            time.sleep(wait)
         raise RuntimeError("unreachable")
 
     def fetch_one(self, example: Example) -> ContextRecord:
@@ -91,7 +93,7 @@ class WikipediaProvider(ContextProvider):
             return self.record(example, error="the example names no Wikipedia page (no wikipedia_url or subject)")
         try:
             pages = self._query(title).get("query", {}).get("pages", [])
-        except (httpx.HTTPError, ValueError) as err:
+        except (HTTPError, MalformedReply, ValueError) as err:
             return self.record(example, error=f"{type(err).__name__}: {err}")
         page: dict[str, Any] = pages[0] if pages else {"missing": True}
         if page.get("missing") or page.get("invalid"):
