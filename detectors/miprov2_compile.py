@@ -49,6 +49,7 @@ from shambench.detectors.miprov2 import (
     span_program,
 )
 from shambench.errors import DataError
+from shambench.extras import import_extra
 from shambench.io import write_json
 from shambench.llm.loop import LoopThread
 from shambench.llm.wire import Usage
@@ -407,6 +408,8 @@ def optimize(config: OptimizeConfig, monitor: Monitor | None = None) -> ProgramF
     from shambench.llm.cache import ResponseCache
     from shambench.llm.client import LLMClient
 
+    # MIPROv2 searches with optuna, which the base install leaves out: say so before any data is read
+    import_extra("optuna", "optimize", "shambench optimize (DSPy's MIPROv2)")
     monitor = monitor or Monitor()
     train, held, held_described = train_and_heldout(config)
     base = program_detector(base_prompt(), config.base, **config.endpoint, **config.params)

@@ -8,6 +8,7 @@
     │   ├── ScoringError                     predictions that cannot be scored against the examples
     │   ├── SelectionError                   a data selection that selects nothing, or two sources at once
     │   ├── RunDirError                      a run directory that cannot be used as asked (taken, or would change)
+    │   ├── MissingExtra                     a feature whose optional dependencies (an extra) are not installed
     │   └── SubmissionError                  a rejected leaderboard submission, with every reason
     ├── UnknownPluginError (also a KeyError) no plugin of that kind has that name
     ├── NameClashError                       two built-in plugins of one kind registered under one name
@@ -67,6 +68,16 @@ class SelectionError(DataError):
 class RunDirError(DataError):
     """A run directory that cannot be used as asked: it already holds a run (or an orphan journal), or resuming
     it would change what the run recorded."""
+
+
+class MissingExtra(DataError):
+    """A feature whose optional dependencies are not installed; the message names the extra and how to install
+    it (`shambench.extras.import_extra`)."""
+
+    def __init__(self, message: str, extra: str):
+        super().__init__(message)
+        # The extra to install, for callers that offer to install it or list what is missing.
+        self.extra = extra
 
 
 class SubmissionError(DataError):

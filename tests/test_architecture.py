@@ -29,6 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "shambench.http",
         "shambench.sources",
         "shambench.sealing",
+        "shambench.extras",
     ),
     ("shambench.scoring",),
     ("shambench.data", "shambench.detection"),

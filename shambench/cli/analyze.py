@@ -85,11 +85,14 @@ def analyze(
       pr_scatter.png     precision against recall per task and run
     """
     from shambench.cli.exits import finish, print_failures
+    from shambench.extras import import_extra
     from shambench.io import write_json
     from shambench.reporting import figures
     from shambench.reporting.analysis import analyse
     from shambench.reporting.console import make_console
 
+    if not no_figures:  # before any run is read: the figures' library is an extra
+        import_extra("matplotlib", "figures", "shambench analyze's figures (--no-figures writes analysis.json alone)")
     console = make_console()
     paths = [Path(d) for d in run_dirs]
     out_dir = Path(out) if out else (paths[0] / "analysis" if len(paths) == 1 else Path("analysis"))

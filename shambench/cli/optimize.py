@@ -100,6 +100,8 @@ def optimize(
     from the cache. The program file records the instructions, demos, base preset, endpoint, trainset and
     held-out ids, scores before and after optimisation, and the DSPy version (evaluation needs the same one).
 
+    Needs the optimize extra (MIPROv2 searches with optuna): pip install 'shambench[optimize]'.
+
     Exit status: 3 when some LM calls failed for good (the program is still saved, its scores count those
     examples as wrong; --allow-failures makes this 0), 2 for usage or input errors, else 0.
     """

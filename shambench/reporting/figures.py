@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from shambench.extras import import_extra
 from shambench.reporting.analysis import RunAnalysis
 from shambench.scoring.results import Results
 
@@ -29,8 +30,7 @@ def run_labels(detectors: Sequence[str | None], run_dirs: Sequence[Path]) -> lis
 
 
 def _pyplot() -> Any:
-    import matplotlib
-
+    matplotlib = import_extra("matplotlib", "figures", "PNG figures (shambench.reporting.figures)")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

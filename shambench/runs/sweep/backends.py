@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from shambench.errors import DataError, ParameterError
+from shambench.extras import import_extra
 
 
 class Backend:
@@ -84,19 +85,16 @@ class DaskBackend(Backend):
     name = "dask"
 
     def __init__(self, scheduler: str | None = None, workers: int = 2):
-        try:
-            from distributed import Client, LocalCluster
-        except ImportError:
-            raise DataError("--backend dask needs Dask: pip install 'shambench[dask]'") from None
+        distributed = import_extra("distributed", "dask", "The dask backend of sweeps")
         self.cluster = None
         if scheduler is None:
             # Loopback only and no dashboard: a local cluster opens no outside connection.
-            self.cluster = LocalCluster(
+            self.cluster = distributed.LocalCluster(
                 n_workers=max(1, workers), threads_per_worker=1, host="127.0.0.1", dashboard_address=None
             )
             scheduler = self.cluster.scheduler_address
         try:
-            self.client = Client(scheduler, set_as_default=False, timeout=30)
+            self.client = distributed.Client(scheduler, set_as_default=False, timeout=30)
             # pure=False: a task sent again after a failure is a new task, not the failed one looked up again.
             self.executor = self.client.get_executor(pure=False)
         except OSError as err:
