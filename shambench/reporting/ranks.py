@@ -36,6 +36,18 @@ CONVENTIONS = {
     "cor": "Mu-SHROOM Cor, mean over the soft-labelled examples of each task, then over those tasks",
 }
 """Each convention a board reports, in display order; `iou` and `cor` only where every run has soft labels."""
+METRIC_OF = {
+    "paper": ("token", "f1"),
+    "hallucinated": ("token_with_gold", "f1"),
+    "pooled_token": ("token_pooled", "f1"),
+    "pooled_char": ("char_pooled", "f1"),
+    "sentence": ("sentence", "f1"),
+    "iou": ("mushroom", "iou"),
+    "cor": ("mushroom", "cor"),
+}
+"""Each convention's registered metric (`shambench.scoring.measures`) and the field of its figure: the overall a
+convention ranks by is that figure's mean over the tasks (computed here from the same per-example columns, so that
+it can be resampled)."""
 BOARD = "paper"
 """The board's own convention: its order, and the one the rank intervals and resample shares use."""
 HOLDS_SHARE = 0.95

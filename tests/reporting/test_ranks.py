@@ -89,3 +89,36 @@ def test_compare_says_none_over_cat_is_convention_dependent():
     assert pair.verdict == "convention-dependent" and "hallucinated" in pair.reversed_under
     assert "paper" not in pair.reversed_under
     assert [t.tau for t in ranks.tau if (t.a, t.b) == ("paper", "hallucinated")] == [-1.0]
+
+
+def test_every_board_view_of_the_registry_is_a_ranked_convention():
+    from shambench.reporting.ranks import CONVENTIONS, METRIC_OF
+    from shambench.scoring.measures import registered
+
+    assert set(METRIC_OF) == set(CONVENTIONS)
+    names = {m.name for m in registered()}
+    assert {metric for metric, _ in METRIC_OF.values()} <= names
+    assert {m.name for m in registered() if m.board} <= {metric for metric, _ in METRIC_OF.values()}
+
+
+def test_each_conventions_figure_is_its_registered_metric_over_the_tasks():
+    from shambench.reporting.ranks import METRIC_OF
+    from shambench.schema import covered_shares
+
+    marked = [[CAT], [CAT, DOG], [DOG]]
+    soft = [{"start": s, "end": e, "prob": p} for s, e, p in covered_shares(marked)]
+    exs = [
+        *examples(),
+        Example(id="m1", task="other", dataset="mu", response=TEXT, hallu_spans=[CAT, DOG], soft_spans=soft),
+        Example(id="m2", task="other", dataset="mu", response=TEXT, hallu_spans=[], soft_spans=[]),
+    ]
+    predictions = [Prediction(id=i, spans=[CAT]) for i in ("h1", "e2", "m1", "m2")]
+    scorer = Scorer(exs, n_resamples=20)
+    results = scorer.score(predictions)
+    figures = point_figures(run_figures(scorer, predictions))
+    for convention, (name, field) in METRIC_OF.items():
+        # Task `qa` has no soft labels (no mushroom figure): IoU and Cor are the mean over the tasks that have them.
+        groups = [getattr(results.tasks[t], name) for t in results.overall.tasks]
+        values = [getattr(g, field) for g in groups if g is not None]
+        assert len(values) == (1 if name == "mushroom" else 2)
+        assert figures[convention] == pytest.approx(sum(values) / len(values), abs=1e-12), convention
