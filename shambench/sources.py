@@ -39,12 +39,15 @@ class PublishedCount(BaseModel):
 
 
 class SharedTask(BaseModel):
-    """A shared task whose own view (one row per dataset, an overall as the mean over rows) a source is shown in."""
+    """A shared task whose own view (one row per dataset: its official IoU and Cor beside span F1, and their mean
+    over rows) a source is shown in."""
 
     group: str
     """The view's key in `Results.groups`."""
     row_prefix: str = ""
     """What is cut from the front of a dataset name to name its row (e.g. up to a language code)."""
+    metric: str
+    """The registered metric (`shambench.scoring.measures`) whose figure, an IoU and a Cor, the task ranks rows by."""
 
 
 class Source(BaseModel):

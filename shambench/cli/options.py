@@ -97,23 +97,29 @@ def datasets_option(func: F) -> F:
     )(func)
 
 
-class SuiteChoice(click.Choice):
-    """`--suite`'s choices: the suites the registered sources declare (`shambench.sources.selections`), read when
-    they are first shown or checked, since reading them imports the adapters (which `shambench --help` never needs)."""
+class SuiteChoice(click.ParamType):
+    """`--suite NAME`: one of the suites the registered sources declare (`shambench.sources.selections`), checked
+    when given; `--help` does not list them, since reading them imports every adapter."""
 
-    def __init__(self) -> None:
-        super().__init__(())
+    name = "suite"
 
-    @property
-    def choices(self) -> tuple[str, ...]:
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return "SUITE"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
         from shambench.sources import selections
 
-        return tuple(selections())
+        known = selections()
+        if value not in known:
+            self.fail(f"{value!r} is not a suite (the registered sources declare: {', '.join(known)})", param, ctx)
+        return str(value)
 
-    @choices.setter
-    def choices(self, value: tuple[str, ...]) -> None:
-        # click's constructor sets the choices it was given (none): they are read from the sources instead.
-        pass
+    def shell_complete(self, ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+        from click.shell_completion import CompletionItem
+
+        from shambench.sources import selections
+
+        return [CompletionItem(name) for name in selections() if name.startswith(incomplete)]
 
 
 def suite_option(help: str) -> Callable[[F], F]:

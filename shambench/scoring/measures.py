@@ -135,6 +135,11 @@ def registered() -> list[Metric]:
     return list(_METRICS.values())
 
 
+def named(name: str) -> Metric:
+    """The metric registered under `name` (KeyError when none is)."""
+    return _METRICS[name]
+
+
 def unregister(name: str) -> None:
     """Remove a registered metric (a plugin's or a test's)."""
     del _METRICS[name]

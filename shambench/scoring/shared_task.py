@@ -18,6 +18,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from shambench.scoring.measures import named, value_of
 from shambench.scoring.results import GroupScores, LanguageScores, Results, SharedTaskView
 from shambench.sources import Source
 
@@ -91,12 +92,16 @@ def language_scores(
     """Per shared-task view, the figures of each row (a language) from the partitions that carry soft labels."""
     out: dict[str, dict[str, LanguageScores]] = {}
     for key, gs in sorted(datasets.items()):
-        placed = row_of(key.split("/", 1)[-1], sources.get(key))
-        if placed is None or gs.mushroom is None:
+        source = sources.get(key)
+        placed = row_of(key.split("/", 1)[-1], source)
+        if placed is None or source is None or source.shared_task is None:
+            continue
+        official = value_of(gs, named(source.shared_task.metric))
+        if official is None:
             continue
         group, row = placed
         out.setdefault(group, {})[row] = LanguageScores(
-            n=gs.n, iou=gs.mushroom.iou, cor=gs.mushroom.cor, token_f1=gs.token.f1, sentence_f1=gs.sentence.f1
+            n=gs.n, iou=official.iou, cor=official.cor, token_f1=gs.token.f1, sentence_f1=gs.sentence.f1
         )
     return out
 

@@ -96,7 +96,7 @@ class ToyCorpus(Adapter):
     datasets = ("toy-*",)
     kept_apart = "the toy corpus"
     published_counts = {"summ/toy-a": PublishedCount(count=2, source="the toy paper, table 1")}
-    shared_task = SharedTask(group="toy_task", row_prefix="toy-")
+    shared_task = SharedTask(group="toy_task", row_prefix="toy-", metric="mushroom")
 
     def available(self, data_dir: Path) -> bool:
         return False
