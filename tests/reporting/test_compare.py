@@ -107,6 +107,10 @@ def test_compare_run_directories_and_cli(tmp_path):
     assert result.exit_code == 0, result.output
     assert "A = exact   B = all" in result.output and "+0.826" in result.output
     assert '"group": "overall"' in out.read_text()
+    # exact is above all under every convention (figures 1.0) and in every resample (all never reaches 1).
+    assert "Ranks under every convention" in result.output and "holds (100.0% of resamples)" in result.output
+    ranks = json.loads(out.read_text())["ranks"]
+    assert [r["name"] for r in ranks["rows"]] == ["exact", "all"] and ranks["pairs"][0]["verdict"] == "holds"
 
 
 def _drop_and_fail(run_dir, drop: str | None = None, fail: str | None = None) -> None:
