@@ -408,8 +408,6 @@ def optimize(config: OptimizeConfig, monitor: Monitor | None = None) -> ProgramF
     from shambench.llm.cache import ResponseCache
     from shambench.llm.client import LLMClient
 
-    # MIPROv2 searches with optuna, which the base install leaves out: say so before any data is read
-    import_extra("optuna", "optimize", "shambench optimize (DSPy's MIPROv2)")
     monitor = monitor or Monitor()
     train, held, held_described = train_and_heldout(config)
     base = program_detector(base_prompt(), config.base, **config.endpoint, **config.params)
@@ -496,4 +494,6 @@ def print_summary(program: ProgramFile, out: str, console: Console) -> None:
 @optimizer("miprov2")
 def miprov2_optimizer() -> ModuleType:
     """DSPy MIPROv2 optimisation of a prompted preset's prompt (`shambench optimize`)."""
+    # MIPROv2 searches with optuna, which the base install leaves out: said before anything is read or shown
+    import_extra("optuna", "optimize", "shambench optimize (DSPy's MIPROv2)")
     return sys.modules[__name__]
