@@ -67,6 +67,7 @@ from shambench.detection.detector import Detector, Monitor, detector
 from shambench.detectors._models import (
     EXAMPLES_PER_PASS,
     PairTemplate,
+    attention_for,
     batch_tokens,
     batched,
     budget_given,
@@ -323,12 +324,17 @@ class TokenClassifier(Detector):
     def _load(self) -> tuple[Any, Any, PairTemplate, Any, int]:
         """Tokenizer, model, pair template, device and the index of the hallucinated label (loaded once)."""
         if self._loaded is None:
-            from transformers import AutoModelForTokenClassification, AutoTokenizer
+            from transformers import AutoConfig, AutoModelForTokenClassification, AutoTokenizer
 
             device = pick_device(self.device_name)
             tokenizer = load_pretrained(AutoTokenizer, self.model_source, "tokenizer")
+            config = load_pretrained(AutoConfig, self.model_source, "token classifier config")
             model = load_pretrained(
-                AutoModelForTokenClassification, self.model_source, "token classifier", use_safetensors=True
+                AutoModelForTokenClassification,
+                self.model_source,
+                "token classifier",
+                use_safetensors=True,
+                **attention_for(config, device),
             )
             model.to(device).eval()
             self._loaded = (tokenizer, model, PairTemplate.of(tokenizer), device, positive_label(model.config))

@@ -148,3 +148,48 @@ def test_outputs_are_the_same_at_every_batch_budget(build, tmp_path):
             assert a.step_scores == pytest.approx(b.step_scores, abs=1e-5)
     assert make(77).params()["max_batch_tokens"] == 77
     assert make(0).params()["max_batch_tokens"] == CPU_BATCH_TOKENS
+
+
+def test_banded_attention_is_sdpa_over_the_whole_masked_sequence():
+    """A sliding-window layer's attention by blocks equals SDPA over every key with the window mask, padding
+    included; and a ModernBERT loaded with it gives the default's logits on the real tokens of a padded batch."""
+    require_models()
+    import torch
+    import transformers
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from shambench.detectors._models import BANDED, attention_for, banded_attention
+
+    torch.manual_seed(0)
+    n, window = 1000, 65
+    query, key, value = (torch.randn(2, 2, n, 8) for _ in range(3))
+    near = (torch.arange(n)[:, None] - torch.arange(n)[None, :]).abs() <= window - 1
+    real = torch.ones(2, n, dtype=torch.bool)
+    real[1, 700:] = False
+    mask = (near[None] & real[:, None, :])[:, None]
+    module = torch.nn.Module()
+    module.is_causal = False
+    whole, _ = sdpa_attention_forward(module, query, key, value, mask)
+    banded, _ = banded_attention(module, query, key, value, mask, sliding_window=window)
+    assert banded.shape == whole.shape == (2, n, 2, 8)
+    assert torch.allclose(banded[0], whole[0], atol=1e-5) and torch.allclose(banded[1, :700], whole[1, :700], atol=1e-5)
+
+    config = transformers.ModernBertConfig(
+        vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=3, num_attention_heads=2,
+        global_attn_every_n_layers=3, local_attention=128, max_position_embeddings=2048, num_labels=2, pad_token_id=0,
+    )  # fmt: skip
+    model = transformers.ModernBertForTokenClassification(config).eval()
+    with torch.no_grad():
+        for name, weight in model.named_parameters():
+            if "attn" in name and weight.dim() == 2:
+                weight.mul_(30.0)  # so that what a token attends to matters
+    fast = transformers.ModernBertForTokenClassification.from_pretrained(
+        None, config=config, state_dict=model.state_dict(), **attention_for(config, torch.device("cpu"))
+    ).eval()
+    assert fast.config._attn_implementation == BANDED
+    ids = torch.randint(5, 100, (2, n))
+    with torch.inference_mode():
+        expected = model(input_ids=ids, attention_mask=real.long()).logits
+        got = fast(input_ids=ids, attention_mask=real.long()).logits
+    assert torch.allclose(got[real], expected[real], atol=1e-4)
+    assert config.layer_types.count("sliding_attention") == 2  # two of the three layers went by blocks
