@@ -26,6 +26,8 @@ T = TypeVar("T")
 
 # Bytes read from a reply at a time.
 CHUNK_BYTES = 64 * 1024
+# Connections a blocking `Client` keeps (aiohttp's default pool size; it sends one request at a time).
+CLIENT_CONNECTIONS = 100
 
 
 def proxy_for(url: str) -> str | None:
@@ -37,17 +39,27 @@ def proxy_for(url: str) -> str | None:
     return urllib.request.getproxies().get(parts.scheme)
 
 
-def open_session(connections: int, timeout: float, headers: dict[str, str]) -> Any:
+def open_session(
+    connections: int,
+    timeout: float,
+    headers: dict[str, str],
+    connect_timeout: float | None = None,
+    decompress: bool = True,
+) -> Any:
     """An aiohttp session of the running event loop with at most `connections` connections, sending `headers`
-    with every request, whose requests are abandoned after `timeout` seconds without a reply."""
+    with every request, whose requests are abandoned after `timeout` seconds without a byte of reply and
+    `connect_timeout` (default: `timeout`, at most 30 s) without a connection; `decompress=False` hands on bodies
+    as sent. Every session of the package is made here."""
     import aiohttp
 
     # The timeout runs from when the request is written: `sock_read` bounds the wait for the reply, and no
     # total/connect limit counts the time spent waiting for a free connection of the pool.
+    connect = min(30.0, timeout) if connect_timeout is None else connect_timeout
     return aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=connections),
-        timeout=aiohttp.ClientTimeout(total=None, connect=None, sock_connect=min(30.0, timeout), sock_read=timeout),
+        timeout=aiohttp.ClientTimeout(total=None, connect=None, sock_connect=connect, sock_read=timeout),
         headers=headers,
+        auto_decompress=decompress,
     )
 
 
@@ -172,13 +184,9 @@ class Client:
             raise TransportError(f"{type(err).__name__}: {err}".rstrip(": ")) from err
 
     async def _opened(self, url: str, headers: dict[str, str] | None, params: dict[str, str] | None) -> Any:
-        import aiohttp
-
         if self._session is None:
-            self._session = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.connect_timeout, sock_read=self.timeout),
-                headers=self.headers,
-                auto_decompress=self.decompress,
+            self._session = open_session(
+                CLIENT_CONNECTIONS, self.timeout, self.headers, self.connect_timeout, self.decompress
             )
         return await self._session.get(url, headers=headers, params=params, proxy=proxy_for(url))
 

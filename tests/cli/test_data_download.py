@@ -16,9 +16,7 @@ import hashlib
 import socket
 import threading
 import types
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import quote, unquote
 
 import pytest
 from click.testing import CliRunner
@@ -28,6 +26,7 @@ from shambench.data import download
 from shambench.data.adapter import Adapter, HubFiles, RemoteFile, adapters
 from shambench.data.benchmark import DEFAULT_SUITE
 from shambench.http import Client
+from tests.data.test_download import FileServer
 from tests.hub_server import Hub
 
 FIXTURES = Path(__file__).parents[1] / "adapters" / "fixtures"
@@ -65,56 +64,33 @@ def pinned_commit(spec: HubFiles) -> str | None:
     return spec.revision.ljust(40, "0") if spec.revision else None
 
 
-class _Raw(BaseHTTPRequestHandler):
-    def do_GET(self):  # noqa: N802 (http.server's naming)
-        url = unquote(self.path[1:])
-        self.server.asked.append(url)  # type: ignore[attr-defined]
-        body = self.server.files.get(url)  # type: ignore[attr-defined]
-        if body is None:
-            self.send_error(404, "not a pinned URL")
-            return
-        self.send_response(200)
-        self.send_header("ETag", f'"{hashlib.sha1(body).hexdigest()}"')
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
-class PinnedRaw(ThreadingHTTPServer):
-    """Stands in for raw.githubusercontent.com on 127.0.0.1: the bytes of each pinned URL, and every URL asked for."""
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Raw)
-        self.files: dict[str, bytes] = {}
-        self.asked: list[str] = []
-
-    def client(self) -> Client:
-        """The download's client, sending every URL it asks for here."""
-        return Through(f"http://127.0.0.1:{self.server_address[1]}")
-
-
 class Through(Client):
-    """A download client that sends every request to one server, the URL it was for as the path."""
+    """A download client that sends every request to one server, the URL it was for as the path (in hex, which no
+    URL normalisation changes)."""
 
     def __init__(self, server: str):
         super().__init__(timeout=30, decompress=False)
         self.server = server
 
     def get(self, url, headers=None, params=None):
-        return super().get(f"{self.server}/{quote(url, safe='')}", headers, params)
+        return super().get(f"{self.server}/{url.encode().hex()}", headers, params)
 
 
 @pytest.fixture
 def raw():
-    server = PinnedRaw()
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    """Stands in for raw.githubusercontent.com on 127.0.0.1: `pin(url, body)` serves a pinned URL's bytes (any
+    other URL is a 404), `asked()` lists every URL asked for."""
+    stand_in = FileServer()
+    thread = threading.Thread(target=stand_in.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    yield types.SimpleNamespace(
+        pin=lambda url, body: stand_in.files.__setitem__(f"/{url.encode().hex()}", body),
+        pinned=lambda: sorted(bytes.fromhex(path[1:]).decode() for path in stand_in.files),
+        asked=lambda: sorted({bytes.fromhex(path[1:]).decode() for path, _, _ in stand_in.requests}),
+        client=lambda: Through(stand_in.url("")),
+    )
+    stand_in.shutdown()
+    stand_in.server_close()
 
 
 def expected_outcome(remote: RemoteFile, body: bytes) -> str:
@@ -127,7 +103,7 @@ def expected_outcome(remote: RemoteFile, body: bytes) -> str:
     return "fetched"
 
 
-def test_every_source_downloads_through_its_pinned_urls(shared_data, hub: Hub, raw: PinnedRaw, monkeypatch, tmp_path):
+def test_every_source_downloads_through_its_pinned_urls(shared_data, hub: Hub, raw, monkeypatch, tmp_path):
     monkeypatch.setattr(download, "make_client", raw.client)
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     hub.accepted.add(TOKEN)
@@ -139,7 +115,8 @@ def test_every_source_downloads_through_its_pinned_urls(shared_data, hub: Hub, r
         plain = [r for r in adapter.remote_files if isinstance(r, RemoteFile)]
         root = copy_root(adapter, shared_data, [r.path for r in plain])
         for remote in plain:
-            raw.files[remote.url] = body = (root / remote.path).read_bytes()
+            body = (root / remote.path).read_bytes()
+            raw.pin(remote.url, body)
             expected[f"{adapter.name}/{remote.path}"] = expected_outcome(remote, body)
             if expected[f"{adapter.name}/{remote.path}"] == "fetched":
                 installed[(adapter.root(tmp_path).name, remote.path)] = body
@@ -174,7 +151,7 @@ def test_every_source_downloads_through_its_pinned_urls(shared_data, hub: Hub, r
     assert {label.split("/")[0] for label in got} == {a.name for a in sources}
     for (folder, path), body in installed.items():
         assert (tmp_path / folder / path).read_bytes() == body, f"{folder}/{path} is not the served copy"
-    assert sorted(set(raw.asked)) == sorted(raw.files)  # each pinned URL asked for, and no other
+    assert raw.asked() == raw.pinned()  # each pinned URL asked for, and no other
     asked_at = {
         (parts[2] + "/" + parts[3], parts[5])
         for method, path, _ in hub.requests

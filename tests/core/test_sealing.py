@@ -16,6 +16,7 @@ from shambench.schema import Example
 from shambench.scoring import kept, text
 from shambench.scoring.segcache import store_path, text_key
 from shambench.sealing import SEAL_BYTES, Sealer
+from tests.scoring.test_segcache import disk_for_every_batch  # noqa: F401 (a fixture used here)
 
 
 def test_a_seal_is_that_of_its_key_and_body():
@@ -200,17 +201,10 @@ CASES = {
 }
 
 
-@pytest.fixture
-def disk_for_every_batch(monkeypatch):
-    monkeypatch.setattr(text, "DISK_MIN_TEXTS", 1)
-    text.clear_cache()
-    yield
-    text.clear_cache()
-
-
+@pytest.mark.usefixtures("disk_for_every_batch")
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("kind", STORES)
-def test_every_store_takes_a_tampered_value_for_a_miss_with_one_warning(tmp_path, disk_for_every_batch, kind, case):
+def test_every_store_takes_a_tampered_value_for_a_miss_with_one_warning(tmp_path, kind, case):
     store = STORES[kind](tmp_path)
     text.clear_cache()
     with warnings.catch_warnings(record=True) as before:
