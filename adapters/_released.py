@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import csv
-import json
 import re
-import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -16,6 +14,7 @@ from shambench.detection.locate import Placement
 from shambench.errors import SourceError
 from shambench.io import validation_message
 from shambench.schema import Example, Span
+from shambench.structured import MAX_DATA_BYTES, MAX_FIELD_CHARS, json_file, json_value, yaml_value
 
 M = TypeVar("M", bound=BaseModel)
 TOKEN = re.compile(r"\S+")
@@ -47,20 +46,15 @@ def jsonl_rows(path: Path, model: type[M], expected: str) -> list[tuple[str, M]]
             if not line.strip():
                 continue
             where = f"{path}:{lineno}"
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise SourceError(f"{where}: not valid JSON ({err.msg}); expected {expected}") from None
+            # pandas writes NaN for a missing value in some released files (FELM's responses): the adapter counts them
+            obj = json_value(line, str(path), expected, error=SourceError, first_line=lineno, allow_nan=True)
             rows.append((where, validated(model, obj, where, expected)))
     return rows
 
 
 def json_array_rows(path: Path, model: type[M], expected: str) -> list[tuple[str, M]]:
     """`(where, row)` for each record of a file holding one JSON array, `where` being `file record N` (0-based)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise SourceError(f"{path}: not valid JSON ({err.msg} at line {err.lineno}); expected {expected}") from None
+    data = json_file(path, expected, limit=MAX_DATA_BYTES, error=SourceError)
     if not isinstance(data, list):
         raise SourceError(f"{path}: expected a JSON array of records ({expected}), got {type(data).__name__}")
     return [(f"{path} record {i}", validated(model, obj, f"{path} record {i}", expected)) for i, obj in enumerate(data)]
@@ -100,7 +94,6 @@ def data_rows(path: Path, model: type[M], expected: str) -> list[tuple[str, M]]:
 
 def card_configs(root: Path) -> list[dict[str, Any]]:
     """The `configs` of a hub dataset card (`README.md` front matter) in a source folder; empty without one."""
-    import yaml
 
     card = root / "README.md"
     if not card.is_file():
@@ -109,10 +102,7 @@ def card_configs(root: Path) -> list[dict[str, Any]]:
     if not text.startswith("---"):
         return []
     head = text[3:].split("\n---", 1)[0]
-    try:
-        meta = yaml.safe_load(head) or {}
-    except yaml.YAMLError as err:
-        raise SourceError(f"{card}: the dataset card's front matter is not YAML ({err})") from None
+    meta = yaml_value(head, str(card), "the dataset card's front matter as YAML", first_line=2, error=SourceError) or {}
     configs = meta.get("configs") if isinstance(meta, dict) else None
     return [c for c in configs if isinstance(c, dict)] if isinstance(configs, list) else []
 
@@ -152,8 +142,8 @@ def csv_rows(
 ) -> Iterator[tuple[str, dict[str, str]]]:
     """`(file:line, row)` for each record of a delimited file with a header naming at least `columns`; SourceError
     naming the file (and the line) for a header that lacks one or a record with too few or too many fields."""
-    # Released responses and label lists can exceed csv's default 128 KiB field limit.
-    csv.field_size_limit(sys.maxsize)
+    # Released responses and label lists can exceed csv's default 128 KiB field limit; a field is still bounded.
+    csv.field_size_limit(MAX_FIELD_CHARS)
     name = {"\t": "tab", ",": "comma"}.get(delimiter, repr(delimiter))
     with path.open(encoding="utf-8", newline="") as fh:
         reader = csv.DictReader(fh, delimiter=delimiter)

@@ -16,7 +16,6 @@ Each annotator's Unwanted/Questionable spans are read beside the union of the ot
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from pathlib import Path
@@ -29,6 +28,7 @@ from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.errors import SourceError
 from shambench.schema import Annotations, Example, Span, marked_by_more_than
 from shambench.sources import PAPER_SOURCE, PublishedCount
+from shambench.structured import MAX_DATA_BYTES, json_file
 
 BATCHES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16)
 """The released batch numbers."""
@@ -162,10 +162,7 @@ def faithbench() -> Adapter:
 
 def _batch(root: Path, batch: int) -> Batch:
     path = source_file(root, _batch_path(batch), "faithbench", _EXPECTED)
-    try:
-        data = json.loads(path.read_bytes())
-    except ValueError as err:  # JSONDecodeError and UnicodeDecodeError
-        raise SourceError(f"{path}: not valid JSON ({err}); expected {_EXPECTED}") from None
+    data = json_file(path, _EXPECTED, limit=MAX_DATA_BYTES, error=SourceError)
     return validated(Batch, data, str(path), _EXPECTED)
 
 

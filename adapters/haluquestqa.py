@@ -21,7 +21,6 @@ naming the whole answer instead of quoting it). Ids are `haluquestqa/<source_fil
 
 from __future__ import annotations
 
-import ast
 from collections import Counter
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from shambench.detection.locate import Placement, locate
 from shambench.errors import SourceError
 from shambench.schema import Example
 from shambench.sources import PublishedCount
+from shambench.structured import literal_value
 
 FILE = "HaluQuestQA.csv"
 TASK = "open_qa_long"
@@ -127,8 +127,8 @@ def _literal_list(where: str, row: dict[str, str], column: str) -> list[str]:
     if not value:
         return []
     try:
-        items = ast.literal_eval(value)
-    except (ValueError, SyntaxError):
+        items = literal_value(value, where, "a Python list literal")
+    except ValueError:
         items = None
     if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
         raise SourceError(f"{where}: {column} is not a Python list of strings: {value[:80]!r} (expected {EXPECTED})")

@@ -27,6 +27,7 @@ from shambench.adapters._released import data_rows, example_at, split_files
 from shambench.data.adapter import Adapter, HubFiles, LoadResult, adapter
 from shambench.data.steps import step_fields
 from shambench.errors import SourceError
+from shambench.structured import json_value
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +80,7 @@ def decrypt_field(value: str, canary: str) -> Any:
     key = (digest * (len(cipher) // len(digest) + 1))[: len(cipher)]
     text = bytes(c ^ k for c, k in zip(cipher, key)).decode("utf-8")
     try:
-        return json.loads(text)
+        return json_value(text, "a decrypted field", "JSON")
     except ValueError:
         return text
 

@@ -40,6 +40,7 @@ from shambench.schema import Prediction
 from shambench.scoring.results import MULTILINGUAL
 from shambench.scoring.shared_task import EXACT_READING, ORGANISERS_READING, organisers_float
 from shambench.sources import EXTENDED_SUITE, SharedTask
+from shambench.structured import json_value
 
 LANGUAGES = ("ar", "ca", "cs", "de", "en", "es", "eu", "fa", "fi", "fr", "hi", "it", "sv", "zh")
 VALIDATION_LANGUAGES = ("ar", "de", "en", "es", "fi", "fr", "hi", "it", "sv", "zh")
@@ -190,10 +191,6 @@ SUBMISSION_EXPECTED = (
 )
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
 def _offset(value: Any, where: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
         raise ValueError(f"{where}: expected an integer character offset, got {json.dumps(value)}")
@@ -292,13 +289,11 @@ class MushroomSubmission(PredictionsFormat):
         skipped: Counter[str] = Counter()
         predictions = []
         for lineno, raw in iter_lines(path):
+            obj = json_value(raw, str(path), SUBMISSION_EXPECTED, parse_float=number, first_line=lineno)
             try:
-                obj = json.loads(raw, parse_float=number, parse_constant=_reject_constant)
                 predictions.append((lineno, submission_prediction(obj, skipped)))
-            except ValueError as err:  # JSON and UTF-8 errors are ValueErrors too
+            except ValueError as err:
                 raise DataError(f"{path}:{lineno}: {err} (expected {SUBMISSION_EXPECTED})") from None
-            except RecursionError:
-                raise DataError(f"{path}:{lineno}: nested too deep (expected {SUBMISSION_EXPECTED})") from None
         datasets = sorted({pred.id.split("/", 1)[0] for _, pred in predictions})
         reading = EXACT_READING if exact_floats else ORGANISERS_READING
         return PredictionsRead(

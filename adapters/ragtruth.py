@@ -22,7 +22,6 @@ fall outside it or do not frame the label's own `text`, or when its source recor
 
 from __future__ import annotations
 
-import ast
 import json
 from collections import Counter
 from collections.abc import Iterator
@@ -38,6 +37,7 @@ from shambench.errors import DataError, SourceError
 from shambench.io import iter_lines, parse_json_line, validation_message
 from shambench.schema import Example, Prediction, Span
 from shambench.sources import PAPER_SOURCE, PublishedCount
+from shambench.structured import json_value, literal_value
 
 TASKS = {"QA": "context_qa", "Summary": "summ", "Data2txt": "data2txt"}
 """RAGTruth `task_type` → shambench task."""
@@ -220,11 +220,8 @@ def _cr_rows(root: Path) -> Iterator[tuple[str, dict[str, str]]]:
 
 
 def _cr_response(where: str, row: dict[str, str]) -> ResponseRow:
-    try:
-        # The column holds the Python repr of the released label list (single quotes, True/False), not JSON.
-        labels = ast.literal_eval(row["labels"])
-    except (ValueError, SyntaxError):
-        raise SourceError(f"{where}: `labels` is not a Python list literal: {row['labels'][:80]!r}") from None
+    # The column holds the Python repr of the released label list (single quotes, True/False), not JSON.
+    labels = literal_value(row["labels"], f"{where}: `labels`", "a Python list literal of labels", error=SourceError)
     fields = {**row, "source_id": row["EncounterID"], "labels": labels}
     return validated(ResponseRow, fields, where, _EXPECTED_CR)
 
@@ -234,10 +231,7 @@ def _cr_source(root: Path, source_id: str, task_type: str) -> SourceRow:
     text = path.read_text(encoding="utf-8")
     if task_type == "Summary":
         return SourceRow(source_id=source_id, task_type=task_type, source_info=text)
-    try:
-        record = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise SourceError(f"{path}: not valid JSON ({err.msg}); expected the {task_type} source record") from None
+    record = json_value(text, str(path), f"the {task_type} source record", error=SourceError)
     fields = {"source_id": source_id, "task_type": task_type, "source_info": record}
     return validated(SourceRow, fields, str(path), f"the {task_type} source record as a JSON object")
 

@@ -39,7 +39,6 @@ the cache and `--resume` re-asks only what failed. Every prediction records the 
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -47,6 +46,7 @@ from shambench.detection.detector import Detector, detector
 from shambench.errors import DataError
 from shambench.llm.api import APIDetector
 from shambench.schema import Example, Prediction, Span
+from shambench.structured import json_value
 
 FAVA_TEMPLATE = (
     "Read the following references:\n{evidence}\n"
@@ -226,7 +226,7 @@ def parse_hallucination_list(text: str, lenient: bool = False) -> list[str]:
         values = list(reversed(reply_json_values(text)))
     else:
         try:
-            values = [json.loads(text.strip())]
+            values = [json_value(text.strip(), "the output", 'a {"hallucination list": [...]} object')]
         except ValueError:
             values = []
     for value in values:

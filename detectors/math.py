@@ -44,7 +44,6 @@ the metric's rules.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -63,6 +62,7 @@ from shambench.detectors._models import (
 from shambench.errors import DataError
 from shambench.llm.api import APIDetector
 from shambench.schema import Example, Prediction, Span
+from shambench.structured import json_value
 
 MARKER = "<extra_0>"
 PRM_QUESTION = "Question: {question}\n\nSolution:\n"
@@ -338,7 +338,9 @@ class PRMDetector(APIDetector):
         else:
             body = {"input": prm_input(example, self.format)}
         try:
-            reply = await client.request("pooling", body, accept=lambda c: json.loads(c.text))
+            reply = await client.request(
+                "pooling", body, accept=lambda c: json_value(c.text, "the pooling reply", "step scores")
+            )
         except LLMError as err:
             return Prediction(id=example.id, error=err.reason, meta={"usage": err.usage.model_dump()})
         # A row's last entry is p(-) for Math-Shepherd's [+, -] and p(correct) for the others' [0, 1].

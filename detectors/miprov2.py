@@ -36,6 +36,7 @@ from shambench.errors import DataError
 from shambench.llm.wire import Usage
 from shambench.paths import cache_dir
 from shambench.schema import Example
+from shambench.structured import json_file
 
 from .prompted import PromptedDetector, make_prompted, presets
 from .prompts import SYSTEM, WORKED_EXAMPLES
@@ -246,10 +247,7 @@ def load_program(path: str | Path) -> ProgramFile:
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: program file not found (create one with `shambench optimize --out {path}`)")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise DataError(f"{path}: not a program file: invalid JSON ({err})") from None
+    data = json_file(path, "a program file (JSON, as `shambench optimize` writes)")
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise DataError(f'{path}: not a program file: expected a JSON object with "format": "{FORMAT}"')
     if data.get("dspy_version") != dspy_version():

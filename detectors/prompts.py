@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 from shambench.llm.replies import FENCE, THINK, preview, reply_json_values
 from shambench.schema import Example
+from shambench.structured import json_value
 
 SYSTEM = """\
 You check answers for hallucinations. You get a question or instruction, sometimes information that the answer \
@@ -137,7 +138,7 @@ def parse_reply(text: str) -> ParsedReply:
     whole = THINK.sub("", text).strip()
     fenced = FENCE.fullmatch(whole)
     try:
-        bare = json.loads(fenced.group(1) if fenced else whole)
+        bare = json_value(fenced.group(1) if fenced else whole, "the output", "a JSON list of strings")
     except ValueError:
         bare = None
     if isinstance(bare, list) and all(isinstance(x, str | dict) for x in bare):

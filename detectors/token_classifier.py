@@ -55,7 +55,6 @@ its repository has no inference code, so it runs through the same path with the 
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -79,6 +78,7 @@ from shambench.detectors._models import (
 )
 from shambench.errors import DataError
 from shambench.schema import Example, Prediction, Span
+from shambench.structured import json_file
 
 SETTINGS_FILE = "shambench.json"
 """Written by `shambench train` beside the weights: the input format, max length, threshold and token types."""
@@ -183,10 +183,7 @@ def read_settings(source: str) -> dict[str, Any]:
     path = Path(source) / SETTINGS_FILE
     if not path.is_file():
         return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise DataError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
+    data = json_file(path, "a JSON object of detector settings")
     if not isinstance(data, dict):
         raise DataError(f"{path}: expected a JSON object of detector settings")
     return data

@@ -13,7 +13,6 @@ the full gold, an easier target than the others' majority is for one annotator).
 from __future__ import annotations
 
 import html
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from shambench.leaderboard.schema import HUMAN_NAME
 from shambench.scoring.results import Results
 from shambench.scoring.shared_task import row_of
 from shambench.sources import source_of
+from shambench.structured import json_file
 
 OFFICIAL = Path(__file__).with_name("mushroom_official.json")
 PAGE = "mushroom.html"
@@ -55,7 +55,7 @@ class Row(BaseModel):
 
 def official_rows() -> dict[str, list[Row]]:
     """The organisers' baseline and best-team rows per language, marked as reported."""
-    data = json.loads(OFFICIAL.read_text(encoding="utf-8"))
+    data = json_file(OFFICIAL, "the official leaderboard rows (package data)")
     return {
         lang: [Row(name=r["name"], iou=r["iou"], cor=r["cor"], status="reported", source=r["source"]) for r in rows]
         for lang, rows in data["languages"].items()

@@ -17,7 +17,6 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from shambench.errors import DataError, SubmissionError
@@ -33,6 +32,7 @@ from shambench.runs.selection import select_examples
 from shambench.schema import Prediction
 from shambench.scoring.corpus import Corpus
 from shambench.scoring.scorer import Scorer
+from shambench.structured import yaml_file
 
 
 class SubmissionMeta(BaseModel):
@@ -68,11 +68,9 @@ def read_meta(path: str | Path | None) -> tuple[SubmissionMeta, list[str]]:
         return SubmissionMeta(), []
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        return SubmissionMeta(), [f"{path}: cannot read the meta file ({err.strerror})"]
-    except yaml.YAMLError as err:
-        return SubmissionMeta(), [f"{path}: not valid JSON or YAML ({str(err).splitlines()[0]})"]
+        data = yaml_file(path, "the submission's meta file (JSON or YAML)")
+    except DataError as err:
+        return SubmissionMeta(), [str(err)]
     try:
         return SubmissionMeta.model_validate(data or {}), []
     except ValidationError as err:

@@ -13,7 +13,6 @@ for the Batch API only (`shambench.llm.batch`), and huggingface_hub's own client
 from __future__ import annotations
 
 import asyncio
-import json
 import urllib.parse
 import urllib.request
 from collections.abc import Awaitable, Iterator
@@ -21,6 +20,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from shambench.errors import MalformedReply
+from shambench.structured import json_value
 
 T = TypeVar("T")
 
@@ -135,7 +135,7 @@ class Reply:
 
     def json(self, limit: int) -> Any:
         """The body as JSON (ValueError when it is not)."""
-        return json.loads(self.read(limit))
+        return json_value(self.read(limit), str(self._raw.url), "a JSON body")
 
     def raise_for_status(self) -> None:
         """StatusError when the status is 400 or above."""

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 from shambench.errors import DataError
 from shambench.schema import Prediction
 from shambench.secrets import redact
+from shambench.structured import reject_constant
 
 
 def json_type(value: Any) -> str:
@@ -39,10 +40,6 @@ def validation_message(err: ValidationError) -> str:
 
 MAX_DEPTH = 32
 """Deepest nesting of arrays and objects accepted in one JSON record (a span list inside `meta` is depth 4)."""
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number (expected a finite number)")
 
 
 # Digits as "0", exponent markers as "e", anything else as " ": the shapes of a line's numbers, found in one pass
@@ -78,7 +75,7 @@ def _parse_json_strictly(line: bytes | str) -> Any:
         except UnicodeDecodeError as err:
             raise ValueError(f"not UTF-8 text (byte {line[err.start]:#04x} at column {err.start + 1})") from None
     try:
-        return json.loads(line.rstrip("\r\n"), parse_constant=_reject_constant)
+        return json.loads(line.rstrip("\r\n"), parse_constant=reject_constant)
     except json.JSONDecodeError as err:
         # json's "Unterminated string starting at" already ends in "at"
         raise ValueError(f"not valid JSON ({err.msg.removesuffix(' at')} at column {err.colno})") from None

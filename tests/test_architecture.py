@@ -30,6 +30,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "shambench.sources",
         "shambench.sealing",
         "shambench.extras",
+        "shambench.structured",
     ),
     ("shambench.scoring",),
     ("shambench.data", "shambench.detection"),

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-import yaml
+
+from shambench.structured import yaml_value
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -222,7 +223,8 @@ def parse_params(pairs: tuple[str, ...]) -> dict:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise click.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--param")
-        out[key.strip().replace("-", "_")] = yaml.safe_load(value) if value else ""
+        name = key.strip().replace("-", "_")
+        out[name] = yaml_value(value, f"-p {name}", "a YAML scalar (a number, a boolean or a string)") if value else ""
     return out
 
 

@@ -29,6 +29,7 @@ from shambench.errors import DataError
 from shambench.memory import collector_paused
 from shambench.schema import Example
 from shambench.sources import DEFAULT_SUITE, declared, in_suite
+from shambench.structured import json_value
 
 if TYPE_CHECKING:
     from datasets import DatasetDict, Features
@@ -96,8 +97,9 @@ def hf_row(example: Example) -> dict:
 
 def example_from_hf(row: dict) -> Example:
     """The `Example` a row of `hf_features()` stands for."""
-    annotations = json.loads(row["annotations"]) if row.get("annotations") else None
-    return Example.model_validate({**row, "meta": json.loads(row["meta"]), "annotations": annotations})
+    annotations = json_value(row["annotations"], "a row's annotations", "JSON") if row.get("annotations") else None
+    meta = json_value(row["meta"], "a row's meta", "a JSON object")
+    return Example.model_validate({**row, "meta": meta, "annotations": annotations})
 
 
 def split_names(datasets: str | Sequence[str] | None) -> list[str] | None:

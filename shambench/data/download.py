@@ -39,6 +39,7 @@ from shambench.errors import DownloadError
 from shambench.http import Client, Reply, TransportError
 from shambench.io import write_atomic
 from shambench.secrets import remember
+from shambench.structured import json_file
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
@@ -177,9 +178,9 @@ def read_manifest(folder: Path) -> dict[str, Recorded]:
     """The installed files recorded in a source folder (empty when the folder has no manifest, or it is unreadable)."""
     path = folder / MANIFEST
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = json_file(path, "the folder's manifest")
         return {name: Recorded.model_validate(entry) for name, entry in raw.items()}
-    except (OSError, ValueError):
+    except (ValueError, AttributeError):  # unreadable, not JSON, or not a mapping: as good as none
         return {}
 
 
@@ -295,8 +296,10 @@ def _resumable(dest: Path, url: str) -> str | None:
     """The ETag to resume `dest`'s part with, or None (no part, another URL, or no strong ETag recorded)."""
     part, info = part_path(dest), _resume_info(dest)
     try:
-        meta = json.loads(info.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        meta = json_file(info, "a part's resume record")
+    except ValueError:
+        return None
+    if not isinstance(meta, dict):
         return None
     etag = meta.get("etag")
     ok = part.is_file() and meta.get("url") == url and isinstance(etag, str) and not etag.startswith("W/")

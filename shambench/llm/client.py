@@ -58,7 +58,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import queue
 import random
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -105,6 +104,7 @@ from shambench.llm.retry import (
 from shambench.llm.route import Budget, Deferred, Route
 from shambench.llm.wire import Reply, Usage, error_message, parse_reply, wire_body
 from shambench.secrets import redact
+from shambench.structured import json_value
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -442,7 +442,7 @@ class LLMClient:
             ) as reply:
                 if reply.status != 200:
                     return None
-                props = json.loads(await reply.text())
+                props = json_value(await reply.text(), f"{root}/props", "a JSON object")
         except (aiohttp.ClientError, TimeoutError, ValueError):
             return None
         slots = props.get("total_slots") if isinstance(props, dict) else None

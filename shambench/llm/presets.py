@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, Field
 
 from shambench.errors import DataError
 from shambench.llm.endpoint import Endpoint, endpoint_of
 from shambench.llm.negotiation import STRUCTURED_SETTINGS
+from shambench.structured import yaml_value
 
 # Request-body parameters a preset or `-p` may set (anything else is a typo until proven otherwise).
 GENERATION_KEYS = frozenset(
@@ -79,7 +79,8 @@ class Preset(BaseModel):
 def presets() -> dict[str, Preset]:
     """The presets shipped in `presets.yaml`, by name."""
     text = resources.files(__package__).joinpath("presets.yaml").read_text(encoding="utf-8")
-    return {name: Preset.model_validate(entry) for name, entry in yaml.safe_load(text).items()}
+    entries = yaml_value(text, "presets.yaml", "a mapping of preset name to preset")
+    return {name: Preset.model_validate(entry) for name, entry in entries.items()}
 
 
 def generation_params(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

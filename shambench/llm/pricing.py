@@ -6,14 +6,15 @@ import os
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
-import yaml
 from platformdirs import user_config_dir
 from pydantic import BaseModel, Field, ValidationError
 
 from shambench.errors import (
     DataError,
 )
+from shambench.structured import yaml_file, yaml_value
 
 PRICING_ENV = "SHAMBENCH_PRICING"
 
@@ -49,8 +50,11 @@ def pricing_override_path() -> Path:
     return Path(os.environ.get(PRICING_ENV) or Path(user_config_dir("shambench")) / "pricing.yaml").expanduser()
 
 
-def _read_prices(text: str, origin: str) -> dict[str, Price]:
-    data = yaml.safe_load(text) or {}
+PRICES_EXPECTED = "a mapping of model name to {input, output} prices"
+
+
+def _read_prices(data: Any, origin: str) -> dict[str, Price]:
+    data = data or {}
     if not isinstance(data, dict):
         raise DataError(f"{origin}: expected a mapping of model name to {{input, output}} prices")
     try:
@@ -63,10 +67,12 @@ def _read_prices(text: str, origin: str) -> dict[str, Price]:
 def load_prices() -> dict[str, Price]:
     """The packaged price table, updated by the user's file when it exists (see `pricing_override_path`)."""
     packaged = resources.files("shambench.llm").joinpath("pricing.yaml").read_text(encoding="utf-8")
-    prices = _read_prices(packaged, "shambench/llm/pricing.yaml")
+    prices = _read_prices(
+        yaml_value(packaged, "shambench/llm/pricing.yaml", PRICES_EXPECTED), "shambench/llm/pricing.yaml"
+    )
     user = pricing_override_path()
     if user.is_file():
-        prices.update(_read_prices(user.read_text(encoding="utf-8"), str(user)))
+        prices.update(_read_prices(yaml_file(user, PRICES_EXPECTED), str(user)))
     return prices
 
 

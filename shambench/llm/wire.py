@@ -13,6 +13,7 @@ from shambench.errors import (
 )
 from shambench.io import json_type
 from shambench.llm.pricing import cost_of
+from shambench.structured import json_value
 
 # A token count above this in one reply is a server's garbage, not a bill.
 MAX_REPLY_TOKENS = 100_000_000
@@ -63,11 +64,9 @@ def parse_reply(kind: str, body: str, model: str) -> Reply:
     """The completion in an HTTP-200 body of request kind `kind`; MalformedReply (a one-line reason) for
     anything else. Only the transport-level shape is checked here: what the text means is the caller's."""
     try:
-        response = json.loads(body)
-    except RecursionError:
-        raise MalformedReply("malformed reply: JSON nested too deeply") from None
+        response = json_value(body, "the reply", "a completion as JSON")
     except ValueError as err:
-        raise MalformedReply(f"malformed reply: not JSON ({err})") from None
+        raise MalformedReply(f"malformed reply: {err}") from None
     return reply_of(kind, response, model)
 
 
@@ -218,7 +217,7 @@ def error_message(status: int, text: str) -> str:
     """`HTTP status: message`, the message taken from an OpenAI-style error body when there is one (in full:
     secrets are redacted before it is shortened)."""
     try:
-        err = json.loads(text).get("error")
+        err = json_value(text, "the error body", "JSON").get("error")
         message = err.get("message") if isinstance(err, dict) else err
     except (ValueError, AttributeError, RecursionError):
         message = None

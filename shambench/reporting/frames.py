@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from shambench.io import iter_lines, parse_json_line
 from shambench.runs.files import PER_EXAMPLE, RESULTS
 from shambench.scoring.results import Results
 
@@ -75,7 +76,7 @@ def samples_df(root: str | Path) -> pd.DataFrame:
         path = run_dir / PER_EXAMPLE
         if not path.is_file():
             raise FileNotFoundError(f"{path}: missing; run `shambench score {run_dir}` to write it")
-        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        rows = [parse_json_line(line) for _, line in iter_lines(path)]
         frame = pd.json_normalize(rows, sep="_")
         frame.insert(0, "run_dir", str(run_dir))
         frame.insert(1, "detector", read_results(run_dir).run.detector)

@@ -26,6 +26,7 @@ from shambench.paths import cache_dir
 from shambench.schema import Example
 from shambench.scoring.corpus import Corpus, Readings, Units
 from shambench.sealing import Sealer
+from shambench.structured import json_file
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -123,7 +124,7 @@ def _verified(folder: Path, name: str, claimed: dict) -> bytes:
 
 def _load(folder: Path) -> Corpus:
     """A kept corpus, after checking that it was made for this folder's key and that its files are unchanged."""
-    claimed = json.loads((folder / DIGEST_FILE).read_text(encoding="utf-8"))
+    claimed = json_file(folder / DIGEST_FILE, "a kept corpus's digest record")
     if not isinstance(claimed, dict) or claimed.get("key") != folder.name:
         raise _NotThisCorpus("it was made for another file (its key differs from its folder's)")
     with np.load(io.BytesIO(_verified(folder, ARRAYS_FILE, claimed))) as npz:

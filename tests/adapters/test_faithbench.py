@@ -176,7 +176,7 @@ def test_truncated_batch_names_the_file(tmp_path):
     folder = _write_batches(tmp_path, [_sample(0, "A summary.", [])])
     text = (folder / "batch_7.json").read_text()
     (folder / "batch_7.json").write_text(text[:-3])
-    with pytest.raises(SourceError, match=r"batch_7\.json: not valid JSON .*expected FaithBench's"):
+    with pytest.raises(SourceError, match=r"batch_7\.json:2: not valid JSON .*expected FaithBench's"):
         _load(tmp_path)
 
 

@@ -169,7 +169,7 @@ def test_bad_files_name_the_file_and_the_record(tmp_path):
     with pytest.raises(SourceError, match=rf"^{path} record 1: annotated: Field required"):
         adapters.create("favabench").load(tmp_path)
     path.write_text("[{")
-    with pytest.raises(SourceError, match=rf"^{path}: not valid JSON"):
+    with pytest.raises(SourceError, match=rf"^{path}:1: not valid JSON"):
         adapters.create("favabench").load(tmp_path)
     path.unlink()
     with pytest.raises(SourceError, match=r"annotations\.json: file not found .*data download favabench"):

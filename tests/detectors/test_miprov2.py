@@ -145,7 +145,7 @@ def test_evaluation_places_the_returned_strings(openai_server, tmp_path):
 @pytest.mark.parametrize(
     "content, message",
     [
-        ('{"format": "shambench-miprov2", "dspy_version": ', "invalid JSON"),
+        ('{"format": "shambench-miprov2", "dspy_version": ', "p.json:1: not valid JSON"),
         (
             '{"metadata": {"dependency_versions": {"dspy": "3.0.0"}}, "predict": {}}',
             'expected a JSON object with "format"',

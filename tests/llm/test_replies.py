@@ -40,7 +40,7 @@ def json_of(completion):
 
 # The one-line reason each persistent malformed reply ends with (after the retries).
 REASONS = {
-    "malformed": "malformed reply: not JSON",
+    "malformed": "malformed reply: the reply:1: not valid JSON",
     "null": "malformed reply: expected a JSON object, got null",
     "array": "malformed reply: expected a JSON object, got an array",
     "string": "malformed reply: expected a JSON object, got a string",
@@ -53,7 +53,7 @@ REASONS = {
     "usage-negative": "malformed reply: usage.completion_tokens = -5 is not a plausible token count",
     "logprobs-shape": "malformed reply: logprobs.content is a string",
     "logprobs-nan": "malformed reply: top_logprobs logprob is a string",
-    "deep-body": "malformed reply: JSON nested too deeply",
+    "deep-body": "malformed reply: the reply: nested deeper than 64 levels",
     "huge": f"malformed reply: larger than the {DEFAULT_MAX_RESPONSE_BYTES}-byte limit",
 }
 
@@ -138,7 +138,7 @@ def test_responses_and_completions_bodies_are_checked_too():
     with pytest.raises(MalformedReply, match=r"choices\[0\].text is an object"):
         parse_reply("completions", json.dumps({"choices": [{"text": {"a": 1}}]}), "m")
     top = {"choices": [{"text": "x", "logprobs": {"top_logprobs": [{"a": float("inf")}]}}]}
-    with pytest.raises(MalformedReply, match="is not a finite number"):
+    with pytest.raises(MalformedReply, match="Infinity is not a JSON number"):
         parse_reply("completions", json.dumps(top), "m")
 
 

@@ -36,7 +36,8 @@ def test_loading_a_kept_corpus_reads_its_names_with_the_collector_paused(tmp_pat
     loads, seen = kept_module.orjson.loads, []
 
     def watched(data):
-        seen.append(gc.isenabled())
+        if not data.startswith(b'{"key"'):  # the names, not the digest record read before them
+            seen.append(gc.isenabled())
         return loads(data)
 
     monkeypatch.setattr(kept_module.orjson, "loads", watched)

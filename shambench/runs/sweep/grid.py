@@ -11,7 +11,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from shambench.data.adapter import adapters, resolve_data_dir
@@ -21,6 +20,7 @@ from shambench.errors import DataError
 from shambench.registry import checked_params, factory_parameters
 from shambench.runs.evaluate import CREDENTIAL_ROUTING
 from shambench.runs.files import JOURNAL, RESULTS
+from shambench.structured import yaml_file
 
 SUMMARY = "sweep.json"
 MAX_CELLS = 10_000
@@ -116,12 +116,7 @@ class SweepSpec(BaseModel):
 def read_spec(path: str | Path) -> SweepSpec:
     """The sweep file at `path`; DataError names the file and the field that is wrong."""
     path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise DataError(f"{path}: cannot read ({err.strerror})") from None
-    except yaml.YAMLError as err:
-        raise DataError(f"{path}: not valid YAML ({err})") from None
+    raw = yaml_file(path, "a sweep file: a YAML mapping with at least `detectors:`")
     if not isinstance(raw, dict):
         raise DataError(f"{path}: expected a mapping with at least `detectors:`")
     try:

@@ -1,0 +1,185 @@
+"""The bounded reader of structured input: sizes, depths, YAML aliases, one-line errors with file and line; and
+the class test: no module of the package parses JSON, YAML, CSV or Python literals except through it."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from shambench import structured
+from shambench.errors import DataError
+from shambench.structured import (
+    MAX_DEPTH,
+    bounded_bytes,
+    deeper_than,
+    json_file,
+    json_value,
+    literal_value,
+    yaml_file,
+    yaml_value,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+def test_json_within_bounds_reads_as_json_does():
+    assert json_value('{"a": [1, 2.5, "x", null, true]}', "f", "x") == {"a": [1, 2.5, "x", None, True]}
+    assert json_value(nested(MAX_DEPTH), "f", "x") == json.loads(nested(MAX_DEPTH))
+    # integers past 64 bits, which orjson refuses, are json's to read
+    assert json_value("[18446744073709551616]", "f", "x") == [2**64]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (nested(MAX_DEPTH + 1), f"f: nested deeper than {MAX_DEPTH} levels; expected a list"),
+        (nested(100_000), f"f: nested deeper than {MAX_DEPTH} levels; expected a list"),
+        ('{"a": 1,\n "b": }', "f:2: not valid JSON (Expecting value at column 7); expected a list"),
+        ("[NaN]", "f: not valid JSON (NaN is not a JSON number (expected a finite number)); expected a list"),
+        (b"[\xff]", "f: not UTF-8 text (byte 1); expected a list"),
+    ],
+)
+def test_json_failures_are_one_line(text, message):
+    with pytest.raises(DataError) as err:
+        json_value(text, "f", "a list")
+    assert str(err.value) == message
+
+
+def test_a_file_over_its_cap_is_refused_before_it_is_read(tmp_path):
+    path = tmp_path / "big.json"
+    path.write_text("[" + "1," * 600 + "1]")
+    with pytest.raises(DataError, match=r"big.json: 1,203 bytes, over the 1,000 accepted; expected a list$"):
+        json_file(path, "a list", limit=1000)
+    assert json_file(path, "a list", limit=2000) == [1] * 601
+    with pytest.raises(DataError, match=r"nope.json: file not found; expected a list$"):
+        bounded_bytes(tmp_path / "nope.json", "a list")
+    with pytest.raises(DataError, match=r": is a folder; expected a list$"):
+        bounded_bytes(tmp_path, "a list")
+
+
+def test_yaml_aliases_and_anchors_are_refused_with_their_line(tmp_path):
+    laughs = "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: [*b, *b, *b]\n"
+    path = tmp_path / "sweep.yaml"
+    path.write_text(laughs)
+    with pytest.raises(DataError) as err:
+        yaml_file(path, "a sweep file")
+    assert str(err.value) == (
+        f"{path}:1: not valid YAML (aliases and anchors (&, *) are not accepted); expected a sweep file"
+    )
+
+
+def test_yaml_depth_and_syntax_errors(tmp_path):
+    assert yaml_value("a: [1, {b: two}]\n", "f", "x") == {"a": [1, {"b": "two"}]}
+    with pytest.raises(
+        DataError, match=f"^f:1: not valid YAML \\(nested deeper than {MAX_DEPTH} levels\\); expected x$"
+    ):
+        yaml_value(nested(MAX_DEPTH + 5), "f", "x")
+    with pytest.raises(DataError, match=r"^f:4: not valid YAML \(.*'<stream end>'\); expected x$"):
+        yaml_value("a: 1\nb: 2\nc: [\n", "f", "x")  # the list is still open where the text ends, on line 4
+    with pytest.raises(DataError, match=r"^card.md:4: "):
+        yaml_value("a: 1\nb: *x\n", "card.md", "x", first_line=3)
+    with pytest.raises(DataError, match="not valid YAML"):
+        yaml_value("!!python/object:os.system x", "f", "x")  # the safe loader: plain data only
+
+
+def test_python_literals():
+    assert literal_value("[{'text': 'a', 'start': 1, 'ok': True}, ('t',), None]", "f", "x") == [
+        {"text": "a", "start": 1, "ok": True},
+        ("t",),
+        None,
+    ]
+    with pytest.raises(DataError, match="^f: not a Python literal"):
+        literal_value("__import__('os').system('true')", "f", "x")
+    with pytest.raises(DataError, match="^f: not a Python literal"):
+        literal_value(nested(10_000), "f", "x")
+    with pytest.raises(DataError, match=f"^f: nested deeper than {MAX_DEPTH} levels"):
+        literal_value(nested(MAX_DEPTH + 1), "f", "x")
+    with pytest.raises(DataError, match="over the"):
+        literal_value("[" + "1," * structured.MAX_FIELD_CHARS + "]", "f", "x")
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=20,
+)
+
+
+def depth_of(value) -> int:
+    if isinstance(value, dict):
+        return 1 + max(map(depth_of, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(depth_of, value), default=0)
+    return 0
+
+
+@given(json_values, st.integers(min_value=1, max_value=8))
+def test_deeper_than_agrees_with_a_recursive_depth(value, limit):
+    assert deeper_than(value, limit) == (depth_of(value) > limit)
+
+
+# --- the class: every parse of structured input in the package goes through the one reader ------------------
+
+PARSERS = {
+    ("json", "load"),
+    ("json", "loads"),
+    ("orjson", "loads"),
+    ("yaml", "load"),
+    ("yaml", "safe_load"),
+    ("yaml", "full_load"),
+    ("yaml", "unsafe_load"),
+    ("yaml", "load_all"),
+    ("yaml", "safe_load_all"),
+    ("ast", "literal_eval"),
+    ("csv", "reader"),
+    ("csv", "DictReader"),
+    ("pd", "read_json"),
+    ("pd", "read_csv"),
+    ("pandas", "read_json"),
+    ("pandas", "read_csv"),
+    ("tomllib", "loads"),
+    ("tomllib", "load"),
+}
+
+# Parses that stay outside `shambench.structured`, each with its reason.
+ALLOWED = {
+    ("shambench/io.py", "orjson.loads"): "parse_json_line, the JSON-lines half of the reader (depth, strict JSON)",
+    ("shambench/io.py", "json.loads"): "parse_json_line's strict fallback (RecursionError caught)",
+    ("shambench/llm/cache.py", "json.loads"): "a cache row whose seal was verified (or this process's own row)",
+    ("shambench/scoring/kept.py", "orjson.loads"): "a kept corpus's names, read only after their digest matched",
+    ("adapters/_released.py", "csv.DictReader"): "csv_rows: fields capped at MAX_FIELD_CHARS, errors per line",
+}
+
+
+def parses_in(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            owner = node.func.value
+            if isinstance(owner, ast.Name) and (owner.id, node.func.attr) in PARSERS:
+                found.add(f"{owner.id}.{node.func.attr}")
+    return found
+
+
+def package_files() -> list[Path]:
+    return [
+        p for folder in ("shambench", "adapters", "detectors", "leaderboard") for p in (REPO / folder).rglob("*.py")
+    ]
+
+
+def test_no_module_parses_structured_input_but_through_the_reader():
+    stray = {
+        (str(p.relative_to(REPO)), call) for p in package_files() if p.name != "structured.py" for call in parses_in(p)
+    }
+    assert stray - set(ALLOWED) == set()
+    assert set(ALLOWED) - stray == set(), "an allowed parse is gone: drop it from ALLOWED"
