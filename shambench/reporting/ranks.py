@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from shambench.schema import Prediction
 from shambench.scoring import metrics
+from shambench.scoring.measures import MUSHROOM_METRIC
 
 if TYPE_CHECKING:
     from shambench.scoring.scorer import Scorer
@@ -42,8 +43,8 @@ METRIC_OF = {
     "pooled_token": ("token_pooled", "f1"),
     "pooled_char": ("char_pooled", "f1"),
     "sentence": ("sentence", "f1"),
-    "iou": ("mushroom", "iou"),
-    "cor": ("mushroom", "cor"),
+    "iou": (MUSHROOM_METRIC, "iou"),
+    "cor": (MUSHROOM_METRIC, "cor"),
 }
 """Each convention's registered metric (`shambench.scoring.measures`) and the field of its figure: the overall a
 convention ranks by is that figure's mean over the tasks (computed here from the same per-example columns, so that

@@ -237,8 +237,12 @@ metric("char_pooled", model=PRF, convention="micro precision/recall/F1 over all 
 )
 
 
+MUSHROOM_METRIC = "mushroom"
+"""The name of the official Mu-SHROOM IoU/Cor metric (schema 2.0's results key `GroupScores.mushroom`)."""
+
+
 @metric(
-    "mushroom",
+    MUSHROOM_METRIC,
     model=MushroomScores,
     convention="Mu-SHROOM official IoU and Cor per item, mean over items with soft labels; predicted soft labels are "
     "the prediction's soft_spans, else its scored ranges, else its spans with their score (1.0 when unset), written "
