@@ -44,7 +44,7 @@ HTTP (a `Route`) and when nothing more is sent (a `Budget`) in `route`.
 
 Typical use from a detector:
 
-    client = LLMClient(Endpoint(model="gpt-5-mini"), cache=ResponseCache())
+    client = LLMClient(endpoint_of("gpt-5-mini"), cache=ResponseCache())
 
     async def one(example):
         reply = await client.chat(messages_for(example), {"max_completion_tokens": 800}, accept=parse)
