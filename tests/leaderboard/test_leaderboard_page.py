@@ -6,6 +6,8 @@ and says why (`tests.leaderboard.cdp.chromium`).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from shambench.leaderboard.build import DEFAULT_REPORTED, build, write_site
@@ -159,3 +161,17 @@ def test_each_figure_and_its_ci_gap_or_test_lie_on_lines_of_their_own(human_boar
     assert len(parts) >= 5 + 2 * 2
     assert [(cell, top, above) for cell, top, above in parts if top < above - 0.5] == []
     assert run_together(human_board) == []
+
+
+def test_the_committed_page_lays_its_figures_out_apart(tmp_path):
+    committed = Path(__file__).parents[2] / "leaderboard" / "site" / "index.html"
+    browser = Browser(chromium(), tmp_path / "profile")
+    try:
+        browser.set_viewport(1400, 900)
+        browser.open(committed.as_uri())
+        parts = cell_parts(browser)
+        assert browser.evaluate("document.querySelectorAll('table[data-level=agreement] td .ci').length") > 0
+        assert [(cell, top, above) for cell, top, above in parts if top < above - 0.5] == []
+        assert run_together(browser) == []
+    finally:
+        browser.close()
