@@ -1,6 +1,7 @@
 """The documentation's code blocks are tests: every ```python block of the README, CONTRIBUTING and the pages of
 docs/ runs as written, each in a fresh interpreter; every ```bash block parses, and every `shambench` command in
-one names commands and options that the command line has."""
+one names commands and options that the command line has; every ```yaml block is a valid sweep file and every
+```toml block declares entry points of groups that shambench's registries read."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ import shlex
 import subprocess
 import sys
 import textwrap
+import tomllib
 from pathlib import Path
 
 import click
 import pytest
+import yaml
 
 from shambench.cli import main
 from tests.conftest import require_shared
@@ -85,6 +88,22 @@ def unknown_words(args: list[str]) -> list[str]:
 
 BLOCKS = [(doc, i, block) for doc in DOCS for i, block in enumerate(python_blocks((REPO / doc).read_text()))]
 SCRIPTS = [(doc, i, block) for doc in DOCS for i, block in enumerate(shell_blocks((REPO / doc).read_text()))]
+DECLARED = [
+    (doc, language, block)
+    for doc in DOCS
+    for language in ("yaml", "toml")
+    for block in fenced_blocks((REPO / doc).read_text(), language)
+]
+
+
+def registry_groups() -> set[str]:
+    """The entry-point groups that shambench's plugin registries read."""
+    from shambench.data.context import providers
+    from shambench.data.formats import formats
+    from shambench.detection.detector import detectors, optimizers, trainers
+    from shambench.sources import registry as adapters
+
+    return {r.group for r in (adapters, providers, formats, detectors, optimizers, trainers)}
 
 
 def test_the_block_finder_reads_fenced_python_only():
@@ -120,6 +139,7 @@ def test_the_docs_have_blocks_to_run():
     assert {"README.md", "CONTRIBUTING.md"} <= with_python
     assert any(doc.startswith("docs/") for doc in with_python)
     assert any(doc.startswith("docs/") for doc, _, _ in SCRIPTS)
+    assert {language for _, language, _ in DECLARED} == {"yaml", "toml"}
 
 
 @pytest.mark.parametrize(("doc", "index", "script"), SCRIPTS, ids=[f"{d}#{i}" for d, i, _ in SCRIPTS])
@@ -128,6 +148,17 @@ def test_shell_block_parses_and_names_real_commands(doc, index, script):
     assert parsed.returncode == 0, f"{doc} shell block {index} does not parse:\n{script}\n{parsed.stderr}"
     wrong = [word for args in shambench_commands(script) for word in unknown_words(args)]
     assert wrong == [], f"{doc} shell block {index} names what the command line does not have: {wrong}"
+
+
+@pytest.mark.parametrize(("doc", "language", "block"), DECLARED, ids=[f"{d}:{lang}" for d, lang, _ in DECLARED])
+def test_declared_block_is_what_shambench_reads(doc, language, block):
+    from shambench.runs.sweep import SweepSpec
+
+    if language == "yaml":  # the docs' YAML is sweep files
+        SweepSpec.model_validate(yaml.safe_load(block))
+    else:  # and their TOML, a plugin package's entry points
+        groups = set(tomllib.loads(block)["project"]["entry-points"])
+        assert groups and groups <= registry_groups(), f"{doc}: {groups - registry_groups()} is read by no registry"
 
 
 @pytest.mark.parametrize(("doc", "index", "block"), BLOCKS, ids=[f"{d}#{i}" for d, i, _ in BLOCKS])
