@@ -1,8 +1,8 @@
 """A real OpenAI-compatible HTTP server on 127.0.0.1 for tests and benchmarks (no model, no internet).
 
 It answers `POST /v1/chat/completions`, `POST /v1/completions` and `POST /v1/responses` with text from a scripted function, reports
-usage, and can inject latency and faults: 429 with `Retry-After`, 500, 401/403, a response slower than the client's
-timeout, requests held open until released (to kill a client mid-flight), and HTTP-200 bodies that are not a
+usage, and can inject latency and faults: 429 with `Retry-After`, 500, 401/403, requests held open until released
+(which only a client's timeout, or killing the client, ends), and HTTP-200 bodies that are not a
 well-formed completion (`MALFORMED_200`: not JSON, `null`, `[]`, a bare string, `choices: null`, non-string
 content, usage of the wrong type or with huge numbers, logprobs of the wrong shape, JSON nested thousands of levels
 deep in the body or in the model's output, and a body over any sane size limit).
@@ -38,9 +38,6 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-
-TIMEOUT_DELAY = 3.0
-"""How long a `timeout` fault keeps the client waiting (longer than the tests' client timeouts)."""
 
 
 @dataclass
@@ -102,7 +99,7 @@ MALFORMED_200: dict[str, Callable[[dict[str, Any]], str]] = {
 
 @dataclass
 class Fault:
-    """What to do instead of answering: `429`, `500`, `401`, `403`, `timeout`, `hang`, or a `MALFORMED_200` kind."""
+    """What to do instead of answering: `429`, `500`, `401`, `403`, `hang`, or a `MALFORMED_200` kind."""
 
     kind: str
     retry_after: str | None = None
@@ -283,10 +280,6 @@ class OpenAIServer:
             await self._release.wait()
             req.status = 503
             return web.json_response({"error": {"message": "released"}}, status=503)
-        if fault.kind == "timeout":
-            await asyncio.sleep(TIMEOUT_DELAY)
-            req.status = 504
-            return web.json_response({"error": {"message": "too slow"}}, status=504)
         status = int(fault.kind)
         req.status = status
         headers = {"Retry-After": fault.retry_after} if fault.retry_after is not None else None
