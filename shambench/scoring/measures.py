@@ -271,13 +271,11 @@ def threshold_free(columns: Columns, group: Group) -> ThresholdFree | None:
     """AUPRC and AUROC over the group's tokens, when predictions carry scores."""
     if columns.token_scores is None:
         return None
-    from sklearn.metrics import average_precision_score, roc_auc_score
-
     mask = np.isin(columns.tokens.owner, group.idx)
     y, s = columns.tokens.gold[mask], columns.token_scores[mask]
     both = 0 < y.sum() < len(y)
     return ThresholdFree(
-        auprc=float(average_precision_score(y, s)) if both else None,
-        auroc=float(roc_auc_score(y, s)) if both else None,
+        auprc=metrics.average_precision(y, s) if both else None,
+        auroc=metrics.roc_auc(y, s) if both else None,
         n_tokens=int(mask.sum()),
     )

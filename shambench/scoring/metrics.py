@@ -122,6 +122,26 @@ def _average_ranks(values: np.ndarray, item: np.ndarray, lengths: np.ndarray) ->
     return ranks
 
 
+def average_precision(gold: np.ndarray, scores: np.ndarray) -> float:
+    """Average precision (AUPRC) of scores against 0/1 gold, which must hold both classes: the precision at each
+    distinct score from the highest down, weighted by the recall it adds (scikit-learn's average_precision_score,
+    which the base install does not carry: it brings scipy)."""
+    order = np.argsort(-scores, kind="stable")
+    ranked, hits = scores[order], np.cumsum(gold[order])
+    last = np.append(np.flatnonzero(ranked[1:] != ranked[:-1]), len(ranked) - 1)  # each distinct score's last place
+    tp = hits[last]
+    return float(np.sum(np.diff(tp, prepend=0) / tp[-1] * (tp / (last + 1))))
+
+
+def roc_auc(gold: np.ndarray, scores: np.ndarray) -> float:
+    """Area under the ROC curve of scores against 0/1 gold, which must hold both classes: the chance that a gold
+    value outscores one that is not, ties counting half (the Mann-Whitney statistic; scikit-learn's roc_auc_score)."""
+    positive = gold.astype(bool)
+    ranks = _average_ranks(scores, np.zeros(len(scores), np.int64), np.array([len(scores)]))
+    n_pos = int(positive.sum())
+    return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * (len(scores) - n_pos)))
+
+
 def _pearson_per_item(a: np.ndarray, b: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Per item, the Pearson correlation of its values of `a` and `b` (laid end to end, items of `lengths`),
     clipped to [-1, 1] as `np.corrcoef` clips it."""

@@ -151,3 +151,25 @@ def test_draw_counts_widen_past_255_and_match_a_per_row_count():
     assert (counts[1] == 1).all()
     assert counts[2, 7] == 10 and counts[2, 0] == 290
     assert (counts == np.stack([np.bincount(row, minlength=300) for row in idx])).all()
+
+
+def test_average_precision_and_roc_auc_by_hand():
+    gold, scores = np.array([1, 0, 1, 0]), np.array([0.9, 0.8, 0.7, 0.1])
+    # thresholds 0.9 (P 1, recall +1/2), 0.8 (recall +0), 0.7 (P 2/3, recall +1/2)
+    assert metrics.average_precision(gold, scores) == pytest.approx(1 / 2 + 1 / 3)
+    # of the four (gold, not gold) pairs, 0.7 < 0.8 is the one ordered wrongly
+    assert metrics.roc_auc(gold, scores) == pytest.approx(3 / 4)
+    tied = np.array([0.5, 0.5])
+    assert metrics.average_precision(np.array([1, 0]), tied) == 0.5 and metrics.roc_auc(np.array([1, 0]), tied) == 0.5
+
+
+@settings(max_examples=300)
+@given(st.lists(st.tuples(st.booleans(), st.sampled_from([0.0, 0.1, 0.25, 0.5, 0.9, 1.0])), min_size=2, max_size=40))
+def test_average_precision_and_roc_auc_equal_scikit_learns(pairs):
+    from sklearn.metrics import average_precision_score, roc_auc_score
+
+    gold = np.array([g for g, _ in pairs], dtype=np.int8)
+    scores = np.array([s for _, s in pairs])
+    assume(0 < gold.sum() < len(gold))
+    assert metrics.average_precision(gold, scores) == pytest.approx(average_precision_score(gold, scores), abs=1e-12)
+    assert metrics.roc_auc(gold, scores) == pytest.approx(roc_auc_score(gold, scores), abs=1e-12)
