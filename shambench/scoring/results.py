@@ -343,6 +343,10 @@ def group_row(level: str, name: str, scores: GroupScores) -> dict[str, Any]:
         row |= {"iou": scores.mushroom.iou, "cor": scores.mushroom.cor}
     if scores.threshold_free is not None:
         row |= {"auprc": scores.threshold_free.auprc, "auroc": scores.threshold_free.auroc}
+    for name, value in (scores.model_extra or {}).items():
+        # A metric registered beyond the built-in ones: its numbers, prefixed with its name.
+        fields = value.model_dump() if isinstance(value, BaseModel) else value if isinstance(value, dict) else {}
+        row |= {f"{name}_{k}": v for k, v in fields.items() if isinstance(v, int | float)}
     return row
 
 

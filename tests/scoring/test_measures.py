@@ -57,7 +57,7 @@ def examples() -> list[Example]:
     ]
 
 
-def test_an_added_metric_is_in_results_json_and_the_table(sentence_pooled):
+def test_an_added_metric_is_in_results_json_its_frame_and_the_table(sentence_pooled):
     predictions = [Prediction(id="a1", spans=[Span(start=4, end=7)]), Prediction(id="a2", spans=[Span(start=0, end=4)])]
     results = score(examples(), predictions, n_resamples=10)
     # Pooled over both examples: 1 unit found of 1 gold, 2 units predicted -> P 1/2, R 1, F1 2/3.
@@ -68,6 +68,10 @@ def test_an_added_metric_is_in_results_json_and_the_table(sentence_pooled):
     assert written["conventions"]["sentence_pooled"] == CONVENTION
     read = Results.model_validate_json(results.model_dump_json())
     assert measures.value_of(read.tasks["summ"], measures.registered()[-1]) == results.tasks["summ"].sentence_pooled
+    frame = read.to_pandas().set_index("name")
+    assert (
+        frame.loc["summ", "sentence_pooled_precision"] == 0.5 and frame.loc["summ/toy", "sentence_pooled_recall"] == 1
+    )
     console = Console(width=200, record=True)
     console.print(results_table(read))
     text = console.export_text()
