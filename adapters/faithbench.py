@@ -35,6 +35,10 @@ BATCHES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16)
 
 HALLUCINATED = re.compile(r"(Unwanted|Questionable)(\.|$)")
 """Labels that make an annotated span a hallucination (`Unwanted.Intrinsic` counts as `Unwanted`)."""
+UNWANTED = "Unwanted"
+SPAN_TYPES = (UNWANTED, "Unwanted.Intrinsic", "Unwanted.Extrinsic", "Questionable")
+"""The error types of the gold spans: `Unwanted` holds every unwanted span, its two subtypes those the annotators
+said were intrinsic or extrinsic."""
 
 RULE = (
     "FaithBench: the gold is the union of the annotators' Unwanted/Questionable spans; the annotators of a batch "
@@ -117,6 +121,7 @@ class FaithBenchAdapter(Adapter):
     published_counts = {
         "summ/faithbench": PublishedCount(count=745, source=PAPER_SOURCE),
     }
+    span_types = SPAN_TYPES
     license = "CC BY-NC-SA 4.0"
     homepage = "https://github.com/vectara/FaithBench"
     revision = f"vectara/FaithBench@{_COMMIT}"
@@ -185,11 +190,19 @@ def _hallucinations(annotations: list[Annotation]) -> list[Span]:
     """The annotations' Unwanted/Questionable spans, labelled with those labels."""
     spans = []
     for ann in annotations:
-        labels = [lab for lab in ann.label or [] if HALLUCINATED.match(lab)]
+        labels = _types([lab for lab in ann.label or [] if HALLUCINATED.match(lab)])
         if labels:
             assert ann.summary_start is not None and ann.summary_end is not None  # _defect drops those without
             spans.append(Span(start=ann.summary_start, end=ann.summary_end, label="|".join(labels)))
     return spans
+
+
+def _types(labels: list[str]) -> list[str]:
+    """An annotation's hallucination labels as error types: a subtype (`Unwanted.Intrinsic`) implies `Unwanted`,
+    which 14 released annotations leave out, so that the `Unwanted` type holds every unwanted span."""
+    if UNWANTED not in labels and any(lab.startswith(f"{UNWANTED}.") for lab in labels):
+        return [UNWANTED, *labels]
+    return labels
 
 
 def union(span_lists: list[list[Span]]) -> list[Span]:

@@ -243,6 +243,7 @@ class FavaAdapter(Adapter):
     published_counts = {
         "open_qa/favabench": PublishedCount(count=261, source=PAPER_SOURCE),
     }
+    span_types = ERROR_TYPES
     license = "CC BY 4.0"
     homepage = "https://huggingface.co/datasets/fava-uw/fava-data"
     revision = f"fava-uw/fava-data@{COMMIT[:7]} (annotations.json, 2024-01-14)"

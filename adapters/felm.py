@@ -101,6 +101,7 @@ class FelmAdapter(Adapter):
 
     name = "felm"
     tasks = (TASK,)
+    span_types = tuple(ERROR_TYPES.values())
     suite = "extended"
     kept_apart = f"{TASK}/felm"
     published_counts = {

@@ -61,6 +61,10 @@ _COMMIT = "c103204b9ce28d6bbad859304bf30de72b8ed8fe"
 _RAW = f"https://raw.githubusercontent.com/ParticleMedia/RAGTruth/{_COMMIT}/dataset"
 
 
+LABEL_TYPES = ("Evident Conflict", "Subtle Conflict", "Evident Baseless Info", "Subtle Baseless Info")
+"""RAGTruth's label types, each span's error type as released."""
+
+
 class Label(BaseModel):
     """One released hallucination label of a response."""
 
@@ -148,6 +152,7 @@ class RAGTruthAdapter(Adapter):
         "data2txt/ragtruth": PublishedCount(count=900, source=PAPER_SOURCE),
         "summ/ragtruth": PublishedCount(count=900, source=PAPER_SOURCE),
     }
+    span_types = LABEL_TYPES
     splits = ("test", "train")
     license = "MIT"
     homepage = "https://github.com/ParticleMedia/RAGTruth"

@@ -83,6 +83,11 @@ class Adapter:
     """Folder of the source below the data directory (defaults to `name`)."""
     tasks: tuple[str, ...] = ()
     """Tasks the source contributes."""
+    span_types: tuple[str, ...] = ()
+    """The error types of its gold spans: each gold span's `label` names one or several of them (joined by `|`),
+    the adapter mapping the source's own labels onto them; empty when its gold spans carry no type. The per-type
+    figures (`groups.types` of results.json) read the labels, the board and `analyze` list the types in this
+    order."""
     suite: str = DEFAULT_SUITE
     """Benchmark suite the source belongs to; `--datasets` left empty selects the `shambench` suite only, and
     `--suite NAME` every source of suite NAME (`shambench.sources.selections`)."""

@@ -1,5 +1,6 @@
-"""Array helpers shared by the scoring modules (the segmentation cache's checks, the corpus, the scorer): positions
-laid end to end, characters covered and scores of overlapping ranges on the global axis."""
+"""Array helpers shared by the scoring modules (the segmentation cache's checks, the corpus, the scorer, the
+per-type figures): positions laid end to end, characters covered and scores of overlapping ranges on the global
+axis."""
 
 from __future__ import annotations
 

@@ -350,6 +350,11 @@ class Corpus:
     """Global starts of the gold spans, in example order (int64)."""
     gold_ends: np.ndarray
     """Global ends of the gold spans (int64)."""
+    gold_label_code: np.ndarray
+    """Per gold span, its `Span.label` (an error type, or several joined by `|`) as a position in `gold_labels`;
+    -1 for a span without a label (int32)."""
+    gold_labels: list[str]
+    """The gold spans' distinct labels, in order of first appearance."""
     tokens: Units
     """Non-whitespace tokens."""
     units: Units
@@ -376,6 +381,8 @@ class Corpus:
         coded: dict[str, list[int]] = {kind: [] for kind in codes}
         lengths: list[int] = []
         gold: tuple[list[int], list[int]] = ([], [])
+        labels: dict[str, int] = {}
+        label_codes: list[int] = []
         soft: dict[int, list[SoftRange]] = {}
         with_steps: dict[int, Example] = {}
         annotations = _ReadingsBuilder()
@@ -409,6 +416,7 @@ class Corpus:
                 for span in ex.hallu_spans:
                     gold[0].append(span.start + total)
                     gold[1].append(span.end + total)
+                    label_codes.append(-1 if span.label is None else labels.setdefault(span.label, len(labels)))
                 if ex.soft_spans is not None:
                     soft[i] = [(s.start, s.end, s.prob) for s in ex.soft_spans]
                 if ex.steps:
@@ -446,6 +454,8 @@ class Corpus:
             offsets=np.cumsum(length_array) - length_array,
             gold_starts=gs,
             gold_ends=ge,
+            gold_label_code=np.array(label_codes, np.int32),
+            gold_labels=list(labels),
             tokens=tokens.units(axis, gs, ge),
             units=units.units(axis, gs, ge),
             soft=soft,
@@ -463,8 +473,8 @@ class Corpus:
     ) -> Corpus:
         """A corpus whose example k copies example `rows[k]` (its partition, response length, tokens and sentence
         units: nothing is segmented again), named `ids[k]`, with `golds[k]` (`(start, end)` ranges) and `soft[k]`
-        as its gold instead of its own. Repeats are allowed: this is how one response is scored against several
-        golds."""
+        as its gold instead of its own (without labels). Repeats are allowed: this is how one response is scored
+        against several golds."""
         at = np.asarray(rows, np.int64)
         lengths = self.lengths[at]
         offsets = np.cumsum(lengths) - lengths
@@ -487,6 +497,8 @@ class Corpus:
             offsets=offsets,
             gold_starts=gs,
             gold_ends=ge,
+            gold_label_code=np.full(len(gs), -1, np.int32),
+            gold_labels=[],
             tokens=self.tokens.copied(at, shift, gs, ge),
             units=self.units.copied(at, shift, gs, ge),
             soft={k: s for k, s in enumerate(soft) if s is not None},

@@ -31,7 +31,16 @@ from shambench.structured import json_file
 Model = TypeVar("Model", bound=BaseModel)
 
 # Arrays of a corpus kept on disk, beyond its `Units`.
-_ARRAYS = ("partition_code", "task_code", "dataset_code", "lengths", "offsets", "gold_starts", "gold_ends")
+_ARRAYS = (
+    "partition_code",
+    "task_code",
+    "dataset_code",
+    "lengths",
+    "offsets",
+    "gold_starts",
+    "gold_ends",
+    "gold_label_code",
+)
 _UNIT_ARRAYS = ("starts", "ends", "owner", "gold", "first", "count")
 _READINGS = "annotations."  # the prefix of the readings' arrays
 # The modules whose rules make a file's corpus: any change to them is a new key, so a stale corpus is never read.
@@ -87,6 +96,7 @@ def _save(corpus: Corpus, folder: Path) -> None:
             "partitions": corpus.partitions,
             "tasks": corpus.tasks,
             "datasets": corpus.datasets,
+            "gold_labels": corpus.gold_labels,
             "segmentation": corpus.segmentation,
             "soft": [[i, spans] for i, spans in corpus.soft.items()],
             "with_steps": [[i, ex.model_dump(mode="json")] for i, ex in corpus.with_steps.items()],
@@ -139,6 +149,7 @@ def _load(folder: Path) -> Corpus:
         partitions=names["partitions"],
         tasks=names["tasks"],
         datasets=names["datasets"],
+        gold_labels=names["gold_labels"],
         tokens=units["tokens"],
         units=units["units"],
         soft={i: [(start, end, prob) for start, end, prob in spans] for i, spans in names["soft"]},

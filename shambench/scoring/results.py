@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 
 from shambench.scoring.agreement import AgreementGroup
 from shambench.scoring.steps import MathGroup
+from shambench.scoring.typed import TypesGroup
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -268,6 +269,9 @@ class ResultGroups(_Documented):
     """The detector against the leave-one-out golds beside the human figures (`shambench.scoring.agreement`)."""
     extended: ExtendedView | None = None
     """The extended suite's per-group scores and overall, apart from the paper's (`shambench.scoring.extended`)."""
+    types: TypesGroup | None = None
+    """Per error type recall, and typed P/R/F1 for typed predictions, of the datasets whose gold spans carry types
+    (`shambench.scoring.typed`)."""
 
     @model_serializer(mode="wrap")
     def _present_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

@@ -39,6 +39,7 @@ from shambench.scoring.results import (
 from shambench.scoring.shared_task import shared_task_groups
 from shambench.scoring.steps import MathGroup, math_group
 from shambench.scoring.text import SENTENCE_SPLITTER, TOKENIZER
+from shambench.scoring.typed import Predicted, TypedGold, types_group
 
 if TYPE_CHECKING:
     from shambench.scoring.agreement import AgreementGroup, AgreementReport, LeaveOneOut
@@ -129,6 +130,8 @@ class _PredictionArrays:
     kept: dict[int, Prediction]
     """The usable predictions of the examples whose scoring reads more than spans (soft labels, steps,
     annotators)."""
+    labelled: list[tuple[int, str]]
+    """`(position in starts, label)` of the predicted spans that carry a label (the per-type figures read them)."""
 
 
 class _Ranges:
@@ -138,9 +141,12 @@ class _Ranges:
         self.starts: list[int] = []
         self.ends: list[int] = []
         self.values: list[float] = []
+        self.labelled: list[tuple[int, str]] = []
 
     def add(self, ranges: Iterable[Span], offset: int) -> None:
         for r in ranges:
+            if r.label is not None:
+                self.labelled.append((len(self.starts), r.label))
             self.starts.append(r.start + offset)
             self.ends.append(r.end + offset)
             self.values.append(1.0 if r.score is None else r.score)
@@ -297,13 +303,15 @@ class Scorer:
             if i in corpus.soft or i in corpus.with_steps or i in corpus.annotations:
                 kept[i] = pred
         s, e = spans.bounds()
-        return _PredictionArrays(s, e, present, failed, labels, scored.scored() if has_scores else None, kept)
+        return _PredictionArrays(
+            s, e, present, failed, labels, scored.scored() if has_scores else None, kept, spans.labelled
+        )
 
     def example_arrays(self, predictions: Iterable[Prediction]) -> ExampleArrays:
         """Per example, in example order: P/R/F1 per level, token and character counts and IoU/Cor (NaN without
         soft labels): what a paired bootstrap of runs resamples (`shambench.reporting.ranks`)."""
         pa = self._prediction_arrays(self._positioned(predictions))
-        counts, prf = self._counted(pa)
+        counts, prf, _ = self._counted(pa)
         iou, cor = _GroupContext(self, pa, counts, prf, None).soft_scores
         return ExampleArrays(prf=prf, token_counts=counts["token"], iou=iou, cor=cor, char_counts=counts["char"])
 
@@ -316,8 +324,9 @@ class Scorer:
 
     def _counted(
         self, pa: _PredictionArrays
-    ) -> tuple[dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], dict[str, np.ndarray]]:
-        """Per-level (tp, predicted, gold) counts and per-example P/R/F1 of the prediction arrays."""
+    ) -> tuple[dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], dict[str, np.ndarray], np.ndarray]:
+        """Per-level (tp, predicted, gold) counts and per-example P/R/F1 of the prediction arrays, and which
+        tokens the predicted spans overlap."""
         n = len(self.corpus)
         tok_pred = covered(self.tokens.starts, self.tokens.ends, pa.starts, pa.ends)
         unit_pred = covered(self.units.starts, self.units.ends, pa.starts, pa.ends)
@@ -330,7 +339,7 @@ class Scorer:
             "char": self._char_tp_pred_gold(pa),
         }
         prf = {lvl: np.stack(metrics.per_example_prf(*counts[lvl])) for lvl in LEVELS}
-        return counts, prf
+        return counts, prf, tok_pred
 
     def row_arrays(self, rows: RowPredictions) -> ExampleArrays:
         """Per example, in example order: P/R/F1 per level, token counts, and IoU/Cor (NaN without soft labels), of
@@ -346,8 +355,9 @@ class Scorer:
             rows.sentence_labels,
             None,
             rows.kept,
+            [],
         )
-        counts, prf = self._counted(pa)
+        counts, prf, _ = self._counted(pa)
         iou, cor = _GroupContext(self, pa, counts, prf, None).soft_scores
         return ExampleArrays(prf=prf, token_counts=counts["token"], iou=iou, cor=cor)
 
@@ -363,7 +373,7 @@ class Scorer:
         if isinstance(predictions, Mapping):
             predictions = predictions.values()
         pa = self._prediction_arrays(self._positioned(predictions))
-        counts, prf = self._counted(pa)
+        counts, prf, tok_pred = self._counted(pa)
         n = len(self.corpus)
         token_scores = None
         if pa.scored is not None:
@@ -387,6 +397,7 @@ class Scorer:
                 math=self._math_group(pa),
                 agreement=self._agreement_group(pa),
                 extended=self._extended_group(ctx, task_scores),
+                types=types_group(self._typed_gold, Predicted(pa.starts, pa.ends, pa.labelled, tok_pred), self),
                 **shared_task_groups(partitions, self.sources),
             ),
         )
@@ -465,6 +476,11 @@ class Scorer:
                 partitions.setdefault(group, []).append(partition)
         view = ExtendedView(groups={g: gs for g, (gs, _) in scores.items()}, partitions=partitions, overall=overall)
         return view
+
+    @cached_property
+    def _typed_gold(self) -> TypedGold | None:
+        """The gold of every error type (`shambench.scoring.typed`), prepared once; None where no span has one."""
+        return TypedGold.of(self.corpus)
 
     def _math_group(self, pa: _PredictionArrays) -> MathGroup | None:
         """Step-level (math) metrics in their own group, apart from the overall (see `shambench.scoring.steps`);
