@@ -116,7 +116,7 @@ class MushroomMultilingualAdapter(Adapter):
     kept_apart = "Mu-SHROOM's 14 languages"
     extended_group = MULTILINGUAL
     # Mu-SHROOM ranked systems per language on the official IoU and Cor (the `mushroom` metric).
-    shared_task = SharedTask(group="mushroom", row_prefix=DATASET_PREFIX, metric="mushroom")
+    shared_task = SharedTask(group="mushroom", title="Mu-SHROOM", row_prefix=DATASET_PREFIX, metric="mushroom")
     splits = ("test", "validation")
     dev_from_test = False
     license = "unstated (no LICENSE file; the authors ask to be cited)"

@@ -44,6 +44,8 @@ class SharedTask(BaseModel):
 
     group: str
     """The view's key in `Results.groups`."""
+    title: str
+    """The shared task's name, as its tables title the view."""
     row_prefix: str = ""
     """What is cut from the front of a dataset name to name its row (e.g. up to a language code)."""
     metric: str

@@ -135,11 +135,11 @@ def _caption(results: Results) -> str:
 def print_results(results: Results, console: Console | None = None, title: str = "SHAM-Bench scores") -> None:
     """Print the results table, then the views the run has: Mu-SHROOM's shared task (its language partitions),
     the extended suite (one of its added partitions), like for like (partitions with annotators)."""
-    from shambench.scoring.shared_task import shared_task_table
+    from shambench.scoring.shared_task import shared_task_tables
 
     console = console or make_console()
     console.print(results_table(results, title))
-    for view in (shared_task_table(results), extended_table(results), like_for_like_table(results.groups.agreement)):
+    for view in (*shared_task_tables(results), extended_table(results), like_for_like_table(results.groups.agreement)):
         if view is not None:
             console.print(view)
 

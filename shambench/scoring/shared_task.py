@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from shambench.scoring.measures import named, value_of
 from shambench.scoring.results import GroupScores, LanguageScores, Results, SharedTaskView
-from shambench.sources import Source
+from shambench.sources import Source, sources
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -124,18 +124,28 @@ def shared_task_groups(
     return views
 
 
-def shared_task_table(results: Results) -> Table | None:
-    """A rich table of `results.groups.mushroom` (None when the run has no Mu-SHROOM language partition)."""
+def shared_task_views(results: Results) -> dict[str, SharedTaskView]:
+    """Every shared-task view of the results, by its key in `Results.groups` (one read back from results.json is
+    validated into a view)."""
+    groups = results.groups
+    present = {name: getattr(groups, name) for name in type(groups).model_fields} | (groups.model_extra or {})
+    declared = {s.shared_task.group for s in sources() if s.shared_task}
+    return {key: SharedTaskView.model_validate(view) for key, view in present.items() if key in declared and view}
+
+
+def shared_task_tables(results: Results) -> list[Table]:
+    """A rich table per shared-task view of the results, titled as its source declares it."""
     from rich.table import Table
 
-    view = results.groups.mushroom
-    if view is None:
-        return None
-    table = Table(title="Mu-SHROOM shared-task view (official IoU/Cor; overall = mean over languages)")
-    for col in ("language", "n", "IoU", "Cor", "token F1", "sentence F1"):
-        table.add_column(col, justify="left" if col == "language" else "right")
-    for lang, r in [*view.languages.items(), ("overall", view.overall)]:
-        # IoU and Cor to 6 significant digits, as the official rankings print them.
-        official = (f"{v:.6g}" for v in (r.iou, r.cor))
-        table.add_row(lang, str(r.n), *official, *(f"{v:.4f}" for v in (r.token_f1, r.sentence_f1)))
-    return table
+    titles = {s.shared_task.group: s.shared_task.title for s in sources() if s.shared_task}
+    tables = []
+    for key, view in shared_task_views(results).items():
+        table = Table(title=f"{titles[key]} shared-task view (official IoU/Cor; overall = mean over languages)")
+        for col in ("language", "n", "IoU", "Cor", "token F1", "sentence F1"):
+            table.add_column(col, justify="left" if col == "language" else "right")
+        for lang, r in [*view.languages.items(), ("overall", view.overall)]:
+            # IoU and Cor to 6 significant digits, as the official rankings print them.
+            official = (f"{v:.6g}" for v in (r.iou, r.cor))
+            table.add_row(lang, str(r.n), *official, *(f"{v:.4f}" for v in (r.token_f1, r.sentence_f1)))
+        tables.append(table)
+    return tables

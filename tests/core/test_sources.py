@@ -7,10 +7,13 @@ import re
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from shambench import sources
 from shambench.data.adapter import Adapter, LoadResult
+from shambench.reporting.tables import print_results
 from shambench.schema import Example, Prediction, SoftSpan, Span
+from shambench.scoring.results import Results
 from shambench.scoring.scorer import score
 from shambench.sources import PAPER_SOURCE, PublishedCount, SharedTask
 
@@ -96,7 +99,7 @@ class ToyCorpus(Adapter):
     datasets = ("toy-*",)
     kept_apart = "the toy corpus"
     published_counts = {"summ/toy-a": PublishedCount(count=2, source="the toy paper, table 1")}
-    shared_task = SharedTask(group="toy_task", row_prefix="toy-", metric="mushroom")
+    shared_task = SharedTask(group="toy_task", title="Toy", row_prefix="toy-", metric="mushroom")
 
     def available(self, data_dir: Path) -> bool:
         return False
@@ -146,6 +149,9 @@ def test_a_toy_source_in_a_new_suite_is_selected_grouped_and_counted_without_the
     view = results.model_dump()["groups"]["toy_task"]
     assert set(view["languages"]) == {"a", "b"} and view["languages"]["a"]["iou"] == 1.0
     assert view["languages"]["b"]["iou"] == 0.0 and view["overall"]["iou"] == 0.5
+    console = Console(width=200, record=True)
+    print_results(Results.model_validate_json(results.model_dump_json()), console)
+    assert "Toy shared-task view" in console.export_text()
 
 
 def test_without_the_toy_its_datasets_are_the_papers_own_tasks():
