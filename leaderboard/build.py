@@ -189,8 +189,10 @@ def incomplete_because(results: Results) -> list[str]:
 
 
 def selection_reasons(run: RunInfo) -> list[str]:
-    """Why a run's data is not the whole test split: another split, or a `--limit`."""
+    """Why a run's data is not the whole test split: another split, a `--limit`, or data changed since the run."""
     reasons = []
+    if run.data_changed is not None:
+        reasons.append(f"scored on data changed since the run ({', '.join(run.data_changed) or 'which part: unknown'})")
     if run.split not in ("test", None) or (run.split is None and run.examples_file is None):
         reasons.append(f"{run.split or 'unknown'} split, not test")
     if run.limit is not None:

@@ -70,6 +70,10 @@ class RunDirError(DataError):
     it would change what the run recorded."""
 
 
+class ChangedDataError(DataError):
+    """A run's examples differ from what it was made on (its fingerprint): its numbers would silently change."""
+
+
 class MissingExtra(DataError):
     """A feature whose optional dependencies are not installed; the message names the extra and how to install
     it (`shambench.extras.import_extra`)."""

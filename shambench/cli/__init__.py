@@ -13,7 +13,7 @@ from typing import IO, Any, NoReturn
 import click
 
 from shambench.cli.exits import INTERRUPTED, USAGE
-from shambench.errors import DataError, RunDirError, SelectionError, UnknownPluginError
+from shambench.errors import ChangedDataError, DataError, RunDirError, SelectionError, UnknownPluginError
 from shambench.secrets import redact
 
 # name -> "module:attribute"; each module imports its heavy dependencies inside the command body.
@@ -38,6 +38,8 @@ COMMANDS = {
 USER_ERRORS = (DataError, UnknownPluginError, FileNotFoundError)
 # The core's messages name no flag; by the class of the error, the command line adds which flags to look at.
 FLAG_HINTS: dict[type[Exception], str] = {
+    ChangedDataError: "score RUN_DIR --accept-changed-data rescores it anyway and records the change; eval makes a "
+    "new run on the data as it is now",
     SelectionError: "check --datasets, --examples and --data-dir, or --suite of eval",
     RunDirError: "--resume RUN_DIR continues a run, with --base-url/--api-key-env as it was made; "
     "--run-dir DIR starts a new one",

@@ -58,6 +58,13 @@ Settings = tuple[int, int, float]
     help="Write each example's scores here as JSON lines (id, task, dataset, status, token/sentence P/R/F1, "
     "IoU/Cor); `-` is stdout (the table then goes to stderr).",
 )
+@click.option(
+    "--accept-changed-data",
+    is_flag=True,
+    help="Rescore RUN_DIR even when its examples changed since the run was made (soft labels, annotators, "
+    "labels, meta...): said loudly, recorded in results.json (run.data_changed), and never ranked on a board. "
+    "Without it such a rescore stops with exit status 2 and names what changed.",
+)
 @alt_epsilon_option
 @scoring
 def score(
@@ -73,6 +80,7 @@ def score(
     out: str | None,
     as_json: bool,
     per_example_out: str | None,
+    accept_changed_data: bool,
     alt_epsilon: float,
     n_resamples: int,
     seed: int,
@@ -136,12 +144,18 @@ def score(
                 raise click.UsageError(
                     f"RUN_DIR is rescored on the examples of its config.json; drop {', '.join(selection)}"
                 )
-            from shambench.runs.rundir import load_config, run_examples
+            from shambench.runs.rundir import changed_data_message, changed_parts, load_config, run_examples
             from shambench.scoring.scorer import Scorer
 
-            examples = run_examples(load_config(Path(run_dir)))
+            config = load_config(Path(run_dir))
+            examples = run_examples(config, accept_changed=accept_changed_data)
+            changed = changed_parts(config, examples) if accept_changed_data else None
+            if changed is not None:
+                make_console(stderr=True).print(f"CHANGED DATA: {changed_data_message(changed)}", style="bold red")
             scorer = Scorer(examples, n_resamples, seed, alt_epsilon)
-            results, per_example = run_results_and_scores(Path(run_dir), examples, n_resamples, seed, scorer=scorer)
+            results, per_example = run_results_and_scores(
+                Path(run_dir), examples, n_resamples, seed, scorer=scorer, data_changed=changed
+            )
             where = f"{Path(run_dir) / 'results.json'}, {Path(run_dir) / PER_EXAMPLE}"
             console.print(f"rescored {run_dir} -> {where}", soft_wrap=True)
         else:

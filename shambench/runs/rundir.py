@@ -29,7 +29,7 @@ from pydantic import BaseModel, Field, ValidationError
 from pydantic_core import to_jsonable_python
 
 from shambench.detection.detector import Detector
-from shambench.errors import DataError, RunDirError
+from shambench.errors import ChangedDataError, DataError, RunDirError
 from shambench.io import Journal, open_regular, read_regular, write_json
 from shambench.provenance import git_commit, now_iso, package_versions, shambench_version
 from shambench.runs.files import CONFIG, JOURNAL, LOCK
@@ -68,7 +68,12 @@ class RunConfig(BaseModel):
     dropped_rows: dict[str, dict[str, int]] = Field(default_factory=dict)
     """Per dataset, the source rows its adapter dropped (reason -> count) before any --limit."""
     examples_hash: str
-    """SHA-256 over the ids, responses and gold spans; resume and rescoring refuse a different hash."""
+    """SHA-256 over the examples as `fingerprint` says; resume and rescoring refuse a different hash."""
+    fingerprint: int = 1
+    """What `examples_hash` covers: 2, every field of an example but its context (whose evidence is recorded in
+    `context_provenance`); 1, in runs written before, only ids, tasks, datasets, responses, gold spans and steps."""
+    example_parts: dict[str, str] = Field(default_factory=dict)
+    """SHA-256 of each part of the examples (`EXAMPLE_PARTS`), which names what changed when the hash differs."""
     n_examples: int
     """Number of examples in the run."""
     shambench_version: str
@@ -87,14 +92,72 @@ class RunConfig(BaseModel):
     """The model name the server reported answering with, once predictions recorded one (see `served_model`)."""
 
 
-def examples_hash(examples: Sequence[Example]) -> str:
-    """A content hash of the examples that matter for scoring (order-independent)."""
+FINGERPRINT = 2
+"""What `examples_hash` covers in the runs this version writes (see `RunConfig.fingerprint`)."""
+
+EXAMPLE_PARTS: dict[str, set[str]] = {
+    "ids, tasks and splits": {"id", "dataset", "task", "split"},
+    "questions": {"question"},
+    "responses": {"response"},
+    "gold spans and their labels": {"hallu_spans"},
+    "soft labels": {"soft_spans"},
+    "steps and step labels": {"steps"},
+    "annotators": {"annotations"},
+    "meta (languages, source facts)": {"meta"},
+}
+"""The parts of the examples a run's numbers depend on, each hashed on its own (`RunConfig.example_parts`)."""
+
+
+def examples_hash(examples: Sequence[Example], fingerprint: int = FINGERPRINT) -> str:
+    """A content hash of the examples (order-independent), covering what `fingerprint` says (`RunConfig`).
+
+    Everything a score or a prediction reads is in it: gold span labels (typed errors), soft labels (IoU, Cor),
+    the annotators (human agreement), step labels, `meta` (a language, a domain) as well as the responses and
+    gold spans. The context is not: the evidence a provider put there is recorded apart (`context_provenance`)."""
     h = hashlib.sha256()
     for ex in sorted(examples, key=lambda e: e.id):
-        spans = [[s.start, s.end] for s in ex.hallu_spans]
-        steps = [[s.start, s.end, s.label] for s in ex.steps or []]
-        h.update(json.dumps([ex.id, ex.task, ex.dataset, ex.response, spans, steps]).encode())
+        if fingerprint >= 2:
+            h.update(ex.model_dump_json(exclude={"context"}).encode())
+            h.update(b"\n")
+        else:
+            spans = [[s.start, s.end] for s in ex.hallu_spans]
+            steps = [[s.start, s.end, s.label] for s in ex.steps or []]
+            h.update(json.dumps([ex.id, ex.task, ex.dataset, ex.response, spans, steps]).encode())
     return h.hexdigest()
+
+
+def example_parts(examples: Sequence[Example]) -> dict[str, str]:
+    """The SHA-256 of each part of the examples (`EXAMPLE_PARTS`), order-independent."""
+    ordered = sorted(examples, key=lambda e: e.id)
+    out = {}
+    for part, fields in EXAMPLE_PARTS.items():
+        h = hashlib.sha256()
+        for ex in ordered:
+            h.update(ex.model_dump_json(include=fields).encode())
+            h.update(b"\n")
+        out[part] = h.hexdigest()
+    return out
+
+
+def changed_parts(config: RunConfig, examples: Sequence[Example]) -> list[str] | None:
+    """What changed in the examples since the run was made: None when nothing did (they hash as its config says),
+    else the parts that differ (empty when the config records no parts to tell them by)."""
+    if examples_hash(examples, config.fingerprint) == config.examples_hash:
+        return None
+    if not config.example_parts:
+        return []
+    now = example_parts(examples)
+    return [part for part in EXAMPLE_PARTS if now.get(part) != config.example_parts.get(part)]
+
+
+def changed_data_message(changed: list[str]) -> str:
+    """The one line that says a run's examples changed, and what of them."""
+    what = ", ".join(changed) if changed else "its examples (an older run: which part, it does not record)"
+    return (
+        f"the data changed since the run was made: {what} differ from its fingerprint; its numbers would not be the "
+        "ones it was made with (rescore anyway with accept_changed_data, which the results then record, or start a "
+        "new run)"
+    )
 
 
 def load_config(run_dir: Path) -> RunConfig:
@@ -109,9 +172,11 @@ def load_config(run_dir: Path) -> RunConfig:
         raise DataError(f"{path}: not a run config ({err.errors()[0]['msg']})") from None
 
 
-def run_examples(config: RunConfig, same_evidence: bool = False) -> list[Example]:
+def run_examples(config: RunConfig, same_evidence: bool = False, accept_changed: bool = False) -> list[Example]:
     """A run's examples, re-created from its config with the evidence already stored for its context provider
-    (rescoring, showing or comparing a run never calls a provider); DataError when they no longer hash the same.
+    (rescoring, showing or comparing a run never calls a provider); ChangedDataError, naming what changed, when
+    they no longer hash the same (unless `accept_changed`: the caller then records the change, see
+    `changed_parts`).
 
     `same_evidence` (for resuming, where the detector reads the evidence): DataError too when that evidence is
     no longer what the run recorded in its `context_provenance` (e.g. a failed fetch has succeeded since).
@@ -126,11 +191,9 @@ def run_examples(config: RunConfig, same_evidence: bool = False) -> list[Example
         fetch_context=False,
         context_params=config.context_params,
     )
-    if examples_hash(examples) != config.examples_hash:
-        raise DataError(
-            "the examples no longer match the run's examples_hash (the data or its selection changed); "
-            "start a new run instead"
-        )
+    changed = changed_parts(config, examples)
+    if changed is not None and (not accept_changed or same_evidence):
+        raise ChangedDataError(changed_data_message(changed))
     if same_evidence and to_jsonable_python(selection.get("context_provenance", {})) != config.context_provenance:
         raise DataError(
             f"the evidence stored for context provider {config.context} is no longer what the run used (see its "
@@ -165,6 +228,8 @@ def stamped_config(
         family=family,
         params=params,
         examples_hash=examples_hash(examples),
+        fingerprint=FINGERPRINT,
+        example_parts=example_parts(examples),
         n_examples=len(examples),
         shambench_version=shambench_version(),
         git_commit=git_commit(),

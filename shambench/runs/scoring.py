@@ -50,10 +50,12 @@ def run_results_and_scores(
     seed: int = 0,
     predictions: Mapping[str, Prediction] | None = None,
     scorer: Scorer | None = None,
+    data_changed: list[str] | None = None,
 ) -> tuple[Results, Sequence[ExampleScores]]:
     """The results of a run directory (as `run_results`) and the per-example scores written beside them.
     `predictions`, when given, are the journal already read (by id), and `scorer` the examples' scorer already
-    built (with the same resamples and seed)."""
+    built (with the same resamples and seed); `data_changed`: what of the examples changed since the run was
+    made, when they are scored anyway (recorded in the results)."""
     config = load_config(run_dir)
     if examples is None:
         examples = run_examples(config)
@@ -62,6 +64,7 @@ def run_results_and_scores(
     results, per_example = score_predictions(
         config, run_dir, examples, list(predictions.values()), n_resamples, seed, scorer
     )
+    results.run.data_changed = data_changed
     write_scores(run_dir, results, per_example)
     return results, per_example
 

@@ -179,7 +179,10 @@ class RunInfo(_Documented):
     dropped_rows: dict[str, dict[str, int]] = Field(default_factory=dict)
     """Per dataset, the source rows its adapter dropped (reason -> count), which no score includes."""
     examples_hash: str | None = None
-    """SHA-256 over the examples' ids, responses and gold spans (see `shambench.runs.rundir.examples_hash`)."""
+    """SHA-256 over the examples the run was made on (see `shambench.runs.rundir.examples_hash`)."""
+    data_changed: list[str] | None = None
+    """The parts of the examples that changed since the run was made, when it was rescored anyway on the changed
+    data (`score RUN_DIR --accept-changed-data`): its numbers are then not the run's, and no board ranks it."""
     dataset_revisions: dict[str, str] = Field(default_factory=dict)
     """Per dataset, the released revision its adapter reads (commit, version or date)."""
     dataset_counts: dict[str, int] = Field(default_factory=dict)

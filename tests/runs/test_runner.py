@@ -215,7 +215,7 @@ def test_resume_refuses_changed_examples(tmp_path, flaky):
     write_jsonl(examples, [Example(id="other", dataset="toy", task="qa", response="Changed.")])
     result = invoke("eval", "--resume", str(run), "--no-progress")
     assert result.exit_code == 2
-    assert "no longer match the run's examples_hash" in result.output
+    assert "the data changed since the run was made: ids, tasks and splits, questions, responses" in result.output
 
 
 @pytest.mark.parametrize(

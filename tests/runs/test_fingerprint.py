@@ -1,0 +1,112 @@
+"""A run's fingerprint: everything of its examples a number depends on. A rescore on changed data stops with
+exit status 2 naming what changed (soft labels, annotators, labels, meta...), or with --accept-changed-data says
+so loudly and records it; old runs (fingerprint 1) are still read; the board names the cause."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from shambench.cli import main
+from shambench.io import write_jsonl
+from shambench.runs.rundir import (
+    EXAMPLE_PARTS,
+    FINGERPRINT,
+    changed_parts,
+    example_parts,
+    examples_hash,
+    load_config,
+)
+from shambench.schema import Example
+
+EXAMPLES = [
+    Example(id="a", dataset="toy", task="summ", response="Paris is in Italy.", hallu_spans=[[12, 17]]),
+    Example(id="b", dataset="toy", task="summ", response="Rome is in Italy.", meta={"lang": "en"}),
+]
+# Each change touches one part only, and none of them the ids, responses or gold spans that fingerprint 1 hashed.
+CHANGES = {
+    "soft labels": {"soft_spans": [{"start": 12, "end": 17, "prob": 0.5}]},
+    "meta (languages, source facts)": {"meta": {"lang": "fr"}},
+    "gold spans and their labels": {"hallu_spans": [{"start": 12, "end": 17, "label": "entity"}]},
+    "questions": {"question": "Where is Paris?"},
+}
+
+
+def changed(example: Example, update: dict) -> Example:
+    return Example.model_validate({**example.model_dump(), **update})
+
+
+def run_of(tmp_path, examples=EXAMPLES):
+    path = tmp_path / "examples.jsonl"
+    write_jsonl(path, examples)
+    run = tmp_path / "run"
+    args = ["eval", "--detector", "all", "--examples", str(path), "--run-dir", str(run), "--bootstrap", "10"]
+    result = CliRunner().invoke(main, [*args, "--no-progress"])
+    assert result.exit_code == 0, result.output
+    return path, run
+
+
+def test_a_new_run_records_every_part_and_its_fingerprint(tmp_path):
+    _, run = run_of(tmp_path)
+    config = load_config(run)
+    assert (config.fingerprint, config.examples_hash) == (FINGERPRINT, examples_hash(EXAMPLES))
+    assert config.example_parts == example_parts(EXAMPLES) and set(config.example_parts) == set(EXAMPLE_PARTS)
+    assert examples_hash(list(reversed(EXAMPLES))) == config.examples_hash  # order-independent
+
+
+@pytest.mark.parametrize("part", sorted(CHANGES))
+def test_a_change_of_any_part_stops_a_rescore_and_names_that_part(tmp_path, part):
+    path, run = run_of(tmp_path)
+    write_jsonl(path, [changed(EXAMPLES[0], CHANGES[part]), EXAMPLES[1]])
+    assert changed_parts(load_config(run), [changed(EXAMPLES[0], CHANGES[part]), EXAMPLES[1]]) == [part]
+    before = (run / "results.json").read_text()
+    result = CliRunner().invoke(main, ["score", str(run), "--bootstrap", "10"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"error: the data changed since the run was made: {part} differ")
+    assert "--accept-changed-data" in result.stderr and "Traceback" not in result.output
+    assert (run / "results.json").read_text() == before  # nothing rewritten
+
+
+def test_accepting_changed_data_rescores_loudly_and_records_it(tmp_path):
+    path, run = run_of(tmp_path)
+    write_jsonl(path, [changed(EXAMPLES[0], CHANGES["soft labels"]), EXAMPLES[1]])
+    result = CliRunner().invoke(main, ["score", str(run), "--bootstrap", "10", "--accept-changed-data"])
+    assert result.exit_code == 0, result.output
+    assert "CHANGED DATA: the data changed since the run was made: soft labels differ" in result.stderr
+    results = json.loads((run / "results.json").read_text())
+    assert results["run"]["data_changed"] == ["soft labels"]
+
+
+def test_the_context_is_not_part_of_it(tmp_path):
+    # A context provider's evidence is recorded apart (context_provenance): replacing it changes no number.
+    _, run = run_of(tmp_path)
+    assert changed_parts(load_config(run), [changed(EXAMPLES[0], {"context": "other evidence"}), EXAMPLES[1]]) is None
+
+
+def test_a_run_of_fingerprint_1_is_still_read_and_checked_as_it_was(tmp_path):
+    path, run = run_of(tmp_path)
+    config = json.loads((run / "config.json").read_text())
+    config["examples_hash"] = examples_hash(EXAMPLES, fingerprint=1)
+    del config["fingerprint"], config["example_parts"]
+    (run / "config.json").write_text(json.dumps(config))
+    assert CliRunner().invoke(main, ["score", str(run), "--bootstrap", "10"]).exit_code == 0
+    # what fingerprint 1 did not cover goes unnoticed there, as before...
+    assert changed_parts(load_config(run), [changed(EXAMPLES[0], CHANGES["soft labels"]), EXAMPLES[1]]) is None
+    # ...and what it did is caught, without a part to name
+    write_jsonl(path, [changed(EXAMPLES[0], {"response": "Paris is in Spain."}), EXAMPLES[1]])
+    result = CliRunner().invoke(main, ["score", str(run), "--bootstrap", "10"])
+    assert result.exit_code == 2
+    assert "its examples (an older run: which part, it does not record) differ" in result.stderr
+
+
+def test_the_board_names_the_cause(tmp_path):
+    path, run = run_of(tmp_path)
+    write_jsonl(path, [EXAMPLES[0], changed(EXAMPLES[1], CHANGES["meta (languages, source facts)"])])
+    site = tmp_path / "site"
+    result = CliRunner().invoke(main, ["leaderboard", "build", "--runs", str(run), "--out", str(site), "--no-reported"])
+    assert result.exit_code == 0, result.output
+    board = json.loads((site / "leaderboard.json").read_text())
+    (why,) = board["skipped"].values()
+    assert why.startswith("not rescored from its journal: the data changed since the run was made: meta")
