@@ -8,6 +8,7 @@
     │   ├── ScoringError                     predictions that cannot be scored against the examples
     │   ├── SelectionError                   a data selection that selects nothing, or two sources at once
     │   ├── RunDirError                      a run directory that cannot be used as asked (taken, or would change)
+    │   ├── ChangedDataError                 a run's examples changed since it was made (its fingerprint differs)
     │   ├── MissingExtra                     a feature whose optional dependencies (an extra) are not installed
     │   └── SubmissionError                  a rejected leaderboard submission, with every reason
     ├── UnknownPluginError (also a KeyError) no plugin of that kind has that name
