@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from shambench.errors import DataError
 from shambench.io import Journal, write_atomic, write_json
+from shambench.leaderboard.errortypes import type_cells
 from shambench.leaderboard.ranks import with_stability
 from shambench.leaderboard.schema import (
     TASK_ORDER,
@@ -305,6 +306,7 @@ def run_entry(results: Results, source: str, reasons: Sequence[str] | None = Non
         conventions=results.conventions,
         run=public_run,
         agreement=agreement_cells(results),
+        types=type_cells(results),
     )
 
 

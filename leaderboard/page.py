@@ -12,9 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from shambench.leaderboard.errortypes import NOTE as TYPES_NOTE
+from shambench.leaderboard.errortypes import type_tables
 from shambench.leaderboard.schema import Cell, Entry, Leaderboard, Level
 from shambench.reporting.highlight import csp_hash
 from shambench.scoring.measures import registered
+from shambench.scoring.typed import TYPES_CONVENTION
 
 HERE = Path(__file__).resolve().parent
 LEVELS = (("span", "Span level (token F1)"), ("sentence", "Sentence level"))
@@ -237,6 +240,9 @@ def render(board: Leaderboard) -> str:
             sections=[(name, titles[name], rows[name]) for name, _ in SECTIONS],
             coverage_text=coverage_text,
             orders=rank_orders(board),
+            type_tables=type_tables(board),
+            types_note=TYPES_NOTE,
+            types_convention=TYPES_CONVENTION,
             convention_labels=CONVENTION_LABELS,
             # Our own files, trusted and hashed into the policy below; everything else is escaped.
             css=Markup(css),

@@ -146,6 +146,9 @@ class Entry(BaseModel):
     agreement: dict[str, AgreementCell] = Field(default_factory=dict)
     """Per partition with annotators, the like-for-like span F1 and its gap to one annotator (empty for reported
     rows and for runs without such partitions)."""
+    types: dict[str, dict[str, TypeCell]] = Field(default_factory=dict)
+    """Per source whose gold spans carry error types (RAGTruth, FAVABench, FaithBench, FELM), per type, the share
+    of its gold the entry finds (empty for reported rows and for runs without such sources)."""
 
 
 HUMAN_NAME = "human (one annotator vs the others)"
@@ -171,6 +174,23 @@ class AgreementCell(BaseModel):
     """The alternative annotator test's verdict (omega >= 0.5); None when no annotator was tested."""
     alt_omega: float | None = None
     """Its winning rate: the share of tested annotators the detector can replace."""
+
+
+class TypeCell(BaseModel):
+    """One entry on one gold error type of one source (`groups.types` of its results)."""
+
+    gold_chars: int
+    """Gold characters of the type (whitespace left out)."""
+    char_recall: float
+    """Share of them the entry's spans cover, pooled over the source's examples."""
+    char_ci: tuple[float, float] | None = None
+    """Its 95% bootstrap interval over examples."""
+    token_recall: float
+    """Share of the type's gold tokens the entry's spans overlap."""
+    token_ci: tuple[float, float] | None = None
+    """Its 95% bootstrap interval over examples."""
+    typed_f1: float | None = None
+    """Type-aware character F1 of the entry's spans labelled with the type; None when its spans carry no labels."""
 
 
 class HumanCell(BaseModel):

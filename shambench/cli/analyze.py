@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from shambench.runs.rundir import RunConfig
     from shambench.schema import Example, Prediction
     from shambench.scoring.results import Results
+    from shambench.scoring.typed import Recall, TypeScores
 
 
 def _load_run(run_dir: Path) -> tuple[RunConfig, list[Example], dict[str, Any], Results]:
@@ -106,6 +107,7 @@ def analyze(
     for run_dir in paths:
         config, examples, predictions, results = _load_run(run_dir)
         analysis = analyse(examples, predictions, str(run_dir), config.detector)
+        analysis.types = results.groups.types
         if judge is not None:
             analysis.categories, unjudged = _categories(
                 judge, examples, predictions, out_dir, run_dir, len(paths), console
@@ -121,6 +123,8 @@ def analyze(
         figures.f1_bars(scored, out_dir / "f1_tasks.png")
         figures.pr_scatter(scored, out_dir / "pr_scatter.png")
     console.print(analysis_table(analyses, [label for label, _ in scored]))
+    if any(a.types for a in analyses):
+        console.print(types_table(analyses, [label for label, _ in scored]))
     written = "analysis.json (with the definitions)" + ("" if no_figures else " and the figures")
     # the absolute folder: the default for several runs is ./analysis, which a bare "analysis" does not place
     default = "" if out else " (the default folder; --out DIR writes elsewhere)"
@@ -172,6 +176,51 @@ ANALYSIS_CAPTION = (
     "ones where the prediction runs long / stops short, and the mean size in tokens where > 0; false alarms: share "
     "of predicted spans overlapping no gold span; F1 no-gold / all-hallu: mean span F1 over the examples with no "
     "gold span / with every token gold; rate: mean per-example hallucinated-token rate, gold / predicted"
+)
+
+
+def _recall(recall: Recall) -> str:
+    ci = "" if recall.ci is None else f" [{recall.ci[0]:.3f}-{recall.ci[1]:.3f}]"
+    return f"{recall.recall:.3f}{ci}"
+
+
+def _type_rows(analyses: Sequence[RunAnalysis], labels: Sequence[str]) -> list[tuple[str, str, str, TypeScores]]:
+    """(source, type, run label, figures) of every type of every typed source, the runs side by side."""
+    found = {
+        (source, t, k): scores
+        for k, a in enumerate(analyses)
+        for source, ds in (a.types.datasets.items() if a.types else ())
+        for t, scores in ds.types.items()
+    }
+    return [(source, t, labels[k], found[source, t, k]) for source, t, k in sorted(found)]
+
+
+def types_table(analyses: Sequence[RunAnalysis], labels: Sequence[str]) -> Table:
+    """One row per source, gold error type and run: the type's gold, the share of it found (characters and
+    tokens, with their intervals) and, for runs whose spans carry types, the type-aware F1s."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title="Recall per error type", title_justify="left", caption_justify="left", box=box.SIMPLE_HEAD)
+    for col in ("source", "type", "run", "gold chars", "char recall [95% CI]", "gold tokens", "token recall [95% CI]",
+                "typed F1 char / tok"):  # fmt: skip
+        left = col in ("source", "type", "run")
+        table.add_column(col, justify="left" if left else "right", no_wrap=not left)
+    for source, t, label, s in _type_rows(analyses, labels):
+        typed = (
+            "-" if s.typed_char is None or s.typed_token is None else f"{s.typed_char.f1:.3f} / {s.typed_token.f1:.3f}"
+        )
+        table.add_row(source, t, label, str(s.gold_chars), _recall(s.char_recall), str(s.gold_tokens),
+                      _recall(s.token_recall), typed)  # fmt: skip
+    table.caption = TYPES_CAPTION
+    return table
+
+
+# The figures in a few words; `groups.types.convention` of results.json has them in full.
+TYPES_CAPTION = (
+    "gold: the type's gold characters (whitespace left out) and tokens; recall: the share of them the run's spans "
+    "cover, pooled over the source's examples, with a 95% bootstrap interval over examples; typed F1: the run's "
+    "spans labelled with the type against the type's gold (only when its spans carry types)"
 )
 
 

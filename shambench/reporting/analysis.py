@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 from shambench.schema import Example, Prediction, Span
 from shambench.scoring.metrics import per_example_prf
 from shambench.scoring.text import Segmentation, language_of, segment_mixed
+from shambench.scoring.typed import TypesGroup
 
 DEFINITIONS = """\
 Definitions (all in spaCy tokens, the scorer's tokeniser, whitespace excluded):
@@ -92,6 +93,9 @@ class RunAnalysis(BaseModel):
     """Per task."""
     categories: dict[str, dict[str, int]] | None = None
     """Missed-gold-span categories per partition, when an LLM judge categorised them."""
+    types: TypesGroup | None = None
+    """Per error type recall (and typed P/R/F1) of the run's sources whose gold spans carry types: `groups.types`
+    of its results (`shambench.scoring.typed`)."""
 
 
 @dataclass

@@ -322,3 +322,30 @@ def test_show_html_filter_runs_in_a_browser(tmp_path):
         assert browser.evaluate(context) == "Paris is the capital."
     finally:
         browser.close()
+
+
+TYPED = [
+    # Tokens of "It is red and big.": It [0, 2), is [3, 5), red [6, 9), and [10, 13), big [14, 17), . [17, 18).
+    {"id": "t", "dataset": "typed", "task": "qa", "question": "Colour?", "context": "It is blue.",
+     "response": "It is red and big.", "hallu_spans": [[6, 9, "colour"], [14, 17, "size"]]},
+]  # fmt: skip
+
+
+def test_analyze_shows_recall_per_error_type(tmp_path):
+    ex = write_jsonl(tmp_path / "ex.jsonl", TYPED)
+    eval_run(ex, "all", tmp_path / "all")
+    eval_run(ex, "none", tmp_path / "none")
+    out = tmp_path / "an"
+    res = CliRunner().invoke(main, ["analyze", str(tmp_path / "all"), str(tmp_path / "none"), "--out", str(out),
+                                    "--no-figures"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    runs = {r["detector"]: r for r in json.loads((out / "analysis.json").read_text())["runs"]}
+    assert {t: s["char_recall"]["recall"] for t, s in runs["all"]["types"]["datasets"]["typed"]["types"].items()} == {
+        "colour": 1.0,
+        "size": 1.0,
+    }
+    assert runs["none"]["types"]["datasets"]["typed"]["types"]["size"]["token_recall"]["recall"] == 0.0
+    lines = [" ".join(line.split()) for line in res.stdout.splitlines()]
+    # source, type, run, gold chars, char recall [CI], gold tokens, token recall [CI], typed F1 (none: unlabelled)
+    assert "typed colour all 3 1.000 [1.000-1.000] 1 1.000 [1.000-1.000] -" in lines
+    assert "typed size none 3 0.000 [0.000-0.000] 1 0.000 [0.000-0.000] -" in lines
