@@ -4,7 +4,8 @@ Reads `data_for_release/batch_<n>.json` (15 batches of 50 samples; there is no b
 the union over all its annotators of the spans whose label set includes `Unwanted` (or one of its `Unwanted.*`
 subtypes) or `Questionable`; spans labelled only `Benign`, or with no label at all, are not hallucinations. Offsets
 are into the raw `summary`, which in 144 samples begins with whitespace, so the summary is never stripped. Span
-labels keep the annotation's hallucination labels (e.g. `Unwanted|Unwanted.Intrinsic`). `sample_id` restarts in
+labels keep the annotation's hallucination labels as its error types (e.g. `Unwanted|Unwanted.Intrinsic`; a subtype
+implies `Unwanted`, which 14 annotations leave out, so the `Unwanted` type holds every unwanted span). `sample_id` restarts in
 every batch, hence the ids `faithbench/<batch>-<sample_id>`. `FaithBench.csv` is not read: it holds sample-level
 labels only (and 50 rows of a batch 13 that has no spans).
 
