@@ -1,7 +1,14 @@
 """The one HTTP stack of the package, on aiohttp: the sessions of the OpenAI-compatible client (`open_session`), a
 blocking `Client` for what does not run on an event loop (downloads, context providers), the proxy that applies to
-a URL, and reply bodies read within a byte limit. Anything every request must obey (a deadline, a byte cap) has its
-one place here.
+a URL, reply bodies read within a byte limit, and the handshake with a Dask scheduler. Anything every request must
+obey has its one place here:
+
+- a deadline for the whole request (connection, headers and body), not only for each read, so that a server
+  trickling a byte a second cannot hold a request for minutes: `deadline` around an API request; the blocking
+  client's requests end `timeout` seconds after they start, plus the time their bytes take at `min_rate`;
+- a byte cap counted as the body arrives, on the decoded bytes where the client decompresses (aiohttp inflates a
+  compressed body a bounded piece at a time, so a decompression bomb stops at the cap, never whole in memory);
+- a failure is one of this module's errors or a TimeoutError, with a message of one line.
 
 aiohttp rather than httpx or the openai SDK: the SDK's request transformation and its httpx transport cost
 several milliseconds of CPU per request, which on a 2-core machine caps a run far below what a local vLLM server
@@ -28,6 +35,40 @@ T = TypeVar("T")
 CHUNK_BYTES = 64 * 1024
 # Connections a blocking `Client` keeps (aiohttp's default pool size; it sends one request at a time).
 CLIENT_CONNECTIONS = 100
+# The slowest a blocking client's body may arrive on average (bytes per second) before its deadline passes: far
+# below any real link, far above a server that trickles.
+MIN_RATE = 16 * 1024
+
+
+def deadline(seconds: float) -> asyncio.Timeout:
+    """The one deadline of a whole API request: used as `async with deadline(s):` around sending it and reading its
+    body, a TimeoutError once `seconds` have passed, however the bytes trickle."""
+    return asyncio.timeout(seconds)
+
+
+async def _within(step: Awaitable[T], seconds: float) -> T:
+    async with asyncio.timeout(seconds):
+        return await step
+
+
+async def _handshake(address: str, seconds: float) -> None:
+    from distributed.comm import connect
+
+    comm = await connect(address, timeout=seconds)
+    await comm.close()
+
+
+def reach_scheduler(address: str, seconds: float) -> None:
+    """Nothing when the Dask scheduler at `address` connects and answers distributed's handshake within `seconds`;
+    TransportError in one line otherwise (Dask's own connect does not bound the handshake: a port that accepts and
+    never speaks would hold a sweep forever)."""
+    try:
+        asyncio.run(_within(_handshake(address, seconds), seconds))
+    except TimeoutError:
+        raise Timeout(f"no answer from the Dask scheduler at {address} within {seconds:g} s") from None
+    except (OSError, ValueError) as err:
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ConnectError(f"cannot reach the Dask scheduler at {address} ({first})") from None
 
 
 def proxy_for(url: str) -> str | None:
@@ -48,12 +89,14 @@ def open_session(
 ) -> Any:
     """An aiohttp session of the running event loop with at most `connections` connections, sending `headers`
     with every request, whose requests are abandoned after `timeout` seconds without a byte of reply and
-    `connect_timeout` (default: `timeout`, at most 30 s) without a connection; `decompress=False` hands on bodies
-    as sent. Every session of the package is made here."""
+    `connect_timeout` (default: `timeout`, at most 30 s) without a connection (the whole request's deadline is
+    the caller's `deadline`, or the blocking client's); `decompress=False` hands on bodies as sent. Every session
+    of the package is made here."""
     import aiohttp
 
     # The timeout runs from when the request is written: `sock_read` bounds the wait for the reply, and no
-    # total/connect limit counts the time spent waiting for a free connection of the pool.
+    # total/connect limit counts the time spent waiting for a free connection of the pool (the caller's deadline
+    # starts once it holds a slot of its own concurrency bound, which is the pool's size).
     connect = min(30.0, timeout) if connect_timeout is None else connect_timeout
     return aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=connections),
@@ -103,7 +146,7 @@ class Reply:
     """The status and headers of a reply from `Client`, whose body is read as it arrives (`chunks`) or whole
     within a byte limit (`read`, `json`)."""
 
-    def __init__(self, client: Client, raw: Any):
+    def __init__(self, client: Client, raw: Any, started: float):
         self._client, self._raw = client, raw
         self.status: int = raw.status
         """The HTTP status."""
@@ -111,14 +154,17 @@ class Reply:
         """The status's phrase (`Not Found`)."""
         self.headers: Any = raw.headers
         """The headers, looked up by any case of their names."""
+        self._started = started
 
     def chunks(self) -> Iterator[bytes]:
         """The body's bytes as they arrive (undecoded when the client does not decompress); when the connection
-        breaks, every byte received before it, then the TransportError."""
+        breaks or the request's deadline passes, every byte received before it, then the TransportError."""
         content = self._raw.content
+        received = 0
         while True:
             try:
-                chunk = self._client.run(content.readany())
+                chunk = self._client.run(content.readany(), self._client.remaining(self._started, received))
+                received += len(chunk)
             except TransportError:
                 # aiohttp raises a broken body's error before handing on what it had buffered: that much is handed
                 # on first, so that a download keeps every byte that arrived and resumes after the last.
@@ -130,8 +176,9 @@ class Reply:
             yield chunk
 
     def read(self, limit: int) -> bytes:
-        """The whole body; MalformedReply past `limit` bytes."""
-        return self._client.run(read_body(self._raw, limit))
+        """The whole body; MalformedReply past `limit` bytes, Timeout past the request's deadline."""
+        # The deadline allows the whole limit's bytes at the slowest rate: the limit bounds the rest.
+        return self._client.run(read_body(self._raw, limit), self._client.remaining(self._started, limit))
 
     def json(self, limit: int) -> Any:
         """The body as JSON (ValueError when it is not)."""
@@ -146,8 +193,9 @@ class Reply:
 class Client:
     """Blocking HTTP requests through aiohttp for code that does not run on an event loop (downloads, context
     providers): an event loop and a session of its own, used from one thread at a time. Redirects are followed;
-    a request is abandoned after `timeout` seconds without a byte (`connect_timeout` to connect); a failed
-    request raises a `TransportError`. `decompress=False` hands on the body's bytes as sent (a download counts
+    a request is abandoned `timeout` seconds after it starts (`connect_timeout` to connect), plus the time its body
+    takes at `min_rate` bytes a second, so a trickling server cannot hold it; a failed request raises a
+    `TransportError`. `decompress=False` hands on the body's bytes as sent (a download counts
     the file's own bytes)."""
 
     def __init__(
@@ -156,8 +204,9 @@ class Client:
         connect_timeout: float = 15.0,
         headers: dict[str, str] | None = None,
         decompress: bool = True,
+        min_rate: float = MIN_RATE,
     ):
-        self.timeout, self.connect_timeout = timeout, connect_timeout
+        self.timeout, self.connect_timeout, self.min_rate = timeout, connect_timeout, min_rate
         self.headers, self.decompress = headers or {}, decompress
         self._loop: asyncio.AbstractEventLoop | None = None
         self._session: Any = None
@@ -168,16 +217,35 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def run(self, step: Awaitable[T]) -> T:
-        """The outcome of `step` on the client's loop; aiohttp's failures as `TransportError`."""
+    def _now(self) -> float:
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        return self._loop.time()
+
+    def remaining(self, started: float, received: int) -> float:
+        """Seconds left to a request that started at `started` (the loop's clock) and has received `received`
+        bytes of body."""
+        return started + self.timeout + received / self.min_rate - self._now()
+
+    def run(self, step: Awaitable[T], seconds: float | None = None) -> T:
+        """The outcome of `step` on the client's loop, within `seconds` if given; aiohttp's failures as
+        `TransportError`."""
         import aiohttp
 
         if self._loop is None:
             self._loop = asyncio.new_event_loop()
         try:
-            return self._loop.run_until_complete(step)
+            if seconds is None:
+                return self._loop.run_until_complete(step)
+            if seconds <= 0:
+                if asyncio.iscoroutine(step):
+                    step.close()
+                raise TimeoutError
+            return self._loop.run_until_complete(_within(step, seconds))
         except TimeoutError as err:
-            raise Timeout(f"no answer within {self.timeout} s") from err
+            raise Timeout(
+                f"no complete answer within {self.timeout:g} s (plus 1 s per {self.min_rate:g} bytes received)"
+            ) from err
         except aiohttp.ClientConnectorError as err:
             raise ConnectError(str(err)) from err
         except aiohttp.ClientError as err:
@@ -195,9 +263,10 @@ class Client:
         self, url: str, headers: dict[str, str] | None = None, params: dict[str, str] | None = None
     ) -> Iterator[Reply]:
         """The reply to `GET url`, its body not read yet; the connection goes back to the pool on leaving."""
-        raw = self.run(self._opened(url, headers, params))
+        started = self._now()
+        raw = self.run(self._opened(url, headers, params), self.timeout)
         try:
-            yield Reply(self, raw)
+            yield Reply(self, raw, started)
         finally:
             raw.release()
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -68,3 +70,28 @@ def _isolated_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")
     for var in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):
         monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture
+def mute_port():
+    """A port that accepts connections and never says a word."""
+    sock = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        sock.settimeout(0.05)
+        while not stop.is_set():
+            try:
+                accepted.append(sock.accept()[0])
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield sock.getsockname()[1]
+    stop.set()
+    thread.join(5)
+    for conn in accepted:
+        conn.close()
+    sock.close()

@@ -2,7 +2,8 @@
 
 It answers `POST /v1/chat/completions`, `POST /v1/completions` and `POST /v1/responses` with text from a scripted function, reports
 usage, and can inject latency and faults: 429 with `Retry-After`, 500, 401/403, requests held open until released
-(which only a client's timeout, or killing the client, ends), and HTTP-200 bodies that are not a
+(which only a client's timeout, or killing the client, ends), a body trickling a byte every 20 ms (`trickle`) or a
+gzip bomb (`bomb`), and HTTP-200 bodies that are not a
 well-formed completion (`MALFORMED_200`: not JSON, `null`, `[]`, a bare string, `choices: null`, non-string
 content, usage of the wrong type or with huge numbers, logprobs of the wrong shape, JSON nested thousands of levels
 deep in the body or in the model's output, and a body over any sane size limit).
@@ -28,6 +29,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
+import gzip
 import hashlib
 import json
 import threading
@@ -63,6 +66,14 @@ DEEP = 5000
 """Nesting depth of the `deep-body` and `deep-output` replies (far beyond Python's recursion limit)."""
 HUGE_BYTES = 6 * 1024 * 1024
 """Size of the `huge` reply's content."""
+BOMB_BYTES = 64 * 1024 * 1024
+"""Decoded size of the `bomb` reply (about 64 KB compressed)."""
+
+
+@functools.cache
+def bomb() -> bytes:
+    """BOMB_BYTES of spaces, gzipped (made once)."""
+    return gzip.compress(b" " * BOMB_BYTES, compresslevel=9)
 
 
 def _with_choice(payload: dict[str, Any], **changes: Any) -> str:
@@ -250,7 +261,7 @@ class OpenAIServer:
         if self.latency:
             await asyncio.sleep(self.latency)
         if fault is not None and fault.kind not in MALFORMED_200:
-            return await self._fault(req, fault)
+            return await self._fault(req, fault, request)
         text = self.script(req)
         req.status = 200
         payload = self._payload(kind, body, req, text)
@@ -275,7 +286,9 @@ class OpenAIServer:
         ]
         return Fault("500", message=json.dumps(detail))
 
-    async def _fault(self, req: Request, fault: Fault) -> web.StreamResponse:
+    async def _fault(self, req: Request, fault: Fault, request: web.Request) -> web.StreamResponse:
+        if fault.kind in ("trickle", "bomb"):
+            return await self._hostile(req, fault.kind, request)
         if fault.kind == "hang":
             await self._release.wait()
             req.status = 503
@@ -286,6 +299,27 @@ class OpenAIServer:
         messages = {429: "rate limited", 401: "Incorrect API key provided", 403: "forbidden"}
         message = fault.message or messages.get(status, "internal error")
         return web.json_response({"error": {"message": message, "type": "test"}}, status=status, headers=headers)
+
+    async def _hostile(self, req: Request, kind: str, request: web.Request) -> web.StreamResponse:
+        """A 200 whose body trickles a byte every 20 ms for at most 5 s or until released (`trickle`), or a gzip
+        body of a few kilobytes that inflates to BOMB_BYTES (`bomb`)."""
+        headers = {"Content-Type": "application/json"}
+        if kind == "bomb":
+            headers["Content-Encoding"] = "gzip"
+        reply = web.StreamResponse(status=200, headers=headers)
+        req.status = 200
+        await reply.prepare(request)
+        if kind == "bomb":
+            await reply.write(bomb())
+        else:
+            assert self._release is not None
+            for _ in range(250):
+                if self._release.is_set():
+                    break
+                await reply.write(b" ")
+                await asyncio.sleep(0.02)
+        await reply.write_eof()
+        return reply
 
     def _payload(self, kind: str, body: dict[str, Any], req: Request, text: str) -> dict[str, Any]:
         completion_tokens = _words(text) + self.reasoning_tokens

@@ -36,7 +36,7 @@ from pydantic import BaseModel
 
 from shambench.data.adapter import Adapter, HubFiles, RemoteFile
 from shambench.errors import DownloadError
-from shambench.http import Client, Reply, TransportError
+from shambench.http import MIN_RATE, Client, Reply, TransportError
 from shambench.io import write_atomic
 from shambench.secrets import remember
 from shambench.structured import json_file
@@ -254,9 +254,11 @@ def _check_room(url: str, size: int | None, max_bytes: int, where: Path, have: i
 # --- GitHub (plain HTTPS) files ----------------------------------------------------------------------------------
 
 
-def make_client(timeout: float = 60.0) -> Client:
-    """An HTTP client that follows redirects and hands on a file's bytes as sent (never decompressed)."""
-    return Client(timeout=timeout, connect_timeout=15.0, decompress=False)
+def make_client(timeout: float = 60.0, min_rate: float = MIN_RATE) -> Client:
+    """An HTTP client that follows redirects and hands on a file's bytes as sent (never decompressed, so the size
+    cap counts the file's own bytes), each request ending `timeout` seconds after it starts plus the time its bytes
+    take at `min_rate` a second."""
+    return Client(timeout=timeout, connect_timeout=15.0, decompress=False, min_rate=min_rate)
 
 
 def fetch(

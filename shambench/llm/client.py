@@ -13,7 +13,8 @@ What it guarantees:
   one doomed request per item; likewise a stop after `UNREACHABLE_TO_STOP` failed connections to a server that has
   not answered once (`ServerUnreachable`: nothing listens at the base URL), within seconds instead of a full
   backoff per item;
-- a per-request timeout, counted from when the request is sent (not while it waits for a free connection);
+- a per-request timeout for the whole attempt (connection, headers and body: `shambench.http.deadline`), counted
+  from when the request is sent (not while it waits for a free connection), so a trickling server cannot hold it;
 - structured-output negotiation: a `response_format` asking for a JSON schema is sent in the first mode of
   `STRUCTURED_MODES` the server accepts (json_schema, then json_object with the schema alongside as
   llama-cpp-python takes it, then json_object, then the prompt alone). The first request runs alone until one
@@ -74,7 +75,7 @@ from shambench.errors import (
     ServerUnreachable,
     ShambenchError,
 )
-from shambench.http import open_session, proxy_for, read_body
+from shambench.http import deadline, open_session, proxy_for, read_body
 from shambench.llm.cache import ResponseCache, cache_key
 from shambench.llm.endpoint import (
     MAX_RESPONSE_BYTES_ENV,
@@ -488,7 +489,7 @@ class LLMClient:
         self.on_count("requests", 1)
         wait, status = None, None
         try:
-            async with self._gate.slot():
+            async with self._gate.slot(), deadline(self.endpoint.timeout):
                 async with session.post(url, data=payload, headers=JSON_HEADERS, proxy=self._proxy) as reply:
                     self._answered = True
                     raw = await read_body(reply, self.endpoint.max_response_bytes, f" (${MAX_RESPONSE_BYTES_ENV})")
@@ -512,7 +513,8 @@ class LLMClient:
         except (aiohttp.ClientError, TimeoutError, ValueError) as err:
             # A timeout or a dropped connection: worth another attempt.
             kind_of = "timeout" if isinstance(err, TimeoutError) else type(err).__name__
-            retryable, reason = True, f"{kind_of}: {err}".rstrip(": ")
+            detail = f"no complete reply within {self.endpoint.timeout:g} s" if isinstance(err, TimeoutError) else err
+            retryable, reason = True, f"{kind_of}: {detail}".rstrip(": ")
         # Redact before shortening: a cut could leave part of a key behind.
         reason = _short(redact(reason))
         if status in AUTH_STATUS:

@@ -2,16 +2,31 @@
 
 from __future__ import annotations
 
+import gzip
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from shambench.errors import MalformedReply
-from shambench.http import Client, ConnectError, StatusError, Timeout, TransportError, proxy_for
+from shambench.http import (
+    Client,
+    ConnectError,
+    StatusError,
+    Timeout,
+    TransportError,
+    proxy_for,
+    reach_scheduler,
+)
 
 BODY = bytes(range(256)) * 40  # 10,240 bytes
+# A hostile body ends on its own after this many bytes or seconds, so that a client without its bounds fails the
+# test instead of hanging it.
+HOSTILE_BYTES = 64 << 20
+HOSTILE_SECONDS = 5.0
+BOMB = gzip.compress(b"\0" * HOSTILE_BYTES)  # about 64 KB that inflate to 64 MB
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -38,6 +53,23 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
             self.connection.shutdown(socket.SHUT_RDWR)
             self.close_connection = True
+        elif self.path in ("/trickle", "/endless"):
+            self.send_response(200)
+            self.end_headers()  # no length: the body ends when the connection closes
+            piece, pause = (b"x", 0.02) if self.path == "/trickle" else (b"x" * 65536, 0.0)
+            sent, until = 0, time.monotonic() + HOSTILE_SECONDS
+            while sent < HOSTILE_BYTES and time.monotonic() < until:
+                self.wfile.write(piece)
+                self.wfile.flush()
+                sent += len(piece)
+                time.sleep(pause)
+            self.close_connection = True
+        elif self.path == "/bomb":
+            self.send_response(200)
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(BOMB)))
+            self.end_headers()
+            self.wfile.write(BOMB)
         elif self.path == "/held":
             self.server.release.wait(60)  # type: ignore[attr-defined]
         else:
@@ -93,10 +125,60 @@ def test_no_connection_and_no_answer_are_transport_errors(server):
             pass
     with (
         Client(timeout=0.2) as client,
-        pytest.raises(Timeout, match="no answer within 0.2 s"),
+        pytest.raises(Timeout, match="no complete answer within 0.2 s"),
         client.get(f"{server}/held"),
     ):
         pass
+
+
+def test_a_trickling_body_meets_the_requests_deadline(server):
+    # A byte every 20 ms: no read ever waits 0.3 s, the whole request's deadline (0.3 s plus 1 s per 1,000 bytes)
+    # is what ends it, with every byte received handed on first.
+    received = []
+    with (
+        Client(timeout=0.3, min_rate=1000) as client,
+        client.get(f"{server}/trickle") as reply,
+        pytest.raises(Timeout, match=r"^no complete answer within 0.3 s \(plus 1 s per 1000 bytes received\)$"),
+    ):
+        for chunk in reply.chunks():
+            received.append(chunk)
+    assert 0 < len(b"".join(received)) < HOSTILE_SECONDS / 0.02
+    with (
+        Client(timeout=0.3, min_rate=1000) as client,
+        client.get(f"{server}/trickle") as reply,
+        pytest.raises(Timeout),
+    ):
+        reply.read(1000)
+
+
+def test_an_endless_body_and_a_gzip_bomb_stop_at_the_byte_cap(server):
+    with Client(timeout=10) as client:
+        with client.get(f"{server}/endless") as reply, pytest.raises(MalformedReply, match="1048576-byte limit"):
+            reply.read(1 << 20)
+        # Decompressed: the decoded bytes are counted as they are inflated.
+        with client.get(f"{server}/bomb") as reply, pytest.raises(MalformedReply, match="1048576-byte limit"):
+            reply.read(1 << 20)
+    with Client(timeout=10, decompress=False) as client, client.get(f"{server}/bomb") as reply:
+        assert reply.read(1 << 20) == BOMB  # as sent: the compressed bytes, within the cap
+
+
+def test_a_scheduler_that_accepts_and_never_answers_is_one_line_after_the_deadline(mute_port):
+    pytest.importorskip("distributed")
+    address = f"tcp://127.0.0.1:{mute_port}"
+    with pytest.raises(Timeout) as caught:
+        reach_scheduler(address, 0.3)
+    assert str(caught.value) == f"no answer from the Dask scheduler at {address} within 0.3 s"
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))  # bound, not listening: refused
+        refused = f"tcp://127.0.0.1:{closed.getsockname()[1]}"
+        # Dask tries a refused connection again until its deadline: either way one line naming the address.
+        with pytest.raises(TransportError, match=f"Dask scheduler at {refused} ") as caught:
+            reach_scheduler(refused, 0.3)
+        assert "\n" not in str(caught.value)
+    with pytest.raises(
+        ConnectError, match="^cannot reach the Dask scheduler at nonsense://x \\(unknown address scheme"
+    ):
+        reach_scheduler("nonsense://x", 0.3)
 
 
 def test_the_proxy_of_a_url_honours_no_proxy(monkeypatch):

@@ -8,6 +8,7 @@ import os
 import re
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -45,6 +46,7 @@ class FileServer(ThreadingHTTPServer):
         self.cut: dict[str, int] = {}
         self.ignore_range: set[str] = set()
         self.no_length: set[str] = set()
+        self.trickle: set[str] = set()  # sent a byte every 20 ms (for at most 5 s)
         self.requests: list[tuple[str, str | None, str | None]] = []  # (path, Range, If-Range)
 
     def url(self, path: str) -> str:
@@ -93,6 +95,13 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
         self.end_headers()
         cut = srv.cut.pop(self.path, None)
+        if self.path in srv.trickle:
+            for byte in payload[:250]:
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+                time.sleep(0.02)
+            self.close_connection = True
+            return
         self.wfile.write(payload if cut is None else payload[:cut])
         if cut is not None:
             self.wfile.flush()
@@ -245,6 +254,17 @@ def test_a_file_larger_than_the_cap_is_refused_before_it_is_written(server, clie
     with pytest.raises(DownloadError, match="more than the size cap of 7000 bytes"):
         fetch(client, _target(server), tmp_path, max_bytes=7000)
     assert not part_path(tmp_path / "file.jsonl").exists() and not (tmp_path / "file.jsonl").exists()
+
+
+def test_a_trickling_server_fails_the_file_by_the_deadline_and_the_other_files_still_come(server, tmp_path):
+    # A byte every 20 ms: within 0.3 s plus 1 s per 1,000 bytes, each attempt ends long before the file does.
+    server.trickle.add("/data/slow.jsonl")
+    slow = _target(server, path="/data/slow.jsonl")
+    with make_client(timeout=0.3, min_rate=1000) as c:
+        with pytest.raises(DownloadError, match=r"transfer failed after 2 attempts \(Timeout: no complete answer"):
+            fetch(c, slow, tmp_path, attempts=2)
+        assert fetch(c, _target(server), tmp_path)
+    assert (tmp_path / "file.jsonl").read_bytes() == CONTENT
 
 
 def test_server_ignoring_range_restarts_from_zero(server, client, tmp_path):

@@ -100,6 +100,23 @@ def test_timeouts_are_retried(openai_server):
         openai_server.release()
 
 
+def test_a_trickling_reply_meets_the_whole_requests_deadline(openai_server):
+    # A byte every 20 ms never leaves a read waiting for 0.5 s: only a deadline on the whole request ends it.
+    openai_server.faults = lambda req: Fault("trickle")
+    try:
+        (err,) = ask(client_for(openai_server, timeout=0.5, max_retries=1), ["x"])
+    finally:
+        openai_server.release()
+    assert isinstance(err, LLMError) and err.usage.requests == 2
+    assert err.reason.startswith("timeout: no complete reply within 0.5 s") and "\n" not in err.reason
+
+
+def test_a_gzip_bomb_stops_at_the_reply_size_limit(openai_server):
+    openai_server.faults = lambda req: Fault("bomb")
+    (err,) = ask(client_for(openai_server, max_retries=0, max_response_bytes=1 << 20), ["x"])
+    assert isinstance(err, LLMError) and "larger than the 1048576-byte limit" in err.reason
+
+
 def test_exhausted_retries_fail_with_the_reason(openai_server):
     openai_server.faults = lambda req: Fault("500")
     (err,) = ask(client_for(openai_server, max_retries=2), ["x"])

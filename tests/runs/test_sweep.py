@@ -19,6 +19,7 @@ from shambench.runs.files import JOURNAL, RESULTS
 from shambench.runs.rundir import examples_hash, load_config
 from shambench.runs.sweep import (
     SUMMARY,
+    DaskBackend,
     DetectorGrid,
     LocalBackend,
     cell_label,
@@ -473,6 +474,13 @@ def require_dask():
             pytest.fail(message)
         pytest.skip(message)
     return distributed
+
+
+def test_a_dask_scheduler_that_never_answers_is_a_data_error_naming_it(mute_port):
+    require_dask()
+    address = f"tcp://127.0.0.1:{mute_port}"
+    with pytest.raises(DataError, match=f"^no answer from the Dask scheduler at {address} within 0.3 s$"):
+        DaskBackend(address, deadline=0.3)
 
 
 def test_dask_sweep_survives_a_killed_worker_with_results_identical_to_local(local_sweep, tmp_path):

@@ -12,6 +12,10 @@ from pydantic import BaseModel
 
 from shambench.errors import DataError, ParameterError
 from shambench.extras import import_extra
+from shambench.http import TransportError, reach_scheduler
+
+# Seconds a scheduler has to accept a connection and answer its handshake.
+SCHEDULER_DEADLINE = 30.0
 
 
 class Backend:
@@ -80,21 +84,27 @@ class LocalBackend(Backend):
 
 
 class DaskBackend(Backend):
-    """A Dask distributed cluster: the scheduler at `scheduler`, else a local cluster of `workers` processes."""
+    """A Dask distributed cluster: the scheduler at `scheduler`, else a local cluster of `workers` processes. A
+    scheduler that does not connect and answer within `deadline` seconds is a DataError naming its address."""
 
     name = "dask"
 
-    def __init__(self, scheduler: str | None = None, workers: int = 2):
+    def __init__(self, scheduler: str | None = None, workers: int = 2, deadline: float = SCHEDULER_DEADLINE):
         distributed = import_extra("distributed", "dask", "The dask backend of sweeps")
         self.cluster = None
-        if scheduler is None:
+        if scheduler is not None:
+            try:
+                reach_scheduler(scheduler, deadline)
+            except TransportError as err:
+                raise DataError(str(err)) from None
+        else:
             # Loopback only and no dashboard: a local cluster opens no outside connection.
             self.cluster = distributed.LocalCluster(
                 n_workers=max(1, workers), threads_per_worker=1, host="127.0.0.1", dashboard_address=None
             )
             scheduler = self.cluster.scheduler_address
         try:
-            self.client = distributed.Client(scheduler, set_as_default=False, timeout=30)
+            self.client = distributed.Client(scheduler, set_as_default=False, timeout=deadline)
             # pure=False: a task sent again after a failure is a new task, not the failed one looked up again.
             self.executor = self.client.get_executor(pure=False)
         except OSError as err:
