@@ -29,7 +29,7 @@ def with_example_pages(board: Leaderboard, out_dir: str | Path) -> Leaderboard:
             # Pages of PER_PAGE linking each other, as `shambench show --html` writes them: a whole board's run
             # in one file is megabytes a browser lays out at once.
             for name, page in paginated(title, examples, predictions, scores, f"{entry.id}.html", PER_PAGE).items():
-                write_atomic(Path(out_dir) / "examples" / name, page)
+                write_atomic(Path(out_dir) / "examples" / name, page, Path(out_dir).absolute().parent)
             entry = entry.model_copy(update={"examples_page": link})
         entries.append(entry)
     return board.model_copy(update={"entries": entries})

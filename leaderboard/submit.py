@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import fcntl
 import os
-import shutil
-import tempfile
 from collections.abc import Container, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+import shambench.fs as fs
 from shambench.errors import DataError, SubmissionError
 from shambench.io import iter_lines, parse_json_line, write_json, write_jsonl
 from shambench.leaderboard.build import display_path, load_leaderboard, run_entry, with_entry, write_site
@@ -192,16 +191,17 @@ def site_lock(site_dir: str | Path) -> Iterator[None]:
 
 def _write_run(run_dir: Path, config: RunConfig, predictions: Sequence[Prediction], results, per_example) -> None:
     """Create the run directory whole: written in a temporary sibling, then renamed into place."""
-    run_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=run_dir.parent, prefix=f".{run_dir.name}."))
+    root = run_dir.absolute().parent.parent  # the runs folder is not followed either
+    tmp = fs.new_dir(run_dir.parent, root, prefix=f".{run_dir.name}.")
     try:
-        write_json(tmp / CONFIG, config)
-        write_jsonl(tmp / JOURNAL, predictions)
-        write_jsonl(tmp / PER_EXAMPLE, per_example)
-        write_json(tmp / RESULTS, results)
-        os.rename(tmp, run_dir)
+        write_json(tmp / CONFIG, config, root)  # first: the mark `remove_tree` below looks for
+        write_jsonl(tmp / JOURNAL, predictions, root)
+        write_jsonl(tmp / PER_EXAMPLE, per_example, root)
+        write_json(tmp / RESULTS, results, root)
+        fs.rename(tmp, run_dir, root)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        with suppress(OSError):
+            fs.remove_tree(tmp, root, CONFIG) or fs.remove_empty_dir(tmp, root)
         raise
 
 

@@ -9,6 +9,8 @@
     │   ├── SelectionError                   a data selection that selects nothing, or two sources at once
     │   ├── RunDirError                      a run directory that cannot be used as asked (taken, or would change)
     │   ├── ChangedDataError                 a run's examples changed since it was made (its fingerprint differs)
+    │   ├── FolderError (also an OSError)    a write under the tool's folders refused: a link, a path leaving its
+    │   │                                    folder, or a folder the disk will not write (read-only, full)
     │   ├── MissingExtra                     a feature whose optional dependencies (an extra) are not installed
     │   └── SubmissionError                  a rejected leaderboard submission, with every reason
     ├── UnknownPluginError (also a KeyError) no plugin of that kind has that name
@@ -73,6 +75,12 @@ class RunDirError(DataError):
 
 class ChangedDataError(DataError):
     """A run's examples differ from what it was made on (its fingerprint): its numbers would silently change."""
+
+
+class FolderError(DataError, OSError):
+    """A create, write, rename or delete under the tool's folders that was refused (a symbolic link on the way, a
+    path leaving its folder) or that the disk refused (read-only, full); the message names the path. Also an
+    OSError, so that a cache that skips a folder it cannot write skips this one too."""
 
 
 class MissingExtra(DataError):

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import errno
 import json
 import os
-import stat
-import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,6 +12,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ValidationError
 
+import shambench.fs as fs
 from shambench.errors import DataError
 from shambench.schema import Prediction
 from shambench.secrets import redact
@@ -118,40 +116,10 @@ def model_line(obj: BaseModel) -> str:
     return obj.model_dump_json(exclude_none=True) + "\n"
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-NOT_FOLLOWED = "files of a run directory are opened, never followed"
-
-
-def open_regular(path: str | Path, flags: int, mode: int = 0o666) -> int:
-    """A file descriptor of `path`, opened without following a symbolic link and only when it is a regular file
-    (or is created as one by `os.O_CREAT` in `flags`), and, when opened for writing, has no other hard link;
-    DataError otherwise, so that nothing outside the folder is read, truncated or appended to through a planted
-    link, and a FIFO or a device never blocks or floods a read."""
-    try:
-        # O_NONBLOCK: opening a FIFO must not wait for a writer (regular files ignore the flag).
-        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
-    except OSError as err:
-        if err.errno == errno.ELOOP:
-            raise DataError(f"{path}: is a symbolic link; {NOT_FOLLOWED} (remove the link)") from None
-        if err.errno == errno.ENXIO:  # a FIFO without a reader, or a device gone
-            raise DataError(f"{path}: not a regular file; {NOT_FOLLOWED}") from None
-        raise
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode):
-        os.close(fd)
-        raise DataError(f"{path}: not a regular file; {NOT_FOLLOWED}")
-    if flags & (os.O_WRONLY | os.O_RDWR) and info.st_nlink > 1:
-        # A hard link is the same file elsewhere too (a planted link, or a `cp -al` backup): writing here would
-        # change it there.
-        os.close(fd)
-        raise DataError(f"{path}: has {info.st_nlink - 1} other hard link(s); {NOT_FOLLOWED} (copy the file instead)")
-    os.set_blocking(fd, True)
-    return fd
+def open_regular(path: str | Path, flags: int, root: str | Path | None = None) -> int:
+    """A descriptor of the regular file `path`, through the filesystem gate (`shambench.fs.open_file`: no link
+    followed below `root`, no FIFO or device, no other hard link when writing)."""
+    return fs.open_file(path, flags, root)
 
 
 def read_regular(path: str | Path, limit: int | None = None) -> bytes | None:
@@ -168,69 +136,41 @@ def read_regular(path: str | Path, limit: int | None = None) -> bytes | None:
     return data
 
 
-def check_regular(path: str | Path) -> None:
-    """DataError when `path` is a symbolic link or exists as anything but a regular file (see `open_regular`)."""
-    try:
-        mode = os.lstat(path).st_mode
-    except FileNotFoundError:
-        return
-    if stat.S_ISLNK(mode):
-        raise DataError(f"{path}: is a symbolic link; {NOT_FOLLOWED} (remove the link)")
-    if not stat.S_ISREG(mode):
-        raise DataError(f"{path}: not a regular file; {NOT_FOLLOWED}")
+def write_atomic(path: str | Path, text: str | bytes, root: str | Path | None = None) -> None:
+    """Write a whole file, redacted, so that readers see either the old content or the new, never a part
+    (`shambench.fs.write_bytes`: nothing followed through a link below `root`; by default neither the file nor
+    the folder it is in is a link).
 
-
-def write_atomic(path: str | Path, text: str, follow: bool = True) -> None:
-    """Write a whole file so that readers see either the old content or the new, never a part.
-
-    Only a regular file is replaced by a rename: a FIFO, a terminal or a device (`/dev/stdout`) is written in
-    place, since renaming onto it would swap the special file for a regular one. With `follow` false (a run
-    directory's files) a symbolic link or a special file at `path` is refused instead (DataError).
+    A FIFO, a terminal or a device the user named (`/dev/stdout`) is written in place when `root` is not given,
+    since renaming onto it would swap the special file for a regular one.
     """
-    path = Path(path)
-    text = redact(text)
-    if not follow:
-        check_regular(path)
-    elif path.exists() and not path.is_file():
-        if path.is_dir():
-            raise DataError(f"{path}: is a folder, expected a file to write")
-        with path.open("w", encoding="utf-8") as fh:
-            fh.write(text)
+    data = redact(text).encode("utf-8") if isinstance(text, str) else text
+    if root is None and fs.write_special(path, data):
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        # mkstemp makes the file private (0600); give it the mode any other new file would get
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    fs.write_bytes(path, data, root)
 
 
-def write_json(path: str | Path, obj: Any, follow: bool = True) -> None:
-    """Atomically write `obj` (a model or plain data) as indented JSON (`follow`: see `write_atomic`)."""
+def write_json(path: str | Path, obj: Any, root: str | Path | None = None) -> None:
+    """Atomically write `obj` (a model or plain data) as indented JSON (`root`: see `write_atomic`)."""
     text = obj.model_dump_json(indent=2) if isinstance(obj, BaseModel) else json.dumps(obj, indent=2)
-    write_atomic(path, text + "\n", follow)
+    write_atomic(path, text + "\n", root)
 
 
-def write_jsonl(path: str | Path, rows: Iterable[BaseModel], follow: bool = True) -> int:
-    """Atomically write models as JSON lines; returns how many (`follow`: see `write_atomic`)."""
+def write_jsonl(path: str | Path, rows: Iterable[BaseModel], root: str | Path | None = None) -> int:
+    """Atomically write models as JSON lines; returns how many (`root`: see `write_atomic`)."""
     lines = [model_line(r) for r in rows]
-    write_atomic(path, "".join(lines), follow)
+    write_atomic(path, "".join(lines), root)
     return len(lines)
 
 
 class Journal:
     """An append-only JSONL journal of records keyed by `id` (a run's predictions, a provider's contexts)."""
 
-    def __init__(self, path: Path, model: type[BaseModel] = Prediction):
+    def __init__(self, path: Path, model: type[BaseModel] = Prediction, root: Path | None = None):
         self.path = path
         self.model = model
+        self.root = root
+        """The folder its writes are confined to (`shambench.fs.root_of`; default: the parent of its folder)."""
 
     def read(self) -> dict[str, Any]:
         """The last record for each id; a torn final line (a crash mid-write) is ignored."""
@@ -274,7 +214,7 @@ class Journal:
     def repair(self) -> None:
         """Cut a torn final line so that appends start on a fresh line."""
         try:
-            fd = open_regular(self.path, os.O_RDWR)
+            fd = open_regular(self.path, os.O_RDWR, self.root)
         except FileNotFoundError:
             return
         with os.fdopen(fd, "r+b") as fh:
@@ -286,8 +226,7 @@ class Journal:
     def appender(self) -> Iterator[Callable[[BaseModel | str], None]]:
         """A function that appends one record (or its `model_line`, made elsewhere) and flushes it at once."""
         self.repair()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = open_regular(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        fd = open_regular(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, self.root)
         with os.fdopen(fd, "a", encoding="utf-8") as fh:
 
             def append(rec: BaseModel | str) -> None:

@@ -22,6 +22,7 @@ PACKAGE_DIRS = {
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("shambench.errors", "shambench.memory", "shambench.paths", "shambench.schema", "shambench.secrets"),
     (
+        "shambench.fs",
         "shambench.io",
         "shambench.records",
         "shambench.registry",

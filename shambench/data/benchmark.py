@@ -15,6 +15,7 @@ languages) never falls back to test.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import logging
 import os
@@ -320,7 +321,6 @@ def write_hf_dataset(out: Path, benches: list[Benchmark]) -> list[Path]:
     from shambench.io import write_atomic
 
     written = []
-    (out / "data").mkdir(parents=True, exist_ok=True)
     # datasets draws a progress bar per file ("Creating parquet from Arrow format"): noise beside the command's
     # own "wrote FILE" lines.
     was_disabled = are_progress_bars_disabled()
@@ -328,12 +328,13 @@ def write_hf_dataset(out: Path, benches: list[Benchmark]) -> list[Path]:
     try:
         for bench in benches:
             path = out / "data" / f"{bench.split}.parquet"
-            tmp = path.with_name(f".{path.name}.tmp")
-            bench.to_hf()[bench.split].to_parquet(str(tmp))
-            tmp.replace(path)
+            # Made in memory, then written whole through the filesystem gate (no link followed under `out`).
+            buffer = io.BytesIO()
+            bench.to_hf()[bench.split].to_parquet(buffer)
+            write_atomic(path, buffer.getvalue(), out)
             written.append(path)
     finally:
         if not was_disabled:
             enable_progress_bars()
-    write_atomic(out / "README.md", dataset_card(benches))
+    write_atomic(out / "README.md", dataset_card(benches), out)
     return [*written, out / "README.md"]

@@ -34,8 +34,9 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from pydantic import BaseModel
 
+import shambench.fs as fs
 from shambench.data.adapter import Adapter, HubFiles, RemoteFile
-from shambench.errors import DownloadError
+from shambench.errors import DownloadError, FolderError
 from shambench.http import MIN_RATE, Client, Reply, TransportError
 from shambench.io import write_atomic
 from shambench.secrets import remember
@@ -49,6 +50,8 @@ ATTEMPTS = 3
 DEFAULT_MAX_BYTES = 4 << 30
 MANIFEST = ".shambench-downloads.json"
 HUB_STAGING = ".shambench-hub"
+# The file that marks a repository's staging folder as made by this tool (the only kind its clean-up deletes).
+STAGING_MARK = ".shambench-staging"
 # (bytes so far, total bytes or None when the server does not say)
 ProgressHook = Callable[[int, "int | None"], None]
 Status = Literal["fetched", "present", "failed", "ok", "absent", "mismatch", "unrecorded"]
@@ -196,7 +199,7 @@ def _record(folder: Path, rel: str, dest: Path, target: Target, got: Digests) ->
         commit=target.commit,
     )
     body = {name: entry.model_dump(exclude_none=True) for name, entry in sorted(entries.items())}
-    write_atomic(folder / MANIFEST, json.dumps(body, indent=1) + "\n")
+    write_atomic(folder / MANIFEST, json.dumps(body, indent=1) + "\n", folder.parent)
 
 
 def _recorded_matches(entry: Recorded, target: Target) -> bool:
@@ -231,11 +234,11 @@ def install(part: Path, target: Target, folder: Path) -> None:
     got = digests(part)
     problem = content_problem(part) or mismatch(target, got)
     if problem is not None:
-        part.unlink(missing_ok=True)
-        _resume_info(dest).unlink(missing_ok=True)
+        fs.unlink(part, folder.parent)
+        fs.unlink(_resume_info(dest), folder.parent)
         raise DownloadError(f"{target.url}: {problem} for {dest}; the download was discarded, nothing installed")
-    os.replace(part, dest)
-    _resume_info(dest).unlink(missing_ok=True)
+    fs.rename(part, dest, folder.parent)
+    fs.unlink(_resume_info(dest), folder.parent)
     _record(folder, target.path, dest, target, got)
 
 
@@ -274,14 +277,14 @@ def fetch(
         raise DownloadError(
             f"{target.url}: no checksum is declared for this file, and unverified files are not installed"
         )
+    # Before anything is made: a path that leaves the folder (`../`, absolute) is refused here.
+    dest = fs.make_dirs((folder / target.path).parent, folder.parent) / Path(target.path).name
     if trusted(folder, target):
         return False
-    dest = folder / target.path
-    dest.parent.mkdir(parents=True, exist_ok=True)
     part = part_path(dest)
     for attempt in range(1, attempts + 1):
         try:
-            _transfer(client, target.url, dest, on_progress or (lambda done, total: None), max_bytes)
+            _transfer(client, target.url, dest, on_progress or (lambda done, total: None), max_bytes, folder.parent)
             break
         except TransportError as err:
             if attempt == attempts:
@@ -308,7 +311,7 @@ def _resumable(dest: Path, url: str) -> str | None:
     return etag if ok else None
 
 
-def _transfer(client: Client, url: str, dest: Path, on_progress: ProgressHook, max_bytes: int) -> None:
+def _transfer(client: Client, url: str, dest: Path, on_progress: ProgressHook, max_bytes: int, root: Path) -> None:
     part = part_path(dest)
     etag = _resumable(dest, url)
     have = part.stat().st_size if etag else 0
@@ -321,7 +324,7 @@ def _transfer(client: Client, url: str, dest: Path, on_progress: ProgressHook, m
             return  # the part already holds every byte
         if resp.status not in (200, 206):
             if resp.status == 416:
-                part.unlink()
+                fs.unlink(part, root)
             raise DownloadError(f"{url}: HTTP {resp.status} {resp.reason} (expected the file's content)")
         if resp.status == 206 and _range_start(resp) != have:
             raise DownloadError(f"{url}: the server resumed at the wrong offset (asked for byte {have})")
@@ -329,11 +332,12 @@ def _transfer(client: Client, url: str, dest: Path, on_progress: ProgressHook, m
         length = resp.headers.get("Content-Length")
         total = start + int(length) if length is not None else None
         _check_room(url, total, max_bytes, dest.parent, have=start)
-        _resume_info(dest).write_text(json.dumps({"url": url, "etag": resp.headers.get("ETag")}), encoding="utf-8")
+        fs.write_bytes(_resume_info(dest), json.dumps({"url": url, "etag": resp.headers.get("ETag")}).encode(), root)
         done = start
         on_progress(done, total)
+        flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if start else os.O_TRUNC)
         try:
-            with part.open("ab" if start else "wb") as fh:
+            with os.fdopen(fs.open_file(part, flags, root), "ab") as fh:
                 for chunk in resp.chunks():  # written as they arrive, so an interruption loses nothing
                     done += len(chunk)
                     if done > max_bytes:
@@ -341,8 +345,10 @@ def _transfer(client: Client, url: str, dest: Path, on_progress: ProgressHook, m
                     fh.write(chunk)
                     on_progress(done, total)
         except DownloadError:
-            part.unlink(missing_ok=True)
+            fs.unlink(part, root)
             raise
+        except FolderError:
+            raise  # already one line naming the path
         except OSError as err:
             raise DownloadError(f"{url}: could not write {part} ({err.strerror or err})") from None
 
@@ -473,11 +479,13 @@ def fetch_hub(spec: HubFiles, target: Target, folder: Path, staging: Path, max_b
     already installed."""
     from huggingface_hub import hf_hub_download
 
+    root = staging.parent  # the data folder
+    # Before anything is made: a path from the listing that leaves the folder (`../`, absolute) is refused here.
+    dest = fs.make_dirs((folder / target.path).parent, root) / Path(target.path).name
     if trusted(folder, target):
         return False
-    dest = folder / target.path
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    staging.mkdir(parents=True, exist_ok=True)
+    # Marked as this tool's, so that its clean-up (`remove_tree`) deletes it and nothing else.
+    fs.mark(staging / spec.repo_id, root, STAGING_MARK)
     _check_room(target.url, target.size, max_bytes, staging)
     assert target.filename is not None and target.commit is not None
     with hub_errors(spec, target.url):
@@ -490,7 +498,7 @@ def fetch_hub(spec: HubFiles, target: Target, folder: Path, staging: Path, max_b
             endpoint=hub_endpoint(),
         )
     part = part_path(dest)
-    os.replace(local, part)  # the staged copy is consumed, so a file that fails its check is fetched anew
+    fs.rename(local, part, root)  # the staged copy is consumed, so a file that fails its check is fetched anew
     install(part, target, folder)
     return True
 
@@ -531,13 +539,13 @@ def download_sources(
                 try:
                     fresh = fetch(client, target, folder, progress(label) if progress else None, max_bytes=max_bytes)
                     done(Outcome(source=adapter.name, path=target.path, status="fetched" if fresh else "present"))
-                except DownloadError as err:
+                except (DownloadError, FolderError) as err:
                     done(Outcome(source=adapter.name, path=target.path, status="failed", detail=str(err)))
                 continue
             api = api or hub_api()
             try:
                 hub_files, note = hub_targets(api, remote)
-            except DownloadError as err:
+            except (DownloadError, FolderError) as err:
                 done(Outcome(source=adapter.name, path=remote.repo_id, status="failed", detail=str(err)))
                 continue
             for target in hub_files:
@@ -545,7 +553,7 @@ def download_sources(
                     fresh = fetch_hub(remote, target, folder, data_dir / HUB_STAGING, max_bytes)
                     status: Status = "fetched" if fresh else "present"
                     done(Outcome(source=adapter.name, path=target.path, status=status, detail=note))
-                except DownloadError as err:
+                except (DownloadError, FolderError) as err:
                     done(Outcome(source=adapter.name, path=target.path, status="failed", detail=str(err)))
             _clear_staging(data_dir / HUB_STAGING, remote.repo_id)
     return outcomes
@@ -554,10 +562,10 @@ def download_sources(
 def _clear_staging(staging: Path, repo_id: str) -> None:
     """Remove a repository's staging folder (huggingface_hub's bookkeeping; it keeps no partial file across runs,
     so nothing there is worth keeping), and the staging root once empty."""
-    shutil.rmtree(staging / repo_id, ignore_errors=True)
+    with contextlib.suppress(OSError):  # a folder the disk will not let go of stays; nothing else is touched
+        fs.remove_tree(staging / repo_id, staging.parent, STAGING_MARK)
     for folder in (staging / repo_id.split("/")[0], staging):
-        with contextlib.suppress(OSError):
-            folder.rmdir()
+        fs.remove_empty_dir(folder, staging.parent)
 
 
 def verify_source(adapter: Adapter, data_dir: Path) -> list[Outcome]:

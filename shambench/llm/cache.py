@@ -28,6 +28,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel
 
+import shambench.fs as fs
 from shambench.paths import cache_dir
 from shambench.sealing import Sealer
 from shambench.secrets import redact
@@ -119,11 +120,12 @@ class ResponseCache:
     def __init__(self, path: str | Path | None = None, batch_seconds: float = BATCH_SECONDS):
         self.path = Path(path) if path else cache_path()
         self.batch_seconds = batch_seconds
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         # One connection shared by the threads of this process behind a lock: the single writer. Other
         # processes may read and write the same file; busy_timeout makes them wait for each other's commits.
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+        # SQLite opens the file by name itself: the gate makes its folder and refuses a link at it or beside it.
+        where = fs.file_for_library(self.path)
+        self._db = sqlite3.connect(where, check_same_thread=False, isolation_level=None, timeout=30)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(_SCHEMA)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from shambench.extras import import_extra
+from shambench.io import write_atomic
 from shambench.reporting.analysis import RunAnalysis
 from shambench.scoring.results import Results
 
@@ -38,9 +40,11 @@ def _pyplot() -> Any:
 
 
 def _save(fig: Any, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+    # Rendered in memory, then written whole through the filesystem gate (matplotlib would follow a link).
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
     _pyplot().close(fig)
+    write_atomic(path, buffer.getvalue())
     return path
 
 

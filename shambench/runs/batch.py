@@ -241,7 +241,7 @@ class BatchRun:
         return self._api
 
     def save(self) -> None:
-        write_json(state_path(self.run_dir), self.state, follow=False)
+        write_json(state_path(self.run_dir), self.state, root=self.run_dir.parent)
 
     def run(
         self,
@@ -411,5 +411,5 @@ def status_lines(run_dir: Path, endpoint: Callable[[], Endpoint]) -> list[str]:
         applied = "answers applied" if record.applied else "answers not applied yet"
         lines.append(f"{record.id or '(not created yet)'}  {status}  {done}{failed}  ({applied})")
     if api is not None:
-        write_json(state_path(run_dir), state, follow=False)
+        write_json(state_path(run_dir), state, root=run_dir.parent)
     return lines

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeGuard, overload
 
 from pydantic_core import to_jsonable_python
 
+import shambench.fs as fs
 from shambench.detection.detector import Detector, Monitor, create_detector
 from shambench.errors import DataError, RunDirError, SelectionError, UnknownPluginError
 from shambench.io import Journal, write_json
@@ -71,7 +72,7 @@ class OpenRun:
     """The prediction journal."""
 
     def __post_init__(self) -> None:
-        self.journal = Journal(self.run_dir / JOURNAL)
+        self.journal = Journal(self.run_dir / JOURNAL, root=self.run_dir.parent)
 
     def todo(self) -> list[Example]:
         """Examples without a successful prediction yet."""
@@ -286,7 +287,7 @@ def scored_outcome(run: OpenRun, outcome: RunOutcome, ahead: ScorerAhead, n_resa
     served = served_model(list(outcome.predictions.values()))
     if served != run.config.served_model:
         run.config.served_model = served
-        write_json(run.run_dir / CONFIG, run.config, follow=False)
+        write_json(run.run_dir / CONFIG, run.config, root=run.run_dir.parent)
     scored = run_results_and_scores(run.run_dir, run.examples, n_resamples, seed, outcome.predictions, ahead.scorer)
     outcome.results = scored[0]
     return outcome
@@ -393,12 +394,13 @@ def _missing_dirs(path: Path) -> list[Path]:
 def _remove_lonely_lock(run_dir: Path, parents: Sequence[Path] = ()) -> None:
     """Remove `run_dir` when it holds nothing but its lock (this process is still holding it), then those of
     `parents` (its ancestors this process created, deepest first) that are left empty."""
-    with suppress(OSError):  # another process wrote into it meanwhile: it is theirs now
-        if [p.name for p in run_dir.iterdir()] == [LOCK]:
-            (run_dir / LOCK).unlink()
-            run_dir.rmdir()
-            for parent in parents:
-                parent.rmdir()  # only an empty folder goes
+    if fs.entries(run_dir, run_dir.parent) == [LOCK]:
+        with suppress(OSError, DataError):
+            fs.unlink(run_dir / LOCK, run_dir.parent)
+        # Only an empty folder goes (another process that wrote into it meanwhile keeps it).
+        for folder in (run_dir, *parents):
+            if not fs.remove_empty_dir(folder, folder.parent):
+                break
 
 
 @dataclass
@@ -539,7 +541,7 @@ def with_sopo(evaluation: Evaluation, sopo_compat: bool, seed: int) -> Evaluatio
     outcome = evaluation.outcome
     if sopo_compat and outcome is not None and outcome.results is not None:
         with_sopo_compat(outcome.results, evaluation.run.examples, outcome.predictions, seed)
-        write_json(evaluation.run.run_dir / RESULTS, outcome.results, follow=False)
+        write_json(evaluation.run.run_dir / RESULTS, outcome.results, root=evaluation.run.run_dir.parent)
     return evaluation
 
 

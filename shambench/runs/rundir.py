@@ -246,9 +246,10 @@ def run_lock(run_dir: Path) -> Iterator[None]:
     import fcntl
 
     run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    # Never through a planted link: the pid written below would truncate whatever file it points to.
-    with os.fdopen(open_regular(run_dir / LOCK, os.O_RDWR | os.O_CREAT), "r+", encoding="utf-8") as fh:
+    # Never through a planted link (at the run directory or the lock): the pid written below would truncate
+    # whatever file it points to. The gate makes the folder too.
+    lock = open_regular(run_dir / LOCK, os.O_RDWR | os.O_CREAT, run_dir.parent)
+    with os.fdopen(lock, "r+", encoding="utf-8") as fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -276,7 +277,7 @@ def pending(examples: Sequence[Example], journal: Journal) -> list[Example]:
 def write_new_config(run_dir: Path, config: RunConfig) -> None:
     """Write a new run's config.json into `run_dir`, checked again (under the run's lock) to hold no run yet."""
     check_new_run_dir(run_dir)
-    write_json(run_dir / CONFIG, config, follow=False)
+    write_json(run_dir / CONFIG, config, root=run_dir.parent)
 
 
 def check_new_run_dir(run_dir: Path) -> None:

@@ -184,8 +184,8 @@ def example_scores(run_dir: Path) -> dict[str, ExampleScores]:
 
 def write_scores(run_dir: Path, results: Results, per_example: Sequence[ExampleScores]) -> None:
     """Write a run's `per_example.jsonl`, then its `results.json` (each atomically)."""
-    write_jsonl(run_dir / PER_EXAMPLE, per_example, follow=False)
-    write_json(run_dir / RESULTS, results, follow=False)
+    write_jsonl(run_dir / PER_EXAMPLE, per_example, root=run_dir.parent)
+    write_json(run_dir / RESULTS, results, root=run_dir.parent)
 
 
 def score_predictions(

@@ -8,9 +8,6 @@ import hashlib
 import importlib
 import io
 import json
-import os
-import shutil
-import tempfile
 import zipfile
 from collections.abc import Callable, Iterable
 from importlib.metadata import version
@@ -21,6 +18,8 @@ import numpy as np
 import orjson
 from pydantic import BaseModel
 
+import shambench.fs as fs
+from shambench.errors import DataError
 from shambench.memory import collector_paused
 from shambench.paths import cache_dir
 from shambench.schema import Example
@@ -83,14 +82,15 @@ def file_key(path: str | Path, limit: int | None) -> str:
 
 def _save(corpus: Corpus, folder: Path) -> None:
     """Write a corpus into a new folder that appears whole (renamed into place) or not at all, with the digest of
-    its files and the key it was made for (`digest.json`, checked by `_load`)."""
+    its files and the key it was made for (`digest.json`, checked by `_load`; also the mark that lets `cache
+    clear` delete the folder)."""
+    root = cache_dir()
     tmp: Path | None = None
     try:
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".tmp-"))
+        buffer = io.BytesIO()
         # Typed loosely for `savez`, whose other keyword (allow_pickle) a name could otherwise be taken for.
         arrays: dict[str, Any] = _arrays(corpus)
-        np.savez(tmp / ARRAYS_FILE, **arrays)
+        np.savez(buffer, **arrays)
         names = {
             "ids": corpus.ids,
             "partitions": corpus.partitions,
@@ -102,16 +102,20 @@ def _save(corpus: Corpus, folder: Path) -> None:
             "with_steps": [[i, ex.model_dump(mode="json")] for i, ex in corpus.with_steps.items()],
             "annotations": corpus.annotations.names(),
         }
-        (tmp / NAMES_FILE).write_bytes(orjson.dumps(names))  # UTF-8 JSON, an eighth of `json.dumps`'s time
-        digests = {name: _seal(folder, name, (tmp / name).read_bytes()).hex() for name in (ARRAYS_FILE, NAMES_FILE)}
-        (tmp / DIGEST_FILE).write_text(json.dumps({"key": folder.name, **digests}), encoding="utf-8")
-        os.replace(tmp, folder)
-    except (OSError, orjson.JSONEncodeError):
+        files = {ARRAYS_FILE: buffer.getvalue(), NAMES_FILE: orjson.dumps(names)}  # orjson: 1/8 of json's time
+        digests = {name: _seal(folder, name, data).hex() for name, data in files.items()}
+        # The digest first: it marks the folder as one `remove_tree` may delete, should a later step fail.
+        files = {DIGEST_FILE: json.dumps({"key": folder.name, **digests}).encode(), **files}
+        tmp = fs.new_dir(folder.parent, root)
+        for name, data in files.items():
+            fs.write_bytes(tmp / name, data, root, sync=False)  # sealed: a torn file fails its digest
+        fs.rename(tmp, folder, root)
+    except (OSError, DataError, orjson.JSONEncodeError):
         # Another process stored the same corpus first (the folder exists), the disk refused (read-only, full, not
-        # a folder), or a name holds a lone surrogate (which JSON escapes allow and UTF-8 cannot store): the
-        # corpus is simply not kept.
+        # a folder, a link on the way), or a name holds a lone surrogate (which JSON escapes allow and UTF-8
+        # cannot store): the corpus is simply not kept.
         if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
+            fs.remove_tree(tmp, root, DIGEST_FILE)
 
 
 def _seal(folder: Path, name: str, data: bytes) -> bytes:
@@ -186,7 +190,8 @@ def file_corpus(path: str | Path, limit: int | None, examples: Callable[[], Iter
             return corpus
         except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as err:
             Sealer(f"stored corpus {folder} not used, rebuilt from the file").reject(str(err), stacklevel=3)
-            shutil.rmtree(folder, ignore_errors=True)
+            with contextlib.suppress(DataError):
+                fs.remove_tree(folder, cache_dir(), DIGEST_FILE)
     corpus = Corpus.of(examples())
     if sum(a.nbytes for a in _arrays(corpus).values()) <= KEPT_CORPUS_BYTES and not folder.is_dir():
         _save(corpus, folder)
@@ -196,11 +201,10 @@ def file_corpus(path: str | Path, limit: int | None, examples: Callable[[], Iter
 
 
 def clear_corpora() -> int:
-    """Delete every kept corpus; returns how many there were."""
-    folders = [p for p in corpora_dir().glob("*") if p.is_dir()] if corpora_dir().is_dir() else []
-    for folder in folders:
-        shutil.rmtree(folder, ignore_errors=True)
-    return len(folders)
+    """Delete every kept corpus (each folder that holds its digest, reached without following a link); returns how
+    many went."""
+    root = cache_dir()
+    return sum(fs.remove_tree(corpora_dir() / name, root, DIGEST_FILE) for name in fs.entries(corpora_dir(), root))
 
 
 def corpora_stats() -> tuple[int, int]:
@@ -245,20 +249,13 @@ def _read_beside(folder: Path, name: str, context: str) -> bytes | None:
         "it does not match its seal (edited, truncated, moved from another corpus or written by another version)",
         stacklevel=4,
     )
-    with contextlib.suppress(OSError):  # a read-only cache keeps it: it is a miss each time, never used
-        path.unlink()
+    with contextlib.suppress(OSError, DataError):  # a read-only cache keeps it: a miss each time, never used
+        fs.unlink(path, cache_dir())
     return None
 
 
 def _write_beside(folder: Path, name: str, context: str, body: bytes) -> None:
     """Write a sealed file beside a kept corpus, whole (renamed into place) or not at all."""
-    tmp: Path | None = None
-    try:
-        with tempfile.NamedTemporaryFile("wb", dir=folder, prefix=".tmp-", delete=False) as fh:
-            tmp = Path(fh.name)
-            fh.write(Sealer.sealed(_beside_key(folder, name, context), body))
-        os.replace(tmp, folder / name)
-    except OSError:
-        # The folder was deleted meanwhile (`cache clear`), or the disk refused: the file is simply not kept.
-        if tmp is not None:
-            tmp.unlink(missing_ok=True)
+    # The folder was deleted meanwhile (`cache clear`), or the disk refused: the file is simply not kept.
+    with contextlib.suppress(OSError, DataError):
+        fs.write_bytes(folder / name, Sealer.sealed(_beside_key(folder, name, context), body), cache_dir(), sync=False)

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel
 
+import shambench.fs as fs
 from shambench.paths import cache_dir
 from shambench.scoring.arrays import runs
 from shambench.sealing import Sealer
@@ -136,8 +137,8 @@ class SegmentationStore:
 
     @contextmanager
     def _connection(self) -> Iterator[sqlite3.Connection]:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        # SQLite opens the file by name itself: the gate makes its folder and refuses a link at it or beside it.
+        db = sqlite3.connect(fs.file_for_library(self.path), timeout=60, isolation_level=None)
         try:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")

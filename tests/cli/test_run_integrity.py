@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 from shambench.cli import main
 from shambench.detection.detector import Detector, detectors
+from shambench.fs import NOT_FOLLOWED
 from shambench.registry import Entry
 from shambench.runs.rundir import run_lock
 from tests.openai_server import Fault, OpenAIServer, poison
@@ -343,7 +344,7 @@ def test_a_planted_link_in_a_run_directory_is_refused_and_its_target_untouched(t
     (run / name).symlink_to(outside)
     res = invoke("--resume", run, *FAST[:3])
     assert res.exit_code == 2, res.output
-    assert f"{run / name}: is a symbolic link; files of a run directory are opened, never followed" in res.stderr
+    assert f"{run / name}: is a symbolic link; {NOT_FOLLOWED}" in res.stderr
     assert "Traceback" not in res.output
     assert outside.read_bytes() == before
 

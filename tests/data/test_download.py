@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import shambench.fs as fs
 from shambench.data import download
 from shambench.data.download import (
     MANIFEST,
@@ -28,7 +29,7 @@ from shambench.data.download import (
     read_manifest,
     trusted,
 )
-from shambench.errors import DownloadError
+from shambench.errors import DownloadError, FolderError
 from tests.hub_server import HTML, blob_id
 
 CONTENT = b"".join(b'{"line": %03d, "text": "invented row"}\n' % i for i in range(200))  # 38 bytes x 200 = 7600
@@ -337,3 +338,40 @@ def test_a_full_disk_is_a_clear_error_before_a_byte_is_written(server, client, t
     with pytest.raises(DownloadError, match=f"7600 more bytes needed, only 1000 free on the disk holding {tmp_path}"):
         fetch(client, _target(server), tmp_path)
     assert not part_path(tmp_path / "file.jsonl").exists()
+
+
+@pytest.mark.parametrize("name", ["../../escape/file.jsonl", "sub/../../../escape/file.jsonl", "/abs/file.jsonl"])
+def test_a_path_leaving_the_folder_is_refused_before_any_folder_is_made(server, client, tmp_path, name):
+    folder = tmp_path / "data" / "src"
+    target = _target(server).model_copy(update={"path": name})
+    with pytest.raises(FolderError, match="leaves"):
+        fetch(client, target, folder)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == [] and server.requests == []
+
+
+@pytest.mark.parametrize("planted", ["file.jsonl.part", "file.jsonl.part.json", "file.jsonl"])
+def test_a_link_at_a_part_its_record_or_the_file_is_never_written_through(server, client, tmp_path, planted):
+    folder, outside = tmp_path / "data" / "src", tmp_path / "outside.txt"
+    folder.mkdir(parents=True)
+    outside.write_text("keep me\n")
+    (folder / planted).symlink_to(outside)
+    with pytest.raises(FolderError, match=f"{planted}: is a symbolic link"):
+        fetch(client, _target(server), folder)
+    assert outside.read_text() == "keep me\n" and (folder / planted).is_symlink()
+
+
+def test_the_staging_clean_up_deletes_only_its_marked_folder_never_through_a_link(tmp_path):
+    staging, outside = tmp_path / "data" / download.HUB_STAGING, tmp_path / "outside"
+    (outside / "inner").mkdir(parents=True)
+    (outside / download.STAGING_MARK).write_text("a mark at a link's target does not count\n")
+    (staging / "owner").mkdir(parents=True)
+    (staging / "owner" / "linked").symlink_to(outside)
+    (staging / "owner" / "unmarked").mkdir()
+    fs.mark(staging / "owner" / "mine", tmp_path / "data", download.STAGING_MARK)
+    (staging / "owner" / "mine" / "file").write_text("staged\n")
+    download._clear_staging(staging, "owner/linked")
+    download._clear_staging(staging, "owner/unmarked")
+    assert sorted(p.name for p in outside.rglob("*")) == [download.STAGING_MARK, "inner"]
+    assert sorted(p.name for p in (staging / "owner").iterdir()) == ["linked", "mine", "unmarked"]
+    download._clear_staging(staging, "owner/mine")
+    assert sorted(p.name for p in (staging / "owner").iterdir()) == ["linked", "unmarked"]

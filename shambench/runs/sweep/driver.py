@@ -243,7 +243,7 @@ def run_cell(
         # One writer per run directory: another sweep (or an eval --resume) on this cell fails it at once.
         with run_lock(cell.run_dir):
             config = check_existing(cell, shared)
-            journal = Journal(cell.run_dir / JOURNAL)
+            journal = Journal(cell.run_dir / JOURNAL, root=cell.run_dir.parent)
             todo = pending(shared.examples, journal)
             if (cell.run_dir / RESULTS).is_file() and not todo:
                 report.status = "skipped"
@@ -256,7 +256,7 @@ def run_cell(
                         write_json(
                             cell.run_dir / CONFIG,
                             detector_config(remote, shared.examples, shared.selection),
-                            follow=False,
+                            root=cell.run_dir.parent,
                         )
 
                 if todo and cell.batch:
@@ -300,7 +300,9 @@ def run_batch_cell(
 
     try:
         if not (cell.run_dir / CONFIG).is_file():
-            write_json(cell.run_dir / CONFIG, detector_config(det, data.examples, data.selection), follow=False)
+            write_json(
+                cell.run_dir / CONFIG, detector_config(det, data.examples, data.selection), root=cell.run_dir.parent
+            )
         # Items an expired or cancelled batch left unanswered are failed predictions, counted in the cell's report.
         outcome = BatchRun(det, cell.run_dir, journal, BatchSettings(), lambda line: None).run(
             todo, monitor or Monitor(), count
@@ -353,5 +355,5 @@ def run_sweep(
         except Exception as err:  # the sweep's runs stand without it; `shambench leaderboard build` can redo it
             report.leaderboard_error = f"{type(err).__name__}: {err}"
     report.finished_at = now_iso()
-    write_json(plan.runs / SUMMARY, report, follow=False)
+    write_json(plan.runs / SUMMARY, report, root=plan.runs)
     return report

@@ -1,0 +1,302 @@
+"""The one filesystem gate: every create, write, rename and delete the tool makes under its run, cache, data and
+output folders goes through here.
+
+A `Root` is the folder a write is confined to (a cache folder, a data folder, the folder a run directory or an
+output file is named in). It is resolved once, when made: the links in the path the user gave are theirs to have.
+Below it nothing is followed: each folder is opened with `O_NOFOLLOW | O_DIRECTORY` relative to its parent's
+descriptor (`dir_fd`), and every file is created, opened, renamed or deleted relative to its folder's descriptor,
+so a symbolic link planted at any component, before or during the operation, is refused rather than followed
+(`FolderError`, with the path). A path that leaves its root (`..`, another absolute path) is refused before any
+folder is created. Files are written whole (a temporary file in the same folder, fsync, rename); a folder is
+removed only when it holds the marker file its writer left in it; and a write the disk refuses (a read-only
+folder, a full disk) is one `FolderError` line, never a traceback.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import shutil
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+from shambench.errors import FolderError
+
+NOT_FOLLOWED = "shambench's folders are written and read without following links (remove the link)"
+# Flags of every open below a root: never through a link, never blocking on a FIFO, never inherited.
+_NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
+_DIR = os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW
+
+
+def root_of(path: str | Path, root: str | Path | None) -> Path:
+    """The root of a file's write: `root` when given, else the parent of the file's folder, so that the folder a
+    file is written in is itself never a link (a folder a command names, `--out DIR`, included)."""
+    return Path(os.path.abspath(path)).parent.parent if root is None else Path(root)
+
+
+def refusal(path: str | Path, err: OSError, doing: str) -> FolderError:
+    """The one line for a filesystem operation that failed: a link or special file refused, or what the disk said."""
+    if err.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(path):
+        return FolderError(f"{path}: is a symbolic link; {NOT_FOLLOWED}")
+    if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return FolderError(f"{path}: cannot {doing} ({err.strerror}; is the folder read-only?)")
+    return FolderError(f"{path}: cannot {doing} ({err.strerror or err})")
+
+
+def _is_link(path: str | Path) -> bool:
+    """Whether `path` or one of its ancestors is a symbolic link (for the message only)."""
+    p = Path(path)
+    return any(q.is_symlink() for q in (p, *p.parents))
+
+
+class Root:
+    """A folder writes are confined to, resolved once; every path under it is reached without following a link."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(os.path.abspath(path))
+        anchor = self.path
+        while not anchor.exists() and anchor.parent != anchor:
+            anchor = anchor.parent
+        # The nearest existing ancestor is resolved (the user's links above the root are theirs); what this gate
+        # creates below it is reached by name, one component at a time.
+        self.real = os.path.realpath(anchor)
+        self.below = self.path.relative_to(anchor).parts
+
+    def parts(self, path: str | Path) -> tuple[str, ...]:
+        """The components of `path` below the real anchor; FolderError when it leaves the root."""
+        # `..` is resolved by name: below the root no link is followed, so the name is the way the path goes.
+        try:
+            rel = Path(os.path.abspath(path)).relative_to(self.path).parts
+        except ValueError:
+            raise FolderError(f"{path}: leaves {self.path}; refused") from None
+        return (*self.below, *rel)
+
+    @contextmanager
+    def folder(self, parts: tuple[str, ...], create: bool = True) -> Iterator[int]:
+        """A descriptor of the folder `parts` below the anchor, made when `create`; FileNotFoundError when it is
+        missing and not made."""
+        fd = os.open(self.real, _DIR)
+        try:
+            for i, name in enumerate(parts):
+                if create:
+                    with suppress(FileExistsError):
+                        os.mkdir(name, 0o777, dir_fd=fd)
+                try:
+                    nfd = os.open(name, _DIR, dir_fd=fd)
+                except OSError as err:
+                    shown = Path(self.real, *parts[: i + 1])
+                    if err.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(shown):
+                        raise FolderError(f"{shown}: is a symbolic link; {NOT_FOLLOWED}") from None
+                    raise
+                os.close(fd)
+                fd = nfd
+            yield fd
+        finally:
+            os.close(fd)
+
+    @contextmanager
+    def parent(self, path: str | Path, create: bool = True) -> Iterator[tuple[int, str]]:
+        """The descriptor of `path`'s folder and `path`'s name in it."""
+        parts = self.parts(path)
+        if not parts:
+            raise FolderError(f"{path}: is the root folder itself, not a file in it")
+        with self.folder(parts[:-1], create) as fd:
+            yield fd, parts[-1]
+
+
+def _translated(path: str | Path, doing: str) -> Iterator[None]:
+    try:
+        yield
+    except FolderError:
+        raise
+    except FileNotFoundError:
+        raise
+    except OSError as err:
+        raise refusal(path, err, doing) from None
+
+
+translated = contextmanager(_translated)
+
+
+def check_regular(fd: int, name: str, path: str | Path, folders: bool = False) -> None:
+    """FolderError when `name` in the folder `fd` is a link or anything but a regular file (or, with `folders`, a
+    folder); nothing there is fine."""
+    try:
+        mode = os.lstat(name, dir_fd=fd).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(mode):
+        raise FolderError(f"{path}: is a symbolic link; {NOT_FOLLOWED}")
+    if not (stat.S_ISREG(mode) or (folders and stat.S_ISDIR(mode))):
+        raise FolderError(f"{path}: not a regular file; {NOT_FOLLOWED}")
+
+
+def open_file(path: str | Path, flags: int, root: str | Path | None = None, mode: int = 0o666) -> int:
+    """A descriptor of the regular file `path` (under `root`, default: see `root_of`; for a read, its folder), opened without following a
+    link at any component below the root and, opened for writing, only when it has no other hard link (it would
+    be changed elsewhere too); FolderError otherwise. A FIFO or a device is refused, never blocked on."""
+    writing = flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT)
+    with translated(path, "write" if writing else "read"):
+        # A file only read may sit in a folder the user linked (a run folder kept elsewhere); the file is no link.
+        gate = Root(root_of(path, root) if writing or root else Path(os.path.abspath(path)).parent)
+        with gate.parent(path, create=bool(flags & os.O_CREAT)) as (dir_fd, name):
+            try:
+                fd = os.open(name, flags | _NOFOLLOW | os.O_NONBLOCK, mode, dir_fd=dir_fd)
+            except OSError as err:
+                if err.errno == errno.ELOOP:
+                    raise FolderError(f"{path}: is a symbolic link; {NOT_FOLLOWED}") from None
+                if err.errno == errno.ENXIO:  # a FIFO without a reader, or a device gone
+                    raise FolderError(f"{path}: not a regular file; {NOT_FOLLOWED}") from None
+                raise
+    info = os.fstat(fd)
+    problem = None
+    if not stat.S_ISREG(info.st_mode):
+        problem = f"{path}: not a regular file; {NOT_FOLLOWED}"
+    elif writing and info.st_nlink > 1:
+        problem = f"{path}: has {info.st_nlink - 1} other hard link(s); {NOT_FOLLOWED} (copy the file instead)"
+    if problem:
+        os.close(fd)
+        raise FolderError(problem)
+    os.set_blocking(fd, True)
+    return fd
+
+
+def write_bytes(path: str | Path, data: bytes, root: str | Path | None = None, sync: bool = True) -> None:
+    """Write a whole file under `root` (default: see `root_of`) so that readers see the old content or the new,
+    never a part: a new file in the same folder, fsync (unless `sync` is false: a sealed cache file, checked
+    when read), rename over `path`. A link or a special file at `path` is refused."""
+    with translated(path, "write"), Root(root_of(path, root)).parent(path) as (fd, name):
+        check_regular(fd, name, path)
+        tmp = f".{name[:64]}.{secrets.token_hex(6)}.tmp"
+        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o666, dir_fd=fd)
+        try:
+            with os.fdopen(out, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                if sync:
+                    os.fsync(fh.fileno())
+            os.rename(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+        except BaseException:
+            with suppress(OSError):
+                os.unlink(tmp, dir_fd=fd)
+            raise
+
+
+def write_special(path: str | Path, data: bytes) -> bool:
+    """Write `data` in place when `path` is a FIFO, a terminal or a device the user named (`/dev/stdout`, which
+    renaming onto would replace); False when it is not one (write it with `write_bytes`)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return False
+    if stat.S_ISDIR(info.st_mode):
+        raise FolderError(f"{path}: is a folder, expected a file to write")
+    if not (stat.S_ISFIFO(info.st_mode) or stat.S_ISCHR(info.st_mode)):
+        return False
+    with translated(path, "write"), open(path, "wb") as fh:  # fs-gate: a device or FIFO the user named
+        fh.write(data)
+    return True
+
+
+def make_dirs(path: str | Path, root: str | Path | None = None) -> Path:
+    """Create the folder `path` (and its missing parents) under `root` (default: its parent); returns `path`."""
+    gate = Root(Path(os.path.abspath(path)).parent if root is None else root)
+    with translated(path, "create"), gate.folder(gate.parts(path)):
+        pass
+    return Path(path)
+
+
+def unlink(path: str | Path, root: str | Path | None = None, missing_ok: bool = True) -> None:
+    """Delete the file (or link) `path` itself under `root` (default: see `root_of`), never what a link points to."""
+    with translated(path, "delete"):
+        try:
+            with Root(root_of(path, root)).parent(path, create=False) as (fd, name):
+                os.unlink(name, dir_fd=fd)
+        except FileNotFoundError:
+            if not missing_ok:
+                raise
+
+
+def remove_empty_dir(path: str | Path, root: str | Path) -> bool:
+    """Remove the folder `path` when it is empty (and not a link); whether it went."""
+    try:
+        with Root(root).parent(path, create=False) as (fd, name):
+            os.rmdir(name, dir_fd=fd)
+    except (OSError, FolderError):
+        return False
+    return True
+
+
+def rename(src: str | Path, dst: str | Path, root: str | Path) -> None:
+    """Rename `src` to `dst`, both under `root`, neither followed through a link (a link at `dst` is refused)."""
+    gate = Root(root)
+    with (
+        translated(dst, "rename into"),
+        gate.parent(src, create=False) as (sfd, sname),
+        gate.parent(dst) as (
+            dfd,
+            dname,
+        ),
+    ):
+        check_regular(dfd, dname, dst, folders=True)
+        os.rename(sname, dname, src_dir_fd=sfd, dst_dir_fd=dfd)
+
+
+def new_dir(parent: str | Path, root: str | Path, prefix: str = ".tmp-") -> Path:
+    """A new empty folder in `parent` (under `root`) with a random name, made by this process alone."""
+    name = f"{prefix}{secrets.token_hex(8)}"
+    gate = Root(root)
+    with translated(parent, "create a folder in"), gate.folder(gate.parts(parent)) as fd:
+        os.mkdir(name, 0o777, dir_fd=fd)
+    return Path(parent) / name
+
+
+def mark(folder: str | Path, root: str | Path, marker: str) -> None:
+    """Leave the marker file that lets `remove_tree` delete `folder` later (its content: who made it)."""
+    write_bytes(Path(folder) / marker, b"made by shambench\n", root)
+
+
+def remove_tree(path: str | Path, root: str | Path, marker: str) -> bool:
+    """Delete the folder `path` under `root` and all it holds, only when it is a real folder (not a link) holding
+    the regular file `marker` its writer left; links inside are removed as links, never followed. Whether it
+    went."""
+    gate = Root(root)
+    with translated(path, "delete"):
+        try:
+            with gate.parent(path, create=False) as (fd, name):
+                try:
+                    with gate.folder(gate.parts(path), create=False) as inner:
+                        if not stat.S_ISREG(os.lstat(marker, dir_fd=inner).st_mode):
+                            return False
+                except (FileNotFoundError, NotADirectoryError, FolderError):
+                    return False
+                # shutil's fd-based walk: relative to `fd`, no link followed at any depth.
+                shutil.rmtree(name, dir_fd=fd)  # fs-gate: the walk itself, under a descriptor of the gate's
+        except FileNotFoundError:
+            return False
+    return True
+
+
+def entries(folder: str | Path, root: str | Path) -> list[str]:
+    """The names in `folder` under `root` (none when it is missing), read without following a link to it."""
+    gate = Root(root)
+    try:
+        with gate.folder(gate.parts(folder), create=False) as fd:
+            return sorted(os.listdir(fd))
+    except (FileNotFoundError, FolderError, NotADirectoryError):
+        return []
+
+
+def file_for_library(path: str | Path, root: str | Path | None = None) -> Path:
+    """`path`, ready for a library that opens it by name itself (SQLite): its folders made under `root` without
+    following a link, the file itself opened (made when missing) for writing as `open_file` does, so that a
+    folder the disk will not write is refused here in one line, and no link or special file at the files SQLite
+    keeps beside it (`-wal`, `-shm`, `-journal`). Checked before the library opens it (it takes no descriptor)."""
+    os.close(open_file(path, os.O_RDWR | os.O_CREAT, root))
+    with translated(path, "write"), Root(root_of(path, root)).parent(path) as (fd, name):
+        for n in (f"{name}-wal", f"{name}-shm", f"{name}-journal"):
+            check_regular(fd, n, Path(path).with_name(n))
+    return Path(path)

@@ -1,0 +1,278 @@
+"""The filesystem gate as a class, over the command line: every command (enumerated from the click group, so a new
+one is covered or fails `test_every_command_has_an_invocation`) runs (a) with a symbolic link planted at each
+folder and file it creates, changes or deletes in its run, cache, data and output folders, pointing outside them,
+and (b) with each of those folders refusing writes; neither may write or delete outside the tool's folders (a
+sentinel folder's tree and contents are compared), print a traceback, or fail with anything but exit status 2
+and one `error:` line.
+
+The read-only folder is simulated: tests run as root here, where `chmod` does not stop a write, and a read-only
+bind mount needs privileges the tests do not have. `os.open`, `os.mkdir`, `os.rename`/`os.replace`, `os.unlink`
+and `os.rmdir` are patched to fail with EROFS, as a read-only mount makes them fail, for any path that resolves
+under the folder (a name relative to a `dir_fd` is resolved through `/proc/self/fd`), so the gate's own
+translation of the disk's refusal is what is tested. SQLite writes in C, past the patch; the gate opens its file
+through `os.open` before SQLite does, which is where a read-only cache is refused.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import threading
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from shambench.cli import main
+from tests.cli.test_data_download import Through
+from tests.cli.test_run_integrity import examples_file
+from tests.data.test_download import FileServer
+from tests.run_helpers import eval_run, write_jsonl
+
+FIXTURES = Path(__file__).parents[1] / "adapters" / "fixtures"
+BOOT = ["--bootstrap", "10"]
+# Command path -> a minimal valid invocation ({work}, {data}: the sandbox's folders), or why it is not run here.
+INVOCATIONS: dict[str, list[str] | str] = {
+    "agreement": ["--examples", "{work}/ex.jsonl", "--out", "{work}/agreement.json", *BOOT],
+    "analyze": ["{work}/run", "--out", "{work}/analysis", "--no-figures"],
+    "batch status": ["{work}/run"],
+    "cache clear": ["--yes"],
+    "cache stats": [],
+    "compare": ["{work}/run", "{work}/run2", *BOOT],
+    "data add-context": ["--provider", "file:{work}/evidence.jsonl", "--examples", "{work}/ex.jsonl"],
+    "data download": ["fava"],
+    "data dump": ["--out", "{work}/dump.jsonl", "-d", "fava"],
+    "data export": ["--out", "{work}/export", "-d", "fava"],
+    "data stats": ["-d", "fava"],
+    "data verify": ["fava"],
+    "eval": ["--detector", "all", "--examples", "{work}/ex.jsonl", "--run-dir", "{work}/new", "--no-progress", *BOOT],
+    "leaderboard build": ["--runs", "{work}/run", "--out", "{work}/site", "--no-reported"],
+    "leaderboard schema": ["--out", "{work}/schema"],
+    "leaderboard submit": [
+        "{work}/pred.jsonl",
+        "--name",
+        "sub",
+        "--examples",
+        "{work}/ex.jsonl",
+        "--runs-dir",
+        "{work}/subs",
+        *BOOT,
+    ],  # fmt: skip
+    "list datasets": [],
+    "list detectors": ["all"],
+    "list formats": [],
+    "list providers": [],
+    "optimize": "needs an API server and DSPy's MIPROv2 search (minutes); its one output goes through io.write_json",
+    "score": ["{work}/run", *BOOT],
+    "show": ["{work}/run", "--html", "{work}/page.html"],
+    "sweep": "its cells run in worker processes, which a patch in this process does not reach; its run files go "
+    "through the same run-directory code as eval (tests/runs/test_sweep.py)",
+    "train token-classifier": "needs a transformers base model and a training loop (minutes); its folder is made "
+    "by fs.make_dirs and its settings written by io.write_json",
+}
+
+
+def command_paths(group: click.Group = main, prefix: str = "") -> list[str]:
+    """Every command of the CLI, as `group sub`, through every group."""
+    ctx = click.Context(group)
+    out = []
+    for name in group.list_commands(ctx):
+        cmd = group.get_command(ctx, name)
+        path = f"{prefix}{name}"
+        out += command_paths(cmd, f"{path} ") if isinstance(cmd, click.Group) else [path]
+    return out
+
+
+def test_every_command_has_an_invocation():
+    assert sorted(command_paths()) == sorted(INVOCATIONS)
+
+
+RUN = sorted(name for name, args in INVOCATIONS.items() if isinstance(args, list))
+
+
+def snapshot(folder: Path) -> dict[str, bytes | str]:
+    """Every entry under `folder`: a file's bytes, a link's target, a folder as "dir"."""
+    out: dict[str, bytes | str] = {}
+    for p in sorted(folder.rglob("*")):
+        rel = p.relative_to(folder).as_posix()
+        out[rel] = f"-> {os.readlink(p)}" if p.is_symlink() else "dir" if p.is_dir() else p.read_bytes()
+    return out
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory):
+    """The tool's folders as the commands find them: a data folder with FAVA's fixture, a cache that has seen a
+    run and a kept corpus, a finished run and a second one, an EXAMPLES file, its predictions and evidence."""
+    home = tmp_path_factory.mktemp("template")
+    work, data, cache = home / "work", home / "data", home / "cache"
+    work.mkdir()
+    shutil.copytree(FIXTURES / "fava", data / "fava")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SHAMBENCH_CACHE_DIR", str(cache))
+        ex = examples_file(work / "ex.jsonl", 3)
+        eval_run(ex, "all", work / "run")
+        eval_run(ex, "none", work / "run2")
+        write_jsonl(work / "pred.jsonl", [{"id": f"toy/{i}", "spans": [[0, 3]]} for i in range(3)])
+        write_jsonl(work / "evidence.jsonl", [{"id": f"toy/{i}", "context": "Varn is a town."} for i in range(3)])
+        res = CliRunner().invoke(main, ["score", "--examples", str(ex), "--predictions", str(work / "pred.jsonl")])
+        assert res.exit_code == 0, res.output
+    return home
+
+
+@pytest.fixture
+def world(template, tmp_path, monkeypatch):
+    """A fresh copy of the template, the environment pointing at it, and a sentinel folder beside it."""
+    home = tmp_path / "home"
+    shutil.copytree(template, home, symlinks=True)
+    outside = tmp_path / "outside"
+    (outside / "dir").mkdir(parents=True)
+    (outside / "file.txt").write_text("keep me\n")
+    (outside / "dir" / "inner.txt").write_text("keep me too\n")
+    monkeypatch.setenv("SHAMBENCH_CACHE_DIR", str(home / "cache"))
+    monkeypatch.setenv("SHAMBENCH_DATA_DIR", str(home / "data"))
+    monkeypatch.chdir(home / "work")
+    return home, outside
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch):
+    """`data download` fetches from a server on 127.0.0.1 that serves nothing (every file a 404)."""
+    server = FileServer()
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    monkeypatch.setattr("shambench.data.download.make_client", lambda timeout=60.0: Through(server.url("")))
+    yield
+    server.shutdown()
+    server.server_close()
+
+
+def run(name: str, home: Path):
+    """Run the command's invocation with its folders in `home` (the `world` fixture restores the environment)."""
+    os.environ["SHAMBENCH_CACHE_DIR"] = str(home / "cache")
+    os.environ["SHAMBENCH_DATA_DIR"] = str(home / "data")
+    os.chdir(home / "work")
+    args = [a.format(work=home / "work", data=home / "data") for a in INVOCATIONS[name]]  # type: ignore[union-attr]
+    return CliRunner().invoke(main, [*name.split(), *args], terminal_width=200)
+
+
+def check_outcome(res, statuses=(0, 2)) -> None:
+    """No traceback, an exit status among `statuses`, and a failure told in one `error:` line."""
+    assert res.exception is None or isinstance(res.exception, SystemExit), repr(res.exception)
+    assert "Traceback" not in res.output
+    assert res.exit_code in statuses, res.output
+    if res.exit_code == 2:
+        errors = [line for line in res.stderr.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1, res.stderr
+
+
+def touched(before: dict, after: dict) -> list[str]:
+    """The paths a run created, changed or deleted, parents before children."""
+    return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+
+
+@pytest.fixture(scope="module")
+def clean_runs(template, tmp_path_factory):
+    """Per command, what a clean run touches in the tool's folders (computed once per command, on demand)."""
+    return {}
+
+
+def what_it_touches(name: str, world, clean_runs) -> list[str]:
+    if name not in clean_runs:
+        home, _ = world
+        before = snapshot(home)
+        res = run(name, home)
+        check_outcome(res)
+        clean_runs[name] = touched(before, snapshot(home))
+    return clean_runs[name]
+
+
+@pytest.mark.parametrize("name", RUN)
+def test_a_link_planted_where_a_command_writes_is_never_followed(name, world, clean_runs, tmp_path):
+    # A clean run in a copy of its own shows where the command writes; then, for each such place (up to 12 of
+    # them, the shallowest first), a fresh copy with a link planted there.
+    scratch = tmp_path / "clean"
+    shutil.copytree(world[0], scratch, symlinks=True)
+    places = what_it_touches(name, (scratch, world[1]), clean_runs)
+    places = sorted(places, key=lambda p: (p.count("/"), p))[:12]
+    for place in places:
+        home = tmp_path / f"planted-{places.index(place)}"
+        shutil.copytree(world[0], home, symlinks=True)
+        outside = world[1]
+        target = home / place
+        was_dir = target.is_dir() and not target.is_symlink()
+        if target.is_symlink() or target.is_file():
+            target.unlink()
+        elif target.is_dir():
+            shutil.rmtree(target)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.symlink_to(outside / ("dir" if was_dir or "." not in target.name else "file.txt"))
+        before = snapshot(outside)
+        res = run(name, home)
+        check_outcome(res)
+        assert snapshot(outside) == before, f"{name} with a link at {place} changed the folder outside"
+
+
+def refusing_writes_under(folder: Path, monkeypatch) -> None:
+    """Make every write that resolves under `folder` fail with EROFS, as a read-only mount does."""
+    real = {name: getattr(os, name) for name in ("open", "mkdir", "rename", "replace", "unlink", "rmdir")}
+    top = os.path.realpath(folder)
+
+    def under(path, dir_fd=None) -> bool:
+        if isinstance(path, int):
+            return False
+        base = os.readlink(f"/proc/self/fd/{dir_fd}") if dir_fd is not None else os.getcwd()
+        full = os.path.realpath(os.path.join(base, os.fsdecode(path)))
+        return full == top or full.startswith(top + os.sep)
+
+    def refuse():
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+
+    def open_(path, flags, mode=0o777, *, dir_fd=None):
+        if flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC) and under(path, dir_fd):
+            refuse()
+        return real["open"](path, flags, mode, dir_fd=dir_fd)
+
+    def one_path(kind):
+        def patched(path, *args, dir_fd=None, **kwargs):
+            if under(path, dir_fd):
+                refuse()
+            return real[kind](path, *args, dir_fd=dir_fd, **kwargs)
+
+        return patched
+
+    def two_paths(kind):
+        def patched(src, dst, *, src_dir_fd=None, dst_dir_fd=None):
+            if under(src, src_dir_fd) or under(dst, dst_dir_fd):
+                refuse()
+            return real[kind](src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
+
+        return patched
+
+    monkeypatch.setattr(os, "open", open_)
+    for kind in ("mkdir", "unlink", "rmdir"):
+        monkeypatch.setattr(os, kind, one_path(kind))
+    for kind in ("rename", "replace"):
+        monkeypatch.setattr(os, kind, two_paths(kind))
+
+
+@pytest.mark.parametrize("folder", ["work", "cache", "data"])
+@pytest.mark.parametrize("name", RUN)
+def test_a_read_only_folder_is_one_error_line(name, folder, world, clean_runs, tmp_path, monkeypatch):
+    home, outside = world
+    scratch = tmp_path / "clean"
+    shutil.copytree(home, scratch, symlinks=True)
+    places = what_it_touches(name, (scratch, outside), clean_runs)
+    before_home, before_outside = snapshot(home), snapshot(outside)
+    with monkeypatch.context() as patch:
+        refusing_writes_under(home / folder, patch)
+        res = run(name, home)
+    writes_there = any(p.split("/")[0] == folder for p in places)
+    # A command that writes its results there fails with one line; the cache is an optimisation a command may
+    # go without (with a warning), so a read-only cache may also leave it at exit status 0.
+    check_outcome(res, (2,) if writes_there and folder != "cache" else (0, 2))
+    assert snapshot(outside) == before_outside
+    assert {k: v for k, v in snapshot(home).items() if k.split("/")[0] == folder} == {
+        k: v for k, v in before_home.items() if k.split("/")[0] == folder
+    }, f"{name} wrote into the read-only {folder} folder"

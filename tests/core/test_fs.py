@@ -1,0 +1,157 @@
+"""The filesystem gate: no link followed below a root, nothing made outside it, whole-file writes, deletes only of
+marked folders, and a folder the disk refuses as one FolderError line."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+import shambench.fs as fs
+from shambench.errors import FolderError
+
+
+def tree(folder: Path) -> dict[str, bytes | str]:
+    """Every entry under `folder`: a file's bytes, a link's target, a folder as "dir"."""
+    out: dict[str, bytes | str] = {}
+    for p in sorted(folder.rglob("*")):
+        rel = p.relative_to(folder).as_posix()
+        out[rel] = f"-> {os.readlink(p)}" if p.is_symlink() else "dir" if p.is_dir() else p.read_bytes()
+    return out
+
+
+@pytest.fixture
+def sandbox(tmp_path):
+    """A root and, beside it, a folder with a file that nothing may touch."""
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (outside / "precious.txt").write_text("keep me\n")
+    return root, outside
+
+
+def test_write_bytes_makes_folders_and_replaces_whole(sandbox):
+    root, _ = sandbox
+    fs.write_bytes(root / "a" / "b" / "f.txt", b"one", root)
+    fs.write_bytes(root / "a" / "b" / "f.txt", b"two", root)
+    assert tree(root) == {"a": "dir", "a/b": "dir", "a/b/f.txt": b"two"}  # no temporary file left
+    mask = os.umask(0)
+    os.umask(mask)
+    assert (root / "a" / "b" / "f.txt").stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+@pytest.mark.parametrize("where", ["a", "a/b", "a/b/f.txt"])
+def test_a_link_at_any_component_is_refused_and_its_target_untouched(sandbox, where):
+    root, outside = sandbox
+    link = root / where
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(outside / "precious.txt" if where.endswith(".txt") else outside)
+    before = tree(outside)
+    with pytest.raises(FolderError, match=f"^{link}: is a symbolic link; "):
+        fs.write_bytes(root / "a" / "b" / "f.txt", b"x", root)
+    with pytest.raises(FolderError, match="is a symbolic link"):
+        fs.open_file(root / "a" / "b" / "f.txt", os.O_WRONLY | os.O_CREAT | os.O_APPEND, root)
+    assert tree(outside) == before
+
+
+@pytest.mark.parametrize("name", ["../escape/f", "x/../../escape/f", "/abs/f"])
+def test_a_path_leaving_the_root_is_refused_before_any_folder_is_made(tmp_path, name):
+    root = tmp_path / "data" / "src"
+    with pytest.raises(FolderError, match="leaves|outside"):
+        fs.make_dirs((root / name).parent, root.parent)
+    assert not (tmp_path / "data").exists() and not (tmp_path / "escape").exists()
+
+
+def test_remove_tree_deletes_only_marked_real_folders(sandbox):
+    root, outside = sandbox
+    fs.mark(root / "mine", root, ".mark")
+    (root / "mine" / "inner").mkdir()
+    (root / "mine" / "inner" / "to-outside").symlink_to(outside)  # removed as a link, never followed
+    (root / "unmarked").mkdir()
+    (root / "planted").symlink_to(outside)
+    (outside / ".mark").write_text("a marker at the link's target does not count\n")
+    before = tree(outside)
+    assert fs.remove_tree(root / "mine", root, ".mark") is True
+    assert fs.remove_tree(root / "unmarked", root, ".mark") is False
+    assert fs.remove_tree(root / "planted", root, ".mark") is False
+    assert fs.remove_tree(root / "absent", root, ".mark") is False
+    assert tree(root) == {"planted": f"-> {outside}", "unmarked": "dir"}
+    assert tree(outside) == before
+
+
+def test_rename_refuses_a_link_at_the_destination(sandbox):
+    root, outside = sandbox
+    fs.write_bytes(root / "part", b"new", root)
+    (root / "dest").symlink_to(outside / "precious.txt")
+    with pytest.raises(FolderError, match="dest: is a symbolic link"):
+        fs.rename(root / "part", root / "dest", root)
+    assert (outside / "precious.txt").read_text() == "keep me\n"
+    fs.rename(root / "part", root / "other", root)
+    assert (root / "other").read_bytes() == b"new"
+
+
+def test_unlink_removes_a_link_not_its_target(sandbox):
+    root, outside = sandbox
+    (root / "link").symlink_to(outside / "precious.txt")
+    fs.unlink(root / "link", root)
+    fs.unlink(root / "absent", root)  # missing_ok
+    assert tree(root) == {} and (outside / "precious.txt").read_text() == "keep me\n"
+
+
+def test_a_file_with_another_hard_link_is_not_opened_for_writing(sandbox):
+    root, outside = sandbox
+    os.link(outside / "precious.txt", root / "f")
+    with pytest.raises(FolderError, match="1 other hard link"):
+        fs.open_file(root / "f", os.O_WRONLY | os.O_APPEND, root)
+    os.close(fs.open_file(root / "f", os.O_RDONLY, root))  # reading is fine
+
+
+def test_a_fifo_is_refused_without_blocking(sandbox):
+    root, _ = sandbox
+    os.mkfifo(root / "fifo")
+    with pytest.raises(FolderError, match="not a regular file"):
+        fs.open_file(root / "fifo", os.O_RDONLY, root)
+    with pytest.raises(FolderError, match="not a regular file"):
+        fs.write_bytes(root / "fifo", b"x", root)
+
+
+def test_a_folder_the_disk_refuses_is_one_error_line(sandbox, monkeypatch):
+    """Tests run as root, where chmod does not stop a write: the disk's refusal is stood in for by os.open and
+    os.mkdir raising EROFS, as a read-only mount does."""
+    root, _ = sandbox
+    real_open, real_mkdir = os.open, os.mkdir
+
+    def refuse(*args, **kwargs):
+        flags = args[1] if len(args) > 1 else kwargs.get("flags", 0)
+        if flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+        return real_open(*args, **kwargs)
+
+    def refuse_mkdir(*args, **kwargs):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+
+    monkeypatch.setattr(os, "open", refuse)
+    monkeypatch.setattr(os, "mkdir", refuse_mkdir)
+    with pytest.raises(FolderError, match=r"f.txt: cannot write \(Read-only file system; is the folder read-only\?\)"):
+        fs.write_bytes(root / "f.txt", b"x", root)
+    with pytest.raises(FolderError, match="sub: cannot create"):
+        fs.make_dirs(root / "sub", root)
+    monkeypatch.setattr(os, "open", real_open)
+    monkeypatch.setattr(os, "mkdir", real_mkdir)
+    assert isinstance(FolderError("x"), OSError)  # caches that skip an unwritable folder skip this one too
+
+
+def test_write_special_writes_a_fifo_in_place(tmp_path):
+    import threading
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    assert fs.write_special(fifo, b"hello\n") is True
+    reader.join(10)
+    assert got == [b"hello\n"] and fifo.is_fifo()
+    assert fs.write_special(tmp_path / "regular", b"x") is False
