@@ -227,6 +227,13 @@ def trusted(folder: Path, target: Target) -> bool:
     return True
 
 
+def destination(folder: Path, target: Target) -> Path:
+    """Where `target` is installed, its folders made (no link followed below the data folder); FolderError, before
+    anything is made, for a path that leaves the source's folder (`../`, absolute: a hub listing's name)."""
+    fs.Root(folder).parts(folder / target.path)
+    return fs.make_dirs((folder / target.path).parent, folder.parent) / Path(target.path).name
+
+
 def install(part: Path, target: Target, folder: Path) -> None:
     """Move a fully downloaded `part` into place once it passes every check; DownloadError (and the part deleted)
     when it does not."""
@@ -277,8 +284,7 @@ def fetch(
         raise DownloadError(
             f"{target.url}: no checksum is declared for this file, and unverified files are not installed"
         )
-    # Before anything is made: a path that leaves the folder (`../`, absolute) is refused here.
-    dest = fs.make_dirs((folder / target.path).parent, folder.parent) / Path(target.path).name
+    dest = destination(folder, target)
     if trusted(folder, target):
         return False
     part = part_path(dest)
@@ -480,8 +486,7 @@ def fetch_hub(spec: HubFiles, target: Target, folder: Path, staging: Path, max_b
     from huggingface_hub import hf_hub_download
 
     root = staging.parent  # the data folder
-    # Before anything is made: a path from the listing that leaves the folder (`../`, absolute) is refused here.
-    dest = fs.make_dirs((folder / target.path).parent, root) / Path(target.path).name
+    dest = destination(folder, target)
     if trusted(folder, target):
         return False
     # Marked as this tool's, so that its clean-up (`remove_tree`) deletes it and nothing else.

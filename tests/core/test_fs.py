@@ -59,8 +59,8 @@ def test_a_link_at_any_component_is_refused_and_its_target_untouched(sandbox, wh
 @pytest.mark.parametrize("name", ["../escape/f", "x/../../escape/f", "/abs/f"])
 def test_a_path_leaving_the_root_is_refused_before_any_folder_is_made(tmp_path, name):
     root = tmp_path / "data" / "src"
-    with pytest.raises(FolderError, match="leaves|outside"):
-        fs.make_dirs((root / name).parent, root.parent)
+    with pytest.raises(FolderError, match="leaves"):
+        fs.make_dirs((root / name).parent, root)
     assert not (tmp_path / "data").exists() and not (tmp_path / "escape").exists()
 
 
