@@ -164,7 +164,7 @@ def open_file(path: str | Path, flags: int, root: str | Path | None = None, mode
     return fd
 
 
-def write_bytes(path: str | Path, data: bytes, root: str | Path | None = None, sync: bool = True) -> None:
+def write_bytes(path: str | Path, data: bytes | memoryview, root: str | Path | None = None, sync: bool = True) -> None:
     """Write a whole file under `root` (default: see `root_of`) so that readers see the old content or the new,
     never a part: a new file in the same folder, fsync (unless `sync` is false: a sealed cache file, checked
     when read), rename over `path`. A link or a special file at `path` is refused."""

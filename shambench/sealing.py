@@ -29,7 +29,7 @@ class Sealer:
         self._warned = False
 
     @staticmethod
-    def seal(key: bytes, body: bytes) -> bytes:
+    def seal(key: bytes, body: bytes | memoryview) -> bytes:
         """The seal of `body` stored under `key`."""
         if len(key) > _MAX_KEY:
             key = hashlib.blake2b(key, digest_size=32).digest()

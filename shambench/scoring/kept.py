@@ -102,7 +102,8 @@ def _save(corpus: Corpus, folder: Path) -> None:
             "with_steps": [[i, ex.model_dump(mode="json")] for i, ex in corpus.with_steps.items()],
             "annotations": corpus.annotations.names(),
         }
-        files = {ARRAYS_FILE: buffer.getvalue(), NAMES_FILE: orjson.dumps(names)}  # orjson: 1/8 of json's time
+        # The buffer's own memory, not a copy (a corpus's arrays reach 256 MB); orjson: an eighth of json's time.
+        files: dict[str, bytes | memoryview] = {ARRAYS_FILE: buffer.getbuffer(), NAMES_FILE: orjson.dumps(names)}
         digests = {name: _seal(folder, name, data).hex() for name, data in files.items()}
         # The digest first: it marks the folder as one `remove_tree` may delete, should a later step fail.
         files = {DIGEST_FILE: json.dumps({"key": folder.name, **digests}).encode(), **files}
@@ -118,7 +119,7 @@ def _save(corpus: Corpus, folder: Path) -> None:
             fs.remove_tree(tmp, root, DIGEST_FILE)
 
 
-def _seal(folder: Path, name: str, data: bytes) -> bytes:
+def _seal(folder: Path, name: str, data: bytes | memoryview) -> bytes:
     """The seal of a kept corpus's file: under the corpus's key and the file's name."""
     return Sealer.seal(f"{folder.name}|{name}".encode(), data)
 
