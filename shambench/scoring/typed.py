@@ -268,8 +268,11 @@ class _Coverage:
     two binary searches."""
 
     def __init__(self, starts: np.ndarray, ends: np.ndarray):
-        order = np.argsort(starts, kind="stable")
-        s, e = starts[order], ends[order]
+        # The corpus's tokens and most predictions come sorted: checking is cheaper than sorting them again.
+        if len(starts) > 1 and not (starts[1:] >= starts[:-1]).all():
+            order = np.argsort(starts, kind="stable")
+            starts, ends = starts[order], ends[order]
+        s, e = starts, ends
         reach = np.maximum.accumulate(e) if len(e) else e
         # A range opens a new merged run where it starts past every earlier range's end.
         new = np.ones(len(s), bool)
