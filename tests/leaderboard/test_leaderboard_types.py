@@ -42,7 +42,9 @@ def test_rows_carry_their_recall_per_type_and_typed_f1_when_labelled():
 
 
 def test_the_page_shows_one_table_per_typed_source():
-    board = assemble([_entry("first-word", {"t1": [Span(start=0, end=2)], "p1": []}), _entry("none", {"t1": [], "p1": []})])
+    board = assemble(
+        [_entry("first-word", {"t1": [Span(start=0, end=2)], "p1": []}), _entry("none", {"t1": [], "p1": []})]
+    )
     (table,) = type_tables(board)
     assert (table.source, table.types, table.gold_chars) == ("typed", ["x", "y"], {"x": 2, "y": 2})
     assert [e.name for e in table.rows] == [e.name for e in board.entries if e.types]
