@@ -96,8 +96,9 @@ def request_bodies(data_dir: Path, limit: int | None) -> list[dict]:
     from shambench.detection.detector import create_detector
     from shambench.llm.wire import wire_body
     from shambench.runs.selection import select_examples
+    from shambench.runs.spec import Selection
 
-    examples, _ = select_examples(None, None, "test", data_dir, limit)
+    examples, _ = select_examples(Selection(data_dir=data_dir, limit=limit))
     detector = create_detector("openai", model=MODEL, base_url="http://127.0.0.1:1/v1")
     return [wire_body(MODEL, {"messages": detector.messages(ex), **detector.body()}) for ex in examples]
 

@@ -28,6 +28,7 @@ from shambench.runs.files import CONFIG, JOURNAL, PER_EXAMPLE, RESULTS
 from shambench.runs.rundir import RunConfig, load_config, new_run_dir, stamped_config
 from shambench.runs.scoring import run_info
 from shambench.runs.selection import select_examples
+from shambench.runs.spec import Selection
 from shambench.schema import Prediction
 from shambench.scoring.corpus import Corpus
 from shambench.scoring.scorer import Scorer
@@ -210,7 +211,7 @@ def submit(
     name: str,
     *,
     meta_file: str | Path | None = None,
-    selection: dict[str, Any],
+    selection: Selection,
     runs_dir: str | Path,
     site_dir: str | Path | None = None,
     n_resamples: int = 1000,
@@ -226,13 +227,13 @@ def _submit(
     predictions_path: str | Path,
     name: str,
     meta_file: str | Path | None,
-    selection: dict[str, Any],
+    selection: Selection,
     runs_dir: Path,
     site_dir: str | Path | None,
     n_resamples: int,
     seed: int,
 ) -> Path:
-    examples, chosen = select_examples(**selection)
+    examples, chosen = select_examples(selection)
     board = load_leaderboard(site_dir) if site_dir else None
     scorer = Scorer(examples, n_resamples=n_resamples, seed=seed)
     meta, meta_problems = read_meta(meta_file)

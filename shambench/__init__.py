@@ -4,7 +4,7 @@ The public API, in the order of the pipeline:
 
     load_benchmark, Example            the data: adapters turn each released corpus into Examples
     Detector, detector, Monitor        detectors: a class with `detect` (or `predict`) and a registered factory
-    evaluate                           a run: a detector over a benchmark into a run directory, scored
+    evaluate, RunSpec                  a run: a detector over a benchmark into a run directory, scored
     agreement                          the human ceiling: one annotator against the others, per partition
     score, Scorer, Results             scoring predictions against examples
     runs_df, samples_df                run folders as pandas DataFrames (`Results.to_pandas()` for one run)
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from shambench.reporting.frames import runs_df, samples_df
     from shambench.runs.agreement import agreement
     from shambench.runs.evaluate import evaluate
+    from shambench.runs.spec import RunSpec
     from shambench.schema import Example, Prediction, SoftSpan, Span, Step
     from shambench.scoring.results import Results
     from shambench.scoring.scorer import Scorer, score
@@ -46,6 +47,7 @@ _EXPORTS = {
     "samples_df": "shambench.reporting.frames",
     "agreement": "shambench.runs.agreement",
     "evaluate": "shambench.runs.evaluate",
+    "RunSpec": "shambench.runs.spec",
     "Example": "shambench.schema",
     "Prediction": "shambench.schema",
     "SoftSpan": "shambench.schema",
@@ -84,6 +86,7 @@ __all__ = [
     "Monitor",
     "Prediction",
     "Results",
+    "RunSpec",
     "Scorer",
     "SoftSpan",
     "Span",

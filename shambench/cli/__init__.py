@@ -47,9 +47,13 @@ FLAG_HINTS: dict[type[Exception], str] = {
 
 
 def user_message(err: Exception) -> str:
-    """The one line an error shows on the command line: its message, and the flags its class points at."""
+    """The one line an error shows on the command line: its message, the run options it names in backquotes given
+    as their flags, and the flags its class points at."""
+    from shambench.cli.options import flags_in
+
     hint = next((text for kind, text in FLAG_HINTS.items() if isinstance(err, kind)), None)
-    return f"{err} ({hint})" if hint else str(err)
+    message = flags_in(str(err))
+    return f"{message} ({hint})" if hint else message
 
 
 class LazyGroup(click.Group):

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from shambench.cli.options import alt_epsilon_option, data_selection, emit_json, json_to_stdout, scoring
+
+if TYPE_CHECKING:
+    from shambench.runs.spec import Scoring, Selection
 
 
 @click.command("agreement")
@@ -24,16 +29,7 @@ from shambench.cli.options import alt_epsilon_option, data_selection, emit_json,
 @alt_epsilon_option
 @scoring
 def agreement_command(
-    datasets: str | None,
-    examples_file: str | None,
-    split: str,
-    data_dir: str | None,
-    limit: int | None,
-    out: str | None,
-    run_dir: str | None,
-    alt_epsilon: float,
-    n_resamples: int,
-    seed: int,
+    selection: Selection, out: str | None, run_dir: str | None, alt_epsilon: float, scoring: Scoring
 ) -> None:
     """Human agreement: each annotator scored against the gold the source builds from the other annotators.
 
@@ -71,26 +67,18 @@ def agreement_command(
 
     console = make_console(stderr=json_to_stdout(out, False))
     if run_dir is not None:
-        if datasets or examples_file or limit is not None:
+        if selection.datasets or selection.examples_file or selection.limit is not None:
             from shambench.cli import UserError
 
             raise UserError("--run scores the run's own examples: leave out --datasets, --examples and --limit")
         from shambench.reporting.tables import alternative_table, like_for_like_table
 
-        group = run_agreement(run_dir, n_resamples, seed, alt_epsilon)
+        group = run_agreement(run_dir, scoring.n_resamples, scoring.seed, alt_epsilon)
         console.print(like_for_like_table(group))
         console.print(alternative_table(group))
         emit_json(group, out, False, console)
         return
-    report = agreement(
-        datasets,
-        examples_file=examples_file,
-        split=split,
-        data_dir=data_dir,
-        limit=limit,
-        n_resamples=n_resamples,
-        seed=seed,
-    )
+    report = agreement(selection, n_resamples=scoring.n_resamples, seed=scoring.seed)
     if not report.partitions:
         from shambench.cli import UserError
 

@@ -30,7 +30,7 @@ def status(run_dir: str, base_url: str | None, api_key_env: str | None) -> None:
     from shambench.llm.endpoint import Endpoint
     from shambench.reporting.console import make_console
     from shambench.runs.batch import load_state, status_lines
-    from shambench.runs.evaluate import resumed_detector
+    from shambench.runs.lifecycle import resumed_detector
     from shambench.runs.rundir import load_config
 
     path = Path(run_dir)

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from shambench.cli.options import emit_json, json_outputs, json_to_stdout, scoring
+
+if TYPE_CHECKING:
+    from shambench.runs.spec import Scoring
 
 
 @click.command("compare")
@@ -23,8 +28,7 @@ def compare(
     missing_as_empty: bool,
     out: str | None,
     as_json: bool,
-    n_resamples: int,
-    seed: int,
+    scoring: Scoring,
 ) -> None:
     """Compare two runs: F1 of A minus F1 of B, overall and per task, with a 95% interval and a p-value.
 
@@ -54,7 +58,9 @@ def compare(
     from shambench.reporting.tables import ranks_table
 
     console = make_console(stderr=json_to_stdout(out, as_json))
-    result = compare_runs(run_a, run_b, n_resamples=n_resamples, seed=seed, missing_as_empty=missing_as_empty)
+    result = compare_runs(
+        run_a, run_b, n_resamples=scoring.n_resamples, seed=scoring.seed, missing_as_empty=missing_as_empty
+    )
     compared = "every shared id (missing/failed scored as empty)" if missing_as_empty else "ids both predicted"
     table = Table(
         title=f"A = {result.run_a}   B = {result.run_b}",

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from shambench.cli.exits import allow_failures_option
 from shambench.cli.options import data_selection, parse_params
+
+if TYPE_CHECKING:
+    from shambench.runs.spec import Selection
 
 
 @click.command("add-context")
@@ -16,11 +21,7 @@ from shambench.cli.options import data_selection, parse_params
 def add_context_command(
     spec: str,
     params: tuple[str, ...],
-    datasets: str | None,
-    examples_file: str | None,
-    split: str,
-    data_dir: str | None,
-    limit: int | None,
+    selection: Selection,
     allow_failures: bool,
 ) -> None:
     """Fetch evidence for the selected open-domain examples and store it in the shambench cache.
@@ -44,7 +45,7 @@ def add_context_command(
 
     console = make_console()
     provider = create_provider(spec, **parse_params(params))
-    examples, _ = select_examples(datasets, examples_file, split, data_dir, limit)
+    examples, _ = select_examples(selection)
     open_domain = [ex for ex in examples if not ex.context]
     try:
         kept = "the evidence fetched is stored: run the same command again to fetch the rest"

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
 from shambench.cli.options import F, data_selection, scoring
+
+if TYPE_CHECKING:
+    from shambench.runs.spec import Scoring, Selection
 
 
 @click.group("leaderboard")
@@ -137,9 +140,8 @@ def submit(
     meta_file: str | None,
     runs_dir: str,
     site_dir: str | None,
-    n_resamples: int,
-    seed: int,
-    **selection: Any,
+    scoring: Scoring,
+    selection: Selection,
 ) -> None:
     """Validate a predictions file, score it and add it to the leaderboard as a run.
 
@@ -160,8 +162,8 @@ def submit(
         selection=selection,
         runs_dir=runs_dir,
         site_dir=site_dir,
-        n_resamples=n_resamples,
-        seed=seed,
+        n_resamples=scoring.n_resamples,
+        seed=scoring.seed,
     )
     from shambench.runs.files import RESULTS
     from shambench.scoring.results import Results

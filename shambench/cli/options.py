@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -13,11 +14,12 @@ import click
 from shambench.structured import yaml_value
 
 if TYPE_CHECKING:
+    from pydantic.fields import FieldInfo
     from rich.console import Console
 
-F = TypeVar("F", bound=Callable[..., Any])
+    from shambench.runs.spec import Flag, RunSpec
 
-DATA_DIR_HELP = "Folder holding the corpora (default: $SHAMBENCH_DATA_DIR, else the user cache directory)."
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _checked_base_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -56,24 +58,20 @@ DURATION = Duration()
 
 def base_url_option(func: F) -> F:
     """--base-url: an OpenAI-compatible server; refused when it carries credentials (user:password@)."""
-    return click.option(
-        "--base-url",
-        callback=_checked_base_url,
-        help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (no user:password@: name the key's variable "
-        "with --api-key-env).",
-    )(func)
+    fields = spec_fields()
+    return field_option("base_url", fields["base_url"][1], fields)(func)
 
 
 def api_key_env_option(func: F) -> F:
     """--api-key-env: the environment variable holding the API key (never named by a file)."""
-    return click.option(
-        "--api-key-env", metavar="VAR", help="Environment variable holding the API key (default OPENAI_API_KEY)."
-    )(func)
+    fields = spec_fields()
+    return field_option("api_key_env", fields["api_key_env"][1], fields)(func)
 
 
 def data_dir_option(func: F) -> F:
     """--data-dir: where the corpora are."""
-    return click.option("--data-dir", type=click.Path(file_okay=False), help=DATA_DIR_HELP)(func)
+    fields = spec_fields()
+    return field_option("data_dir", fields["data_dir"][1], fields)(func)
 
 
 def no_data_hint(root: Path) -> str:
@@ -90,12 +88,8 @@ def no_data_hint(root: Path) -> str:
 
 def datasets_option(func: F) -> F:
     """--datasets/-d: which sources (default: the SHAM-Bench sources present)."""
-    return click.option(
-        "--datasets",
-        "-d",
-        metavar="NAMES",
-        help="Comma-separated dataset names (see `shambench list datasets`); default: every SHAM-Bench source present.",
-    )(func)
+    fields = spec_fields()
+    return field_option("datasets", fields["datasets"][1], fields)(func)
 
 
 class SuiteChoice(click.ParamType):
@@ -128,43 +122,158 @@ def suite_option(help: str) -> Callable[[F], F]:
     return click.option("--suite", type=SuiteChoice(), help=help)
 
 
-def data_selection(func: Callable[..., Any]) -> Callable[..., Any]:
-    """--datasets/--examples/--split/--data-dir/--limit: which examples to use."""
+def spec_fields(spec: type[RunSpec] | None = None) -> dict[str, tuple[str | None, FieldInfo]]:
+    """Every field of a run's spec by name, with its section (None: a field of the spec itself), in the order the
+    help lists them: the spec's own, then each section's, its own fields before those it inherits."""
+    from shambench.runs.spec import RunSpec
 
-    @datasets_option
-    @click.option(
-        "--examples",
-        "examples_file",
-        type=click.Path(dir_okay=False),
-        help="An EXAMPLES JSONL file instead of --datasets (one unified example per line).",
+    spec = spec or RunSpec
+    sections = spec.sections()
+    fields: dict[str, tuple[str | None, FieldInfo]] = {
+        name: (None, info) for name, info in spec.model_fields.items() if name not in sections
+    }
+    for section, model in sections.items():
+        own = model.__dict__.get("__annotations__", {})
+        for name in sorted(model.model_fields, key=lambda n: n not in own):
+            fields[name] = (section, model.model_fields[name])
+    return fields
+
+
+def field_help(info: FieldInfo, fields: dict[str, tuple[str | None, FieldInfo]]) -> str:
+    """A field's docstring as an option's help: the other fields it names in backquotes given as their flags."""
+    flag = _flag(info)
+    text = (flag.help if flag and flag.help else info.description) or ""
+    return re.sub(
+        r"`(\w+)`", lambda m: flag_of(m[1], fields[m[1]][1]) if m[1] in fields else m[0], " ".join(text.split())
     )
-    @click.option("--split", default="test", show_default=True, help="Split: test, or dev (the validation set).")
-    @data_dir_option
-    @click.option("--limit", type=click.IntRange(min=1), help="Use only the first N examples of each partition.")
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        return func(*args, **kwargs)
-
-    return wrapper
 
 
-def scoring(func: Callable[..., Any]) -> Callable[..., Any]:
-    """--bootstrap/--seed: confidence-interval settings."""
+def flags_in(message: str) -> str:
+    """A message of the core's with the run options it names in backquotes (`limit`) given as their flags
+    (--limit): what the command line shows."""
+    fields = spec_fields()
+    return re.sub(r"`(\w+)`", lambda m: flag_of(m[1], fields[m[1]][1]) if m[1] in fields else m[0], message)
 
-    @click.option(
-        "--bootstrap",
-        "n_resamples",
-        type=click.IntRange(min=10),
-        default=1000,
-        show_default=True,
-        help="Bootstrap resamples for the 95% confidence intervals.",
-    )
-    @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap.")
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        return func(*args, **kwargs)
 
-    return wrapper
+def flag_of(name: str, info: FieldInfo) -> str:
+    """The command line's flag of a field: its `Flag.name`, else its name with dashes."""
+    flag = _flag(info)
+    return flag.name if flag and flag.name else "--" + name.replace("_", "-")
+
+
+def _flag(info: FieldInfo) -> Flag | None:
+    from shambench.runs.spec import Flag
+
+    return next((m for m in info.metadata if isinstance(m, Flag)), None)
+
+
+def field_option(name: str, info: FieldInfo, fields: dict[str, tuple[str | None, FieldInfo]]) -> Callable[[F], F]:
+    """The click option of one field, its help from the field's docstring (see `field_help`)."""
+    import annotated_types
+
+    flag = _flag(info)
+    kind = flag.kind if flag else None
+    decls = [flag_of(name, info), *([flag.short] if flag and flag.short else []), name]
+    kwargs: dict[str, Any] = {"help": field_help(info, fields), "default": None}
+    if flag and flag.metavar:
+        kwargs["metavar"] = flag.metavar
+    default = info.get_default(call_default_factory=True)
+    bounds = {type(m): m for m in info.metadata}
+    low = bounds.get(annotated_types.Ge) or bounds.get(annotated_types.Gt)
+    low_value = getattr(low, "ge", getattr(low, "gt", None))
+    base = _base_type(info.annotation)
+    if base is bool:
+        kwargs.update(is_flag=True, default=False)
+    elif kind == "pairs":
+        kwargs.update(multiple=True, metavar=kwargs.get("metavar", "KEY=VALUE"), default=())
+    elif kind == "duration":
+        kwargs.update(type=DURATION, default=f"{default / 3600:g}h", show_default=True)
+    elif kind in ("dir", "file"):
+        kwargs["type"] = click.Path(file_okay=kind == "file", dir_okay=kind == "dir")
+    elif kind == "base_url":
+        kwargs["callback"] = _checked_base_url
+    elif kind == "suite":
+        kwargs["type"] = SuiteChoice()
+    elif base in (int, float):
+        ranged = click.IntRange if base is int else click.FloatRange
+        kwargs["type"] = ranged(min=low_value, min_open=isinstance(low, annotated_types.Gt)) if low else base
+    if "show_default" not in kwargs and default is not None and not isinstance(default, bool | dict | list):
+        kwargs.update(default=str(default) if isinstance(default, Path) else default, show_default=True)
+    return click.option(*decls, **kwargs)
+
+
+def _base_type(annotation: Any) -> Any:
+    """The type a field holds, without `| None`."""
+    import types
+
+    if isinstance(annotation, types.UnionType):
+        args = [a for a in annotation.__args__ if a is not type(None)]
+        return args[0] if len(args) == 1 else annotation
+    return annotation
+
+
+def given_value(info: FieldInfo, value: Any) -> Any:
+    """What a given option's value sets its field to: `parse_params` of KEY=VALUE pairs, the opposite of an
+    inverse flag's."""
+    flag = _flag(info)
+    if flag and flag.kind == "pairs":
+        return parse_params(value)
+    return not value if flag and flag.inverse else value
+
+
+def spec_options(
+    names: Sequence[str] | None = None, into: str = "spec", spec: type[RunSpec] | None = None
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The click options of a run spec's fields (`names`, else every field a `Flag` does not hide), passed to the
+    command as one keyword, `into`: the `RunSpec` they make (`RunSpec.of`; only the options given are set), or,
+    for names of one section only, that section. One table: each option's flag, type and help come from its
+    field."""
+    fields = spec_fields(spec)
+    chosen = [n for n in names] if names is not None else [n for n, (_, info) in fields.items() if _shown(info)]
+    sections = {fields[n][0] for n in chosen}
+
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            # Only what the user set (on the command line, not a default) is set in the spec: a resume compares
+            # those with the run it finishes.
+            ctx = click.get_current_context()
+            values = {name: kwargs.pop(name) for name in chosen}
+            given = {
+                name: given_value(fields[name][1], value)
+                for name, value in values.items()
+                if ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)
+            }
+            kwargs[into] = _made(given, sections, spec)
+            return func(*args, **kwargs)
+
+        for name in reversed(chosen):
+            wrapper = field_option(name, fields[name][1], fields)(wrapper)
+        return wrapper
+
+    return decorate
+
+
+def _shown(info: FieldInfo) -> bool:
+    flag = _flag(info)
+    return flag is None or flag.option
+
+
+def _made(given: dict[str, Any], sections: set[str | None], spec: type[RunSpec] | None) -> Any:
+    """The spec of the options given, or the one section they all belong to."""
+    from shambench.runs.spec import RunSpec
+
+    model = spec or RunSpec
+    if len(sections) == 1 and None not in sections:
+        (section,) = sections
+        return model.sections()[section](**given)  # type: ignore[index]
+    return model.of(**given)
+
+
+data_selection = spec_options(["datasets", "examples_file", "split", "data_dir", "limit"], into="selection")
+"""--datasets/--examples/--split/--data-dir/--limit: which examples to use, as the command's `selection`."""
+scoring = spec_options(["n_resamples", "seed"], into="scoring")
+"""--bootstrap/--seed: confidence-interval settings, as the command's `scoring`."""
 
 
 def alt_epsilon_option(func: Callable[..., Any]) -> Callable[..., Any]:

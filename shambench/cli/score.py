@@ -22,10 +22,9 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from shambench.data.formats import PredictionsFormat
+    from shambench.runs.spec import Scoring, Selection
     from shambench.scoring.results import ExampleScores, Results
 
-Selection = tuple[str | None, str | None, str, str | None, int | None]
-"""--datasets, --examples, --split, --data-dir and --limit."""
 Settings = tuple[int, int, float]
 """--bootstrap, --seed and --alt-epsilon: the scorer's settings beside the examples."""
 
@@ -69,11 +68,7 @@ Settings = tuple[int, int, float]
 @scoring
 def score(
     run_dir: str | None,
-    datasets: str | None,
-    examples_file: str | None,
-    split: str,
-    data_dir: str | None,
-    limit: int | None,
+    selection: Selection,
     predictions: str | None,
     predictions_format: str | None,
     exact_floats: bool,
@@ -82,8 +77,7 @@ def score(
     per_example_out: str | None,
     accept_changed_data: bool,
     alt_epsilon: float,
-    n_resamples: int,
-    seed: int,
+    scoring: Scoring,
 ) -> None:
     """Score predictions, or rescore RUN_DIR from its journal (never calls the detector).
 
@@ -119,6 +113,7 @@ def score(
     response is one error naming the file and line (exit status 2; nothing is written).
     RUN_DIR rescoring also rewrites RUN_DIR/per_example.jsonl.
     """
+    from shambench.data.benchmark import split_names
     from shambench.data.formats import format_of
     from shambench.io import model_line, write_jsonl
     from shambench.memory import collector_paused
@@ -137,12 +132,10 @@ def score(
         if run_dir:
             if predictions:
                 raise click.UsageError("give either RUN_DIR or --predictions, not both")
-            selection = given_options(
-                click.get_current_context(), "datasets", "examples_file", "split", "data_dir", "limit"
-            )
-            if selection:
+            given = given_options(click.get_current_context(), *selection.model_fields_set)
+            if given:
                 raise click.UsageError(
-                    f"RUN_DIR is rescored on the examples of its config.json; drop {', '.join(selection)}"
+                    f"RUN_DIR is rescored on the examples of its config.json; drop {', '.join(given)}"
                 )
             from shambench.runs.rundir import changed_data_message, changed_parts, load_config, run_examples
             from shambench.scoring.scorer import Scorer
@@ -152,6 +145,7 @@ def score(
             changed = changed_parts(config, examples) if accept_changed_data else None
             if changed is not None:
                 make_console(stderr=True).print(f"CHANGED DATA: {changed_data_message(changed)}", style="bold red")
+            n_resamples, seed = scoring.n_resamples, scoring.seed
             scorer = Scorer(examples, n_resamples, seed, alt_epsilon)
             results, per_example = run_results_and_scores(
                 Path(run_dir), examples, n_resamples, seed, scorer=scorer, data_changed=changed
@@ -164,14 +158,13 @@ def score(
             fmt = format_of(predictions, predictions_format)
             if fmt is None and exact_floats:
                 raise click.UsageError("--exact-floats applies to a released format (shambench's own is read exactly)")
-            if fmt is not None and not (datasets or examples_file):
-                datasets = fmt.source
-            chosen: Selection = (datasets, examples_file, split, data_dir, limit)
-            settings: Settings = (n_resamples, seed, alt_epsilon)
+            if fmt is not None and not (selection.datasets or selection.examples_file):
+                selection = selection.model_copy(update={"datasets": split_names(fmt.source)})
+            settings: Settings = (scoring.n_resamples, scoring.seed, alt_epsilon)
             if fmt is None:
-                results, per_example = _score_pred_file(predictions, chosen, settings)
+                results, per_example = _score_pred_file(predictions, selection, settings)
             else:
-                results, per_example = _score_released(predictions, fmt, exact_floats, chosen, settings)
+                results, per_example = _score_released(predictions, fmt, exact_floats, selection, settings)
                 for reason, count in results.run.skipped_ranges.items():
                     console.print(f"note: {count} ranges skipped: {reason}", soft_wrap=True)
         print_results(results, console)
@@ -194,7 +187,7 @@ def _score_pred_file(
     from shambench.scoring.results import RunInfo
     from shambench.scoring.scorer import UNSCORED_PREDICTION_FIELDS, Scorer
 
-    scorer = Scorer(corpus_to_score(*selection), *settings)
+    scorer = Scorer(corpus_to_score(selection), *settings)
     lines = iter_records(predictions, Prediction, UNSCORED_PREDICTION_FIELDS)
     try:
         results, per_example = scorer.score_with_examples(p for _, p in lines)
@@ -217,7 +210,7 @@ def _score_released(
     from shambench.scoring.scorer import Scorer
 
     read = fmt.read(Path(predictions), exact_floats)
-    scorer = Scorer(corpus_to_score(*selection, kept_datasets=read.datasets), *settings)
+    scorer = Scorer(corpus_to_score(selection, kept_datasets=read.datasets), *settings)
     line_of = {pred.id: lineno for lineno, pred in read.predictions}
     try:
         results, per_example = scorer.score_with_examples(pred for _, pred in read.predictions)

@@ -8,12 +8,13 @@ from typing import TYPE_CHECKING
 import click
 
 from shambench.cli.exits import allow_failures_option
-from shambench.cli.options import api_key_env_option, base_url_option
+from shambench.cli.options import spec_options
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
+    from shambench.runs.spec import RunSpec
     from shambench.runs.sweep import SweepPlan, SweepReport
 
 
@@ -39,8 +40,7 @@ if TYPE_CHECKING:
     "--data-dir", type=click.Path(file_okay=False), help="Folder holding the corpora (overrides `data_dir:`)."
 )
 @click.option("--retries", type=click.IntRange(min=0), help="Extra attempts for a failed task (overrides `retries:`).")
-@base_url_option
-@api_key_env_option
+@spec_options(["base_url", "api_key_env"], into="endpoint")
 @click.option("--plan", "plan_only", is_flag=True, help="Print the cells and their state; run nothing.")
 @click.option("--no-leaderboard", is_flag=True, help="Do not build the leaderboard at the end.")
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
@@ -53,8 +53,7 @@ def sweep(
     runs: str | None,
     data_dir: str | None,
     retries: int | None,
-    base_url: str | None,
-    api_key_env: str | None,
+    endpoint: RunSpec,
     plan_only: bool,
     no_leaderboard: bool,
     no_progress: bool,
@@ -101,8 +100,8 @@ def sweep(
     from shambench.runs.sweep import make_backend, plan_sweep, run_sweep
 
     console = make_console()
-    endpoint = {k: v for k, v in (("base_url", base_url), ("api_key_env", api_key_env)) if v}
-    plan = plan_sweep(spec_file, runs=runs, data_dir=data_dir, retries=retries, endpoint=endpoint)
+    given = endpoint.model_dump(include=endpoint.model_fields_set)
+    plan = plan_sweep(spec_file, runs=runs, data_dir=data_dir, retries=retries, endpoint=given)
     if plan_only:
         print_plan(plan, console)
         return

@@ -34,6 +34,7 @@ from shambench.io import Journal, open_regular, read_regular, write_json
 from shambench.provenance import git_commit, now_iso, package_versions, shambench_version
 from shambench.runs.files import CONFIG, JOURNAL, LOCK
 from shambench.runs.selection import select_examples
+from shambench.runs.spec import RunSpec, Selection
 from shambench.schema import Example
 
 MAX_CONFIG_BYTES = 64 * 1024 * 1024
@@ -90,6 +91,23 @@ class RunConfig(BaseModel):
     """Free-form facts about the system, e.g. a submission's authors, description and URL."""
     served_model: str | None = None
     """The model name the server reported answering with, once predictions recorded one (see `served_model`)."""
+    spec: RunSpec | None = None
+    """The run as it was asked for (None in runs made before config.json embedded it, and in submissions)."""
+
+
+def recorded_selection(config: RunConfig) -> Selection:
+    """The selection a run's examples are re-created from: what it resolved to (the datasets loaded, the data
+    directory and EXAMPLES file as absolute paths)."""
+    return Selection.model_validate(config.model_dump(include=set(Selection.model_fields)))
+
+
+def recorded_spec(config: RunConfig) -> RunSpec:
+    """The run a config.json records, to compare another with (`shambench.runs.spec.spec_differences`): its
+    embedded spec (a config written before it had one: its defaults) with the detector, its full parameters and
+    the selection as they were resolved, and the suite asked for."""
+    asked = config.spec or RunSpec()
+    selection = recorded_selection(config).model_copy(update={"suite": asked.selection.suite})
+    return asked.model_copy(update={"detector": config.detector, "params": config.params, "selection": selection})
 
 
 FINGERPRINT = 2
@@ -181,16 +199,7 @@ def run_examples(config: RunConfig, same_evidence: bool = False, accept_changed:
     `same_evidence` (for resuming, where the detector reads the evidence): DataError too when that evidence is
     no longer what the run recorded in its `context_provenance` (e.g. a failed fetch has succeeded since).
     """
-    examples, selection = select_examples(
-        config.datasets,
-        config.examples_file,
-        config.split,
-        config.data_dir,
-        config.limit,
-        context=config.context,
-        fetch_context=False,
-        context_params=config.context_params,
-    )
+    examples, selection = select_examples(recorded_selection(config), fetch_context=False)
     changed = changed_parts(config, examples)
     if changed is not None and (not accept_changed or same_evidence):
         raise ChangedDataError(changed_data_message(changed))
@@ -214,9 +223,13 @@ def new_run_dir(base: str | Path, detector: str) -> Path:
     return path
 
 
-def detector_config(detector: Detector, examples: Sequence[Example], selection: dict[str, Any]) -> RunConfig:
-    """The config of a new run of `detector` (see `stamped_config`)."""
-    return stamped_config(detector.name, detector.family, detector.params(), examples, **selection)
+def detector_config(
+    detector: Detector, examples: Sequence[Example], selection: dict[str, Any], spec: RunSpec | None = None
+) -> RunConfig:
+    """The config of a new run of `detector` (see `stamped_config`), embedding the `spec` it was asked as."""
+    if spec is not None:
+        spec = spec.model_copy(update={"detector": detector.name})
+    return stamped_config(detector.name, detector.family, detector.params(), examples, spec=spec, **selection)
 
 
 def stamped_config(

@@ -14,11 +14,19 @@ from typing import Any
 from shambench.data.benchmark import Benchmark, load_benchmark
 from shambench.errors import DataError, SelectionError
 from shambench.records import iter_records
+from shambench.runs.spec import Selection
 from shambench.schema import Example
 from shambench.scoring.corpus import Corpus
 from shambench.scoring.kept import file_corpus
 from shambench.scoring.scorer import UNSCORED_EXAMPLE_FIELDS
 from shambench.sources import selections
+
+
+def selected_datasets(selection: Selection) -> str | list[str] | None:
+    """The datasets a selection names: its own, or those of its suite (see `suite_datasets`)."""
+    if selection.suite:
+        return suite_datasets(selection.suite, selection.data_dir, selection.split)
+    return selection.datasets
 
 
 def suite_datasets(suite: str, data_dir: str | Path | None, split: str) -> str:
@@ -56,28 +64,17 @@ def first_per_partition(
             yield ex
 
 
-def loaded_benchmark(
-    datasets: str | Sequence[str] | None,
-    split: str,
-    data_dir: str | Path | None,
-    on_load: Callable[[Benchmark, str], None] | None = None,
-) -> Benchmark:
-    """The benchmark of the named datasets (`on_load`: see `load_benchmark`); DataError when one of them fails to
-    load (never a partition silently left out)."""
-    bench = load_benchmark(datasets, split, data_dir, on_load)
+def loaded_benchmark(selection: Selection, on_load: Callable[[Benchmark, str], None] | None = None) -> Benchmark:
+    """The benchmark of the selected datasets (`on_load`: see `load_benchmark`); DataError when one of them fails
+    to load (never a partition silently left out)."""
+    bench = load_benchmark(selected_datasets(selection), selection.split, selection.data_dir, on_load)
     if bench.errors:
         raise DataError("; ".join(f"dataset {name} not loaded: {message}" for name, message in bench.errors.items()))
     return bench
 
 
 def read_selection(
-    datasets: str | Sequence[str] | None,
-    examples_file: str | Path | None,
-    split: str,
-    data_dir: str | Path | None,
-    limit: int | None,
-    drop: Sequence[str] = (),
-    kept_datasets: Collection[str] | None = None,
+    selection: Selection, drop: Sequence[str] = (), kept_datasets: Collection[str] | None = None
 ) -> tuple[Iterator[Example], dict[str, Any]]:
     """The examples of a selection, read as they are consumed, and the selection fields of a `RunConfig`.
 
@@ -85,19 +82,20 @@ def read_selection(
     adapters' datasets are loaded before this returns. `kept_datasets`: only the examples of these datasets (those
     a file of predictions in a released format covers). SelectionError when both or no examples are selected (the
     latter once the examples are consumed)."""
-    if examples_file and datasets:
+    examples_file = selection.examples_file
+    if examples_file and selection.datasets:
         raise SelectionError("give datasets or an examples file, not both")
     read: Iterable[Example]
     if examples_file:
         read = (ex for _, ex in iter_records(examples_file, Example, drop))
         fields: dict[str, Any] = {"examples_file": str(Path(examples_file).resolve())}
     else:
-        bench = loaded_benchmark(datasets, split, data_dir)
+        bench = loaded_benchmark(selection)
         read = bench.examples
         fields = _benchmark_fields(bench)
     if kept_datasets is not None:
         read = (ex for ex in read if ex.dataset in kept_datasets)
-    return _not_empty(first_per_partition(read, limit), kept_datasets), {**fields, "limit": limit}
+    return _not_empty(first_per_partition(read, selection.limit), kept_datasets), {**fields, "limit": selection.limit}
 
 
 def _benchmark_fields(bench: Benchmark) -> dict[str, Any]:
@@ -126,12 +124,7 @@ def _nothing_selected(kept_datasets: Collection[str] | None = None) -> Selection
 
 
 def select_datasets(
-    datasets: str | Sequence[str] | None,
-    split: str,
-    data_dir: str | Path | None,
-    limit: int | None,
-    on_selected: Callable[[list[Example]], None],
-    on_failed: Callable[[], None],
+    selection: Selection, on_selected: Callable[[list[Example]], None], on_failed: Callable[[], None]
 ) -> tuple[list[Example], dict[str, Any]]:
     """What `select_examples` selects from adapters' datasets without a context provider (the same examples in
     the same order, the same checks, errors and selection fields), with each dataset's selected examples handed
@@ -145,51 +138,36 @@ def select_datasets(
             if len(bench.errors) == 1 and name in bench.errors:
                 on_failed()
             return
-        selected = list(first_per_partition(bench.loads[name].examples, limit, seen))
+        selected = list(first_per_partition(bench.loads[name].examples, selection.limit, seen))
         examples.extend(selected)
         on_selected(selected)
 
-    bench = loaded_benchmark(datasets, split, data_dir, loaded)
+    bench = loaded_benchmark(selection, loaded)
     if not examples:
         raise _nothing_selected()
-    return examples, {**_benchmark_fields(bench), "limit": limit}
+    return examples, {**_benchmark_fields(bench), "limit": selection.limit}
 
 
-def corpus_to_score(
-    datasets: str | Sequence[str] | None,
-    examples_file: str | Path | None,
-    split: str,
-    data_dir: str | Path | None,
-    limit: int | None,
-    kept_datasets: Collection[str] | None = None,
-) -> Corpus:
+def corpus_to_score(selection: Selection, kept_datasets: Collection[str] | None = None) -> Corpus:
     """The scorer's corpus of a selection, read without the fields the scorer never reads. An EXAMPLES file scored
     before, byte for byte, is not read again: its corpus is kept on disk (`shambench.scoring.kept.file_corpus`),
     unless only some of its datasets are kept."""
-    read, _ = read_selection(datasets, examples_file, split, data_dir, limit, UNSCORED_EXAMPLE_FIELDS, kept_datasets)
-    if examples_file and not datasets and kept_datasets is None:
-        return file_corpus(examples_file, limit, lambda: read)
+    read, _ = read_selection(selection, UNSCORED_EXAMPLE_FIELDS, kept_datasets)
+    if selection.examples_file and not selection.datasets and kept_datasets is None:
+        return file_corpus(selection.examples_file, selection.limit, lambda: read)
     return Corpus.of(read)
 
 
-def select_examples(
-    datasets: str | Sequence[str] | None,
-    examples_file: str | Path | None,
-    split: str,
-    data_dir: str | Path | None,
-    limit: int | None,
-    context: str | None = None,
-    fetch_context: bool = True,
-    context_params: dict[str, Any] | None = None,
-) -> tuple[list[Example], dict[str, Any]]:
+def select_examples(selection: Selection, fetch_context: bool = True) -> tuple[list[Example], dict[str, Any]]:
     """Every example of a selection (see `read_selection`; an EXAMPLES file is checked whole before any is used),
-    with a provider's evidence as context when `context` names one, and the selection fields of a `RunConfig`.
+    with a provider's evidence as context when its `context` names one, and the selection fields of a `RunConfig`.
     With `fetch_context` false, only the evidence already stored is used: the provider is never called."""
-    read, selection = read_selection(datasets, examples_file, split, data_dir, limit)
+    read, fields = read_selection(selection)
     examples = list(read)
+    context, params = selection.context, selection.context_params
     if context:
         from shambench.data.context import apply_context, stored_context
 
-        examples, provenance = (apply_context if fetch_context else stored_context)(context, examples, context_params)
-        selection |= {"context": context, "context_params": context_params or {}, "context_provenance": provenance}
-    return examples, selection
+        examples, provenance = (apply_context if fetch_context else stored_context)(context, examples, params)
+        fields |= {"context": context, "context_params": params, "context_provenance": provenance}
+    return examples, fields

@@ -10,13 +10,13 @@ from the run, not from the response cache, which keeps their answers: a rerun do
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from shambench.detection.detector import Monitor
 from shambench.llm.loop import Feed
 from shambench.runs.selection import select_datasets
+from shambench.runs.spec import Selection
 from shambench.schema import Example, Prediction
 
 
@@ -29,13 +29,11 @@ class Loading:
     into `feed` as soon as it is loaded. The feed is closed when loading ends, with `LoadingStopped` when it
     failed (the requests stop at once; `result` raises the loading's own error)."""
 
-    def __init__(
-        self, datasets: str | Sequence[str] | None, split: str, data_dir: str | Path | None, limit: int | None
-    ):
+    def __init__(self, selection: Selection):
         self.feed: Feed[Example] = Feed()
         self.wanted: dict[str | None, Example] = {}
         """The examples handed so far, by id (put here before they are fed, so every prediction finds its own)."""
-        self._args = (datasets, split, data_dir, limit)
+        self._selection = selection
         self._stop = threading.Event()
         self._selected: tuple[list[Example], dict[str, Any]] | None = None
         self._error: BaseException | None = None
@@ -63,7 +61,7 @@ class Loading:
 
     def _load(self) -> None:
         try:
-            self._selected = select_datasets(*self._args, on_selected=self._hand, on_failed=self._failing)
+            self._selected = select_datasets(self._selection, on_selected=self._hand, on_failed=self._failing)
         except BaseException as err:  # noqa: BLE001  (handed to the caller's thread by `result`)
             self._error = err
             self.feed.close(LoadingStopped(str(err)))

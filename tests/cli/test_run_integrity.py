@@ -142,12 +142,12 @@ def test_resuming_a_run_of_a_detector_not_installed_here_says_so(tmp_path, monke
 
 
 def test_ctrl_c_before_the_run_starts_is_exit_130_too(tmp_path, monkeypatch):
-    import shambench.runs.evaluate
+    import shambench.runs.lifecycle
 
     def loading(*args, **kwargs):
         raise KeyboardInterrupt  # while the data loads, before the run directory exists
 
-    monkeypatch.setattr(shambench.runs.evaluate, "select_examples", loading)
+    monkeypatch.setattr(shambench.runs.lifecycle, "select_examples", loading)
     examples = examples_file(tmp_path / "ex.jsonl", 2)
     res = invoke("--detector", "none", "--examples", examples, "--run-dir", tmp_path / "run", *FAST[:3])
     assert res.exit_code == 130  # click's "Aborted!" and 1 before

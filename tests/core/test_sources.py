@@ -25,11 +25,9 @@ PLUGIN_FOLDERS = (REPO / "shambench" / "data" / "providers",)
 ALLOWED = {
     ("leaderboard/mushroom.py", "mushroom"): "the Mu-SHROOM shared task's own board page (mushroom.html), reading "
     "the view its source declares",
-    ("shambench/cli/eval.py", "mushroom"): "an example in --suite's help text",
     ("shambench/cli/score.py", "mushroom"): "an example in --format's help text",
-    ("shambench/cli/eval.py", "math-shepherd"): "--sopo-compat is Math-Shepherd's SOPO kit rule (runs/ and cli/eval.py "
-    "are another helper's this session: to be declared by the adapter)",
-    ("shambench/runs/evaluate.py", "math-shepherd"): "sopo_compat, as above",
+    ("shambench/runs/spec.py", "math-shepherd"): "sopo_compat is Math-Shepherd's SOPO kit rule (to be declared by the "
+    "adapter)",
     ("shambench/scoring/measures.py", "mushroom"): "the results key of the official IoU/Cor metric (schema 2.0's "
     "`GroupScores.mushroom`, kept for the files already written)",
 }

@@ -12,6 +12,7 @@ from shambench.cli import main
 from shambench.errors import SubmissionError
 from shambench.leaderboard.build import build, load_leaderboard, write_site
 from shambench.leaderboard.submit import submit
+from shambench.runs.spec import Selection
 from shambench.scoring.results import Results
 from tests.leaderboard.toy import RUNS
 
@@ -42,13 +43,7 @@ def _submit(board, rows, name="mine", preds="preds.jsonl", **kwargs):
     return submit(
         path,
         name,
-        selection={
-            "datasets": None,
-            "examples_file": board["examples"],
-            "split": "test",
-            "data_dir": None,
-            "limit": None,
-        },
+        selection=Selection(examples_file=board["examples"]),
         runs_dir=board["runs"],
         site_dir=board["site"],
         n_resamples=50,

@@ -29,6 +29,7 @@ from shambench.runs.rundir import detector_config
 from shambench.runs.runner import run_predictions
 from shambench.runs.scoring import run_results
 from shambench.runs.selection import select_examples
+from shambench.runs.spec import Selection
 from shambench.schema import Example, Prediction, Span
 
 EXAMPLES = [
@@ -120,7 +121,7 @@ class Canned(Detector):
 
 def run_detector(run_dir: Path, examples_file: Path, detector: Detector, limit: int | None = None) -> Path:
     """A scored run directory (config, journal, results) of `detector` over the examples file."""
-    examples, selection = select_examples(None, examples_file, "test", None, limit)
+    examples, selection = select_examples(Selection(examples_file=examples_file, limit=limit))
     run_dir.mkdir(parents=True)
     write_json(run_dir / CONFIG, detector_config(detector, examples, selection))
     run_predictions(detector, examples, Journal(run_dir / JOURNAL))

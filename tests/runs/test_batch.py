@@ -411,7 +411,9 @@ def test_sweep_cell_with_batch_true_runs_by_batch_once(batch_server, tmp_path):
     endpoint = {"base_url": batch_server.base_url}
     plan = plan_sweep(spec, endpoint=endpoint)
     # The command line's endpoint goes to the detector that takes one, and never into the cell's folder name.
-    assert plan.cells[0].batch and plan.cells[0].endpoint == endpoint and plan.cells[1].endpoint == {}
+    batched, plain = (cell.spec for cell in plan.cells)
+    assert batched.execution.batch and batched.base_url == batch_server.base_url and plain.base_url is None
+    assert batched.detector_params() == {"model": "gpt-5-mini", **endpoint} and plain.detector_params() == {}
     assert plan.cells[0].run_dir.name == "openai_model=-gpt-5-mini"
     args = ["sweep", str(spec), "--base-url", batch_server.base_url, "--workers", "1", "--no-progress"]
     first = invoke(*args)
@@ -667,7 +669,7 @@ def test_evaluate_takes_the_batch_dry_run_and_cost_options_of_eval(batch_server,
     batch_server.script = scripted(town_replies(examples))
     path = write_examples(tmp_path / "ex.jsonl", examples)
     api = {"model": "gpt-5-mini", "examples_file": path, "base_url": batch_server.base_url}
-    fast = {"n_resamples": 10, "poll": 0.01, "backoff_base": 0.001, "cache": False}
+    fast = {"n_resamples": 10, "poll": 0.01, "params": {"backoff_base": 0.001, "cache": False}}
 
     estimate = shambench.evaluate("openai", dry_run=True, run_dir=tmp_path / "dry", **api, **fast)
     assert isinstance(estimate, Estimate) and (estimate.examples, estimate.requests) == (4, 4)

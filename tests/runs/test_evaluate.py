@@ -10,8 +10,8 @@ import pytest
 import shambench
 from shambench import Detector, Example, Span
 from shambench.errors import DataError
-from shambench.runs.evaluate import run_differences
-from shambench.runs.rundir import load_config
+from shambench.runs.rundir import load_config, recorded_spec
+from shambench.runs.spec import RunSpec, spec_differences
 from tests.run_helpers import eval_run, without_times, write_jsonl
 
 ROWS = [
@@ -57,9 +57,15 @@ def test_a_detector_object_and_a_resume_with_nothing_left_to_do(tmp_path):
     run = tmp_path / "all"
     done = shambench.evaluate("all", examples_file=examples, run_dir=run, n_resamples=10)
     journal = (run / "predictions.jsonl").read_text()
-    again = shambench.evaluate("ignored: the run's config decides", resume=True, run_dir=run, n_resamples=10)
+    again = shambench.evaluate(resume=True, run_dir=run, n_resamples=10)
     assert (run / "predictions.jsonl").read_text() == journal
     assert again.model_dump(include={"partitions", "tasks"}) == done.model_dump(include={"partitions", "tasks"})
+    # A detector given with a resume is the run's, or refused: the run's config decides.
+    same = shambench.evaluate("all", resume=True, run_dir=run, n_resamples=10)
+    assert same.model_dump(include={"partitions", "tasks"}) == done.model_dump(include={"partitions", "tasks"})
+    with pytest.raises(DataError, match="resuming would change `detector`, `limit`"):
+        shambench.evaluate("none", resume=True, run_dir=run, limit=1)
+    assert (run / "predictions.jsonl").read_text() == journal
 
 
 def test_a_run_directory_is_never_adopted_twice(tmp_path):
@@ -67,21 +73,27 @@ def test_a_run_directory_is_never_adopted_twice(tmp_path):
     eval_run(examples, "all", tmp_path / "run")
     with pytest.raises(DataError, match="already holds a run"):
         shambench.evaluate("none", examples_file=examples, run_dir=tmp_path / "run")
-    with pytest.raises(DataError, match="needs the run_dir"):
+    with pytest.raises(DataError, match="needs the `run_dir`"):
         shambench.evaluate("none", resume=True)
 
 
-def test_run_differences_names_what_changed(tmp_path):
+def test_spec_differences_names_what_changed(tmp_path, monkeypatch):
     examples = write_jsonl(tmp_path / "ex.jsonl", ROWS)
     eval_run(examples, "random", tmp_path / "run", "-p", "rate=0.2", "-p", "seed=1")
-    config = load_config(tmp_path / "run")
-    assert run_differences(config, "random", config.params, config.examples_hash) == []
-    changed = {**config.params, "rate": 0.5}
-    assert run_differences(config, "random", changed) == ["rate"]
-    assert run_differences(config, "none", config.params, "other") == ["detector", "examples"]
-    # A sweep file names only some parameters: the others are not compared.
-    assert run_differences(config, "random", {"seed": 1}, all_params=False) == []
-    assert run_differences(config, "random", {"seed": 2}, all_params=False) == ["seed"]
+    recorded = recorded_spec(load_config(tmp_path / "run"))
+    assert recorded.params == {"rate": 0.2, "seed": 1} and recorded.selection.examples_file == examples.resolve()
+    # Only what the asked spec sets is compared: an empty spec is the recorded run (a resume with no option).
+    assert spec_differences(recorded, RunSpec()) == []
+    assert spec_differences(recorded, RunSpec(detector="random", params={"rate": 0.2})) == []
+    assert spec_differences(recorded, RunSpec(detector="random", params={"seed": 2})) == ["seed"]
+    assert spec_differences(recorded, RunSpec(detector="none", params={"rate": 0.5})) == ["detector", "rate"]
+    # Paths are compared resolved; a selection field set to another value is named.
+    monkeypatch.chdir(tmp_path)
+    assert spec_differences(recorded, RunSpec.of(examples_file=examples.name, split="test")) == []
+    assert spec_differences(recorded, RunSpec.of(limit=1, split="dev")) == ["limit", "split"]
+    # Only the parameters the run's detector reported as defining its output are compared: the others (how it
+    # retries, where a detector without one would send requests) change no prediction.
+    assert spec_differences(recorded, RunSpec(params={"backoff_base": 0.1}, base_url="http://127.0.0.1:1/v1")) == []
 
 
 def cli_and_api_results(tmp_path, cli_args: list[str], **api) -> tuple[dict, dict]:
@@ -107,7 +119,7 @@ def test_the_cli_and_evaluate_write_the_same_results_with_a_limit_and_a_detector
         detector="random",
         examples_file=examples,
         limit=1,
-        detector_params={"rate": 0.5, "seed": 3},
+        params={"rate": 0.5, "seed": 3},
     )
     assert cli == api
     assert api["n_examples"] == 2 and api["run"]["params"] == {"rate": 0.5, "seed": 3}
@@ -131,13 +143,13 @@ def test_the_cli_and_evaluate_write_the_same_suite_results_with_sopo_compat(tmp_
 
 def test_evaluate_refuses_what_eval_refuses(tmp_path):
     examples = write_jsonl(tmp_path / "ex.jsonl", ROWS)
-    with pytest.raises(DataError, match="sopo_compat needs suite='math-shepherd'"):
+    with pytest.raises(DataError, match="`sopo_compat` needs `suite` math-shepherd"):
         shambench.evaluate("all", examples_file=examples, run_dir=tmp_path / "a", sopo_compat=True)
     with pytest.raises(DataError, match="a suite selects its own datasets"):
         shambench.evaluate("all", suite="processbench", datasets="ragtruth", run_dir=tmp_path / "b")
     with pytest.raises(DataError, match="unknown suite 'nope'"):
         shambench.evaluate("all", suite="nope", run_dir=tmp_path / "c")
-    with pytest.raises(DataError, match="wait=False goes with batch=True"):
+    with pytest.raises(DataError, match="`wait` off goes with `batch`"):
         shambench.evaluate("all", examples_file=examples, run_dir=tmp_path / "d", wait=False)
     with pytest.raises(DataError, match="a dry run needs a detector that sends chat completions"):
         shambench.evaluate("all", examples_file=examples, run_dir=tmp_path / "e", dry_run=True)

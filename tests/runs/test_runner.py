@@ -221,8 +221,10 @@ def test_resume_refuses_changed_examples(tmp_path, flaky):
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--limit", "3", "--detector", "test-flaky"], "from the run's config.json; drop --detector, --limit"),
-        (["--run-dir", "elsewhere"], "from the run's config.json; drop --run-dir"),
+        (["--limit", "3", "--detector", "test-flaky"], "resuming would change --limit, which define the run's output"),
+        (["--detector", "none", "--split", "dev"], "resuming would change --detector, --split, which define"),
+        (["--run-dir", "elsewhere"], "--resume RUN_DIR names the run directory to finish; drop --run-dir"),
+        (["--runs", "elsewhere"], "--runs is where new runs go: a resume finishes the run in --run-dir"),
     ],
 )
 def test_resume_refuses_options_it_would_ignore_or_that_change_the_output(tmp_path, flaky, extra, message):
@@ -249,7 +251,7 @@ def test_resume_refuses_parameters_that_change_the_output(tmp_path):
     files = {p.name: p.read_bytes() for p in run.iterdir()}
     result = invoke("eval", "--resume", str(run), "--no-progress", "-p", "rate=0.5", "-p", "seed=3")
     assert result.exit_code == 2, result.output
-    assert "resuming would change rate, seed, which define the detector's output" in result.output
+    assert "resuming would change rate, seed, which define the run's output" in result.output
     assert {p.name: p.read_bytes() for p in run.iterdir()} == files
     same = invoke("eval", "--resume", str(run), "--no-progress", "-p", "rate=0.2", "--bootstrap", "20")
     assert same.exit_code == 0, same.output  # restating a recorded value is no change

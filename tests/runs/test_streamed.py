@@ -20,6 +20,7 @@ from shambench.llm.loop import ENDED, Feed, LoopThread
 from shambench.runs import evaluate
 from shambench.runs.evaluate import run_evaluation
 from shambench.runs.selection import select_datasets, select_examples
+from shambench.runs.spec import RunSpec, Selection
 from shambench.runs.streamed import HeldJournal
 from tests.run_helpers import without_times
 
@@ -165,8 +166,8 @@ def test_predictions_made_while_loading_are_journaled_after_the_config(server, t
         seen.append((held, before, config.exists()))
 
     monkeypatch.setattr(HeldJournal, "open", open_)
-    run = run_evaluation(
-        "openai",
+    spec = RunSpec.of(
+        detector="openai",
         datasets="halluentity,mushroom",
         data_dir=FIXTURES,
         run_dir=tmp_path / "run",
@@ -174,7 +175,8 @@ def test_predictions_made_while_loading_are_journaled_after_the_config(server, t
         model="m",
         base_url=server.base_url,
         api_key_env="STREAM_TEST_KEY",
-    ).run
+    )
+    run = run_evaluation(spec).run
     # Every halluentity request was answered while mushroom loaded: held, then journaled once config.json existed.
     held, config_before, config_after = seen[0]
     assert held == 6 and not config_before and config_after
@@ -274,10 +276,9 @@ def test_a_systematic_failure_while_loading_leaves_a_run_to_resume_as_today(serv
 
 def test_select_datasets_hands_each_dataset_as_select_examples_selects_it():
     handed: list[list[str]] = []
-    examples, selection = select_datasets(
-        "mushroom,favabench", "test", FIXTURES, 2, lambda exs: handed.append([ex.id for ex in exs]), lambda: None
-    )
-    today, today_selection = select_examples("mushroom,favabench", None, "test", FIXTURES, 2)
+    chosen = Selection(datasets="mushroom,favabench", data_dir=FIXTURES, limit=2)
+    examples, selection = select_datasets(chosen, lambda exs: handed.append([ex.id for ex in exs]), lambda: None)
+    today, today_selection = select_examples(chosen)
     assert [ex.id for ex in examples] == [ex.id for ex in today] == [i for ids in handed for i in ids]
     assert [len(ids) for ids in handed] == [2, 2] and handed[0][0].startswith("mushroom")
     assert selection == today_selection and selection["limit"] == 2
@@ -288,11 +289,11 @@ def test_select_datasets_stops_handing_at_the_first_failure_and_raises_todays_er
     slow_load(monkeypatch, "ragtruth", fail=True)
     handed: list[int] = []
     failed: list[bool] = []
-    names = "mushroom,favabench,halluentity,ragtruth"
+    chosen = Selection(datasets="mushroom,favabench,halluentity,ragtruth", data_dir=FIXTURES)
     with pytest.raises(DataError) as streamed:
-        select_datasets(names, "test", FIXTURES, None, lambda exs: handed.append(len(exs)), lambda: failed.append(True))
+        select_datasets(chosen, lambda exs: handed.append(len(exs)), lambda: failed.append(True))
     with pytest.raises(DataError) as today:
-        select_examples(names, None, "test", FIXTURES, None)
+        select_examples(chosen)
     assert handed == [6] and failed == [True]  # mushroom only; halluentity loads but is not handed
     assert str(streamed.value) == str(today.value)
     assert str(today.value).count("not loaded") == 2  # both failures named

@@ -253,10 +253,11 @@ def test_like_for_like_equals_every_row_scored_on_its_own(marked, predicted, sof
 def kept_file(tmp_path, examples, name="examples.jsonl"):
     """An EXAMPLES file of the examples and a reader of its corpus as `shambench score` reads it (kept on disk)."""
     from shambench.runs.selection import corpus_to_score
+    from shambench.runs.spec import Selection
 
     path = tmp_path / name
     path.write_text("".join(e.model_dump_json(exclude_none=True) + "\n" for e in examples), encoding="utf-8")
-    return lambda: corpus_to_score(None, path, "test", None, None)
+    return lambda: corpus_to_score(Selection(examples_file=path))
 
 
 def annotated():

@@ -232,13 +232,14 @@ def write_examples(path, examples: list[Example]) -> None:
 def reading(path):
     """The examples of a file as `shambench score` reads them, counting the reads."""
     from shambench.runs.selection import read_selection
+    from shambench.runs.spec import Selection
     from shambench.scoring.scorer import UNSCORED_EXAMPLE_FIELDS
 
     reads = []
 
     def read():
         reads.append(path)
-        return read_selection(None, path, "test", None, None, UNSCORED_EXAMPLE_FIELDS)[0]
+        return read_selection(Selection(examples_file=path), UNSCORED_EXAMPLE_FIELDS)[0]
 
     return read, reads
 

@@ -87,6 +87,7 @@ def test_examples_read_for_scoring_hold_no_context_and_score_the_same(tmp_path):
     from shambench.io import model_line
     from shambench.records import read_predictions
     from shambench.runs.selection import read_selection
+    from shambench.runs.spec import Selection
     from shambench.scoring.scorer import UNSCORED_EXAMPLE_FIELDS
 
     full = [
@@ -104,7 +105,7 @@ def test_examples_read_for_scoring_hold_no_context_and_score_the_same(tmp_path):
     ]
     path = tmp_path / "examples.jsonl"
     path.write_text("".join(model_line(ex) for ex in full), encoding="utf-8")
-    slim = list(read_selection(None, path, "test", None, None, UNSCORED_EXAMPLE_FIELDS)[0])
+    slim = list(read_selection(Selection(examples_file=path), UNSCORED_EXAMPLE_FIELDS)[0])
     assert [(ex.question, ex.context) for ex in slim] == [("", "")] * 6
     assert [ex.model_copy(update={"question": "", "context": ""}) for ex in full] == slim
     predictions = [Prediction(id="e1", spans=[[0, 6]], raw="x" * 1000, meta={"usage": 1})]

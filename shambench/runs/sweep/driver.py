@@ -16,13 +16,22 @@ from shambench.detection.detector import Detector, Monitor, create_detector
 from shambench.errors import CellError, DataError, ParameterError
 from shambench.io import Journal, read_regular, write_json
 from shambench.provenance import now_iso
-from shambench.runs.evaluate import run_differences
 from shambench.runs.files import CONFIG, JOURNAL, RESULTS
-from shambench.runs.rundir import RunConfig, detector_config, examples_hash, load_config, pending, run_lock
-from shambench.runs.scoring import write_scores
+from shambench.runs.lifecycle import Batched, Executor, Run, RunOutcome, complete
+from shambench.runs.rundir import (
+    FINGERPRINT,
+    RunConfig,
+    detector_config,
+    examples_hash,
+    load_config,
+    pending,
+    recorded_spec,
+    run_lock,
+)
 from shambench.runs.selection import select_examples
+from shambench.runs.spec import Scoring, Selection, spec_differences
 from shambench.runs.sweep.backends import Backend, run_tasks
-from shambench.runs.sweep.grid import SUMMARY, Cell, DataItem, SweepPlan, SweepSpec
+from shambench.runs.sweep.grid import SUMMARY, Cell, SweepPlan
 from shambench.runs.sweep.tasks import ShardOutput, predict_shard, score_shared
 from shambench.schema import Example
 from shambench.scoring.results import ExampleScores, Results
@@ -47,7 +56,7 @@ class RemoteDetector(Detector):
         shards = [positions[i : i + size] for i in range(0, len(positions), size)]
         head = (
             self.cell.detector,
-            self.cell.detector_params,
+            self.cell.spec.detector_params(),
             self.data.hash,
             self.data.handle(self.backend, self.retries),
         )
@@ -185,45 +194,127 @@ class DataCache:
 
     def __init__(self, plan: SweepPlan):
         self.plan = plan
-        self._locks: dict[DataItem, threading.Lock] = {c.data: threading.Lock() for c in plan.cells}
-        self._loaded: dict[DataItem, SharedData | DataError] = {}
+        # By label: two data items with one label would share run directories, which planning refuses.
+        self._locks: dict[str, threading.Lock] = {c.data.label: threading.Lock() for c in plan.cells}
+        self._loaded: dict[str, SharedData | DataError] = {}
 
-    def get(self, item: DataItem) -> SharedData:
-        """The examples of `item`; DataError when they cannot be loaded."""
+    def get(self, cell: Cell) -> SharedData:
+        """The examples of the cell's data item; DataError when they cannot be loaded."""
+        item = cell.data.label
         with self._locks[item]:
             if item not in self._loaded:
-                self._loaded[item] = self._load(item)
+                try:
+                    self._loaded[item] = SharedData(*select_examples(cell.spec.selection))
+                except DataError as err:
+                    self._loaded[item] = err
         loaded = self._loaded[item]
         if isinstance(loaded, DataError):
             raise loaded
         return loaded
 
-    def _load(self, item: DataItem) -> SharedData | DataError:
-        spec = self.plan.spec
-        try:
-            examples, selection = select_examples(
-                [item.dataset] if item.dataset else None,
-                item.examples_file,
-                spec.split,
-                self.plan.data_dir,
-                spec.limit,
-            )
-        except DataError as err:
-            return err
-        return SharedData(examples, selection)
 
-
-def check_existing(cell: Cell, data: SharedData) -> RunConfig | None:
-    """The cell's run config when it already has one; CellError when it holds a different run."""
+def existing_config(cell: Cell, data: SharedData) -> RunConfig | None:
+    """The cell's run config when it already has one; CellError when it holds a different run. A cell is compared
+    by its detector, the sweep file's parameters and the command line's endpoint, and its data by the examples'
+    hash alone (so a sweep folder moved with its EXAMPLES files still matches)."""
     if not (cell.run_dir / CONFIG).is_file():
         return None
     config = load_config(cell.run_dir)
-    differences = run_differences(config, cell.detector, cell.detector_params, data.hash, all_params=False)
-    if differences == ["examples"]:
-        raise CellError(f"{cell.run_dir}: the examples changed since the run began; delete the folder to rerun it")
+    differences = spec_differences(recorded_spec(config), cell.spec.model_copy(update={"selection": Selection()}))
     if differences:
         raise CellError(f"{cell.run_dir} holds a run of {config.detector} {config.params}, not of this cell")
+    # A run made before the fingerprint covered every field is compared as it was hashed then.
+    now = data.hash if config.fingerprint == FINGERPRINT else examples_hash(data.examples, config.fingerprint)
+    if config.examples_hash != now:
+        raise CellError(f"{cell.run_dir}: the examples changed since the run began; delete the folder to rerun it")
     return config
+
+
+class RemotelyScored(Executor):
+    """An executor whose runs are scored on one of the backend's workers, from the journal's text (the driver never
+    parses it: building every prediction's spans there would make it the bottleneck)."""
+
+    def __init__(self, data: SharedData, backend: Backend, retries: int):
+        Executor.__init__(self)  # not the next class's in a batch cell's order: that one takes its settings
+        self.data, self.backend, self.retries = data, backend, retries
+
+    def score(
+        self, run: Run, config: RunConfig, scoring: Scoring, outcome: RunOutcome
+    ) -> tuple[Results, Sequence[ExampleScores]]:
+        text = run.journal.text()
+        blob = self.data.handle(self.backend, self.retries)
+        call = (score_shared, (config, run.run_dir, self.data.hash, blob, text, scoring.n_resamples, scoring.seed))
+        _, results, failure = next(run_tasks(self.backend, [call], self.retries))
+        if failure:
+            raise CellError(f"scoring failed after {failure.attempts} attempts: {failure.error}")
+        return results
+
+
+class Remote(RemotelyScored):
+    """A cell's shards predicted on the backend's workers, their journal lines appended here as they arrive; the
+    run's config.json is written before the first, with the parameters the workers report."""
+
+    def __init__(self, cell: Cell, data: SharedData, backend: Backend, retries: int, on_predictions: Counted):
+        super().__init__(data, backend, retries)
+        self.cell, self.on_predictions = cell, on_predictions
+        self.remote = RemoteDetector(cell, data, backend, retries)
+        """The cell's detector as the driver sees it (the run's)."""
+
+    def predict(
+        self, run: Run, todo: list[Example], monitor: Monitor, on_prediction: Callable[[Any], None] | None
+    ) -> RunOutcome:
+        remote = self.remote
+
+        def first() -> None:
+            run.record(detector_config(remote, self.data.examples, self.data.selection, self.cell.spec))
+
+        return RunOutcome(predicted=journal_outputs(remote, todo, run.journal, first, monitor, self.on_predictions))
+
+
+class RemotelyScoredBatch(RemotelyScored, Batched):
+    """A cell run by the Batch API on the driver (no worker predicts), scored on a worker."""
+
+    def __init__(self, data: SharedData, backend: Backend, retries: int):
+        from shambench.runs.batch import BatchSettings
+
+        RemotelyScored.__init__(self, data, backend, retries)
+        self.settings, self.on_message = BatchSettings(), lambda line: None
+
+
+Counted = Callable[[int, int], None] | None
+"""Told `(predictions, failed)` as each shard (or batch answer) of a cell is journaled."""
+
+
+def cell_outcome(
+    cell: Cell, shared: SharedData, backend: Backend, retries: int, monitor: Monitor | None, on: Counted
+) -> tuple[RunOutcome, bool]:
+    """Predict, score and write one cell under its lock, through the one run lifecycle: its predictions made on the
+    workers, or by batch on the driver. True with the results already written when the cell was complete."""
+    with run_lock(cell.run_dir):
+        config = existing_config(cell, shared)
+        journal = Journal(cell.run_dir / JOURNAL, root=cell.run_dir.parent)
+        if config is not None and (cell.run_dir / RESULTS).is_file() and not pending(shared.examples, journal):
+            return RunOutcome(results=Results.model_validate_json(read_regular(cell.run_dir / RESULTS) or b"")), True
+        if not cell.spec.execution.batch:
+            remote = Remote(cell, shared, backend, retries, on)
+            run = Run(cell.run_dir, remote.remote, shared.examples, config)
+            return complete(run, remote, cell.spec.scoring, monitor), False
+
+        def count(pred: Any) -> None:
+            if on:
+                on(1, int(pred.error is not None))
+
+        detector = create_detector(cell.detector, **cell.spec.detector_params())
+        try:
+            run = Run(cell.run_dir, detector, shared.examples, config)
+            run.record(detector_config(detector, shared.examples, shared.selection, cell.spec))
+            # Items an expired or cancelled batch left unanswered are failed predictions, counted in the report.
+            outcome = complete(run, RemotelyScoredBatch(shared, backend, retries), cell.spec.scoring, monitor, count)
+        finally:
+            detector.close()
+        if outcome.detached_batch:  # waited past the timeout: the batch stays recorded, a rerun collects it
+            raise CellError(f"batch {outcome.detached_batch} has not finished; run the sweep again to collect it")
+        return outcome, False
 
 
 def run_cell(
@@ -231,41 +322,16 @@ def run_cell(
     data: DataCache,
     backend: Backend,
     monitor: Monitor | None = None,
-    on_predictions: Callable[[int, int], None] | None = None,
+    on_predictions: Counted = None,
 ) -> CellReport:
-    """Run one cell to completion (or resume it) and score it; every file is written here, on the driver."""
+    """Run one cell to completion (or resume it) and score it; every file is written here, on the driver. A cell
+    whose results.json exists and whose journal holds a successful prediction for every example is skipped."""
     report = CellReport(
         cell=cell.name, detector=cell.detector, params=cell.params, run_dir=str(cell.run_dir), status="done"
     )
-    spec = data.plan.spec
     try:
-        shared = data.get(cell.data)
         # One writer per run directory: another sweep (or an eval --resume) on this cell fails it at once.
-        with run_lock(cell.run_dir):
-            config = check_existing(cell, shared)
-            journal = Journal(cell.run_dir / JOURNAL, root=cell.run_dir.parent)
-            todo = pending(shared.examples, journal)
-            if (cell.run_dir / RESULTS).is_file() and not todo:
-                report.status = "skipped"
-                results = Results.model_validate_json(read_regular(cell.run_dir / RESULTS) or b"")
-            else:
-                remote = RemoteDetector(cell, shared, backend, spec.retries)
-
-                def write_config() -> None:
-                    if not (cell.run_dir / CONFIG).is_file():
-                        write_json(
-                            cell.run_dir / CONFIG,
-                            detector_config(remote, shared.examples, shared.selection),
-                            root=cell.run_dir.parent,
-                        )
-
-                if todo and cell.batch:
-                    report.predicted = run_batch_cell(cell, shared, journal, todo, monitor, on_predictions)
-                elif todo:
-                    report.predicted = journal_outputs(remote, todo, journal, write_config, monitor, on_predictions)
-                config = config or load_config(cell.run_dir)
-                results, per_example = score_remotely(cell, config, shared, journal, backend, spec)
-                write_scores(cell.run_dir, results, per_example)
+        outcome, skipped = cell_outcome(cell, data.get(cell), backend, data.plan.spec.retries, monitor, on_predictions)
     except (CellError, DataError) as err:
         report.status, report.error = "failed", str(err)
         report.usage_error = isinstance(err, ParameterError)
@@ -273,58 +339,13 @@ def run_cell(
     except Exception as err:  # one cell's unforeseen trouble must not stop the others or lose the report
         report.status, report.error = "failed", f"{type(err).__name__}: {err}"
         return report
+    results = outcome.results
+    assert results is not None  # a batch left running failed the cell above
+    report.status = "skipped" if skipped else "done"
+    report.predicted = outcome.predicted
     report.failed_predictions = results.failed_predictions
     report.token_f1 = results.overall.token.f1 if results.overall else None
     return report
-
-
-def run_batch_cell(
-    cell: Cell,
-    data: SharedData,
-    journal: Journal,
-    todo: Sequence[Example],
-    monitor: Monitor | None,
-    on_predictions: Callable[[int, int], None] | None,
-) -> int:
-    """Journal a cell's predictions by batch (see `shambench.llm.batch`), on the driver; returns how many arrived."""
-    from shambench.runs.batch import BatchRun, BatchSettings
-
-    det = create_detector(cell.detector, **cell.detector_params)
-    arrived = 0
-
-    def count(pred: Any) -> None:
-        nonlocal arrived
-        arrived += 1
-        if on_predictions:
-            on_predictions(1, int(pred.error is not None))
-
-    try:
-        if not (cell.run_dir / CONFIG).is_file():
-            write_json(
-                cell.run_dir / CONFIG, detector_config(det, data.examples, data.selection), root=cell.run_dir.parent
-            )
-        # Items an expired or cancelled batch left unanswered are failed predictions, counted in the cell's report.
-        outcome = BatchRun(det, cell.run_dir, journal, BatchSettings(), lambda line: None).run(
-            todo, monitor or Monitor(), count
-        )
-        if outcome.detached:  # waited past the timeout: the batch stays recorded, a rerun collects it
-            raise CellError(f"batch {outcome.detached} has not finished; run the sweep again to collect it")
-    finally:
-        det.close()
-    return arrived
-
-
-def score_remotely(
-    cell: Cell, config: RunConfig, data: SharedData, journal: Journal, backend: Backend, spec: SweepSpec
-) -> tuple[Results, list[ExampleScores]]:
-    """The cell's results and per-example scores, computed on a worker from the journal the driver holds."""
-    text = journal.text()
-    blob = data.handle(backend, spec.retries)
-    call = (score_shared, (config, cell.run_dir, data.hash, blob, text, spec.bootstrap, spec.seed))
-    _, results, failure = next(run_tasks(backend, [call], spec.retries))
-    if failure:
-        raise CellError(f"scoring failed after {failure.attempts} attempts: {failure.error}")
-    return results
 
 
 def run_sweep(

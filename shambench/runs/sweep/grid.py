@@ -18,8 +18,8 @@ from shambench.data.benchmark import default_datasets, split_names
 from shambench.detection.detector import detectors
 from shambench.errors import DataError
 from shambench.registry import checked_params, factory_parameters
-from shambench.runs.evaluate import CREDENTIAL_ROUTING
 from shambench.runs.files import JOURNAL, RESULTS
+from shambench.runs.spec import CREDENTIAL_ROUTING, Reading, RunSpec, Selection
 from shambench.structured import yaml_file
 
 SUMMARY = "sweep.json"
@@ -74,10 +74,9 @@ class DetectorGrid(BaseModel):
         ]
 
 
-class SweepSpec(BaseModel):
-    """A sweep file: which detectors run on which data, and where their run directories go."""
-
-    model_config = ConfigDict(extra="forbid")
+class SweepSpec(Reading):
+    """A sweep file: which detectors run on which data (its `split`, `data_dir` and `limit` are every cell's, the
+    folder relative to the sweep file's), and where their run directories go."""
 
     detectors: list[DetectorGrid] = Field(min_length=1)
     """Detector entries: a name, or a mapping with `detector`, `params`, `grid` and `shard_size`."""
@@ -85,12 +84,6 @@ class SweepSpec(BaseModel):
     """Dataset names, one cell per dataset; left out (with no `examples`): every available SHAM-Bench dataset."""
     examples: list[str] = Field(default_factory=list)
     """EXAMPLES JSONL files, one cell per file (relative paths start at the sweep file's folder)."""
-    split: str = "test"
-    """Split of the datasets."""
-    data_dir: str | None = None
-    """Folder holding the corpora (default: $SHAMBENCH_DATA_DIR, else the user cache directory)."""
-    limit: int | None = Field(default=None, ge=1)
-    """Use only the first N examples of each partition."""
     runs: str | None = None
     """Folder of the cells' run directories (default: `runs/<sweep file name>` beside the sweep file)."""
     retries: int = Field(default=2, ge=0)
@@ -131,40 +124,46 @@ def read_spec(path: str | Path) -> SweepSpec:
 
 
 class DataItem(BaseModel):
-    """The data of a cell: one dataset or one EXAMPLES file."""
-
-    model_config = ConfigDict(frozen=True)
+    """The data of a cell: one dataset or one EXAMPLES file, read as the sweep file says."""
 
     label: str
-    """Folder name of the data in the runs folder."""
-    dataset: str | None = None
-    """Dataset name, when the examples come from an adapter."""
-    examples_file: str | None = None
-    """Absolute path of an EXAMPLES JSONL file, when they come from one."""
+    """Folder name of the data in the runs folder (what tells two data items apart)."""
+    selection: Selection
+    """Its examples: one dataset (its split, data directory and limit the sweep file's), or one EXAMPLES file (its
+    absolute path, and the limit)."""
+
+    @property
+    def dataset(self) -> str | None:
+        """The dataset's name, when the examples come from an adapter."""
+        return self.selection.datasets[0] if self.selection.datasets else None
 
 
 class Cell(BaseModel):
-    """One detector configuration on one data item: one run directory."""
+    """One detector configuration on one data item: one run directory, and the run it holds."""
 
-    detector: str
-    """Detector spec (NAME or NAME:ARG)."""
-    params: dict[str, Any]
-    """Parameters from the sweep file (the run config records the detector's full parameters)."""
+    spec: RunSpec
+    """The cell's run: its detector, the sweep file's parameters, the command line's endpoint (for a detector that
+    takes one, never from the file), its data, scoring and run directory."""
     data: DataItem
     """The examples the cell runs on."""
-    run_dir: Path
-    """The cell's run directory."""
     shard_size: int | None = None
     """Examples per worker task (None: the whole cell in one task)."""
-    batch: bool = False
-    """Run by OpenAI's Batch API on the driver instead of on workers."""
-    endpoint: dict[str, str] = Field(default_factory=dict)
-    """`base_url` / `api_key_env` from the command line, for a detector that takes them (never from the file)."""
 
     @property
-    def detector_params(self) -> dict[str, Any]:
-        """What the cell's detector is created with: the file's parameters and the command line's endpoint."""
-        return {**self.params, **self.endpoint}
+    def detector(self) -> str:
+        """Detector spec (NAME or NAME:ARG)."""
+        return self.spec.detector or ""
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """Parameters from the sweep file (the run config records the detector's full parameters)."""
+        return self.spec.params
+
+    @property
+    def run_dir(self) -> Path:
+        """The cell's run directory."""
+        assert self.spec.execution.run_dir is not None  # every cell's spec names its directory
+        return self.spec.execution.run_dir
 
     @property
     def name(self) -> str:
@@ -205,10 +204,16 @@ def data_items(spec: SweepSpec, base: Path, root: Path) -> list[DataItem]:
     names = spec.datasets if spec.datasets is not None or spec.examples else default_datasets(root, spec.split)
     for name in names or []:
         adapters.get(name)  # an unknown name fails here, with a suggestion, before anything runs
-    items = [DataItem(label=name, dataset=name) for name in names or []]
+    read = {"split": spec.split, "data_dir": root, "limit": spec.limit}
+    items = [
+        DataItem(label=name, selection=Selection.model_validate({"datasets": [name], **read})) for name in names or []
+    ]
     for file in spec.examples:
         path = (base / file).resolve()
-        items.append(DataItem(label=re.sub(r"[^A-Za-z0-9_.-]+", "-", path.stem), examples_file=str(path)))
+        label = re.sub(r"[^A-Za-z0-9_.-]+", "-", path.stem)
+        items.append(
+            DataItem(label=label, selection=Selection.model_validate({"examples_file": path, "limit": spec.limit}))
+        )
     if not items:
         raise DataError(f"no datasets found under {root} and no `examples:` given (pass --data-dir)")
     return items
@@ -229,6 +234,27 @@ def takes_endpoint(spec: str) -> bool:
     """Whether a detector's factory takes `base_url` (declared, or handed on with its other parameters)."""
     declared, more = factory_parameters(detectors.get(spec.partition(":")[0]).factory)
     return more or any(p.name == "base_url" for p in declared)
+
+
+def cell_spec(
+    sweep: SweepSpec,
+    entry: DetectorGrid,
+    params: dict[str, Any],
+    item: DataItem,
+    runs_dir: Path,
+    endpoint: dict[str, str],
+) -> RunSpec:
+    """The run of one cell of the grid: `entry`'s detector with `params` on `item`, in its folder of `runs_dir`."""
+    spec = RunSpec.of(
+        detector=entry.detector,
+        params=params,
+        **(endpoint if takes_endpoint(entry.detector) else {}),
+        n_resamples=sweep.bootstrap,
+        seed=sweep.seed,
+        run_dir=runs_dir / item.label / cell_label(entry.detector, params),
+        batch=entry.batch,
+    )
+    return spec.model_copy(update={"selection": item.selection})
 
 
 def plan_sweep(
@@ -260,13 +286,9 @@ def plan_sweep(
         check_parameters(entry)  # a parameter the detector does not take, or of the wrong type: a usage error
     cells = [
         Cell(
-            detector=entry.detector,
-            params=params,
+            spec=cell_spec(spec, entry, params, item, runs_dir, endpoint or {}),
             data=item,
-            run_dir=runs_dir / item.label / cell_label(entry.detector, params),
             shard_size=entry.shard_size,
-            batch=entry.batch,
-            endpoint=endpoint if endpoint and takes_endpoint(entry.detector) else {},
         )
         for item in items
         for entry in spec.detectors
