@@ -95,3 +95,15 @@ def mute_port():
     for conn in accepted:
         conn.close()
     sock.close()
+
+
+@pytest.fixture
+def command_line_settings():
+    """The process-wide settings of the command line's process installed (`shambench.cli.run` installs them; a
+    test process, like a user's, has none), and the default restored after."""
+    from shambench.cli.process import CommandLineSettings
+    from shambench.memory import use_process_settings
+
+    previous = use_process_settings(CommandLineSettings())
+    yield
+    use_process_settings(previous)

@@ -177,8 +177,14 @@ def main() -> None:
 
 
 def run() -> NoReturn:
-    """The installed `shambench` command (and `python -m shambench`): `main`, then an exit that skips the
-    interpreter's teardown once nothing is left to finish."""
+    """The installed `shambench` command (and `python -m shambench`): `main` in a process whose collector and
+    thread switching the library may set (`shambench.cli.process`), then an exit that skips the interpreter's
+    teardown once nothing is left to finish."""
+    from shambench.cli.process import CommandLineSettings
+    from shambench.memory import use_process_settings
+
+    # This process is the command's own: the library may make the process-wide settings it asks for.
+    use_process_settings(CommandLineSettings())
     status = 0
     try:
         main(prog_name="shambench")

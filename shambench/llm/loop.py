@@ -13,6 +13,8 @@ from collections import deque
 from collections.abc import Coroutine, Iterable
 from typing import Any, Generic, TypeVar
 
+from shambench.memory import switch_interval
+
 T = TypeVar("T")
 
 HANDOVER_SECONDS = 0.0001
@@ -24,18 +26,19 @@ _interval_lock = threading.Lock()
 
 
 def _handover_sooner(started: bool) -> None:
-    """Lower the switch interval while any loop thread runs, and restore it when the last one stops: the loop
-    answers sockets in short bursts, and a CPU-bound thread of this process (the scorer built ahead of the last
-    answer, the main thread journaling predictions) would otherwise keep the GIL for up to 5 ms each time the loop
-    wakes up, a delay every request in flight pays."""
+    """Lower the switch interval while any loop thread runs, and restore it when the last one stops, where the
+    process allows it (`shambench.memory.switch_interval`: the command line's does): the loop answers sockets in
+    short bursts, and a CPU-bound thread of this process (the scorer built ahead of the last answer, the main
+    thread journaling predictions) would otherwise keep the GIL for up to 5 ms each time the loop wakes up, a
+    delay every request in flight pays."""
     global _running, _default_interval
     with _interval_lock:
         if started and _running == 0:
             _default_interval = sys.getswitchinterval()
-            sys.setswitchinterval(min(HANDOVER_SECONDS, _default_interval))
+            switch_interval(min(HANDOVER_SECONDS, _default_interval))
         _running += 1 if started else -1
         if not started and _running == 0:
-            sys.setswitchinterval(_default_interval)
+            switch_interval(_default_interval)
 
 
 class LoopThread:

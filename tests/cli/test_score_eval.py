@@ -198,6 +198,7 @@ def test_non_utf8_predictions_name_the_line(files):
     assert_nothing_written(out)
 
 
+@pytest.mark.usefixtures("command_line_settings")  # installed by the command's entry, which CliRunner skips
 def test_score_runs_with_the_collector_paused_and_leaves_it_as_it_was(files, monkeypatch):
     import gc
 

@@ -116,11 +116,12 @@ def _examples_file(path: Path, response: str) -> Path:
 
 def _read(path: Path, reads: list[Path]):
     from shambench.runs.selection import read_selection
+    from shambench.runs.spec import Selection
     from shambench.scoring.scorer import UNSCORED_EXAMPLE_FIELDS
 
     def read():
         reads.append(path)
-        return read_selection(None, path, "test", None, None, UNSCORED_EXAMPLE_FIELDS)[0]
+        return read_selection(Selection(examples_file=path), UNSCORED_EXAMPLE_FIELDS)[0]
 
     return read
 

@@ -9,7 +9,8 @@ from shambench.llm.loop import HANDOVER_SECONDS, LoopThread
 
 
 @pytest.fixture
-def default_interval():
+def default_interval(command_line_settings):
+    """Python's default switch interval, in a process that allows the library to set it (the command line's)."""
     before = sys.getswitchinterval()
     sys.setswitchinterval(0.005)
     yield 0.005

@@ -180,6 +180,7 @@ def test_only_examples_with_steps_are_kept_whole(monkeypatch):
     assert scorer.corpus.soft == {2: [(0, 3, 0.6)]}  # of "c", only its soft labels
 
 
+@pytest.mark.usefixtures("command_line_settings")  # what the command line's process allows
 @pytest.mark.parametrize("enabled", [True, False])
 def test_the_collector_is_paused_while_a_corpus_is_read_and_left_as_it_was(enabled):
     seen = []

@@ -28,6 +28,7 @@ def test_a_file_scored_before_is_not_read_again_and_scores_the_same(tmp_path):
     assert kept_module.corpora_stats()[0] == 1
 
 
+@pytest.mark.usefixtures("command_line_settings")  # what the command line's process allows
 def test_loading_a_kept_corpus_reads_its_names_with_the_collector_paused(tmp_path, monkeypatch):
     path = tmp_path / "examples.jsonl"
     write_examples(path, mixed_examples())
