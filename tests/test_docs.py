@@ -134,6 +134,13 @@ def test_the_command_checker_names_what_the_command_line_lacks():
     assert unknown_words(["data", "fetch"]) == ["shambench data fetch"]
 
 
+def test_the_readme_test_command_is_what_ci_runs():
+    readme = (REPO / "README.md").read_text()
+    command = next(line for block in shell_blocks(readme) for line in block.splitlines() if "pytest" in line)
+    assert command.startswith("python3 -m venv .venv && .venv/bin/pip install -e '.[dev,")
+    assert command in (REPO / ".ci" / "run").read_text().splitlines()
+
+
 def test_the_docs_have_blocks_to_run():
     with_python = {doc for doc, _, _ in BLOCKS}
     assert {"README.md", "CONTRIBUTING.md"} <= with_python
