@@ -123,7 +123,10 @@ def sweep(
     refused = [c for c in report.failed if c.usage_error]
     if refused:
         print_failures(console, failures, what="cells")
-        raise UserError(f"{len(refused)} cells have parameters their detector refuses: fix the sweep file")
+        raise UserError(
+            f"{len(refused)} cells cannot run as given (a parameter their detector refuses, or a folder that cannot "
+            "be written: see above): fix the sweep file or the folder"
+        )
     print_failures(console, failures, what="cells", retry="retry them: run the same command again")
     finish(len(failures), allow_failures)
 

@@ -241,7 +241,7 @@ class BatchRun:
         return self._api
 
     def save(self) -> None:
-        write_json(state_path(self.run_dir), self.state, root=self.run_dir.parent)
+        write_json(state_path(self.run_dir), self.state, root=self.journal.root or self.run_dir.parent)
 
     def run(
         self,

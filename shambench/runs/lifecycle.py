@@ -59,11 +59,15 @@ class Run:
     config: RunConfig | None
     """The run's config.json (None until written: a sweep's cell records it once its workers report the detector's
     parameters)."""
+    root: Path | None = None
+    """The folder its files are confined to (`shambench.fs.Root`): the run directory's parent unless given (a
+    sweep's: the runs folder's parent)."""
     journal: Journal = field(init=False)
     """The prediction journal."""
 
     def __post_init__(self) -> None:
-        self.journal = Journal(self.run_dir / JOURNAL, root=self.run_dir.parent)
+        self.root = self.root or self.run_dir.parent
+        self.journal = Journal(self.run_dir / JOURNAL, root=self.root)
 
     def todo(self) -> list[Example]:
         """Examples without a successful prediction yet."""
@@ -75,7 +79,7 @@ class Run:
         if self.config is None:
             if (self.run_dir / CONFIG).exists():
                 raise RunDirError(f"{self.run_dir} already holds a run: resume it, or choose another run directory")
-            write_json(self.run_dir / CONFIG, config, root=self.run_dir.parent)
+            write_json(self.run_dir / CONFIG, config, root=self.root)
             self.config = config
 
 
@@ -216,10 +220,10 @@ def finish(run: Run, outcome: RunOutcome, executor: Executor, scoring: Scoring) 
     served = results.run.served_model if results.run else None
     if served != config.served_model:
         config.served_model = served
-        write_json(run.run_dir / CONFIG, config, root=run.run_dir.parent)
+        write_json(run.run_dir / CONFIG, config, root=run.root)
     if scoring.sopo_compat:
         with_sopo_compat(results, run.examples, outcome.predictions, scoring.seed)
-    write_scores(run.run_dir, results, per_example)
+    write_scores(run.run_dir, results, per_example, run.root)
     outcome.results = results
     return outcome
 

@@ -253,15 +253,16 @@ def stamped_config(
 
 
 @contextmanager
-def run_lock(run_dir: Path) -> Iterator[None]:
+def run_lock(run_dir: Path, root: Path | None = None) -> Iterator[None]:
     """Hold the run directory's lock while the body runs: one process at a time may call a detector into a run
-    directory. DataError at once, naming the holder's pid, when another process holds it."""
+    directory. DataError at once, naming the holder's pid, when another process holds it. `root`: the folder the
+    run directory's writes are confined to (`shambench.fs.Root`; default its parent)."""
     import fcntl
 
     run_dir = Path(run_dir)
     # Never through a planted link (at the run directory or the lock): the pid written below would truncate
     # whatever file it points to. The gate makes the folder too.
-    lock = open_regular(run_dir / LOCK, os.O_RDWR | os.O_CREAT, run_dir.parent)
+    lock = open_regular(run_dir / LOCK, os.O_RDWR | os.O_CREAT, root or run_dir.parent)
     with os.fdopen(lock, "r+", encoding="utf-8") as fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -182,10 +182,12 @@ def example_scores(run_dir: Path) -> dict[str, ExampleScores]:
     return {row.id: row for row in (ExampleScores.model_validate(obj) for _, obj in iter_jsonl(path))}
 
 
-def write_scores(run_dir: Path, results: Results, per_example: Sequence[ExampleScores]) -> None:
+def write_scores(
+    run_dir: Path, results: Results, per_example: Sequence[ExampleScores], root: Path | None = None
+) -> None:
     """Write a run's `per_example.jsonl`, then its `results.json` (each atomically)."""
-    write_jsonl(run_dir / PER_EXAMPLE, per_example, root=run_dir.parent)
-    write_json(run_dir / RESULTS, results, root=run_dir.parent)
+    write_jsonl(run_dir / PER_EXAMPLE, per_example, root=root or run_dir.parent)
+    write_json(run_dir / RESULTS, results, root=root or run_dir.parent)
 
 
 def score_predictions(

@@ -67,8 +67,7 @@ INVOCATIONS: dict[str, list[str] | str] = {
     "optimize": "needs an API server and DSPy's MIPROv2 search (minutes); its one output goes through io.write_json",
     "score": ["{work}/run", *BOOT],
     "show": ["{work}/run", "--html", "{work}/page.html"],
-    "sweep": "its cells run in worker processes, which a patch in this process does not reach; its run files go "
-    "through the same run-directory code as eval (tests/runs/test_sweep.py)",
+    "sweep": ["{work}/sweep.yaml", "--workers", "1", "--no-progress", "--no-leaderboard"],
     "train token-classifier": "needs a transformers base model and a training loop (minutes); its folder is made "
     "by fs.make_dirs and its settings written by io.write_json",
 }
@@ -115,10 +114,20 @@ def template(tmp_path_factory):
         eval_run(ex, "all", work / "run")
         eval_run(ex, "none", work / "run2")
         write_jsonl(work / "pred.jsonl", [{"id": f"toy/{i}", "spans": [[0, 3]]} for i in range(3)])
+        # Relative paths: each copy of the template sweeps its own examples into its own folder.
+        (work / "sweep.yaml").write_text("detectors: [none]\nexamples: [ex.jsonl]\nruns: swept\n")
         write_jsonl(work / "evidence.jsonl", [{"id": f"toy/{i}", "context": "Varn is a town."} for i in range(3)])
         res = CliRunner().invoke(main, ["score", "--examples", str(ex), "--predictions", str(work / "pred.jsonl")])
         assert res.exit_code == 0, res.output
     return home
+
+
+@pytest.fixture(scope="module", autouse=True)
+def template_untouched(template):
+    """No command reaches the template through a copy of it (a path in a copied file would)."""
+    before = snapshot(template)
+    yield
+    assert snapshot(template) == before
 
 
 @pytest.fixture

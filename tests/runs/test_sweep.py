@@ -365,7 +365,7 @@ def test_cli_plan_run_and_failure_exit_status(tmp_path):
     # A parameter the detector refuses is a usage error: exit 2, and no "run again" advice.
     assert ran.exit_code == 2, ran.output
     assert "toy/random_rate=2: detector 'random': rate must be in [0, 1], got 2" in ran.output
-    assert "1 cells have parameters their detector refuses: fix the sweep file" in ran.output
+    assert "1 cells cannot run as given (a parameter their detector refuses, or a folder" in ran.output
     assert "run the same command again" not in ran.output
     assert (tmp_path / "runs" / "sweep" / "toy" / "all" / RESULTS).is_file()
     allowed = runner.invoke(main, ["sweep", str(spec), "--workers", "1", "--no-progress", "--allow-failures"])

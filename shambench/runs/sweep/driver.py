@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from shambench.detection.detector import Detector, Monitor, create_detector
-from shambench.errors import CellError, DataError, ParameterError
+from shambench.errors import CellError, DataError, FolderError, ParameterError
 from shambench.io import Journal, read_regular, write_json
 from shambench.provenance import now_iso
 from shambench.runs.files import CONFIG, JOURNAL, RESULTS
@@ -130,7 +130,8 @@ class CellReport(BaseModel):
     error: str | None = None
     """Why the cell failed."""
     usage_error: bool = False
-    """It failed because its detector refused its parameters (a usage error: running again cannot help)."""
+    """It failed because its detector refused its parameters, or its folder cannot be written (a link on the way,
+    a read-only disk): a usage error, which running again cannot help."""
 
 
 class SweepReport(BaseModel):
@@ -213,6 +214,12 @@ class DataCache:
         return loaded
 
 
+def runs_root(plan: SweepPlan) -> Path:
+    """The folder every file of a sweep is confined to: the runs folder's parent, so the runs folder (which the
+    sweep makes) is itself never a link that writes would follow (`shambench.fs`)."""
+    return Path(plan.runs).absolute().parent
+
+
 def existing_config(cell: Cell, data: SharedData) -> RunConfig | None:
     """The cell's run config when it already has one; CellError when it holds a different run. A cell is compared
     by its detector, the sweep file's parameters and the command line's endpoint, and its data by the examples'
@@ -286,18 +293,25 @@ Counted = Callable[[int, int], None] | None
 
 
 def cell_outcome(
-    cell: Cell, shared: SharedData, backend: Backend, retries: int, monitor: Monitor | None, on: Counted
+    cell: Cell,
+    shared: SharedData,
+    backend: Backend,
+    retries: int,
+    monitor: Monitor | None,
+    on: Counted,
+    root: Path | None = None,
 ) -> tuple[RunOutcome, bool]:
     """Predict, score and write one cell under its lock, through the one run lifecycle: its predictions made on the
-    workers, or by batch on the driver. True with the results already written when the cell was complete."""
-    with run_lock(cell.run_dir):
+    workers, or by batch on the driver. True with the results already written when the cell was complete. `root`:
+    the folder its files are confined to (`runs_root`)."""
+    with run_lock(cell.run_dir, root):
         config = existing_config(cell, shared)
-        journal = Journal(cell.run_dir / JOURNAL, root=cell.run_dir.parent)
+        journal = Journal(cell.run_dir / JOURNAL, root=root or cell.run_dir.parent)
         if config is not None and (cell.run_dir / RESULTS).is_file() and not pending(shared.examples, journal):
             return RunOutcome(results=Results.model_validate_json(read_regular(cell.run_dir / RESULTS) or b"")), True
         if not cell.spec.execution.batch:
             remote = Remote(cell, shared, backend, retries, on)
-            run = Run(cell.run_dir, remote.remote, shared.examples, config)
+            run = Run(cell.run_dir, remote.remote, shared.examples, config, root)
             return complete(run, remote, cell.spec.scoring, monitor), False
 
         def count(pred: Any) -> None:
@@ -306,7 +320,7 @@ def cell_outcome(
 
         detector = create_detector(cell.detector, **cell.spec.detector_params())
         try:
-            run = Run(cell.run_dir, detector, shared.examples, config)
+            run = Run(cell.run_dir, detector, shared.examples, config, root)
             run.record(detector_config(detector, shared.examples, shared.selection, cell.spec))
             # Items an expired or cancelled batch left unanswered are failed predictions, counted in the report.
             outcome = complete(run, RemotelyScoredBatch(shared, backend, retries), cell.spec.scoring, monitor, count)
@@ -331,10 +345,12 @@ def run_cell(
     )
     try:
         # One writer per run directory: another sweep (or an eval --resume) on this cell fails it at once.
-        outcome, skipped = cell_outcome(cell, data.get(cell), backend, data.plan.spec.retries, monitor, on_predictions)
+        outcome, skipped = cell_outcome(
+            cell, data.get(cell), backend, data.plan.spec.retries, monitor, on_predictions, runs_root(data.plan)
+        )
     except (CellError, DataError) as err:
         report.status, report.error = "failed", str(err)
-        report.usage_error = isinstance(err, ParameterError)
+        report.usage_error = isinstance(err, ParameterError | FolderError)
         return report
     except Exception as err:  # one cell's unforeseen trouble must not stop the others or lose the report
         report.status, report.error = "failed", f"{type(err).__name__}: {err}"
@@ -376,5 +392,5 @@ def run_sweep(
         except Exception as err:  # the sweep's runs stand without it; `shambench leaderboard build` can redo it
             report.leaderboard_error = f"{type(err).__name__}: {err}"
     report.finished_at = now_iso()
-    write_json(plan.runs / SUMMARY, report, root=plan.runs)
+    write_json(plan.runs / SUMMARY, report, root=runs_root(plan))
     return report
