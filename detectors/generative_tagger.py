@@ -277,7 +277,6 @@ def make_tagger(
     generation: dict[str, Any] | None = None,
     min_similarity: float | None = None,
     cache: bool = True,
-    prompt_hash: str | None = None,
     question_as_evidence: Any = None,
     parse: str | None = None,
     **overrides: Any,
@@ -288,8 +287,6 @@ def make_tagger(
     from shambench.llm.presets import generation_params
 
     cls = TAGGERS[name]
-    if prompt_hash is not None and prompt_hash != cls.template_hash():
-        raise DataError(f"the run was made with another {name} prompt ({prompt_hash}); start a new run")
     model = model or DEFAULT_MODELS[name]
     if not model or not base_url:
         raise DataError(f"--detector {name} needs --base-url of the server (vLLM) and --model as it serves it")

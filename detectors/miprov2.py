@@ -311,7 +311,6 @@ def make_miprov2(
     base_url: str | None = None,
     api_key_env: str | None = None,
     generation: dict[str, Any] | None = None,
-    prompt_hash: str | None = None,
     base: str | None = None,
     **options: Any,
 ) -> MIPROv2Detector:
@@ -320,11 +319,6 @@ def make_miprov2(
     The file never routes the API key: the variable comes from the command line or the base preset, and a
     `base_url` or `api_key_env` other than the preset's must be given again with --base-url / --api-key-env."""
     saved = load_program(program)
-    if prompt_hash is not None and prompt_hash != saved.prompt.hash:
-        raise DataError(
-            f"the run was made with prompt {prompt_hash} but {program} now holds prompt {saved.prompt.hash}; "
-            "resuming would mix two prompts: start a new run"
-        )
     if base is not None and base != saved.base:
         raise DataError(f"the run used base preset {base!r} but {program} was optimised from {saved.base!r}")
     if base_url is None and saved.base_url and saved.base_url != presets()[saved.base].base_url:

@@ -18,7 +18,6 @@ from typing import Any
 
 from shambench.detection.detector import detectors
 from shambench.detection.locate import MIN_SIMILARITY, locate
-from shambench.errors import DataError
 from shambench.llm.api import APIDetector
 from shambench.llm.presets import preset_settings, presets
 from shambench.schema import Example, Prediction
@@ -123,7 +122,6 @@ def make_prompted(
     min_similarity: float | None = None,
     cache: bool = True,
     generation: dict[str, Any] | None = None,
-    prompt_hash: str | None = None,
     **overrides: Any,
 ) -> PromptedDetector:
     """A prompted detector from a preset, with command-line overrides.
@@ -140,13 +138,7 @@ def make_prompted(
         min_similarity: fuzzy-match threshold (0-1) for placing a quoted span in the response.
         cache: reuse cached answers to identical requests.
         generation: generation settings sent with each request (temperature, max_tokens, ...).
-        prompt_hash: the prompt hash a resumed run was made with (checked, not chosen).
     """
-    if prompt_hash is not None and prompt_hash != PROMPT_HASH:
-        raise DataError(
-            f"the run was made with prompt {prompt_hash} but this shambench has prompt {PROMPT_HASH}; "
-            "resuming would mix two prompts: start a new run"
-        )
     settings = preset_settings(
         preset_name,
         model=model,

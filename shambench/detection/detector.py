@@ -51,6 +51,12 @@ class Monitor:
         """Something the user should know once, e.g. that the server rejected a structured-output mode."""
 
 
+REPORTED_ONLY = ("prompt_hash",)
+"""Parameters a detector reports (`Detector.params`) that no factory takes: what its output depends on (the hash of
+the prompt this code sends), not a choice. A resume never hands them to the factory; it compares them with the
+rebuilt detector's, as every recorded parameter, and refuses a run whose prompt has changed since."""
+
+
 class Detector:
     """Base class of detectors: override `detect` (one example) or `predict` (batched or asynchronous)."""
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shambench.detection.detector import Detector, Monitor, create_detector
+from shambench.detection.detector import REPORTED_ONLY, Detector, Monitor, create_detector
 from shambench.errors import RunDirError, UnknownPluginError
 from shambench.io import Journal, write_json
 from shambench.runs.files import CONFIG, JOURNAL
@@ -244,7 +244,7 @@ def refuse_changes(config: RunConfig, asked: RunSpec) -> None:
 def resumed_detector(config: RunConfig, given: dict[str, Any]) -> Detector:
     """The detector of a run being resumed: its recorded parameters, except those that route the API key, which
     come from `given` or the preset; RunDirError when anything recorded would change."""
-    recorded = {k: v for k, v in config.params.items() if k not in CREDENTIAL_ROUTING}
+    recorded = {k: v for k, v in config.params.items() if k not in (*CREDENTIAL_ROUTING, *REPORTED_ONLY)}
     try:
         detector = create_detector(config.detector, **{**recorded, **given})
     except UnknownPluginError as err:

@@ -265,8 +265,13 @@ def test_a_ragtruth_tagger_run_with_the_old_reference_is_not_resumed():
     # The hash covers how {reference} is filled: runs made when it was the context have the templates' hash alone.
     old = template_hash(*RAGTRUTH_TEMPLATES.values())
     assert det.params()["prompt_hash"] != old
-    with pytest.raises(DataError, match=f"another ragtruth-tagger prompt \\({old}\\)"):
-        create_detector("ragtruth-tagger", model="rt", base_url="http://127.0.0.1:9/v1", prompt_hash=old)
+    from shambench.errors import RunDirError
+    from shambench.runs.lifecycle import resumed_detector
+    from shambench.runs.rundir import stamped_config
+
+    config = stamped_config("ragtruth-tagger", "generative-tagger", det.params() | {"prompt_hash": old}, [])
+    with pytest.raises(RunDirError, match="resuming would change prompt_hash"):
+        resumed_detector(config, {"base_url": "http://127.0.0.1:9/v1"})
     # FAVA's filling never changed: its hash is its template's.
     assert create_detector("fava", base_url="http://127.0.0.1:9/v1").params()["prompt_hash"] == template_hash(
         FAVA_TEMPLATE

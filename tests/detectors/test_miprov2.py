@@ -26,7 +26,9 @@ from shambench.detectors.miprov2 import (
     span_program,
 )
 from shambench.detectors.prompts import SYSTEM, WORKED_EXAMPLES
-from shambench.errors import DataError
+from shambench.errors import DataError, RunDirError
+from shambench.runs.lifecycle import resumed_detector
+from shambench.runs.rundir import stamped_config
 from shambench.schema import Example
 
 EXAMPLE = Example(
@@ -122,13 +124,13 @@ def test_detector_takes_the_program_endpoint_and_the_command_line_overrides(tmp_
     other = create_detector(f"miprov2:{path}", model="m", base_url="http://127.0.0.1:9/v1", temperature=0)
     assert (other.endpoint.model, other.endpoint.base_url) == ("m", "http://127.0.0.1:9/v1")
     assert other.generation["temperature"] == 0
-    # What `--resume` passes back rebuilds the same detector, and a changed program is refused.
-    again = create_detector(f"miprov2:{path}", **det.params())
-    assert again.params() == det.params()
-    with pytest.raises(DataError, match="resuming would mix two prompts"):
-        create_detector(f"miprov2:{path}", **{**det.params(), "prompt_hash": "0" * 16})
+    # What `--resume` rebuilds is the same detector, and a changed program (another prompt) is refused.
+    made = stamped_config(f"miprov2:{path}", "miprov2", det.params(), [])
+    assert resumed_detector(made, {}).params() == det.params()
+    with pytest.raises(RunDirError, match="resuming would change prompt_hash"):
+        resumed_detector(stamped_config(f"miprov2:{path}", "miprov2", det.params() | {"prompt_hash": "0" * 16}, []), {})
     with pytest.raises(DataError, match="optimised from 'gpt5mini-reasoning'"):
-        create_detector(f"miprov2:{path}", **{**det.params(), "base": "qwen3-4b"})
+        resumed_detector(stamped_config(f"miprov2:{path}", "miprov2", det.params() | {"base": "qwen3-4b"}, []), {})
 
 
 def test_evaluation_places_the_returned_strings(openai_server, tmp_path):

@@ -200,8 +200,18 @@ def test_factory_overrides_and_errors():
         create_detector("openai")
     with pytest.raises(DataError, match="unknown parameter 'temprature'"):
         create_detector("gpt5mini", temprature=0)
-    with pytest.raises(DataError, match="resuming would mix two prompts"):
-        create_detector("gpt5mini", prompt_hash="0" * 16)
+
+
+def test_a_run_made_with_another_prompt_is_not_resumed():
+    from shambench.errors import RunDirError
+    from shambench.runs.lifecycle import resumed_detector
+    from shambench.runs.rundir import stamped_config
+
+    made = create_detector("gpt5mini").params()
+    assert resumed_detector(stamped_config("gpt5mini", "prompted", made, []), {}).params() == made
+    old = stamped_config("gpt5mini", "prompted", made | {"prompt_hash": "0" * 16}, [])
+    with pytest.raises(RunDirError, match="resuming would change prompt_hash"):
+        resumed_detector(old, {})
 
 
 # --- predictions ----------------------------------------------------------------------------------------------
