@@ -1,5 +1,5 @@
-"""The layout's promise: layers only look down, modules form no import cycle, the core imports no plugin, and no
-module patches the libraries it extends.
+"""The layout's promise: layers only look down, modules form no import cycle, the core imports no plugin, no
+module patches the libraries it extends, and no module or parameter list outgrows what a reader can hold.
 
 The order (lowest first) is written down in CONTRIBUTING.md; every import counts, at module level or inside a
 function, relative or absolute, under `TYPE_CHECKING` too (a type-only cycle is still a cycle for the reader).
@@ -276,3 +276,42 @@ def test_the_rules_catch_what_they_forbid():
     assert violation("shambench.detectors.prompted", "shambench.llm.client") is None
     assert cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+# --- sizes a reader can hold in mind ------------------------------------------------------------------------------
+
+MAX_MODULE_LINES = 700
+"""Longest module of the package (split a longer one along its seams)."""
+MAX_PARAMETERS = 12
+"""Most named parameters of a function (self and cls aside; *args and **kwargs are one way in each, not counted): a
+longer list wants a model of its own (a `RunSpec` section, an options TypedDict)."""
+
+
+def parameter_count(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """The named parameters of a function definition, self and cls aside."""
+    args = node.args
+    return sum(a.arg not in ("self", "cls") for a in args.posonlyargs + args.args + args.kwonlyargs)
+
+
+def oversized(source: str, where: str) -> list[str]:
+    """What in a module's source is over the limits: its length, and each function with too many parameters."""
+    found = []
+    if (lines := len(source.splitlines())) > MAX_MODULE_LINES:
+        found.append(f"{where}: {lines} lines")
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and parameter_count(node) > MAX_PARAMETERS:
+            found.append(f"{where}:{node.lineno} {node.name}: {parameter_count(node)} parameters")
+    return found
+
+
+def test_no_module_too_long_and_no_function_with_too_many_parameters():
+    found = [f for name, path in module_files().items() for f in oversized(path.read_text(encoding="utf-8"), name)]
+    assert found == []
+
+
+def test_the_size_rules_catch_what_they_forbid():
+    many = "def f(" + ", ".join(f"a{i}" for i in range(13)) + ", *rest, **more): pass\n"
+    method = "class C:\n    def m(self, " + ", ".join(f"a{i}" for i in range(12)) + ", **kw): pass\n"
+    assert oversized(many, "m") == ["m:1 f: 13 parameters"]
+    assert oversized(method, "m") == []  # self aside: 12
+    assert oversized("x = 1\n" * 701, "m") == ["m: 701 lines"]
