@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import stat
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -29,7 +28,9 @@ from shambench.leaderboard.schema import (
     Level,
 )
 from shambench.provenance import now_iso, shambench_version
-from shambench.runs.files import CONFIG, JOURNAL, RESULTS
+from shambench.reporting.naming import run_name
+from shambench.reporting.runfolders import display_path, run_folders
+from shambench.runs.files import JOURNAL
 from shambench.schema import Example, Prediction
 from shambench.scoring.agreement import LIKE_FOR_LIKE
 from shambench.scoring.extended import kept_apart
@@ -67,38 +68,6 @@ class ReportedFile(BaseModel):
     """Span-level (token) F1 per detector."""
     sentence_level: dict[str, ReportedScores] = Field(default_factory=dict)
     """Sentence-level F1 per detector."""
-
-
-def find_results(paths: Iterable[str | Path]) -> list[Path]:
-    """Every `results.json` in the given run directories or folders of them (searched recursively), sorted."""
-    found: set[Path] = set()
-    for path in map(Path, paths):
-        if not path.exists():
-            raise DataError(f"{path}: no such run directory or folder")
-        hits = [path] if path.is_file() else list(path.rglob(RESULTS))
-        if not hits:
-            unscored = len(unscored_runs([path]))
-            why = f"{unscored} run director{'y' if unscored == 1 else 'ies'} there not finished or not scored"
-            raise DataError(
-                f"{path}: no {RESULTS} found ({why if unscored else 'is it a scored run directory, or a folder of them?'})"
-            )
-        found.update(hits)
-    return sorted(found)
-
-
-def unscored_runs(paths: Iterable[str | Path]) -> list[Path]:
-    """The run directories (a `config.json` beside a journal) under the given paths that hold no `results.json`:
-    runs interrupted, left to a batch or never scored, which the board lists among the skipped instead of leaving
-    them out unsaid."""
-    found: set[Path] = set()
-    for path in map(Path, paths):
-        if path.is_dir():
-            found.update(
-                c.parent
-                for c in path.rglob(CONFIG)
-                if (c.parent / JOURNAL).exists() and not (c.parent / RESULTS).exists()
-            )
-    return sorted(found)
 
 
 # The largest run files a build reads: a results file is a few hundred kB; a journal holds one line per example.
@@ -173,15 +142,6 @@ def _level(results: Results, level: str) -> Level:
         tasks=tasks,
         datasets=cells(paper),
     )
-
-
-def display_path(path: Path) -> str:
-    """`path` relative to the current directory when it lies below it, else as given (no home or machine paths);
-    a link is shown as named, not where it points."""
-    try:
-        return Path(os.path.relpath(os.path.abspath(path), Path.cwd())).as_posix()
-    except ValueError:
-        return path.as_posix()
 
 
 def incomplete_because(results: Results) -> list[str]:
@@ -285,7 +245,7 @@ def run_entry(results: Results, source: str, reasons: Sequence[str] | None = Non
     )
     return Entry(
         id="run",
-        name=run.detector or Path(source).name,
+        name=run_name(run) or Path(source).name,
         kind="reproduced",
         origin=run.origin,
         family=run.family,
@@ -503,7 +463,7 @@ def rescored_runs(run_paths: Sequence[str | Path], group: str) -> list[tuple[str
     its directory and scored again from its journal and examples, as the board's rows are; a run that cannot be
     read or rescored is left out (the board's build lists it among the skipped)."""
     runs = []
-    for path in find_results(run_paths):
+    for path in run_folders(run_paths).results:
         try:
             claimed = load_results(path)
             if getattr(claimed.groups, group, None) is not None:
@@ -626,10 +586,9 @@ def _told_apart(entry: Entry, alike: Sequence[Entry]) -> str:
 def build(run_paths: Sequence[str | Path], reported_path: str | Path | None) -> Leaderboard:
     """The leaderboard of every run found under `run_paths` (a configuration's runs over disjoint data merged into
     one row), plus the reported rows when a file is given."""
-    found, skipped = [], {}
-    for run_dir in unscored_runs(run_paths):
-        skipped[display_path(run_dir)] = f"no {RESULTS}: the run was not finished or not scored"
-    for path in find_results(run_paths):
+    folders = run_folders(run_paths)
+    found, skipped = [], dict(folders.skipped)
+    for path in folders.results:
         try:
             found.append((path, load_results(path)))
         except DataError as err:

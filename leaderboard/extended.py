@@ -19,6 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from shambench.io import write_atomic, write_json
+from shambench.reporting.naming import run_name
 from shambench.scoring.results import ExtendedView, Results
 
 PAGE = "extended.html"
@@ -69,7 +70,7 @@ def run_row(source: str, results: Results) -> Row:
     assert view is not None  # extended_runs keeps only runs that carry it
     reasons = incomplete_because(results)
     return Row(
-        name=results.run.detector or source,
+        name=run_name(results.run) or source,
         source=source,
         groups={g: s.token.f1 for g, s in view.groups.items()},
         counts={g: s.n for g, s in view.groups.items()},

@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from shambench.io import write_atomic
 from shambench.leaderboard.schema import HUMAN_NAME
+from shambench.reporting.naming import run_name
 from shambench.scoring.results import Results
 from shambench.scoring.shared_task import row_of
 from shambench.sources import source_of
@@ -96,7 +97,7 @@ def language_tables(runs: Sequence[tuple[str, Results]]) -> dict[str, list[Row]]
         view = results.groups.mushroom
         if view is None:
             continue
-        name = results.run.detector or source
+        name = run_name(results.run) or source
         complete = results.missing_predictions == 0
         for lang, s in view.languages.items():
             reproduced.setdefault(lang, []).append(

@@ -20,10 +20,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 import shambench.fs as fs
 from shambench.errors import DataError, SubmissionError
 from shambench.io import iter_lines, parse_json_line, write_json, write_jsonl
-from shambench.leaderboard.build import display_path, load_leaderboard, run_entry, with_entry, write_site
+from shambench.leaderboard.build import load_leaderboard, run_entry, with_entry, write_site
 from shambench.leaderboard.schema import Leaderboard
 from shambench.records import parse_record
 from shambench.registry import name_problem
+from shambench.reporting.runfolders import display_path
 from shambench.runs.files import CONFIG, JOURNAL, PER_EXAMPLE, RESULTS
 from shambench.runs.rundir import RunConfig, load_config, new_run_dir, stamped_config
 from shambench.runs.scoring import run_info

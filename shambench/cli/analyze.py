@@ -91,6 +91,7 @@ def analyze(
     from shambench.reporting import figures
     from shambench.reporting.analysis import analyse
     from shambench.reporting.console import make_console
+    from shambench.reporting.naming import run_name
 
     if not no_figures:  # before any run is read: the figures' library is an extra
         import_extra("matplotlib", "figures", "shambench analyze's figures (--no-figures writes analysis.json alone)")
@@ -106,7 +107,7 @@ def analyze(
     analyses, scored, failed = [], [], []
     for run_dir in paths:
         config, examples, predictions, results = _load_run(run_dir)
-        analysis = analyse(examples, predictions, str(run_dir), config.detector)
+        analysis = analyse(examples, predictions, str(run_dir), run_name(config) or "")
         analysis.types = results.groups.types
         if judge is not None:
             analysis.categories, unjudged = _categories(
@@ -114,7 +115,7 @@ def analyze(
             )
             failed += unjudged
         analyses.append(analysis)
-        scored.append((config.detector, results))
+        scored.append((run_name(config), results))
     scored = list(zip(figures.run_labels([d for d, _ in scored], paths), [r for _, r in scored]))
     write_json(out_dir / "analysis.json", {"runs": [a.model_dump(mode="json") for a in analyses]})
     if not no_figures:

@@ -84,6 +84,7 @@ def show(
     """
     from shambench.errors import DataError
     from shambench.io import Journal
+    from shambench.reporting.naming import run_name
     from shambench.runs.files import JOURNAL
     from shambench.runs.rundir import load_config, run_examples
     from shambench.runs.scoring import example_scores
@@ -107,7 +108,8 @@ def show(
                 raise DataError(f"{run}: no partition {', '.join(unknown)} in this run (it has {known})")
             chosen = [ex for ex in chosen if ex.partition in partitions]
         chosen = _selected(chosen, scores, sort, max_f1)
-        title = config.detector if run.name == config.detector else f"{config.detector}: {run.name}"
+        name = run_name(config) or run.name
+        title = name if run.name == name else f"{name}: {run.name}"
         summary = page_summary(run, len(chosen), len(examples), partitions, max_f1, sort)
         out = Path(html_out)
         pages = paginated(title, chosen, predictions, scores, out.name, per_page, summary)

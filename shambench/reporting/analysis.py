@@ -82,7 +82,7 @@ class RunAnalysis(BaseModel):
     run_dir: str
     """The run analysed."""
     detector: str
-    """Detector spec of the run."""
+    """The run's name: its detector, and the model an API detector asked for (`reporting.naming.run_name`)."""
     definitions: str = DEFINITIONS
     """How every figure is defined."""
     rate_bins: list[float] = Field(default_factory=lambda: list(RATE_BINS))

@@ -25,6 +25,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from shambench.errors import DataError
+from shambench.reporting.naming import run_name
 from shambench.reporting.ranks import RankStability, pair_stability
 from shambench.schema import Example, Prediction
 from shambench.scoring import metrics
@@ -215,7 +216,7 @@ def compare_runs(
     loaded = []
     for run in (Path(run_a), Path(run_b)):
         config = load_config(run)
-        loaded.append((config.detector, run_examples(config), list(Journal(run / JOURNAL).read().values())))
+        loaded.append((run_name(config), run_examples(config), list(Journal(run / JOURNAL).read().values())))
     (name_a, ex_a, pred_a), (name_b, ex_b, pred_b) = loaded
     shared, only_a, only_b = shared_examples(ex_a, ex_b)
     names = (name_a, name_b) if name_a != name_b else (str(run_a), str(run_b))

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from shambench.io import iter_lines, parse_json_line
+from shambench.reporting.runfolders import walk_runs
 from shambench.runs.files import PER_EXAMPLE, RESULTS
 from shambench.scoring.results import Results
 
@@ -21,11 +22,11 @@ if TYPE_CHECKING:
 
 
 def run_dirs(root: str | Path) -> Iterator[Path]:
-    """Every folder at or below `root` holding a `results.json`, in sorted order."""
+    """Every folder at or below `root` holding a `results.json` (no link below it followed), in sorted order."""
     root = Path(root)
     if not root.is_dir():
         raise FileNotFoundError(f"{root}: no such folder of runs")
-    yield from sorted(p.parent for p in root.rglob(RESULTS))
+    yield from (p.parent for p in walk_runs(root).results)
 
 
 def run_row(run_dir: Path, results: Results) -> dict[str, Any]:

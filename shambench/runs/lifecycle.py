@@ -212,14 +212,16 @@ def complete(
 
 def finish(run: Run, outcome: RunOutcome, executor: Executor, scoring: Scoring) -> RunOutcome:
     """`outcome` with the run's journal scored into results.json and per_example.jsonl (with the SOPO kit's rule
-    too when `scoring.sopo_compat`); config.json records the served model the predictions name."""
+    too when `scoring.sopo_compat`); config.json records the served model and the structured-output mode the
+    predictions name."""
     config = run.config
     if config is None:
         raise RunDirError(f"{run.run_dir}: nothing was predicted, so no config.json was written")
     results, per_example = executor.score(run, config, scoring, outcome)
-    served = results.run.served_model if results.run else None
-    if served != config.served_model:
-        config.served_model = served
+    said = {key: getattr(results.run, key, None) for key in ("served_model", "structured_mode")}
+    if said != config.model_dump(include=set(said)):
+        for key, value in said.items():
+            setattr(config, key, value)
         write_json(run.run_dir / CONFIG, config, root=run.root)
     if scoring.sopo_compat:
         with_sopo_compat(results, run.examples, outcome.predictions, scoring.seed)

@@ -91,6 +91,8 @@ class RunConfig(BaseModel):
     """Free-form facts about the system, e.g. a submission's authors, description and URL."""
     served_model: str | None = None
     """The model name the server reported answering with, once predictions recorded one (see `served_model`)."""
+    structured_mode: str | None = None
+    """The structured-output mode the server answered in, once predictions recorded one (see `structured_mode`)."""
     spec: RunSpec | None = None
     """The run as it was asked for (None in runs made before config.json embedded it, and in submissions)."""
 

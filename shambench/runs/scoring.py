@@ -220,6 +220,7 @@ def run_info(
         params=config.params,
         prompt_hash=prompt_hash(config.params, predictions),
         served_model=served_model(predictions),
+        structured_mode=structured_mode(predictions),
         datasets=config.datasets,
         split=config.split,
         examples_file=config.examples_file,
@@ -248,11 +249,22 @@ def prompt_hash(params: dict[str, Any], predictions: Sequence[Prediction]) -> st
     return str(hashes.pop()) if len(hashes) == 1 and None not in hashes else None
 
 
+def recorded(predictions: Sequence[Prediction], key: str) -> str | None:
+    """What the successful predictions' `meta[key]` says (the distinct values sorted and joined by `, ` when they
+    differ); None when none recorded one."""
+    values = sorted({str(p.meta[key]) for p in predictions if p.error is None and p.meta.get(key)})
+    return ", ".join(values) or None
+
+
 def served_model(predictions: Sequence[Prediction]) -> str | None:
-    """The model name the server reported in the successful predictions' `meta.served_model` (sorted and joined by
-    `, ` when there were several); None when none was recorded."""
-    names = sorted({str(p.meta["served_model"]) for p in predictions if p.error is None and p.meta.get("served_model")})
-    return ", ".join(names) or None
+    """The model name the server reported answering with (`meta.served_model`); None when none was recorded."""
+    return recorded(predictions, "served_model")
+
+
+def structured_mode(predictions: Sequence[Prediction]) -> str | None:
+    """The structured-output mode the requests were answered in (`meta.structured`: the negotiated one, or the one
+    forced); None when no request asked for an output format."""
+    return recorded(predictions, "structured")
 
 
 def dataset_revisions(names: Sequence[str]) -> dict[str, str]:

@@ -156,6 +156,9 @@ class RunInfo(_Documented):
     """Hash of the prompt template, when the detector records one (in its params or every prediction's meta)."""
     served_model: str | None = None
     """The model name the server reported answering with (API-backed detectors; several are joined by `, `)."""
+    structured_mode: str | None = None
+    """The structured-output mode the server answered in (`json_schema`, `json_object+schema`, `json_object` or
+    `prompt`; API-backed detectors asking for JSON, as negotiated or forced; several are joined by `, `)."""
     origin: str = "run"
     """`run` (shambench eval), `submission` (leaderboard submit) or `predictions` (shambench score --predictions)."""
     datasets: list[str] | None = None

@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import signal
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -15,8 +16,9 @@ from click.testing import CliRunner
 from shambench.cli import main
 from shambench.detection.detector import create_detector
 from shambench.errors import DataError
-from shambench.leaderboard.build import DEFAULT_REPORTED, build, find_results, load_leaderboard, write_site
+from shambench.leaderboard.build import DEFAULT_REPORTED, build, load_leaderboard, write_site
 from shambench.leaderboard.page import render
+from shambench.reporting.runfolders import LINKED_FOLDER, LINKED_RESULTS, UNSCORED, run_folders
 from shambench.runs.scoring import run_results
 from tests.conftest import require_shared
 from tests.leaderboard.toy import (
@@ -92,10 +94,10 @@ def test_real_reported_scores_become_one_row_per_detector(toy_runs):
 
 def test_missing_or_empty_run_paths_are_errors_and_a_corrupt_run_is_skipped(toy_runs, tmp_path):
     with pytest.raises(DataError, match="no such run directory"):
-        find_results([tmp_path / "nowhere"])
+        run_folders([tmp_path / "nowhere"])
     (tmp_path / "empty").mkdir()
     with pytest.raises(DataError, match="no results.json found"):
-        find_results([tmp_path / "empty"])
+        run_folders([tmp_path / "empty"])
     bad = tmp_path / "bad"
     shutil.copytree(toy_runs / "runs" / "none", bad)
     results = json.loads((bad / "results.json").read_text())
@@ -117,8 +119,58 @@ def test_missing_or_empty_run_paths_are_errors_and_a_corrupt_run_is_skipped(toy_
     assert {k.rsplit("/", 1)[-1]: v for k, v in board.skipped.items()} == {
         "interrupted": "no results.json: the run was not finished or not scored"
     }
-    with pytest.raises(DataError, match=r"interrupted: no results.json found \(1 run directory there not finished or"):
-        find_results([runs / "interrupted"])
+    with pytest.raises(
+        DataError, match=r"interrupted: no results.json found \(.*interrupted: no results.json: the run"
+    ):
+        run_folders([runs / "interrupted"])
+
+
+def test_every_run_folder_passed_over_is_listed_with_its_reason_a_link_never_followed(toy_runs, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    runs = tmp_path / "runs"
+    shutil.copytree(toy_runs / "runs", runs)
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(toy_runs / "runs" / "none", elsewhere / "linked")
+    (runs / "linked").symlink_to(elsewhere / "linked", target_is_directory=True)
+    shutil.copytree(toy_runs / "runs" / "none", runs / "linked-results")
+    (runs / "linked-results" / "results.json").unlink()
+    (runs / "linked-results" / "results.json").symlink_to(elsewhere / "linked" / "results.json")
+    shutil.copytree(toy_runs / "runs" / "none", runs / "unread")
+    real_scandir = os.scandir
+
+    def refusing(path=".", *args):
+        # a folder the search may not list (root sees every folder: the refusal is made, not chmodded)
+        if str(path).endswith("unread"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path, *args)
+
+    monkeypatch.setattr(os, "scandir", refusing)
+    board = build(["runs"], None)
+    # the three toy runs, each once: the linked copy of `none` is not a fourth row
+    assert sorted(e.name for e in board.entries) == ["all", "exact", "none"]
+    assert board.skipped == {
+        "runs/linked": LINKED_FOLDER,
+        "runs/linked-results": LINKED_RESULTS,
+        "runs/unread": "cannot be read (Permission denied)",
+    }
+    assert LINKED_FOLDER == "a symbolic link: run folders are opened, never followed"
+    # the same list in leaderboard.json and in the command's output
+    json_path, _ = write_site(board, tmp_path / "site")
+    assert json.loads(json_path.read_text())["skipped"] == board.skipped
+    monkeypatch.setattr(os, "scandir", real_scandir)
+    result = CliRunner().invoke(main, ["leaderboard", "build", "--runs", "runs", "--out", "site2", "--no-reported"])
+    assert result.exit_code == 0, result.output
+    assert "runs/linked: a symbolic link: run folders are opened, never followed" in result.output
+    assert f"runs/linked-results: {LINKED_RESULTS}" in result.output
+    # a folder of nothing but a link holds no run to read, and says why
+    (tmp_path / "only").mkdir()
+    (tmp_path / "only" / "run").symlink_to(elsewhere / "linked", target_is_directory=True)
+    with pytest.raises(DataError, match=r"only: no results.json found \(only/run: a symbolic link: run folders"):
+        run_folders(["only"])
+    # the folder given is the root of the search: a link given is followed, once
+    (tmp_path / "given").symlink_to(elsewhere, target_is_directory=True)
+    assert run_folders(["given"]).results == [Path("given/linked/results.json")]
+    assert UNSCORED == "no results.json: the run was not finished or not scored"
 
 
 def test_page_escapes_names_params_and_meta(tmp_path, monkeypatch):
@@ -384,7 +436,8 @@ def doctored_runs(toy_runs, root):
     nan = json.loads((runs / "nan" / RESULTS).read_text())
     nan["overall"]["token"]["f1"] = float("nan")
     (runs / "nan" / RESULTS).write_text(json.dumps(nan))
-    # Files that never end: a FIFO and /dev/zero named results.json, a FIFO named predictions.jsonl.
+    # Files that never end: a FIFO and a link to /dev/zero named results.json (never followed), a FIFO named
+    # predictions.jsonl.
     for name in ("fifo", "zero", "fifo-journal"):
         shutil.copytree(toy_runs / "runs" / "none", runs / name)
     for path in (runs / "fifo" / RESULTS, runs / "fifo-journal" / JOURNAL):
@@ -448,7 +501,7 @@ def test_every_row_is_rescored_and_lying_files_are_flagged_or_skipped(toy_runs, 
     assert board.skipped == {
         "runs/nan": "runs/nan/results.json: not a shambench results file (overall.token.f1: Input should be a finite number)",
         "runs/fifo": "runs/fifo/results.json: not a regular file",
-        "runs/zero": "runs/zero/results.json: not a regular file",
+        "runs/zero": LINKED_RESULTS,  # a link to /dev/zero: never opened
         "runs/fifo-journal": "not rescored from its journal: runs/fifo-journal/predictions.jsonl: not a regular file",
     }
     assert (
