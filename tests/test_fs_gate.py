@@ -43,6 +43,8 @@ WRITING_FUNCTIONS = {
     "numpy": {"save", "savez", "savez_compressed", "savetxt"},
     "sqlite3": {"connect"},
 }
+# Library functions, called by their bare name, that write files of their own.
+WRITING_NAMES = {"hf_hub_download", "snapshot_download"}
 # os.open flags that make it a write.
 WRITE_FLAGS = {"O_WRONLY", "O_RDWR", "O_CREAT", "O_APPEND", "O_TRUNC"}
 # (file relative to the checkout, call as written) -> why it is not the gate's business.
@@ -55,6 +57,8 @@ ALLOWED = {
     ): "transformers' own writers, into the folder fs.make_dirs made and checked",
     ("shambench/scoring/segcache.py", "sqlite3.connect"): "the file fs.file_for_library checked (SQLite opens by name)",
     ("shambench/llm/cache.py", "sqlite3.connect"): "the file fs.file_for_library checked (SQLite opens by name)",
+    ("shambench/data/download.py", "hf_hub_download"): "huggingface_hub's own writer, into the staging folder the "
+    "gate made and marked (fs.mark); the file is moved out by fs.rename, the folder removed by fs.remove_tree",
     ("shambench/scoring/kept.py", "np.savez"): "into an in-memory buffer, which the gate writes",
     ("shambench/data/benchmark.py", "to_parquet"): "into an in-memory buffer, which the gate writes",
     ("shambench/reporting/figures.py", "savefig"): "into an in-memory buffer, which the gate writes",
@@ -67,6 +71,8 @@ def call_name(node: ast.Call) -> str | None:
     func = node.func
     if isinstance(func, ast.Name) and func.id == "open":
         return "open" if _write_mode(node, 1) else None
+    if isinstance(func, ast.Name) and func.id in WRITING_NAMES:
+        return func.id
     if not isinstance(func, ast.Attribute):
         return None
     owner = func.value.id if isinstance(func.value, ast.Name) else None

@@ -321,6 +321,7 @@ def write_hf_dataset(out: Path, benches: list[Benchmark]) -> list[Path]:
     from shambench.io import write_atomic
 
     written = []
+    root = Path(out).absolute().parent  # `out` itself (made here) is never a link written through
     # datasets draws a progress bar per file ("Creating parquet from Arrow format"): noise beside the command's
     # own "wrote FILE" lines.
     was_disabled = are_progress_bars_disabled()
@@ -331,10 +332,10 @@ def write_hf_dataset(out: Path, benches: list[Benchmark]) -> list[Path]:
             # Made in memory, then written whole through the filesystem gate (no link followed under `out`).
             buffer = io.BytesIO()
             bench.to_hf()[bench.split].to_parquet(buffer)
-            write_atomic(path, buffer.getvalue(), out)
+            write_atomic(path, buffer.getvalue(), root)
             written.append(path)
     finally:
         if not was_disabled:
             enable_progress_bars()
-    write_atomic(out / "README.md", dataset_card(benches), out)
+    write_atomic(out / "README.md", dataset_card(benches), root)
     return [*written, out / "README.md"]
