@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from shambench.cli.exits import allow_failures_option
-from shambench.cli.options import emit_json, json_outputs, json_to_stdout, spec_options
+from shambench.cli.options import emit_json, flags_in, json_outputs, json_to_stdout, spec_options
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -93,7 +93,7 @@ def eval_command(
         return command_line(resume_args(opened[0].run_dir, spec.base_url, spec.api_key_env))
 
     try:
-        evaluation = run_evaluation(spec, progress=progress, on_message=console.print)
+        evaluation = run_evaluation(spec, progress=progress, on_message=lambda line: console.print(flags_in(line)))
     except KeyboardInterrupt:
         if not opened:
             console.print("interrupted before the run started: no example was run", soft_wrap=True)

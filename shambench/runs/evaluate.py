@@ -19,7 +19,7 @@ import shambench.fs as fs
 from shambench.detection.detector import Detector, Monitor
 from shambench.errors import DataError
 from shambench.memory import long_lived_frozen
-from shambench.runs.files import LOCK
+from shambench.runs.files import CONFIG, LOCK, RESULTS
 from shambench.runs.lifecycle import (
     InProcess,
     Run,
@@ -31,7 +31,7 @@ from shambench.runs.lifecycle import (
     new_run_detector,
     opened_run,
 )
-from shambench.runs.rundir import detector_config, run_lock, write_new_config
+from shambench.runs.rundir import detector_config, load_config, run_lock, write_new_config
 from shambench.runs.runner import journal_predictions
 from shambench.runs.scoring import scorer_meanwhile
 from shambench.runs.spec import EvalOptions, RunSpec
@@ -75,6 +75,12 @@ def run_evaluation(
     else of the one the spec names). `progress`, when given, is called once the run is open for the monitor to
     predict under (else `monitor`); `on_message` receives the Batch API's status lines."""
     spec.check()
+    # A Detector object is no name a resume could build again: its runs are never taken up by default.
+    unfinished = None if detector is not None or spec.execution.new_run else unfinished_run(spec)
+    if unfinished is not None:
+        on_message(f"resuming the unfinished run of the same spec in {unfinished} (`new_run` starts a new one)")
+        resumed = spec.execution.model_copy(update={"run_dir": unfinished, "resume": True})
+        spec = spec.model_copy(update={"execution": resumed})
     exe = spec.execution
     if not (exe.resume or exe.dry_run or exe.batch or spec.selection.examples_file or spec.selection.context):
         # A new run from adapters' datasets: an API detector's requests start while the corpora load.
@@ -97,6 +103,25 @@ def run_evaluation(
             executor = executor_for(run, spec, on_message)
             outcome = complete(run, executor, spec.scoring, watching, watching.done)
     return Evaluation(run, outcome)
+
+
+def unfinished_run(spec: RunSpec) -> Path | None:
+    """The newest run directory under `spec`'s runs root that holds an unfinished run (a config.json, no
+    results.json) of the same spec (`RunSpec.same_run`), for a new run that names no directory of its own and is no
+    dry run; None otherwise. A run made before config.json embedded its spec is never taken for it."""
+    exe = spec.execution
+    if exe.resume or exe.run_dir is not None or exe.dry_run or not Path(exe.runs_root).is_dir():
+        return None
+    for folder in sorted(Path(exe.runs_root).iterdir(), reverse=True):  # names begin with their UTC time
+        if folder.is_symlink() or not (folder / CONFIG).is_file() or (folder / RESULTS).exists():
+            continue
+        try:
+            recorded = load_config(folder).spec
+        except DataError:
+            continue
+        if recorded is not None and recorded.same_run(spec):
+            return folder
+    return None
 
 
 def streams(detector: Detector) -> TypeGuard[APIDetector]:

@@ -118,6 +118,9 @@ class Execution(Section):
     """Where new run directories go."""
     resume: Annotated[bool, Flag(option=False)] = False
     """Finish the run in `run_dir` where it stopped: only missing or failed examples are run."""
+    new_run: bool = False
+    """Start a new run directory even when `runs_root` holds an unfinished run of the same detector, parameters and
+    selection (by default that run is resumed)."""
     max_concurrency: int | None = Field(default=None, ge=1)
     """Requests in flight at once."""
     timeout: float | None = Field(default=None, ge=0.1)
@@ -231,6 +234,17 @@ class RunSpec(Section):
         if not exe.wait and not exe.batch and not exe.resume:
             raise SpecError("`wait` off goes with `batch` (or the `resume` of a run by batch)")
 
+    def same_run(self, other: RunSpec) -> bool:
+        """Whether `other` asks for the same run: its detector, parameters, endpoint and selection, every field
+        compared (given or not), paths resolved."""
+        fields = {"detector", "params", "model", "base_url", "api_key_env"}
+        mine, theirs = (spec.model_dump(include=fields) for spec in (self, other))
+        selections = (
+            {name: _compared("selection", name, getattr(spec.selection, name)) for name in Selection.model_fields}
+            for spec in (self, other)
+        )
+        return mine == theirs and next(selections) == next(selections)
+
     def routed(self) -> str | None:
         """What of this run needs a detector whose chat requests can be routed, as a refusal names it."""
         exe = self.execution
@@ -278,6 +292,7 @@ class EvalOptions(SelectionOptions, total=False):
     run_dir: str | Path
     runs_root: str | Path
     resume: bool
+    new_run: bool
     max_concurrency: int
     timeout: float
     batch: bool

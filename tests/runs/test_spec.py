@@ -220,3 +220,29 @@ def test_a_selection_field_is_declared_in_at_most_three_modules(name):
 
 def test_selection_reads_a_comma_separated_string_as_the_command_line_gives_it():
     assert Selection(datasets="ragtruth, mushroom").datasets == ["ragtruth", "mushroom"]  # type: ignore[arg-type]
+
+
+def test_the_same_eval_again_resumes_its_unfinished_run_and_new_run_starts_another(tmp_path):
+    """Issue #44 item 5: re-running an interrupted eval takes up its folder instead of starting a second one."""
+    examples = write_jsonl(tmp_path / "ex.jsonl", ROWS)
+    runs = tmp_path / "runs"
+    args = ["--detector", "random", "-p", "rate=0.5", "--examples", str(examples), "--runs", str(runs)]
+    eval_cli(*args)
+    (first,) = runs.iterdir()
+    # As a Ctrl-C leaves it: config.json and part of the journal, no results.
+    lines = (first / "predictions.jsonl").read_text().splitlines(keepends=True)
+    (first / "predictions.jsonl").write_text(lines[0])
+    (first / "results.json").unlink()
+    res = CliRunner().invoke(main, ["eval", "--no-progress", *args])
+    assert res.exit_code == 0, res.output
+    assert f"resuming the unfinished run of the same spec in {first} (--new-run starts a new one)" in res.output
+    assert f"run directory: {first}  (2 of 3 examples to run)" in res.output
+    assert list(runs.iterdir()) == [first] and len((first / "predictions.jsonl").read_text().splitlines()) == 3
+    # A finished run is never taken up; nor one of another selection; and --new-run starts a new one anyway.
+    (first / "results.json").unlink()
+    eval_cli(*args, "--limit", "1")
+    eval_cli(*args, "--new-run")
+    assert len(list(runs.iterdir())) == 3
+    eval_cli(*args)
+    assert len(list(runs.iterdir())) == 3  # `first`, unfinished again, was taken up: no fourth folder
+    assert (first / "results.json").is_file()
