@@ -6,8 +6,8 @@ the run asked for, not the name the server answered under (`served_model`, recor
 results.json): the requested name is what the user chose and what tells one configuration from another, while
 the served name changes under it (OpenAI answers `gpt-4o` as a dated snapshot) or is a file path on the machine
 that served it (llama.cpp), which a public board does not show. A detector whose name already fixes its model (a
-preset such as `gpt5mini`, run with the preset's own model) keeps its bare name, and so does a submission: its
-name is the one its submitter gave.
+preset such as `gpt5mini`, run with the preset's own model) or whose spec names it (`NAME:MODEL`) keeps its name,
+and so does a submission: its name is the one its submitter gave.
 """
 
 from __future__ import annotations
@@ -25,11 +25,12 @@ def run_name(run: RunConfig) -> str: ...
 def run_name(run: RunInfo) -> str | None: ...
 def run_name(run: RunInfo | RunConfig) -> str | None:
     """The name of a run (None when it records no detector, as a bare predictions file): its detector, followed by
-    `:MODEL` when the run (of `shambench eval`) asked a model its detector's name does not already fix."""
+    `:MODEL` when the run (of `shambench eval`) asked a model its detector's spec does not already name."""
     model = run.params.get("model")
     if run.origin != "run" or not run.detector or not isinstance(model, str) or not model:
         return run.detector
-    if model == fixed_model(run.detector):
+    name, _, arg = run.detector.partition(":")
+    if model in (arg, fixed_model(name)):  # the spec's argument (`NAME:MODEL`) or the preset already says it
         return run.detector
     return f"{run.detector}:{model}"
 

@@ -16,6 +16,8 @@ from shambench.scoring.results import RunInfo
         # a preset run with its own model keeps its name; with another model, that model is named
         ("gpt5mini", {"model": "gpt-5-mini"}, "run", "gpt5mini"),
         ("gpt5mini", {"model": "gpt-5"}, "run", "gpt5mini:gpt-5"),
+        # a spec whose argument is the model already names it
+        ("tagger:org/m1", {"model": "org/m1"}, "run", "tagger:org/m1"),
         # no model among the parameters: the detector alone
         ("random", {"rate": 0.3}, "run", "random"),
         ("none", {}, "run", "none"),
