@@ -67,6 +67,7 @@ def eval_command(
     from shambench.data.context import evidence_gaps
     from shambench.errors import EndpointStopped
     from shambench.reporting.console import make_console, warn
+    from shambench.reporting.naming import run_name
     from shambench.reporting.tables import print_results
     from shambench.runs.evaluate import run_evaluation
     from shambench.runs.failures import SystematicFailure, failures
@@ -124,7 +125,8 @@ def eval_command(
         raise click.exceptions.Exit(NOT_FINISHED)
     results = outcome.results
     assert results is not None  # a run not left to a batch is always scored
-    print_results(results, console, title=f"{run.detector.name} on {len(run.examples)} examples")
+    name = run_name(results.run) or run.detector.name
+    print_results(results, console, title=f"{name} on {len(run.examples)} examples")
     from shambench.sources import step_suites
 
     if suite in step_suites():

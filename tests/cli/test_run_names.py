@@ -41,6 +41,7 @@ def eval_openai(server, model: str, examples: Path, run: Path) -> None:
     args = ["--detector", "openai", "--model", model, "--base-url", server.base_url, "--examples", str(examples)]
     result = cli("eval", *args, "--run-dir", str(run), *FAST)
     assert result.exit_code == 0, result.output + repr(result.exception)
+    assert f"openai:{model} on 3 examples" in result.output
 
 
 def test_a_llama_cpp_like_run_is_named_for_its_model_and_records_mode_and_served_model(
