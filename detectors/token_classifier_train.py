@@ -210,10 +210,19 @@ def seed_everything(seed: int) -> None:
 
 def save_model(model: Any, tokenizer: Any, folder: Path, config: TrainConfig) -> None:
     """Weights as safetensors, the tokenizer, and the detector settings beside them."""
-    fs.make_dirs(folder)
-    # The libraries' own writers, into the folder the gate made (allowed in tests/test_fs_gate.py).
-    model.save_pretrained(folder, safe_serialization=True)
-    tokenizer.save_pretrained(folder)
+    # Confined to the output folder's parent: the output folder and its checkpoints are never links followed.
+    root = Path(config.out).absolute().parent
+    fs.make_dirs(folder, root)
+    # The libraries' own writers (allowed in tests/test_fs_gate.py) follow links: they write into a new folder the
+    # gate made (no link can be in it), and the gate renames each file into place, refusing a link where it goes.
+    staged = fs.new_dir(folder, root, prefix=".saving-")
+    try:
+        model.save_pretrained(staged, safe_serialization=True)
+        tokenizer.save_pretrained(staged)
+        for name in fs.entries(staged, root):
+            fs.rename(staged / name, folder / name, root)
+    finally:
+        fs.remove_empty_dir(staged, root)
     from shambench.detectors.token_classifier import SETTINGS_FILE
 
     write_json(
@@ -225,6 +234,7 @@ def save_model(model: Any, tokenizer: Any, folder: Path, config: TrainConfig) ->
             # the windows above carry the tokenizer's token types, so inference must send them too
             "token_types": True,
         },
+        root,
     )
 
 

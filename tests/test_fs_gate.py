@@ -54,7 +54,7 @@ ALLOWED = {
     (
         "detectors/token_classifier_train.py",
         "save_pretrained",
-    ): "transformers' own writers, into the folder fs.make_dirs made and checked",
+    ): "transformers' own writers, into a new folder fs.new_dir made, whose files fs.rename moves into place",
     ("shambench/scoring/segcache.py", "sqlite3.connect"): "the file fs.file_for_library checked (SQLite opens by name)",
     ("shambench/llm/cache.py", "sqlite3.connect"): "the file fs.file_for_library checked (SQLite opens by name)",
     ("shambench/data/download.py", "hf_hub_download"): "huggingface_hub's own writer, into the staging folder the "

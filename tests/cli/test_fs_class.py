@@ -29,6 +29,7 @@ from shambench.cli import main
 from tests.cli.test_data_download import Through
 from tests.cli.test_run_integrity import examples_file
 from tests.data.test_download import FileServer
+from tests.detectors.tiny_models import require_models, save_tiny
 from tests.run_helpers import eval_run, write_jsonl
 
 FIXTURES = Path(__file__).parents[1] / "adapters" / "fixtures"
@@ -68,8 +69,19 @@ INVOCATIONS: dict[str, list[str] | str] = {
     "score": ["{work}/run", *BOOT],
     "show": ["{work}/run", "--html", "{work}/page.html"],
     "sweep": ["{work}/sweep.yaml", "--workers", "1", "--no-progress", "--no-leaderboard"],
-    "train token-classifier": "needs a transformers base model and a training loop (minutes); its folder is made "
-    "by fs.make_dirs and its settings written by io.write_json",
+    "train token-classifier": [
+        "--base",
+        "{base}",
+        "--examples",
+        "{work}/ex.jsonl",
+        "--out",
+        "{work}/trained",
+        "--epochs",
+        "1",
+        "--max-length",
+        "64",
+        "--no-progress",
+    ],  # fmt: skip
 }
 
 
@@ -179,7 +191,12 @@ def run(name: str, home: Path):
     os.environ["SHAMBENCH_CACHE_DIR"] = str(home / "cache")
     os.environ["SHAMBENCH_DATA_DIR"] = str(home / "data")
     os.chdir(home / "work")
-    args = [a.format(work=home / "work", data=home / "data") for a in INVOCATIONS[name]]  # type: ignore[union-attr]
+    if name.startswith("train"):
+        require_models()
+    base = home.parent / "base"  # a tiny model, read only (beside the tool's folders)
+    if name.startswith("train") and not base.exists():
+        save_tiny(base, "AutoModel", kind="bert")
+    args = [a.format(work=home / "work", data=home / "data", base=base) for a in INVOCATIONS[name]]  # type: ignore[union-attr]
     return CliRunner().invoke(main, [*name.split(), *args], terminal_width=200)
 
 
