@@ -240,6 +240,7 @@ def run_entry(results: Results, source: str, reasons: Sequence[str] | None = Non
         update={
             "examples_file": Path(run.examples_file).name if run.examples_file else None,
             "predictions_file": Path(run.predictions_file).name if run.predictions_file else None,
+            "served_model": public_model(run.served_model),
             "run_dir": None,
         }
     )
@@ -268,6 +269,14 @@ def run_entry(results: Results, source: str, reasons: Sequence[str] | None = Non
         agreement=agreement_cells(results),
         types=type_cells(results),
     )
+
+
+def public_model(served: str | None) -> str | None:
+    """The served model names as a public page shows them: a model file's path (llama.cpp answers with the path
+    it loaded) cut to the file's name."""
+    if served is None:
+        return None
+    return ", ".join(Path(name).name if Path(name).is_absolute() else name for name in served.split(", "))
 
 
 def load_reported(path: str | Path) -> ReportedFile:

@@ -71,6 +71,10 @@ def test_a_llama_cpp_like_run_is_named_for_its_model_and_records_mode_and_served
     board = load_leaderboard("site")
     assert sorted(e.name for e in board.entries) == ["openai:smollm2", "openai:tinyllama"]
     assert board.skipped == {}
+    # the served model on the public board: the model file's name, not where it lay on the serving machine
+    served = {e.name: e.run.served_model for e in board.entries if e.run}
+    assert served == {"openai:smollm2": "SmolLM2-135M-Instruct-Q8_0.gguf", "openai:tinyllama": "tinyllama"}
+    assert "/models/" not in (tmp_path / "site" / "leaderboard.json").read_text()
     assert "openai:smollm2" in (tmp_path / "site" / "index.html").read_text()
 
     analysed = cli("analyze", "runs/a", "runs/b", "--no-figures", "--out", "analysis")
