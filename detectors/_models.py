@@ -7,7 +7,7 @@ Everything here imports torch/transformers inside functions, so that importing t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -16,10 +16,12 @@ from shambench.errors import DataError
 T = TypeVar("T")
 R = TypeVar("R")
 DEVICES = ("auto", "cpu", "cuda", "mps")
-CPU_BATCH_TOKENS = 4096
-"""A CPU batch's padded tokens by default. One core gains little from stacking inputs and pays for their padding
-in full (attention over it grows with the square of the longest row), so a batch holds about one long input, or
-several short ones of nearly one length (`benchmarks/RESULTS.md`, issue #46)."""
+CPU_BATCH_TOKENS = 512
+"""A CPU batch's padded tokens by default: an input of more than 256 tokens runs alone, shorter ones (sentences,
+short pairs) several to a batch. On one core a base-size model gains nothing from stacking long inputs and pays
+for their padding: LettuceDetect on a ModernBERT-base-size checkpoint took 0.91x the package's CPU time alone,
+0.93x at 1,024 tokens and 1.00x at 4,096 (max length 4096), 0.98x at 512 and 1.06x at 4,096 (max length 512);
+`benchmarks/RESULTS.md`, issue #46."""
 ACCELERATOR_BATCH_TOKENS = 65_536
 """A GPU's (or MPS's) batch by default: wide batches keep it busy; 64k tokens of a base-size encoder fit in a few GB."""
 EXAMPLES_PER_PASS = 64
@@ -96,7 +98,7 @@ def token_batches(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
     return batches + [current] if current else batches
 
 
-def in_token_batches(lengths: Sequence[int], max_tokens: int, run: Callable[[list[int]], Sequence[R]]) -> list[R]:
+def in_token_batches(lengths: Sequence[int], max_tokens: int, run: Callable[[list[int]], Iterable[R]]) -> list[R]:
     """`run` on each of `token_batches(lengths, max_tokens)` (it returns one result per index it is given), the
     results put back in the order of `lengths`."""
     out: list[Any] = [None] * len(lengths)

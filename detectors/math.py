@@ -260,11 +260,11 @@ class TransformersPRM:
             except PRM_FAILURES as err:
                 encoded.append(f"{type(err).__name__}: {err}")
         ok = [i for i, ids in enumerate(encoded) if not isinstance(ids, str)]
-        inputs = [encoded[i] for i in ok]
+        inputs = [ids for ids in encoded if not isinstance(ids, str)]
         results = in_token_batches(
             [len(ids) for ids in inputs], max_tokens, lambda b: self.run_or_fail([inputs[i] for i in b])
         )
-        out: list[list[float] | str] = list(encoded)  # the failures keep their reason
+        out: list[list[float] | str] = [ids if isinstance(ids, str) else [] for ids in encoded]  # failures' reasons
         for i, result in zip(ok, results):
             out[i] = result
         return out

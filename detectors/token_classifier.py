@@ -37,7 +37,9 @@ What shambench does differently, on purpose:
   kept in the prompt; the package does the same when called with `context=[]`;
 - examples are batched rather than scored one at a time: the model inputs of `EXAMPLES_PER_PASS` examples sorted
   by length and grouped so that a batch's padded size stays within `max_batch_tokens` (on a CPU about one long
-  input); probabilities agree to about 1e-6.
+  input); probabilities agree to about 1e-6;
+- on a CPU, a ModernBERT's sliding-window layers attend block by block over only the keys in reach
+  (`_models.banded_attention`), not over every key with all but 129 masked: the same probabilities, less work.
 
 `windows=True` is shambench's windowing instead of the passage groups: the prompt is cut into overlapping token
 windows (`overlap`), each paired with the whole response (or, for a response longer than half the budget, with
