@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from shambench.io import iter_lines, parse_json_line
+from shambench.reporting.naming import run_name
 from shambench.reporting.runfolders import walk_runs
 from shambench.runs.files import PER_EXAMPLE, RESULTS
 from shambench.scoring.results import Results
@@ -35,6 +36,7 @@ def run_row(run_dir: Path, results: Results) -> dict[str, Any]:
     row: dict[str, Any] = {
         "run_dir": str(run_dir),
         "detector": info.detector,
+        "name": run_name(info),
         "family": info.family,
         "params": json.dumps(info.params, sort_keys=True),
         "split": info.split,
@@ -58,14 +60,15 @@ def read_results(run_dir: Path) -> Results:
 
 
 def runs_df(root: str | Path) -> pd.DataFrame:
-    """One row per run directory below `root` (detector, parameters, coverage, overall and per-task span F1)."""
+    """One row per run directory below `root` (detector, the run's name as the board gives it, parameters,
+    coverage, overall and per-task span F1)."""
     import pandas as pd
 
     return pd.DataFrame([run_row(d, read_results(d)) for d in run_dirs(root)])
 
 
 def samples_df(root: str | Path) -> pd.DataFrame:
-    """One row per scored example of every run below `root`, with the run's directory and detector.
+    """One row per scored example of every run below `root`, with the run's directory, detector and name.
 
     Rows come from each run's `per_example.jsonl`; a run without one (scored by an older shambench) raises
     FileNotFoundError naming the command that writes it, rather than being silently left out.
@@ -80,6 +83,8 @@ def samples_df(root: str | Path) -> pd.DataFrame:
         rows = [parse_json_line(line) for _, line in iter_lines(path)]
         frame = pd.json_normalize(rows, sep="_")
         frame.insert(0, "run_dir", str(run_dir))
-        frame.insert(1, "detector", read_results(run_dir).run.detector)
+        info = read_results(run_dir).run
+        frame.insert(1, "detector", info.detector)
+        frame.insert(2, "name", run_name(info))
         frames.append(frame)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

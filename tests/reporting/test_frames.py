@@ -49,8 +49,11 @@ def test_runs_df_and_samples_df_read_every_run_below_a_folder(tmp_path):
     runs = tmp_path / "runs"
     eval_run(examples, "none", runs / "none")
     eval_run(examples, "all", runs / "nested" / "all")
+    # a linked run folder is not followed: `none` is read once
+    (runs / "linked").symlink_to(runs / "none", target_is_directory=True)
     frame = runs_df(runs).set_index("detector")
     assert sorted(frame.index) == ["all", "none"]
+    assert list(frame["name"]) == list(frame.index)  # no model asked for: the name is the detector
     # none: a has gold -> F1 0; b has none -> F1 1. all: a -> P 1/4, R 1, F1 0.4; b -> F1 0.
     assert frame.loc["none", "f1/summ"] == 0.0 and frame.loc["none", "f1/qa"] == 1.0
     assert frame.loc["all", "f1/summ"] == pytest.approx(0.4)
@@ -59,7 +62,7 @@ def test_runs_df_and_samples_df_read_every_run_below_a_folder(tmp_path):
     assert json.loads(frame.loc["none", "params"]) == {}
     samples = samples_df(runs)
     assert len(samples) == 4
-    assert set(samples["detector"]) == {"all", "none"}
+    assert set(samples["detector"]) == {"all", "none"} and set(samples["name"]) == {"all", "none"}
 
 
 def test_runs_df_names_a_missing_folder(tmp_path):
