@@ -66,6 +66,7 @@ def eval_command(
     from shambench.cli.progress import ProgressMonitor
     from shambench.data.context import evidence_gaps
     from shambench.errors import EndpointStopped
+    from shambench.llm.api import APIDetector
     from shambench.reporting.console import make_console, warn
     from shambench.reporting.naming import run_name
     from shambench.reporting.tables import print_results
@@ -81,6 +82,7 @@ def eval_command(
         spec = spec.model_copy(update={"execution": resumed})
     suite, sopo_compat = spec.selection.suite, spec.scoring.sopo_compat
     opened: list[Run] = []  # the run, once open: an interruption names the command that resumes it
+    watching: list[ProgressMonitor] = []  # its monitor, whose counters say where the answers came from
 
     def progress(run: Run) -> ProgressMonitor:
         opened.append(run)
@@ -88,7 +90,8 @@ def eval_command(
         console.print(f"run directory: {run.run_dir}  ({len(todo)} of {len(run.examples)} examples to run)")
         if run.config:
             _print_dropped(run.config.dropped_rows, console)
-        return ProgressMonitor(len(todo), run.detector.name, console, enabled=not no_progress)
+        watching.append(ProgressMonitor(len(todo), run.detector.name, console, enabled=not no_progress))
+        return watching[0]
 
     def resume() -> str:
         return command_line(resume_args(opened[0].run_dir, spec.base_url, spec.api_key_env))
@@ -137,6 +140,8 @@ def eval_command(
             warn(console, SOPO_WARNING)
         print_suite(results, suite, console, sopo_compat)
     console.print(f"results: {run.run_dir / RESULTS}", soft_wrap=True)
+    if watching and isinstance(run.detector, APIDetector):
+        console.print(answers_line(outcome.predicted, watching[0].counters), soft_wrap=True)
     gaps = evidence_gaps(run.config.context_provenance) if run.config else None
     if gaps:
         warn(console, gaps)
@@ -146,6 +151,14 @@ def eval_command(
     failed = failures(run.examples, outcome.predictions)
     print_failures(console, failed, retry=f"retry them with: {resume()}")
     finish(len(failed), allow_failures)
+
+
+def answers_line(predicted: int, counters: dict[str, float]) -> str:
+    """Where an API run's answers came from in this invocation: how many predictions it made, how many of them the
+    response cache answered, how many HTTP requests it sent (retries included) and how many went by batch."""
+    cached, sent, batched = (int(counters.get(key, 0)) for key in ("cache_hits", "requests", "batched"))
+    by_batch = f", {batched} by batch" if batched else ""
+    return f"answers: {predicted} predictions, {cached} from the response cache, {sent} HTTP requests sent{by_batch}"
 
 
 def _print_dropped(dropped: dict[str, dict[str, int]], console: Console) -> None:

@@ -117,17 +117,17 @@ def test_objects_frozen_by_someone_else_stay_frozen_through_a_paused_block():
     gc.unfreeze()
     gc.freeze()
     try:
-        frozen = gc.get_freeze_count()
         with collector_paused(aged=True):
             made = [Node() for _ in range(100)]
-        assert gc.get_freeze_count() == frozen and len(made) == 100
+        # Still frozen (an aged restart would have unfrozen everything). Not the exact count: a frozen object
+        # another thread of the process frees meanwhile leaves the permanent generation.
+        assert gc.get_freeze_count() > 0 and len(made) == 100
     finally:
         gc.unfreeze()
     with long_lived_frozen():
-        frozen = gc.get_freeze_count()
         with collector_paused(aged=True):
             pass
-        assert gc.get_freeze_count() == frozen  # a run's frozen objects stay frozen till its block ends
+        assert gc.get_freeze_count() > 0  # a run's frozen objects stay frozen till its block ends
     assert gc.get_freeze_count() == 0
 
 

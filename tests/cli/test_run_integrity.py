@@ -393,3 +393,15 @@ def test_a_key_echoed_in_a_reply_is_written_and_printed_nowhere(openai_server, t
         assert all(form.encode() not in body for body in written.values()), form
         assert form not in result.output + result.stderr
     assert "Bearer ***" in (run / "predictions.jsonl").read_text()
+
+
+def test_the_summary_says_how_many_answers_the_response_cache_gave(openai_server, tmp_path):
+    """Issue #44 item 5: an API run's last lines say where its answers came from this time."""
+    examples = examples_file(tmp_path / "ex.jsonl", 3)
+    first = openai_eval(openai_server, examples, tmp_path / "first")
+    assert first.exit_code == 0, first.output
+    assert "answers: 3 predictions, 0 from the response cache, 3 HTTP requests sent" in first.output
+    again = openai_eval(openai_server, examples, tmp_path / "again")  # the same requests, another run
+    assert again.exit_code == 0, again.output
+    assert "answers: 3 predictions, 3 from the response cache, 0 HTTP requests sent" in again.output
+    assert len(openai_server.log) == 3
