@@ -131,13 +131,14 @@ def test_results_are_written_atomically(tmp_path, monkeypatch):
     out = tmp_path / "results.json"
     out.write_text("old\n")
 
-    def crash(*args):
+    def crash(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(os, "replace", crash)
+    monkeypatch.setattr(os, "rename", crash)  # the filesystem gate renames by descriptors (os.rename's dir_fd)
     with pytest.raises(OSError, match="disk full"):
         write_json(out, {"new": 1})
     assert out.read_text() == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["results.json"]  # the temporary file is gone too
     assert [p.name for p in tmp_path.iterdir()] == ["results.json"]  # the temporary file is gone
     monkeypatch.undo()
     write_json(out, {"new": 1})
