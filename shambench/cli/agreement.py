@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from shambench.cli.options import alt_epsilon_option, data_selection, emit_json, json_to_stdout, scoring
+from shambench.cli.options import data_selection, emit_json, json_to_stdout, scoring
 
 if TYPE_CHECKING:
     from shambench.runs.spec import Scoring, Selection
@@ -26,11 +26,8 @@ if TYPE_CHECKING:
     help="A run directory: its detector against the annotators' leave-one-out golds, with the alternative annotator "
     "test per annotator (instead of the data selection options).",
 )
-@alt_epsilon_option
 @scoring
-def agreement_command(
-    selection: Selection, out: str | None, run_dir: str | None, alt_epsilon: float, scoring: Scoring
-) -> None:
+def agreement_command(selection: Selection, out: str | None, run_dir: str | None, scoring: Scoring) -> None:
     """Human agreement: each annotator scored against the gold the source builds from the other annotators.
 
     \b
@@ -73,7 +70,7 @@ def agreement_command(
             raise UserError("--run scores the run's own examples: leave out --datasets, --examples and --limit")
         from shambench.reporting.tables import alternative_table, like_for_like_table
 
-        group = run_agreement(run_dir, scoring.n_resamples, scoring.seed, alt_epsilon)
+        group = run_agreement(run_dir, scoring)
         console.print(like_for_like_table(group))
         console.print(alternative_table(group))
         emit_json(group, out, False, console)

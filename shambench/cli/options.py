@@ -272,22 +272,9 @@ def _made(given: dict[str, Any], sections: set[str | None], spec: type[RunSpec] 
 
 data_selection = spec_options(["datasets", "examples_file", "split", "data_dir", "limit"], into="selection")
 """--datasets/--examples/--split/--data-dir/--limit: which examples to use, as the command's `selection`."""
-scoring = spec_options(["n_resamples", "seed"], into="scoring")
-"""--bootstrap/--seed: confidence-interval settings, as the command's `scoring`."""
-
-
-def alt_epsilon_option(func: Callable[..., Any]) -> Callable[..., Any]:
-    """--alt-epsilon: the alternative annotator test's tolerance (`shambench.scoring.alternative`)."""
-    from shambench.scoring.alternative import ALT_EPSILON
-
-    return click.option(
-        "--alt-epsilon",
-        type=click.FloatRange(min=0.0, max=2.0),
-        default=ALT_EPSILON,
-        show_default=True,
-        help="Epsilon of the alternative annotator test in groups.agreement (H0: mean(W_f - W_h) <= -epsilon; "
-        "the paper's value for skilled annotators is the default).",
-    )(func)
+scoring = spec_options(["n_resamples", "seed", "alt_epsilon"], into="scoring")
+"""--bootstrap/--seed/--alt-epsilon: confidence-interval and alternative-annotator-test settings, as the command's
+`scoring`."""
 
 
 def json_outputs(func: Callable[..., Any]) -> Callable[..., Any]:

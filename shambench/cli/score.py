@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 import click
 
 from shambench.cli.options import (
-    alt_epsilon_option,
     data_selection,
     emit_json,
     given_options,
@@ -24,9 +23,6 @@ if TYPE_CHECKING:
     from shambench.data.formats import PredictionsFormat
     from shambench.runs.spec import Scoring, Selection
     from shambench.scoring.results import ExampleScores, Results
-
-Settings = tuple[int, int, float]
-"""--bootstrap, --seed and --alt-epsilon: the scorer's settings beside the examples."""
 
 
 @click.command("score")
@@ -64,7 +60,6 @@ Settings = tuple[int, int, float]
     "labels, meta...): said loudly, recorded in results.json (run.data_changed), and never ranked on a board. "
     "Without it such a rescore stops with exit status 2 and names what changed.",
 )
-@alt_epsilon_option
 @scoring
 def score(
     run_dir: str | None,
@@ -76,7 +71,6 @@ def score(
     as_json: bool,
     per_example_out: str | None,
     accept_changed_data: bool,
-    alt_epsilon: float,
     scoring: Scoring,
 ) -> None:
     """Score predictions, or rescore RUN_DIR from its journal (never calls the detector).
@@ -120,7 +114,7 @@ def score(
     from shambench.reporting.console import make_console
     from shambench.reporting.tables import print_results
     from shambench.runs.files import PER_EXAMPLE
-    from shambench.runs.scoring import run_results_and_scores
+    from shambench.runs.scoring import run_results_and_scores, scorer_of
 
     if per_example_out == "-" and json_to_stdout(out, as_json):
         raise click.UsageError("--per-example - and the results JSON cannot both go to stdout")
@@ -138,17 +132,14 @@ def score(
                     f"RUN_DIR is rescored on the examples of its config.json; drop {', '.join(given)}"
                 )
             from shambench.runs.rundir import changed_data_message, changed_parts, load_config, run_examples
-            from shambench.scoring.scorer import Scorer
 
             config = load_config(Path(run_dir))
             examples = run_examples(config, accept_changed=accept_changed_data)
             changed = changed_parts(config, examples) if accept_changed_data else None
             if changed is not None:
                 make_console(stderr=True).print(f"CHANGED DATA: {changed_data_message(changed)}", style="bold red")
-            n_resamples, seed = scoring.n_resamples, scoring.seed
-            scorer = Scorer(examples, n_resamples, seed, alt_epsilon)
             results, per_example = run_results_and_scores(
-                Path(run_dir), examples, n_resamples, seed, scorer=scorer, data_changed=changed
+                Path(run_dir), examples, scoring, scorer=scorer_of(examples, scoring), data_changed=changed
             )
             where = f"{Path(run_dir) / 'results.json'}, {Path(run_dir) / PER_EXAMPLE}"
             console.print(f"rescored {run_dir} -> {where}", soft_wrap=True)
@@ -160,11 +151,10 @@ def score(
                 raise click.UsageError("--exact-floats applies to a released format (shambench's own is read exactly)")
             if fmt is not None and not (selection.datasets or selection.examples_file):
                 selection = selection.model_copy(update={"datasets": split_names(fmt.source)})
-            settings: Settings = (scoring.n_resamples, scoring.seed, alt_epsilon)
             if fmt is None:
-                results, per_example = _score_pred_file(predictions, selection, settings)
+                results, per_example = _score_pred_file(predictions, selection, scoring)
             else:
-                results, per_example = _score_released(predictions, fmt, exact_floats, selection, settings)
+                results, per_example = _score_released(predictions, fmt, exact_floats, selection, scoring)
                 for reason, count in results.run.skipped_ranges.items():
                     console.print(f"note: {count} ranges skipped: {reason}", soft_wrap=True)
         print_results(results, console)
@@ -177,17 +167,18 @@ def score(
 
 
 def _score_pred_file(
-    predictions: str, selection: Selection, settings: Settings
+    predictions: str, selection: Selection, scoring: Scoring
 ) -> tuple[Results, Sequence[ExampleScores]]:
     """Results of a file of shambench's own PRED lines. Both files are read as the scorer consumes them: neither is
     ever held whole."""
     from shambench.records import iter_records, line_of_id
+    from shambench.runs.scoring import scorer_of
     from shambench.runs.selection import corpus_to_score
     from shambench.schema import Prediction
     from shambench.scoring.results import RunInfo
-    from shambench.scoring.scorer import UNSCORED_PREDICTION_FIELDS, Scorer
+    from shambench.scoring.scorer import UNSCORED_PREDICTION_FIELDS
 
-    scorer = Scorer(corpus_to_score(selection), *settings)
+    scorer = scorer_of(corpus_to_score(selection), scoring)
     lines = iter_records(predictions, Prediction, UNSCORED_PREDICTION_FIELDS)
     try:
         results, per_example = scorer.score_with_examples(p for _, p in lines)
@@ -201,16 +192,16 @@ def _score_pred_file(
 
 
 def _score_released(
-    predictions: str, fmt: PredictionsFormat, exact_floats: bool, selection: Selection, settings: Settings
+    predictions: str, fmt: PredictionsFormat, exact_floats: bool, selection: Selection, scoring: Scoring
 ) -> tuple[Results, Sequence[ExampleScores]]:
     """Results of a file in a released format, on the examples of the datasets its ids name; how it was read joins
     the results' conventions, and the ranges it skipped are counted in `run.skipped_ranges`."""
+    from shambench.runs.scoring import scorer_of
     from shambench.runs.selection import corpus_to_score
     from shambench.scoring.results import RunInfo
-    from shambench.scoring.scorer import Scorer
 
     read = fmt.read(Path(predictions), exact_floats)
-    scorer = Scorer(corpus_to_score(selection, kept_datasets=read.datasets), *settings)
+    scorer = scorer_of(corpus_to_score(selection, kept_datasets=read.datasets), scoring)
     line_of = {pred.id: lineno for lineno, pred in read.predictions}
     try:
         results, per_example = scorer.score_with_examples(pred for _, pred in read.predictions)

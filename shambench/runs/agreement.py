@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Unpack
 
 from shambench.errors import DataError
+from shambench.runs.scoring import scorer_of
 from shambench.runs.selection import corpus_to_score
-from shambench.runs.spec import Selection, SelectionOptions
+from shambench.runs.spec import Scoring, Selection, SelectionOptions
 from shambench.schema import Example
 from shambench.scoring.agreement import AgreementGroup, AgreementReport
-from shambench.scoring.alternative import ALT_EPSILON
 from shambench.scoring.scorer import Scorer
 
 
@@ -40,12 +40,10 @@ def agreement(
     return scorer.agreement()
 
 
-def run_agreement(
-    run_dir: str | Path, n_resamples: int = 1000, seed: int = 0, alt_epsilon: float = ALT_EPSILON
-) -> AgreementGroup:
+def run_agreement(run_dir: str | Path, scoring: Scoring | None = None) -> AgreementGroup:
     """A run's `groups.agreement`: its detector and the annotators against the same leave-one-out golds, with the
-    alternative annotator test at `alt_epsilon`; scored again from the run's journal and examples (re-created from
-    its config), nothing written. DataError when none of its partitions has annotators."""
+    alternative annotator test at `scoring`'s epsilon; scored again from the run's journal and examples
+    (re-created from its config), nothing written. DataError when none of its partitions has annotators."""
     from shambench.io import Journal
     from shambench.runs.files import JOURNAL
     from shambench.runs.rundir import load_config, run_examples
@@ -53,7 +51,7 @@ def run_agreement(
     run = Path(run_dir)
     examples = run_examples(load_config(run))
     predictions = list(Journal(run / JOURNAL).read().values())
-    group = Scorer(examples, n_resamples, seed, alt_epsilon).score(predictions).groups.agreement
+    group = scorer_of(examples, scoring or Scoring()).score(predictions).groups.agreement
     if group is None:
         held = ", ".join(sorted({ex.partition for ex in examples}))
         raise DataError(f"{run}: none of the run's partitions has individual annotators ({held})")

@@ -179,9 +179,7 @@ def streamed_evaluation(
                 )
                 # Long-lived from now on, as in an unstreamed run (see `run_evaluation`).
                 watching.enter_context(long_lived_frozen())
-                executor.scorer = predicting.enter_context(
-                    scorer_meanwhile(examples, scoring.n_resamples, scoring.seed)
-                )
+                executor.scorer = predicting.enter_context(scorer_meanwhile(examples, scoring))
                 return predicting.enter_context(run.journal.appender())
 
             journal = HeldJournal(loading.done, open_journal)

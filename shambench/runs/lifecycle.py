@@ -126,9 +126,7 @@ class Executor:
         nothing)."""
         outcome.predictions = run.journal.read()
         values = list(outcome.predictions.values())
-        return score_predictions(
-            config, run.run_dir, run.examples, values, scoring.n_resamples, scoring.seed, self.scorer.scorer
-        )
+        return score_predictions(config, run.run_dir, run.examples, values, scoring, self.scorer.scorer)
 
 
 class InProcess(Executor):
@@ -149,7 +147,7 @@ class InProcess(Executor):
             run.detector.budget = Budget(self.max_cost)  # type: ignore[attr-defined]
         waits = isinstance(run.detector, APIDetector) and bool(todo)
         scoring = self.scoring
-        with scorer_meanwhile(run.examples, scoring.n_resamples, scoring.seed) if waits else nullcontext() as ahead:
+        with scorer_meanwhile(run.examples, scoring) if waits else nullcontext() as ahead:
             n = run_predictions(run.detector, todo, run.journal, monitor, on_prediction, fail_fast=self.fail_fast)
         self.scorer = ahead or ScorerAhead()
         return RunOutcome(predicted=n)

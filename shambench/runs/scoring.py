@@ -20,7 +20,9 @@ from shambench.io import Journal, iter_jsonl, write_json, write_jsonl
 from shambench.memory import freeze_long_lived
 from shambench.runs.files import JOURNAL, PER_EXAMPLE, RESULTS
 from shambench.runs.rundir import RunConfig, load_config, run_examples
+from shambench.runs.spec import Scoring
 from shambench.schema import Example, Prediction
+from shambench.scoring.corpus import Corpus
 from shambench.scoring.results import ExampleScores, Results, RunInfo
 from shambench.scoring.scorer import Scorer
 from shambench.scoring.steps import math_group
@@ -35,35 +37,35 @@ from shambench.scoring.text import (
 )
 
 
-def run_results(
-    run_dir: Path, examples: Sequence[Example] | None = None, n_resamples: int = 1000, seed: int = 0
-) -> Results:
+def scorer_of(examples: Iterable[Example] | Corpus, scoring: Scoring) -> Scorer:
+    """The scorer of `examples` with `scoring`'s resamples, seed and alternative-annotator epsilon."""
+    return Scorer(examples, n_resamples=scoring.n_resamples, seed=scoring.seed, alt_epsilon=scoring.alt_epsilon)
+
+
+def run_results(run_dir: Path, examples: Sequence[Example] | None = None, scoring: Scoring | None = None) -> Results:
     """The results of a run directory's journal, scored (the detector is never called) and written to its
     `results.json` and `per_example.jsonl`."""
-    return run_results_and_scores(run_dir, examples, n_resamples, seed)[0]
+    return run_results_and_scores(run_dir, examples, scoring)[0]
 
 
 def run_results_and_scores(
     run_dir: Path,
     examples: Sequence[Example] | None = None,
-    n_resamples: int = 1000,
-    seed: int = 0,
+    scoring: Scoring | None = None,
     predictions: Mapping[str, Prediction] | None = None,
     scorer: Scorer | None = None,
     data_changed: list[str] | None = None,
 ) -> tuple[Results, Sequence[ExampleScores]]:
     """The results of a run directory (as `run_results`) and the per-example scores written beside them.
     `predictions`, when given, are the journal already read (by id), and `scorer` the examples' scorer already
-    built (with the same resamples and seed); `data_changed`: what of the examples changed since the run was
-    made, when they are scored anyway (recorded in the results)."""
+    built (with `scoring`); `data_changed`: what of the examples changed since the run was made, when they are
+    scored anyway (recorded in the results)."""
     config = load_config(run_dir)
     if examples is None:
         examples = run_examples(config)
     if predictions is None:
         predictions = Journal(run_dir / JOURNAL).read()
-    results, per_example = score_predictions(
-        config, run_dir, examples, list(predictions.values()), n_resamples, seed, scorer
-    )
+    results, per_example = score_predictions(config, run_dir, examples, list(predictions.values()), scoring, scorer)
     results.run.data_changed = data_changed
     write_scores(run_dir, results, per_example)
     return results, per_example
@@ -82,7 +84,7 @@ class ScorerAhead:
 
 
 @contextmanager
-def scorer_meanwhile(examples: Sequence[Example], n_resamples: int = 1000, seed: int = 0) -> Iterator[ScorerAhead]:
+def scorer_meanwhile(examples: Sequence[Example], scoring: Scoring | None = None) -> Iterator[ScorerAhead]:
     """While the block runs (making predictions, which the scorer does not depend on), segment the examples'
     responses in a child process, then build their `Scorer`, its human agreement and its groups' bootstrap resamples
     in a thread of this process, so that scoring the run after its last prediction does not wait for them; the
@@ -110,7 +112,7 @@ def scorer_meanwhile(examples: Sequence[Example], n_resamples: int = 1000, seed:
             # the child to start and read them.
             mine.send(([text for _, text in keys], [lang for lang, _ in keys]))
             if _remember_sent(mine, child, keys):
-                scorer = Scorer(examples, n_resamples=n_resamples, seed=seed)
+                scorer = scorer_of(examples, scoring or Scoring())
                 # A scoring of no predictions computes the human agreement and draws (and keeps) every group's
                 # bootstrap resamples, none of which depends on a prediction: the run's scoring then reuses them.
                 scorer.score([])
@@ -195,14 +197,13 @@ def score_predictions(
     run_dir: Path,
     examples: Sequence[Example],
     predictions: Sequence[Prediction],
-    n_resamples: int = 1000,
-    seed: int = 0,
+    scoring: Scoring | None = None,
     scorer: Scorer | None = None,
 ) -> tuple[Results, Sequence[ExampleScores]]:
     """The `Results` of a run's predictions and its per-example scores (by `scorer` when given: the examples'
-    scorer, with the same resamples and seed); reads and writes no file, so a sweep can score on a remote
-    worker."""
-    scorer = scorer or Scorer(examples, n_resamples=n_resamples, seed=seed)
+    scorer, made with `scoring`, the default `Scoring` when None); reads and writes no file, so a sweep can score
+    on a remote worker."""
+    scorer = scorer or scorer_of(examples, scoring or Scoring())
     results, per_example = scorer.score_with_examples(predictions)
     results.run = run_info(config, run_dir, examples, predictions)
     results.run.finished_at = results.created_at

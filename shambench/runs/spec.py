@@ -105,6 +105,9 @@ class Scoring(Section):
     """Bootstrap resamples for the 95% confidence intervals."""
     seed: int = 0
     """Seed of the bootstrap."""
+    alt_epsilon: float = Field(default=0.2, ge=0.0, le=2.0)
+    """Epsilon of the alternative annotator test in groups.agreement (H0: mean(W_f - W_h) <= -epsilon); the
+    default is the paper's value for skilled annotators (`shambench.scoring.alternative.ALT_EPSILON`)."""
     sopo_compat: bool = False
     """With `suite` math-shepherd: also report the SOPO kit's label-dependent span rule (compatibility only)."""
 
@@ -288,6 +291,7 @@ class EvalOptions(SelectionOptions, total=False):
     api_key_env: str
     n_resamples: int
     seed: int
+    alt_epsilon: float
     sopo_compat: bool
     run_dir: str | Path
     runs_root: str | Path

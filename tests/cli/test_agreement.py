@@ -187,6 +187,17 @@ def test_score_takes_the_alternative_tests_epsilon_for_a_run_and_a_predictions_f
     assert json.loads(result.stdout)["groups"]["agreement"]["partitions"]["qa/toy"]["alternative"]["epsilon"] == 0.3
 
 
+def test_eval_and_evaluate_take_the_alternative_tests_epsilon(tmp_path):
+    import shambench
+    from tests.run_helpers import eval_run
+
+    examples = _three_annotator_items(tmp_path, 30)
+    results = eval_run(examples, "all", tmp_path / "run", "--alt-epsilon", "0.4")
+    assert results["groups"]["agreement"]["partitions"]["qa/toy"]["alternative"]["epsilon"] == 0.4
+    api = shambench.evaluate("all", examples_file=examples, run_dir=tmp_path / "api", n_resamples=20, alt_epsilon=0.3)
+    assert api.groups.agreement.partitions["qa/toy"].alternative.epsilon == 0.3
+
+
 def test_agreement_of_a_run_refuses_a_data_selection_too(tmp_path):
     from tests.run_helpers import eval_run
 

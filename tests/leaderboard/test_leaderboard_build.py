@@ -20,6 +20,7 @@ from shambench.leaderboard.build import DEFAULT_REPORTED, build, load_leaderboar
 from shambench.leaderboard.page import render
 from shambench.reporting.runfolders import LINKED_FOLDER, LINKED_RESULTS, UNSCORED, run_folders
 from shambench.runs.scoring import run_results
+from shambench.runs.spec import Scoring
 from tests.conftest import require_shared
 from tests.leaderboard.toy import (
     EXAMPLES,
@@ -245,7 +246,7 @@ def _fail(run_dir, example_id: str) -> None:
     """Record a failed prediction for one example (the journal's last record wins) and rescore the run."""
     with (run_dir / "predictions.jsonl").open("a") as journal:
         journal.write(json.dumps({"id": example_id, "spans": [], "error": "TimeoutError: no reply"}) + "\n")
-    run_results(run_dir, n_resamples=50)
+    run_results(run_dir, scoring=Scoring(n_resamples=50))
 
 
 def test_limited_failed_dev_split_and_partial_runs_are_never_ranked(tmp_path, monkeypatch):

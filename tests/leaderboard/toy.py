@@ -29,7 +29,7 @@ from shambench.runs.rundir import detector_config
 from shambench.runs.runner import run_predictions
 from shambench.runs.scoring import run_results
 from shambench.runs.selection import select_examples
-from shambench.runs.spec import Selection
+from shambench.runs.spec import Scoring, Selection
 from shambench.schema import Example, Prediction, Span
 
 EXAMPLES = [
@@ -125,7 +125,7 @@ def run_detector(run_dir: Path, examples_file: Path, detector: Detector, limit: 
     run_dir.mkdir(parents=True)
     write_json(run_dir / CONFIG, detector_config(detector, examples, selection))
     run_predictions(detector, examples, Journal(run_dir / JOURNAL))
-    run_results(run_dir, examples, n_resamples=50)
+    run_results(run_dir, examples, Scoring(n_resamples=50))
     return run_dir
 
 

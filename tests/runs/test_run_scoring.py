@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 import shambench.runs.scoring as run_scoring
 from shambench.cli import main
+from shambench.runs.spec import Scoring
 from shambench.scoring import metrics, text
 from shambench.scoring.text import Segmentation, packed, process_context
 from tests.run_helpers import write_jsonl
@@ -61,7 +62,7 @@ def test_the_scorer_ahead_has_the_segmentations_and_scores_of_one_built_after(mo
     monkeypatch.setattr(run_scoring, "PARALLEL_MIN_CHARS", 0)
     responses = invented_responses(40)
     examples = examples_of(responses)
-    with run_scoring.scorer_meanwhile(examples, n_resamples=30, seed=3) as ahead:
+    with run_scoring.scorer_meanwhile(examples, Scoring(n_resamples=30, seed=3)) as ahead:
         pass
     assert isinstance(ahead.scorer, Scorer) and multiprocessing.active_children() == []
     got = cached(responses)

@@ -250,7 +250,7 @@ class RemotelyScored(Executor):
     ) -> tuple[Results, Sequence[ExampleScores]]:
         text = run.journal.text()
         blob = self.data.handle(self.backend, self.retries)
-        call = (score_shared, (config, run.run_dir, self.data.hash, blob, text, scoring.n_resamples, scoring.seed))
+        call = (score_shared, (config, run.run_dir, self.data.hash, blob, text, scoring))
         _, results, failure = next(run_tasks(self.backend, [call], self.retries))
         if failure:
             raise CellError(f"scoring failed after {failure.attempts} attempts: {failure.error}")

@@ -18,6 +18,7 @@ from shambench.records import check_detector_prediction
 from shambench.runs.files import JOURNAL
 from shambench.runs.rundir import RunConfig
 from shambench.runs.scoring import score_predictions
+from shambench.runs.spec import Scoring
 from shambench.schema import Example
 from shambench.scoring.results import ExampleScores, Results
 from shambench.scoring.text import remember
@@ -112,10 +113,10 @@ def predict_shard(spec: str, params: dict[str, Any], key: str, blob: bytes, indi
 
 
 def score_shared(
-    config: RunConfig, run_dir: Path, key: str, blob: bytes, journal: str, n_resamples: int, seed: int
+    config: RunConfig, run_dir: Path, key: str, blob: bytes, journal: str, scoring: Scoring
 ) -> tuple[Results, list[ExampleScores]]:
     """Worker task: the results and per-example scores of a cell, from its journal's text and the shared examples."""
     predictions = list(Journal(run_dir / JOURNAL).parse(journal).values())
-    results, rows = score_predictions(config, run_dir, shared_examples(key, blob), predictions, n_resamples, seed)
+    results, rows = score_predictions(config, run_dir, shared_examples(key, blob), predictions, scoring)
     # Made into a list here: the rows are sent back to the driver, which must not receive the whole scorer.
     return results, list(rows)
