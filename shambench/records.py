@@ -28,6 +28,7 @@ from shambench.io import (
     parse_json_line,
     validation_message,
 )
+from shambench.memory import collector_paused
 from shambench.schema import Example, Prediction
 
 # Fields holding character ranges: `[start, end]`, `[start, end, label]` or an object with `start` and `end`.
@@ -225,8 +226,11 @@ def iter_records(path: str | Path, model: type[BaseModel], drop: Sequence[str] =
 
 def read_records(path: str | Path, model: type[BaseModel], drop: Sequence[str] = ()) -> list[tuple[int, Any]]:
     """Every record of a JSONL file with its line number (see `iter_records`): a bad line fails before any
-    record is used."""
-    return list(iter_records(path, model, drop))
+    record is used. The records outlive the reading and form no cycles: the cyclic collector is paused while they
+    are made, since its full passes over every record made so far grew the time faster than the file (100,000
+    examples: 3.3 s of CPU with it, 1.7 without; 10,000: 0.23 and 0.16)."""
+    with collector_paused():
+        return list(iter_records(path, model, drop))
 
 
 def line_of_id(path: str | Path, record_id: str | None) -> int | None:

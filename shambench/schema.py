@@ -7,6 +7,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
+from shambench.errors import SourceError
+
+# Annotators of one example that human agreement reads: each reading carries the gold of all the others, so the
+# work and the memory of an example grow with the square of its annotators (the released corpora have at most a
+# dozen; 256 take about 0.2 s of CPU).
+MAX_ANNOTATORS = 256
+
 
 class Span(BaseModel):
     """A half-open character range `[start, end)` of a response."""
@@ -187,7 +194,12 @@ class Annotations(BaseModel):
     ) -> Annotations:
         """The readings of the annotators in `marked` (id -> spans), each beside `gold_of` the others' spans
         (and, with `soft`, the others' shares per character); `reproduces_gold` compares `gold_of` every
-        annotator's spans with the `released` gold, character for character."""
+        annotator's spans with the `released` gold, character for character; SourceError past MAX_ANNOTATORS."""
+        if len(marked) > MAX_ANNOTATORS:
+            raise SourceError(
+                f"{len(marked)} annotators of one example, more than the {MAX_ANNOTATORS} human agreement reads "
+                "(each one's gold is built from all the others)"
+            )
         readings = []
         for annotator, spans in marked.items():
             others = [s for other, s in marked.items() if other != annotator]

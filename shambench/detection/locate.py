@@ -20,6 +20,7 @@ counted in work, not seconds, so the same inputs place the same way on every mac
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Sequence
 
 from pydantic import BaseModel
@@ -85,8 +86,8 @@ class _Normalized:
         return self.origin[start], self.origin[end - 1] + 1
 
     def position(self, original: int) -> int:
-        """The first normalized offset at or after an original offset."""
-        return next((j for j, o in enumerate(self.origin) if o >= original), len(self.origin))
+        """The first normalized offset at or after an original offset (`origin` rises, so a binary search)."""
+        return bisect_left(self.origin, original)
 
 
 def _normalize(text: str) -> str:
@@ -156,15 +157,22 @@ def _fuzzy(norm: _Normalized, needle: str, cursor: int) -> tuple[int, int, float
     return best
 
 
-def place(response: str, text: str, cursor: int = 0, min_similarity: float = MIN_SIMILARITY) -> Placement:
-    """Where `text` occurs in `response`, searching after `cursor` first (see the module docstring)."""
+def place(
+    response: str,
+    text: str,
+    cursor: int = 0,
+    min_similarity: float = MIN_SIMILARITY,
+    normalized: _Normalized | None = None,
+) -> Placement:
+    """Where `text` occurs in `response`, searching after `cursor` first (see the module docstring);
+    `normalized` is the response's normalized copy when the caller has made it already."""
     needle = text.strip(_WRAPPING)
     if not needle:
         return Placement(text=text)
     at = _find(response, needle, cursor)
     if at >= 0:
         return Placement(text=text, start=at, end=at + len(needle), method="exact", similarity=1.0)
-    norm = _Normalized(response)
+    norm = normalized or _Normalized(response)
     norm_needle = _normalize(needle)
     if not norm_needle:
         return Placement(text=text)
@@ -186,8 +194,13 @@ def locate(response: str, texts: Sequence[str], min_similarity: float = MIN_SIMI
     """A placement for each string, in order, with a cursor that moves past each placed string."""
     cursor = 0
     out = []
+    norm: _Normalized | None = None
     for text in texts:
-        p = place(response, text, cursor, min_similarity)
+        # The response is normalized once, the first time a string needs it, not once per string: the cost of a
+        # prediction stays linear in its strings.
+        if norm is None and (needle := text.strip(_WRAPPING)) and needle not in response:
+            norm = _Normalized(response)
+        p = place(response, text, cursor, min_similarity, norm)
         if p.placed:
             cursor = max(cursor, p.end or 0)
         out.append(p)

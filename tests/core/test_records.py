@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from shambench import records
 from shambench.detection.detector import Detector
 from shambench.errors import DataError
 from shambench.io import NUMBER_SHAPES, Journal, parse_json_line, write_atomic
@@ -231,3 +232,22 @@ def test_only_numbers_and_nesting_outside_strings_call_for_a_walk():
     assert _hides(b'{"id": "x", "meta": {"t": 1e999}}') is True
     assert _hides(b'{"id": "x", "meta": {"t": 10000000000000000000}}') is True
     assert _hides(b'{"id": "x\\"[[", "meta": {"t": 2E5}}') is True
+
+
+def test_a_file_is_read_with_the_collector_paused_and_left_as_it_was(tmp_path, monkeypatch):
+    import gc
+
+    path = tmp_path / "examples.jsonl"
+    rows = [Example(id=f"e{i}", task="qa", dataset="d", split="test", response="ab cd", hallu_spans=[]) for i in "12"]
+    path.write_text("".join(r.model_dump_json() + "\n" for r in rows))
+    seen = []
+    reading = records.iter_records
+    monkeypatch.setattr(records, "iter_records", lambda *a: (seen.append(gc.isenabled()), *reading(*a))[1:])
+    enabled = gc.isenabled()
+    try:
+        gc.enable()
+        assert read_examples(path) == rows and seen == [False] and gc.isenabled()
+        gc.disable()
+        assert read_examples(path) == rows and not gc.isenabled()
+    finally:
+        (gc.enable if enabled else gc.disable)()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from shambench.schema import Example, Prediction, SoftSpan, Span, Step
+from shambench.schema import Example, Prediction, SoftSpan, Span, Step, marked_by_more_than
 
 
 def example(response: str = "Paris is in Italy.", **fields) -> Example:
@@ -119,3 +119,19 @@ def test_soft_spans_must_not_be_empty():
 
     with pytest.raises(ValueError, match="soft span \\[3, 3\\) is empty"):
         Example(id="s", dataset="d", task="t", response="abcdef", soft_spans=[{"start": 3, "end": 3, "prob": 0.5}])
+
+
+def test_more_annotators_of_one_example_than_the_cap_is_an_input_error():
+    from shambench.errors import SourceError
+    from shambench.schema import MAX_ANNOTATORS, Annotations
+
+    def majority(lists):
+        return marked_by_more_than(lists, 0.5)
+
+    # Every one of them marks [0, 4): each reading's gold (the others' majority) is that span.
+    marked = {f"a{i}": [Span(start=0, end=4)] for i in range(MAX_ANNOTATORS)}
+    readings = Annotations.leave_one_out(marked, majority, "majority").readings
+    assert len(readings) == MAX_ANNOTATORS and readings[-1].others == [Span(start=0, end=4)]
+    marked["one more"] = []
+    with pytest.raises(SourceError, match=f"^{MAX_ANNOTATORS + 1} annotators of one example, more than the 256"):
+        Annotations.leave_one_out(marked, majority, "majority")

@@ -138,3 +138,36 @@ def test_a_short_near_miss_is_still_placed_fuzzily():
     assert p.method == "fuzzy" and not p.gave_up and p.similarity >= 0.9
     # The response repeats itself, so the window may be any copy of the piece: it must be about as long.
     assert abs((p.end - p.start) - 200) <= 10
+
+
+def _one_by_one(response: str, texts: list[str]) -> list:
+    """`locate` as it was written first: each string placed on its own, the response normalized every time."""
+    cursor, out = 0, []
+    for text in texts:
+        p = place(response, text, cursor)
+        cursor = max(cursor, p.end or 0) if p.placed else cursor
+        out.append(p)
+    return out
+
+
+@given(
+    words=st.lists(st.sampled_from(["Sydney", "sydney", "the", "  ", "Capital", "ÉTÉ", "ß", "x\n"]), max_size=12),
+    picks=st.lists(st.tuples(st.integers(0, 11), st.integers(1, 4), st.booleans()), max_size=6),
+)
+def test_normalizing_the_response_once_places_every_string_as_before(words, picks):
+    # The normalized copy is made once per response (not once per string): the placements are the same.
+    response = " ".join(words)
+    texts = []
+    for start, length, upper in picks:
+        quote = " ".join(words[start : start + length]) or "absent"
+        texts.append(quote.upper() if upper else quote)
+    assert locate(response, texts) == _one_by_one(response, texts)
+
+
+def test_a_normalized_position_is_the_first_at_or_after_an_original_offset():
+    from shambench.detection.locate import _Normalized
+
+    # The runs of whitespace collapse, and İ lowers to two characters (i and a combining dot), both from offset 5.
+    norm = _Normalized("A  B\tİ x")
+    assert (norm.text, norm.origin) == ("a b i\u0307 x", [0, 1, 3, 4, 5, 5, 6, 7])
+    assert [norm.position(i) for i in range(9)] == [0, 1, 2, 2, 3, 4, 6, 7, 8]
