@@ -12,8 +12,10 @@ Stages and their input (the 1x size, times --scale):
 - `locate`: placing 20 quoted strings (case changed, so the normalized pass runs) in a response of 20 sentences;
 - `lines`: `read_examples` of an EXAMPLES file of 1,000 lines.
 
-Time is CPU time of this process (a shared machine's wall time says more about the others); peak memory is
-tracemalloc's peak of a second run (tracemalloc slows the run, so it is not timed). A linear stage shows a time
+Time is CPU time of this process (a shared machine's wall time says more about the others), with segmentation in
+this process (`$SHAMBENCH_SEGMENT_WORKERS=1`) and the command line's process settings (the collector paused while
+files are read: `shambench.memory`); peak memory is tracemalloc's peak of a second run (tracemalloc slows the run,
+so it is not timed). A linear stage shows a time
 ratio near 10 from 1x to 10x and from 10x to 100x (fixed costs make the first smaller); a quadratic one near 100.
 """
 
@@ -33,11 +35,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from shambench.cli.process import CommandLineSettings  # noqa: E402
 from shambench.detection.locate import locate  # noqa: E402
+from shambench.memory import use_process_settings  # noqa: E402
 from shambench.paths import CACHE_ENV  # noqa: E402
 from shambench.records import read_examples  # noqa: E402
 from shambench.schema import Annotations, Example, Prediction, Span, marked_by_more_than  # noqa: E402
 from shambench.scoring.scorer import Scorer  # noqa: E402
+from shambench.scoring.text import WORKERS_ENV  # noqa: E402
 
 FACTORS = (1, 10, 100)
 WORDS = [
@@ -169,6 +174,8 @@ def main() -> None:
     print(f"{'stage':<11} {'size':>8} {'CPU s':>9} {'peak MB':>9} {'time x':>7} {'mem x':>7}")
     with tempfile.TemporaryDirectory() as tmp:
         os.environ[CACHE_ENV] = str(Path(tmp) / "cache")  # never the user's cache
+        os.environ[WORKERS_ENV] = "1"
+        use_process_settings(CommandLineSettings())
         for stage in args.stages.split(","):
             previous = None
             for factor in FACTORS:

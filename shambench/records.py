@@ -228,7 +228,8 @@ def read_records(path: str | Path, model: type[BaseModel], drop: Sequence[str] =
     """Every record of a JSONL file with its line number (see `iter_records`): a bad line fails before any
     record is used. The records outlive the reading and form no cycles: the cyclic collector is paused while they
     are made, since its full passes over every record made so far grew the time faster than the file (100,000
-    examples: 3.3 s of CPU with it, 1.7 without; 10,000: 0.23 and 0.16)."""
+    examples: 3.3 s of CPU with it, 1.7 without; 10,000: 0.23 and 0.16), where the process lets the library pause it
+    (`shambench.memory`: the command line)."""
     with collector_paused():
         return list(iter_records(path, model, drop))
 

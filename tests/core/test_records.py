@@ -234,7 +234,8 @@ def test_only_numbers_and_nesting_outside_strings_call_for_a_walk():
     assert _hides(b'{"id": "x\\"[[", "meta": {"t": 2E5}}') is True
 
 
-def test_a_file_is_read_with_the_collector_paused_and_left_as_it_was(tmp_path, monkeypatch):
+def test_a_file_is_read_with_the_collector_paused_and_left_as_it_was(tmp_path, monkeypatch, command_line_settings):
+    # Under the command line's process settings (a notebook's collector is its user's: nothing is paused there).
     import gc
 
     path = tmp_path / "examples.jsonl"
