@@ -483,6 +483,20 @@ def test_a_dask_scheduler_that_never_answers_is_a_data_error_naming_it(mute_port
         DaskBackend(address, deadline=0.3)
 
 
+def test_sweep_against_a_mute_scheduler_is_one_error_line(tmp_path, mute_port, monkeypatch):
+    require_dask()
+    import shambench.runs.sweep.backends
+
+    monkeypatch.setattr(shambench.runs.sweep.backends, "SCHEDULER_DEADLINE", 0.3)
+    spec = write_sweep(tmp_path, "examples: [toy.jsonl]\nleaderboard: false\ndetectors: [all]\n")
+    address = f"tcp://127.0.0.1:{mute_port}"
+    ran = CliRunner().invoke(main, ["sweep", str(spec), "--backend", "dask", "--scheduler", address, "--no-progress"])
+    assert ran.exit_code == 2, ran.output
+    errors = [line for line in ran.output.splitlines() if line.startswith("error:")]
+    assert errors == [f"error: no answer from the Dask scheduler at {address} within 0.3 s"], ran.output
+    assert "Traceback" not in ran.output
+
+
 def test_dask_sweep_survives_a_killed_worker_with_results_identical_to_local(local_sweep, tmp_path):
     distributed = require_dask()
     from shambench.runs.sweep import DaskBackend

@@ -85,13 +85,15 @@ class LocalBackend(Backend):
 
 class DaskBackend(Backend):
     """A Dask distributed cluster: the scheduler at `scheduler`, else a local cluster of `workers` processes. A
-    scheduler that does not connect and answer within `deadline` seconds is a DataError naming its address."""
+    scheduler that does not connect and answer within `deadline` seconds (default SCHEDULER_DEADLINE) is a
+    DataError naming its address."""
 
     name = "dask"
 
-    def __init__(self, scheduler: str | None = None, workers: int = 2, deadline: float = SCHEDULER_DEADLINE):
+    def __init__(self, scheduler: str | None = None, workers: int = 2, deadline: float | None = None):
         distributed = import_extra("distributed", "dask", "The dask backend of sweeps")
         self.cluster = None
+        deadline = SCHEDULER_DEADLINE if deadline is None else deadline
         if scheduler is not None:
             try:
                 reach_scheduler(scheduler, deadline)
