@@ -4,6 +4,7 @@ Reads `annotations.json` from the Hugging Face dataset `fava-uw/fava-data` (a JS
 `prompt`, `output` = the raw response, `annotated` = the response with error tags, `model`).
 
 Tags to character spans, scanning `annotated` left to right:
+
 - text inside `<mark>...</mark>` is a suggested correction, absent from the response: skipped;
 - `<delete>...</delete>` holds response text the annotator would delete: the tags go, the text stays;
 - an error-type tag (`<entity>`, `<relation>`, `<contradictory>`, `<invented>`, `<subjective>`,
@@ -13,6 +14,7 @@ Tags to character spans, scanning `annotated` left to right:
 - a closing tag closes any error tag opened after its own opener; a stray closing tag is ignored; an unclosed tag
   ends at the end of its sentence (or of the text); each repair is counted in `meta["tag_repairs"]`;
 - any other tag (`<b>`, `</s>`, ...) is dropped and its text kept.
+
 Spans are stripped of surrounding whitespace and labelled with their error type. All six types count as
 hallucinations, as in FAVA's own metric (subjective and unverifiable statements are unsupported claims).
 
@@ -27,6 +29,7 @@ do not reproduce their `output`: their tagged text is another generation for the
 they are always dropped. Every pair still has at least one row that fits.
 
 Options (`FavaAdapter(...)`, or `adapters.create("favabench", ...)`):
+
 - `duplicates`: which rows of a pair give its gold spans. `first-matching` (default): the first row whose tags
   reproduce the output; `first`: the pair's first row, the pair dropped when that row does not fit (the rule of
   earlier versions); `union`: the union of the spans of every fitting row.

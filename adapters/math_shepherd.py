@@ -2,9 +2,11 @@
 rollout estimates: a step is `+` when some sampled continuation from it reaches the right answer).
 
 Two released formats are read:
+
 - raw (`peiyi9979/Math-Shepherd`, and openr's 7-row sample): `{input, label, task}`, where `ки` ends each step in
   `input` and `label` is the same text with each marker replaced by one `+` or `-` character;
 - TRL's (`trl-lib/math_shepherd`, Parquet): `{prompt, completions: [str], labels: [bool]}`.
+
 A raw row is converted as TRL's script does: markers become one character so that `input` and `label` align, the
 text before the first marker splits into question and "Step 1: ..." on `Step 1:`, else `step 1:`, else the first
 `?`; the other pieces, stripped, are steps 2..n. Rows whose prompt starts with one of TRL's twelve prefixes

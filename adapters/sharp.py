@@ -3,19 +3,23 @@ a teacher model (Hugging Face `ZaandaTeika/SHARP`, gated: accept its conditions 
 
 Four configs, each with `train` and `test` Parquet splits, read in pairs joined by position (row i of a step
 config and row i of its SPAN config are the same solution):
+
 - step view `SHARP-GSM8K`, `SHARP-Math`: `{question, steps: [str], step_labels: [int]}`, 1 sound and 0
   hallucinated, each row cut after its first 0;
 - span view `SHARP-GSM8K-SPAN`, `SHARP-Math-SPAN`: `{question, model_answer, hallucination_annotation}`, the
   untruncated solution as blank-line-separated steps (a string or a list of step strings) and the same text with
   erroneous fragments wrapped in `<HAL>...</HAL>`.
+
 The response is the span view's steps joined with a blank line; the steps take the step view's labels by position
 and the steps after a row's first 0 are unlabelled (None); the gold spans are the HAL fragments located in the
 clean text. The card's known defects are handled and counted (per row in `meta["defects"]`, totals in the log):
+
 - `crlf right`: a LaTeX `\\right` decoded as carriage return + `ight`, restored in every text field;
 - `placeholder`: an error-free row whose annotation (or answer) is the literal `No hallucinations`: no span, and
   the answer taken from the step view when it is the placeholder;
 - `whitespace reflow`: stripping the tags gives the answer only up to whitespace: spans moved through the
   alignment of non-whitespace characters.
+
 Rows are dropped, counted by reason, when the views disagree beyond that (more labelled steps than answer steps,
 or an annotation that differs from the answer in more than whitespace).
 """

@@ -5,6 +5,7 @@ threshold (tuned per suite, see `shambench.scoring.steps`). For the span view a 
 `span_threshold` and gives every step's 1 - score as a scored range. The input, the model class and the probability
 read follow each PRM's own inference code (`-p format=`; `auto`, the default, picks it from the model's name and
 refuses a name it does not know):
+
 - `qwen2.5-math-prm` — the model cards of Qwen/Qwen2.5-Math-PRM-7B, -72B and Qwen2.5-Math-7B-PRM800K (ProcessBench's
   baseline): chat messages (system "Please reason step by step, and put your final answer within \\boxed{}.", the
   question as the user turn, the steps each followed by `<extra_0>` and joined with nothing as the assistant turn)
@@ -24,6 +25,7 @@ refuses a name it does not know):
   at a time; shambench sorts them by length and runs them right-padded, with an attention mask, in batches
   whose padded size stays within `max_batch_tokens` (a failing batch is run again one input at a time, so only
   the failing example fails).
+
 Backends: `transformers` (the model run here as above; `-p auto_class=` and `-p trust_remote_code=` override the
 format's) and `openai`, a vLLM server's `/pooling` endpoint with the STEP pooler: the chat messages for
 `qwen2.5-math-prm` (the server applies the template), the text otherwise; each row's last entry is read as

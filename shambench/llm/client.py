@@ -2,6 +2,7 @@
 detector that prompts a model.
 
 What it guarantees:
+
 - bounded concurrency: at most `Endpoint.max_concurrency` requests in flight, served by that many workers;
 - retries with exponential backoff and jitter on 429, 5xx, timeouts, dropped connections and malformed bodies,
   honouring `Retry-After` / `retry-after-ms`; every HTTP attempt is made and counted here, exactly;

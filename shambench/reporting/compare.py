@@ -1,6 +1,7 @@
 """Paired comparison of two runs: a bootstrap over the example ids both runs scored.
 
 Conventions (also stated in every `Comparison`):
+
 - Only ids present in both runs are compared, and their examples must be identical (response and gold spans);
   each run's predictions are scored on that shared set with the SHAM-Bench per-example F1.
 - By default only the shared ids that both runs predicted successfully are compared (a missing or failed

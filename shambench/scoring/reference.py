@@ -5,11 +5,13 @@ against this module (tests/scoring/test_scorer.py). Slow and obvious on purpose:
 
 Per example (units: the response's tokens, whitespace excluded, and its sentences, both from
 `shambench.scoring.text`):
+
 - a unit is gold-positive when a gold span overlaps it by at least one character, predicted-positive likewise for
   the predicted spans (a prediction's `sentence_labels`, when given, label the sentences directly);
 - precision = TP / predicted, recall = TP / gold, F1 = 2PR / (P + R); an example with no gold and no predicted
   unit scores 1.0 for all three, and any other undefined ratio is 0.0 (no gold but some prediction: 0.0);
 - a missing or failed prediction predicts nothing.
+
 Per partition (`task/dataset`) and per task: the mean of the per-example values (so datasets weigh by their
 size); pooled (micro) token and character P/R/F1 are named alternatives. Overall: the unweighted mean of the
 task F1s and their population standard deviation (ddof = 0).

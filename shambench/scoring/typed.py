@@ -7,12 +7,14 @@ types counts for each. The figures are per dataset (one source), over its exampl
 `results.json` under `groups.types`; a dataset without typed gold has none.
 
 For every detector, per type T of a dataset:
+
 - character recall: the gold characters of type T that any predicted span covers, over all gold characters of
   type T, pooled over the dataset's examples. Characters are those of the response's tokens (every character but
   whitespace): annotators' spans differ in the white space they take in (3 FaithBench spans end in a line break
   past the summary's last word), which no detector can be asked to match;
 - token recall: the same over the tokens that a gold span of type T overlaps, a token counting as found when a
   predicted span overlaps it (the headline token metrics' rule);
+
 each with a percentile bootstrap interval over the dataset's examples (resamples drawing no gold of the type are
 left out).
 
