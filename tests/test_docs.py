@@ -5,6 +5,7 @@ one names commands and options that the command line has; every ```yaml block is
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shlex
@@ -110,6 +111,55 @@ def test_the_block_finder_reads_fenced_python_only():
     text = "x\n```python\na = 1\n```\n```bash\nls\n```\n```python\nb = 2\nc = 3\n```\n- item\n\n  ```python\n  d = 4\n  ```\n"
     assert python_blocks(text) == ["a = 1\n", "b = 2\nc = 3\n", "d = 4\n"]
     assert shell_blocks(text) == ["ls\n"]
+
+
+def click_help_hook():
+    """The site's build hook docs/hooks/click_help.py, loaded as MkDocs loads it (by path)."""
+    spec = importlib.util.spec_from_file_location("click_help", REPO / "docs" / "hooks" / "click_help.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_cli_reference_keeps_unwrapped_help_paragraphs_as_blocks():
+    help_text = """Summary line.
+
+    \b
+    Typical use:
+      shambench eval    run it
+      shambench score   rescore
+
+    Closing prose
+    over two lines.
+    """
+    assert click_help_hook().help_markdown(help_text) == [
+        "Summary line.",
+        "",
+        "```text",
+        "Typical use:",
+        "  shambench eval    run it",
+        "  shambench score   rescore",
+        "```",
+        "",
+        "Closing prose",
+        "over two lines.",
+        "",
+    ]
+
+
+def test_the_cli_reference_hook_replaces_mkdocs_clicks_description_maker():
+    from mkdocs_click import _docs
+
+    hook = click_help_hook()
+    original = _docs._make_description
+    try:
+        hook.on_config({})
+        context = click.Context(main, info_name="shambench")
+        lines = list(_docs._make_description(context))
+    finally:
+        _docs._make_description = original
+    assert lines[2] == "```text" and lines[3] == "Typical use:"
 
 
 def test_the_command_finder_reads_every_shambench_command():
