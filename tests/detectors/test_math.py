@@ -139,7 +139,7 @@ def test_math_shepherd_sopo_compat_warns_and_reports_both(tmp_path):
 
 def test_suite_and_datasets_together_is_a_usage_error(tmp_path):
     res = CliRunner().invoke(main, ["eval", "--suite", "sharp", "--datasets", "sharp", "--detector", "all-correct"])
-    assert res.exit_code == 2 and "not both" in res.output
+    assert res.exit_code == 2 and "a suite selects its own datasets: give a suite, or datasets" in res.output
 
 
 def test_prm_input_is_sharps_format():
