@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from shambench.cli.context import add_context_command
-from shambench.cli.options import data_dir_option, datasets_option, no_data_hint, suite_option
+from shambench.cli.options import data_dir_option, datasets_option, no_data_hint, split_option, suite_option
 from shambench.errors import DataError
 
 if TYPE_CHECKING:
@@ -173,7 +173,7 @@ def _transfer_progress(console: Console, no_progress: bool) -> Progress:
 @data_group.command("stats")
 @datasets_option
 @suite_option("Datasets by suite instead of --datasets (extended: SHAM-Bench's sources present and the extended ones).")
-@click.option("--split", default="test", show_default=True, help="Split: test, dev, or a source's own split.")
+@split_option
 @data_dir_option
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON (with their conventions).")
 def stats(datasets: str | None, suite: str | None, split: str, data_dir: str | None, as_json: bool) -> None:
@@ -264,7 +264,7 @@ def _counts_table(title: str, counts: dict[str, dict[str, int]], columns: tuple[
 @data_group.command("dump")
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="The EXAMPLES JSONL file to write.")
 @datasets_option
-@click.option("--split", default="test", show_default=True, help="Split: test, dev, or a source's own split.")
+@split_option
 @data_dir_option
 def dump(out: str, datasets: str | None, split: str, data_dir: str | None) -> None:
     """Write the unified examples as JSON lines: the EXAMPLES format of `shambench score --examples`.

@@ -86,6 +86,12 @@ def no_data_hint(root: Path) -> str:
     return f"{where}: {hint} (or set ${DATA_DIR_ENV}), or fetch them with `shambench data download`"
 
 
+def split_option(func: F) -> F:
+    """--split: which split of the adapters' data."""
+    fields = spec_fields()
+    return field_option("split", fields["split"][1], fields)(func)
+
+
 def datasets_option(func: F) -> F:
     """--datasets/-d: which sources (default: the SHAM-Bench sources present)."""
     fields = spec_fields()
