@@ -9,8 +9,13 @@ from shambench.llm.loop import HANDOVER_SECONDS, LoopThread
 
 
 @pytest.fixture
-def default_interval(command_line_settings):
-    """Python's default switch interval, in a process that allows the library to set it (the command line's)."""
+def default_interval(command_line_settings, monkeypatch):
+    """Python's default switch interval, in a process that allows the library to set it (the command line's), and
+    no loop thread counted as running: one that an earlier test in this worker left open would otherwise keep the
+    interval where it found it (the count is per process, whatever test started the thread)."""
+    from shambench.llm import loop
+
+    monkeypatch.setattr(loop, "_running", 0)
     before = sys.getswitchinterval()
     sys.setswitchinterval(0.005)
     yield 0.005
