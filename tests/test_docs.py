@@ -1,7 +1,9 @@
 """The documentation's code blocks are tests: every ```python block of the README, CONTRIBUTING and the pages of
 docs/ runs as written, each in a fresh interpreter; every ```bash block parses, and every `shambench` command in
-one names commands and options that the command line has; every ```yaml block is a valid sweep file and every
-```toml block declares entry points of groups that shambench's registries read."""
+one names commands and options that the command line has, and detectors and datasets that are registered; so does
+every example command in the commands' own help, which the command-line reference page renders; every ```yaml
+block is a valid sweep file and every ```toml block declares entry points of groups that shambench's registries
+read."""
 
 from __future__ import annotations
 
@@ -85,6 +87,60 @@ def unknown_words(args: list[str]) -> list[str]:
                 break
             command, ctx = sub, click.Context(sub, info_name=word, parent=ctx)
     return wrong
+
+
+# The options whose value names registered plugins: a detector (`NAME` or `NAME:ARG`), datasets (comma-separated).
+NAMED_BY = {"--detector": "detector", "--datasets": "datasets", "-d": "datasets"}
+
+
+def unknown_names(args: list[str]) -> list[str]:
+    """The detector and dataset names in one `shambench` argument list (and the `detector:` entries of a sweep
+    file's text) that no registry has; placeholders (`NAME`, `MODEL_DIR`, `$d`) are not names."""
+    from shambench.detection.detector import detectors
+    from shambench.errors import UnknownPluginError
+    from shambench.sources import registry as adapters
+
+    named = []
+    for option, value in zip(args, args[1:], strict=False):
+        kind = NAMED_BY.get(option)
+        if kind == "detector":
+            named.append((detectors, option, value.split(":", 1)[0]))
+        elif kind == "datasets":
+            named.extend((adapters, option, name) for name in value.split(","))
+    wrong = []
+    for registry, option, name in named:
+        if name.isupper() or not re.fullmatch(r"[a-z0-9][\w.-]*", name):
+            continue
+        try:
+            registry.get(name)
+        except UnknownPluginError:
+            wrong.append(f"{option} {name}")
+    return wrong
+
+
+def help_texts(command: click.Command = main, ctx: click.Context | None = None) -> list[tuple[str, str]]:
+    """(command path, help text) of the command line and every command below it."""
+    ctx = ctx or click.Context(main, info_name="shambench")
+    found = [(ctx.command_path, command.help or "")]
+    if isinstance(command, click.Group):
+        for name in command.list_commands(ctx):
+            sub = command.get_command(ctx, name)
+            assert sub is not None
+            found += help_texts(sub, click.Context(sub, info_name=name, parent=ctx))
+    return found
+
+
+def help_examples(text: str) -> list[str]:
+    """The example lines of a help text, as a script: the `shambench ...` commands (their explanation, after a run
+    of spaces, left out) and a sweep file's `detector:` entries, written as the `--detector` they name."""
+    lines = []
+    for line in re.sub(r"\s*\\\n\s*", " ", text).splitlines():
+        line = line.strip()
+        if line.startswith("shambench "):
+            lines.append(re.split(r" {3,}", line)[0])
+        elif entry := re.match(r"-?\s*detector: (\S+)", line):
+            lines.append(f"shambench eval --detector {entry[1]}")
+    return lines
 
 
 BLOCKS = [(doc, i, block) for doc in DOCS for i, block in enumerate(python_blocks((REPO / doc).read_text()))]
@@ -182,6 +238,31 @@ def test_the_command_checker_names_what_the_command_line_lacks():
     assert unknown_words(["evaluate", "--detector", "x"]) == ["shambench evaluate"]
     assert unknown_words(["eval", "--detectors", "x"]) == ["shambench eval --detectors"]
     assert unknown_words(["data", "fetch"]) == ["shambench data fetch"]
+    assert unknown_names(["eval", "--detector", "overlap", "-d", "ragtruth,mushroom", "--base", "x"]) == []
+    assert unknown_names(["eval", "--detector", "token-classifier:models/rt", "--datasets", "$D"]) == []
+    assert unknown_names(["eval", "--detector", "NAME", "-d", "DATASETS"]) == []
+    assert unknown_names(["eval", "--detector", "lettuce", "-d", "ragtruth,mushrom"]) == [
+        "--detector lettuce",
+        "-d mushrom",
+    ]
+
+
+def test_help_examples_are_the_commands_and_sweep_entries_of_a_help_text():
+    text = """Summary.
+
+    \b
+      shambench eval --detector overlap            run a detector
+      shambench optimize --base openai \\
+        --trainset mine.jsonl
+      detectors:
+        - overlap
+        - detector: lettuce
+    """
+    assert help_examples(text) == [
+        "shambench eval --detector overlap",
+        "shambench optimize --base openai --trainset mine.jsonl",
+        "shambench eval --detector lettuce",
+    ]
 
 
 def test_the_readme_test_command_is_what_ci_runs():
@@ -203,8 +284,15 @@ def test_the_docs_have_blocks_to_run():
 def test_shell_block_parses_and_names_real_commands(doc, index, script):
     parsed = subprocess.run(["bash", "-n"], input=script, capture_output=True, text=True)
     assert parsed.returncode == 0, f"{doc} shell block {index} does not parse:\n{script}\n{parsed.stderr}"
-    wrong = [word for args in shambench_commands(script) for word in unknown_words(args)]
+    wrong = [word for args in shambench_commands(script) for word in unknown_words(args) + unknown_names(args)]
     assert wrong == [], f"{doc} shell block {index} names what the command line does not have: {wrong}"
+
+
+@pytest.mark.parametrize(("path", "text"), help_texts(), ids=[path for path, _ in help_texts()])
+def test_help_examples_name_real_commands_detectors_and_datasets(path, text):
+    script = "\n".join(help_examples(text))
+    wrong = [word for args in shambench_commands(script) for word in unknown_words(args) + unknown_names(args)]
+    assert wrong == [], f"the help of `{path}` names what the command line does not have: {wrong}"
 
 
 @pytest.mark.parametrize(("doc", "language", "block"), DECLARED, ids=[f"{d}:{lang}" for d, lang, _ in DECLARED])

@@ -71,7 +71,7 @@ def sweep(
         - detector: random
           params: {seed: 0}
           grid: {rate: [0.1, 0.3]}       # one cell per value
-        - detector: lettuce
+        - detector: lettucedetect
           shard_size: 64                 # local models: split each cell over many workers
 
     \b
