@@ -262,7 +262,12 @@ def _counts_table(title: str, counts: dict[str, dict[str, int]], columns: tuple[
 
 
 @data_group.command("dump")
-@click.option("--out", required=True, type=click.Path(dir_okay=False), help="The EXAMPLES JSONL file to write.")
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="The EXAMPLES JSONL file to write; `-` is stdout.",
+)
 @datasets_option
 @split_option
 @data_dir_option
@@ -272,12 +277,16 @@ def dump(out: str, datasets: str | None, split: str, data_dir: str | None) -> No
     Ids come from the sources' own ids, so they are the same on every run and machine; steps (math sets) are
     written as a list of {start, end, label}. The file is written atomically.
     """
-    from shambench.io import write_jsonl
+    from shambench.io import model_line, write_jsonl
     from shambench.reporting.console import make_console
 
     console = make_console(stderr=True)
-    n = write_jsonl(out, _load(datasets, split, data_dir, console).examples)
-    console.print(f"{n} examples written to {out}")
+    examples = _load(datasets, split, data_dir, console).examples
+    if out == "-":  # as `--out -` of score and agreement: the lines on stdout, the count on stderr
+        click.echo("".join(model_line(example) for example in examples), nl=False)
+        console.print(f"{len(examples)} examples written to stdout")
+    else:
+        console.print(f"{write_jsonl(out, examples)} examples written to {out}")
 
 
 @data_group.command("export")

@@ -186,6 +186,16 @@ def test_dump_writes_the_examples_format_with_stable_ids(tmp_path):
     assert again.read_bytes() == out.read_bytes()
 
 
+def test_dump_to_a_dash_writes_the_lines_on_stdout_and_no_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "dev.jsonl"
+    run("data", "dump", "--out", str(out), "--data-dir", str(FIXTURES), "--datasets", MINE, "--split", "dev")
+    result = run("data", "dump", "--out", "-", "--data-dir", str(FIXTURES), "--datasets", MINE, "--split", "dev")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == out.read_text() and result.stderr.strip() == "15 examples written to stdout"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dev.jsonl"]  # no file named '-'
+
+
 def test_dump_writes_steps_as_start_end_label(tmp_path, monkeypatch):
     from shambench.data.adapter import adapters
     from shambench.registry import Entry
