@@ -288,6 +288,41 @@ def test_shell_block_parses_and_names_real_commands(doc, index, script):
     assert wrong == [], f"{doc} shell block {index} names what the command line does not have: {wrong}"
 
 
+# The options whose value is a file or folder the command writes.
+OUTPUT_OPTIONS = ("--out", "--html", "--per-example", "--run-dir")
+
+
+def written_paths(args: list[str]) -> list[str]:
+    """The files and folders one `shambench` argument list writes by name (`-`, stdout, is none)."""
+    return [value for option, value in zip(args, args[1:], strict=False) if option in OUTPUT_OPTIONS and value != "-"]
+
+
+def leaves_checkout_dirty(path: str) -> bool:
+    """Whether writing `path` (relative to the checkout's root; `$var` read as a name) would show in `git status`:
+    it is inside the checkout, not ignored, and not a tracked output rebuilt on purpose (the leaderboard site)."""
+    path = re.sub(r"\$\{?\w+\}?", "x", path)
+    if Path(path).is_absolute() or path.startswith(("..", "~")):
+        return False
+    git = ["git", "-C", str(REPO)]
+    ignored = subprocess.run([*git, "check-ignore", "--no-index", "-q", path]).returncode == 0
+    tracked = subprocess.run([*git, "ls-files", path], capture_output=True, text=True).stdout != ""
+    return not (ignored or tracked)
+
+
+def test_the_written_path_finder_reads_output_options():
+    args = ["show", "runs/A", "--html", "ex.html", "--out", "-", "--run-dir", "runs/$d", "--data-dir", "d"]
+    assert written_paths(args) == ["ex.html", "runs/$d"]
+
+
+@pytest.mark.parametrize(("doc", "index", "script"), SCRIPTS, ids=[f"{d}#{i}" for d, i, _ in SCRIPTS])
+def test_shell_block_run_in_a_checkout_leaves_it_clean(doc, index, script):
+    if subprocess.run(["git", "-C", str(REPO), "rev-parse"], capture_output=True).returncode != 0:
+        pytest.skip("not a git checkout: nothing to keep clean")
+    written = [path for args in shambench_commands(script) for path in written_paths(args)]
+    dirty = [path for path in written if leaves_checkout_dirty(path)]
+    assert dirty == [], f"{doc} shell block {index} writes {dirty} into the checkout, unignored (see .gitignore)"
+
+
 @pytest.mark.parametrize(("path", "text"), help_texts(), ids=[path for path, _ in help_texts()])
 def test_help_examples_name_real_commands_detectors_and_datasets(path, text):
     script = "\n".join(help_examples(text))
