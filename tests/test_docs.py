@@ -80,7 +80,7 @@ def unknown_words(args: list[str]) -> list[str]:
         if word.startswith("-") and len(word) > 1:
             if word.split("=", 1)[0] not in option_names(command, ctx):
                 wrong.append(f"{ctx.command_path} {word}")
-        elif isinstance(command, click.Group) and not word.startswith(("$", "[")):
+        elif isinstance(command, click.Group) and not word.startswith(("$", "[")) and not word.isupper():
             sub = command.get_command(ctx, word)
             if sub is None:
                 wrong.append(f"{ctx.command_path} {word}")
@@ -93,9 +93,9 @@ def unknown_words(args: list[str]) -> list[str]:
 NAMED_BY = {"--detector": "detector", "--datasets": "datasets", "-d": "datasets"}
 
 
-def unknown_names(args: list[str]) -> list[str]:
-    """The detector and dataset names in one `shambench` argument list (and the `detector:` entries of a sweep
-    file's text) that no registry has; placeholders (`NAME`, `MODEL_DIR`, `$d`) are not names."""
+def unknown_names(args: list[str], defined: tuple[str, ...] = ()) -> list[str]:
+    """The detector and dataset names in one `shambench` argument list that no registry has, nor the page itself
+    registers (`defined`); placeholders (`NAME`, `MODEL_DIR`, `$d`) are not names."""
     from shambench.detection.detector import detectors
     from shambench.errors import UnknownPluginError
     from shambench.sources import registry as adapters
@@ -109,7 +109,7 @@ def unknown_names(args: list[str]) -> list[str]:
             named.extend((adapters, option, name) for name in value.split(","))
     wrong = []
     for registry, option, name in named:
-        if name.isupper() or not re.fullmatch(r"[a-z0-9][\w.-]*", name):
+        if name.isupper() or name in defined or not re.fullmatch(r"[a-z0-9][\w.-]*", name):
             continue
         try:
             registry.get(name)
@@ -144,6 +144,20 @@ def help_examples(text: str) -> list[str]:
 
 
 BLOCKS = [(doc, i, block) for doc in DOCS for i, block in enumerate(python_blocks((REPO / doc).read_text()))]
+
+
+def inline_commands(text: str) -> list[str]:
+    """The `shambench ...` commands quoted inline in a Markdown text's prose (fenced blocks left out)."""
+    prose = re.sub(r"^( *)```.*?^\1```$", "", text, flags=re.S | re.M)
+    return re.findall(r"`(shambench [^`]+)`", prose.replace("\n", " "))
+
+
+def defined_detectors(text: str) -> tuple[str, ...]:
+    """The detectors a Markdown text's own code registers (`@detector("NAME")`), which its commands may name."""
+    return tuple(re.findall(r'@detector\("([\w.-]+)"', text))
+
+
+INLINE = [(doc, command) for doc in DOCS for command in inline_commands((REPO / doc).read_text())]
 SCRIPTS = [(doc, i, block) for doc in DOCS for i, block in enumerate(shell_blocks((REPO / doc).read_text()))]
 DECLARED = [
     (doc, language, block)
@@ -241,6 +255,8 @@ def test_the_command_checker_names_what_the_command_line_lacks():
     assert unknown_names(["eval", "--detector", "overlap", "-d", "ragtruth,mushroom", "--base", "x"]) == []
     assert unknown_names(["eval", "--detector", "token-classifier:models/rt", "--datasets", "$D"]) == []
     assert unknown_names(["eval", "--detector", "NAME", "-d", "DATASETS"]) == []
+    assert unknown_names(["eval", "--detector", "shouty"], defined=("shouty",)) == []
+    assert unknown_words(["COMMAND", "--help"]) == []
     assert unknown_names(["eval", "--detector", "lettuce", "-d", "ragtruth,mushrom"]) == [
         "--detector lettuce",
         "-d mushrom",
@@ -321,6 +337,21 @@ def test_shell_block_run_in_a_checkout_leaves_it_clean(doc, index, script):
     written = [path for args in shambench_commands(script) for path in written_paths(args)]
     dirty = [path for path in written if leaves_checkout_dirty(path)]
     assert dirty == [], f"{doc} shell block {index} writes {dirty} into the checkout, unignored (see .gitignore)"
+
+
+def test_inline_commands_and_defined_detectors_are_read_from_prose():
+    text = 'Run `shambench eval --detector x` or `ls`.\n```bash\nshambench nope\n```\n@detector("my-one")\n'
+    assert inline_commands(text) == ["shambench eval --detector x"]
+    assert defined_detectors(text) == ("my-one",)
+
+
+@pytest.mark.parametrize(("doc", "command"), INLINE, ids=[f"{d}:{c}" for d, c in INLINE])
+def test_inline_command_names_real_commands_detectors_and_datasets(doc, command):
+    defined = defined_detectors((REPO / doc).read_text())
+    wrong = [
+        word for args in shambench_commands(command) for word in unknown_words(args) + unknown_names(args, defined)
+    ]
+    assert wrong == [], f"{doc}: `{command}` names what the command line does not have: {wrong}"
 
 
 @pytest.mark.parametrize(("path", "text"), help_texts(), ids=[path for path, _ in help_texts()])
