@@ -14,7 +14,7 @@ aiohttp rather than httpx or the openai SDK: the SDK's request transformation an
 several milliseconds of CPU per request, which on a 2-core machine caps a run far below what a local vLLM server
 or OpenAI's rate limits allow (benchmarks/bench_api.py); bare loops of the same requests, alternately, took 0.15 ms
 of CPU per request through aiohttp against 4.1 ms through httpx (benchmarks/bench_http.py). The openai SDK is kept
-for the Batch API only (`shambench.llm.batch`), and huggingface_hub's own client for the hub's files.
+for the Batch API only (`shambench.llm.batch`); of huggingface_hub, downloads use only its URLs and token.
 """
 
 from __future__ import annotations
@@ -106,18 +106,22 @@ def open_session(
     )
 
 
+def too_big(limit: int, hint: str = "") -> MalformedReply:
+    """The error of a reply larger than `limit` bytes; `hint` ends the message (where the limit is set)."""
+    return MalformedReply(f"malformed reply: larger than the {limit}-byte limit{hint}")
+
+
 async def read_body(reply: Any, limit: int, hint: str = "") -> bytes:
     """The body of an aiohttp reply; MalformedReply as soon as it is known to exceed `limit` bytes (from its
     Content-Length, or while reading), so a huge reply is never held in memory whole. `hint` ends the message
     (where the limit is set)."""
-    too_big = MalformedReply(f"malformed reply: larger than the {limit}-byte limit{hint}")
     if reply.content_length is not None and reply.content_length > limit:
-        raise too_big
+        raise too_big(limit, hint)
     chunks, size = [], 0
     async for chunk in reply.content.iter_chunked(CHUNK_BYTES):
         size += len(chunk)
         if size > limit:
-            raise too_big
+            raise too_big(limit, hint)
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -176,9 +180,16 @@ class Reply:
             yield chunk
 
     def read(self, limit: int) -> bytes:
-        """The whole body; MalformedReply past `limit` bytes, Timeout past the request's deadline."""
-        # The deadline allows the whole limit's bytes at the slowest rate: the limit bounds the rest.
-        return self._client.run(read_body(self._raw, limit), self._client.remaining(self._started, limit))
+        """The whole body; MalformedReply past `limit` bytes, Timeout past the request's deadline (which, as for
+        `chunks`, grows with the bytes received only: a body trickling in fails by then, whatever the limit)."""
+        if self._raw.content_length is not None and self._raw.content_length > limit:
+            raise too_big(limit)
+        body = bytearray()
+        for chunk in self.chunks():
+            body += chunk
+            if len(body) > limit:
+                raise too_big(limit)
+        return bytes(body)
 
     def json(self, limit: int) -> Any:
         """The body as JSON (ValueError when it is not)."""

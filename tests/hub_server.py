@@ -12,10 +12,19 @@
 - Faults: `cut[path] = n` drops the connection after n bytes of the next response for `path`; `html` paths are answered with an error page sent as 200 (by the CDN, or with `lying_mirror` also in the
   HEAD's size, as a misconfigured mirror would); `short` paths are sent a third short with a `Content-Length`
   that says so (a cleanly ended body).
+- Hostile bodies (`hostile[path]`, for a file's bytes wherever they are served): `endless` (no Content-Length,
+  bytes until the client leaves), `longer` (twice the listed bytes, no Content-Length), `announced` (the listed
+  bytes, with a Content-Length announcing a gigabyte), `trickle` (a byte every 20 ms until the client leaves).
+- Hostile listings (`listing_fault[repo]`, for its tree route): `endless`, `deep` (arrays nested 200 levels),
+  `trickle`, `not-a-listing` (JSON of another shape).
+- Pages: with `page_size`, the tree route answers that many entries a page, the next one named by a `Link`
+  header at `next_origin` (default: the hub itself).
+- `cdn_host`: the host the hub redirects LFS files to (default 127.0.0.1, on the CDN's port).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -23,7 +32,7 @@ import socket
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import unquote, urlparse
+from urllib.parse import parse_qs, unquote, urlparse
 
 import pytest
 
@@ -73,6 +82,11 @@ class Hub:
         self.short: set[str] = set()
         self.cut: dict[str, int] = {}
         self.lying_mirror = False
+        self.hostile: dict[str, str] = {}
+        self.listing_fault: dict[str, str] = {}
+        self.page_size: int | None = None
+        self.next_origin: str | None = None
+        self.cdn_host = "127.0.0.1"
         self.requests: list[tuple[str, str, str | None]] = []  # (method, path, Authorization)
         self.ranges: list[tuple[str, str | None]] = []  # (path, Range) of each GET
         self.api = _Server(self)
@@ -127,7 +141,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         match = re.fullmatch(r"/api/datasets/([^/]+/[^/]+)/(revision|commits|tree)/([^/]+)(/.*)?", path)
         if match:
-            self._api(*match.groups())
+            self._api(*match.groups(), cursor=int(parse_qs(url.query).get("cursor", ["0"])[0]))
             return
         match = re.fullmatch(r"/datasets/([^/]+/[^/]+)/resolve/([^/]+)/(.+)", path)
         if match:
@@ -145,13 +159,35 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def _json(self, obj: object) -> None:
+    def _json(self, obj: object, link: str | None = None) -> None:
         body = json.dumps(obj).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
+        if link:
+            self.send_header("Link", f'<{link}>; rel="next"')
         self.end_headers()
         self.wfile.write(body)
+
+    def _stream(self, head: bytes, unit: bytes, every: float = 0.0, length: int | None = None) -> None:
+        """A 200 whose body is `head`, then `unit` again and again until the client leaves (a second `every`
+        seconds apart; at most 1 GiB, or 60 s of a trickle, so that nothing here outlives a test)."""
+        self.send_response(200)
+        if length is not None:
+            self.send_header("Content-Length", str(length))
+        self.end_headers()
+        self.close_connection = True
+        sent, stop = 0, threading.Event()
+        try:
+            self.wfile.write(head)
+            while sent < 1 << 30 and sent * every < 60:
+                self.wfile.write(unit)
+                self.wfile.flush()
+                sent += len(unit)
+                if every:
+                    stop.wait(every)
+        except OSError:  # the client left
+            pass
 
     def _repo_at(self, repo_id: str, rev: str) -> tuple[Repo, str] | None:
         repo = self.server.hub.repos.get(repo_id)
@@ -164,7 +200,17 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         return repo, sha
 
-    def _api(self, repo_id: str, kind: str, rev: str, sub: str | None) -> None:
+    def _listing_fault(self, fault: str) -> None:
+        if fault == "endless":
+            self._stream(b"[", b'{"type": "directory", "path": "d", "oid": "0"}, ' * 100)
+        elif fault == "trickle":
+            self._stream(b"[", b" ", every=0.02)
+        elif fault == "deep":
+            self._json(json.loads("[" * 200 + "]" * 200))
+        else:
+            self._json({"files": "none"})
+
+    def _api(self, repo_id: str, kind: str, rev: str, sub: str | None, cursor: int = 0) -> None:
         found = self._repo_at(repo_id, rev)
         if found is None:
             return
@@ -185,6 +231,8 @@ class _Handler(BaseHTTPRequestHandler):
                     for c, _ in reversed(repo.commits[: upto + 1])
                 ]
             )
+        elif repo_id in self.server.hub.listing_fault:
+            self._listing_fault(self.server.hub.listing_fault[repo_id])
         else:
             prefix = (sub or "").strip("/")
             entries = []
@@ -196,7 +244,15 @@ class _Handler(BaseHTTPRequestHandler):
                     digest = hashlib.sha256(data).hexdigest()
                     entry["lfs"] = {"oid": digest, "size": len(data), "pointerSize": 134}
                 entries.append(entry)
-            self._json(entries)
+            hub = self.server.hub
+            if hub.page_size is None:
+                self._json(entries)
+                return
+            page = entries[cursor : cursor + hub.page_size]
+            there = hub.next_origin or hub.endpoint
+            more = cursor + hub.page_size < len(entries)
+            link = f"{there}/api/datasets/{repo_id}/tree/{rev}?recursive=true&cursor={cursor + hub.page_size}"
+            self._json(page, link if more else None)
 
     def _resolve(self, repo_id: str, rev: str, name: str, head: bool) -> None:
         hub = self.server.hub
@@ -220,7 +276,7 @@ class _Handler(BaseHTTPRequestHandler):
             digest = hashlib.sha256(files[name]).hexdigest()
             size = len(data) if hub.lying_mirror else len(files[name])
             self.send_response(302)
-            self.send_header("Location", f"http://127.0.0.1:{hub.cdn.server_address[1]}/cdn/{digest}/{name}")
+            self.send_header("Location", f"http://{hub.cdn_host}:{hub.cdn.server_address[1]}/cdn/{digest}/{name}")
             self.send_header("X-Repo-Commit", sha)
             self.send_header("X-Linked-Etag", f'"{digest}"')
             self.send_header("X-Linked-Size", str(size))
@@ -246,7 +302,24 @@ class _Handler(BaseHTTPRequestHandler):
                     return
         self.send_error(404)
 
+    def _hostile(self, fault: str, data: bytes) -> None:
+        if fault == "endless":
+            self._stream(b"", b"x" * 65536)
+        elif fault == "trickle":
+            self._stream(b"", b"x", every=0.02)
+        else:  # `longer` and `announced`: a body ended by closing the connection
+            self.send_response(200)
+            if fault == "announced":
+                self.send_header("Content-Length", str(1 << 30))
+            self.end_headers()
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.wfile.write(data + data if fault == "longer" else data)
+
     def _body(self, data: bytes, etag: str, commit: str | None, head: bool, name: str) -> None:
+        if not head and name in self.server.hub.hostile:
+            self._hostile(self.server.hub.hostile[name], data)
+            return
         start = 0
         match = re.fullmatch(r"bytes=(\d+)-", self.headers.get("Range") or "")
         if match and int(match.group(1)) < len(data):
@@ -295,6 +368,14 @@ def hub(tmp_path, monkeypatch):
         return connect(address, *args, **kwargs)
 
     monkeypatch.setattr(socket, "create_connection", loopback_only)  # huggingface_hub's httpx2 connects through it
+    sock_connect = socket.socket.connect
+
+    def connect_loopback_only(sock, address):
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            assert address[0] in ("127.0.0.1", "::1"), f"a test tried to reach {address[0]}"
+        return sock_connect(sock, address)
+
+    monkeypatch.setattr(socket.socket, "connect", connect_loopback_only)  # aiohttp's (asyncio's) connections
     yield stand_in
     stand_in.close()
     assert not (home / "hub").exists() or not any((home / "hub").iterdir())  # nothing went to the user cache

@@ -57,8 +57,6 @@ ALLOWED = {
     ): "transformers' own writers, into a new folder fs.new_dir made, whose files fs.rename moves into place",
     ("shambench/scoring/segcache.py", "sqlite3.connect"): "the file fs.file_for_library checked (SQLite opens by name)",
     ("shambench/llm/cache.py", "sqlite3.connect"): "the file fs.file_for_library checked (SQLite opens by name)",
-    ("shambench/data/download.py", "hf_hub_download"): "huggingface_hub's own writer, into the staging folder the "
-    "gate made and marked (fs.mark); the file is moved out by fs.rename, the folder removed by fs.remove_tree",
     ("shambench/scoring/kept.py", "np.savez"): "into an in-memory buffer, which the gate writes",
     ("shambench/data/benchmark.py", "to_parquet"): "into an in-memory buffer, which the gate writes",
     ("shambench/reporting/figures.py", "savefig"): "into an in-memory buffer, which the gate writes",

@@ -64,20 +64,28 @@ def _load(datasets: str | None, split: str, data_dir: str | None, console: Conso
     show_default=True,
     help="Refuse any file larger than this (bytes, or with KB/MB/GB/TB; KiB/MiB/GiB for powers of 1024).",
 )
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Abandon a request this long after it starts, plus one second per 16 KiB received (retried twice).",
+)
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
-def download(names: tuple[str, ...], data_dir: str | None, max_size: str, no_progress: bool) -> None:
+def download(names: tuple[str, ...], data_dir: str | None, max_size: str, timeout: float, no_progress: bool) -> None:
     """Fetch the released files of the named sources (default: every SHAM-Bench source) from their original
-    public locations: GitHub files at pinned commits, Hugging Face datasets through huggingface_hub at pinned
-    commits.
+    public locations: GitHub files and Hugging Face datasets at pinned commits.
 
     Every file is verified before it is installed: GitHub files against the SHA-256 or git blob id the adapter
     declares, hub files against the size and digest the hub reports for the pinned commit. A file that fails is
     deleted; content that is not the file (an HTML page) is named with its URL. Files already installed are
-    re-checked cheaply (size and recorded digest). An interrupted GitHub download resumes when the command is run
-    again, and restarts when the upstream file changed (If-Range); a hub download restarts.
+    re-checked cheaply (size and recorded digest). No file may be larger than --max-size, and no hub file larger
+    than the hub lists it. An interrupted download resumes (If-Range: it restarts when the upstream file changed),
+    a GitHub one also when the command is run again; a hub download then restarts.
 
-    Gated sets (SHARP) need their conditions accepted on the hub and a token ($HF_TOKEN, or `hf auth login`);
-    $HF_ENDPOINT points the hub requests elsewhere.
+    Gated sets (SHARP) need their conditions accepted on the hub and a token ($HF_TOKEN, or `hf auth login`),
+    which is sent to the hub only (not to where it redirects); $HF_ENDPOINT points the hub requests elsewhere.
 
     Every file is tried; each failure is listed, and the command then exits with status 2.
     """
@@ -96,10 +104,7 @@ def download(names: tuple[str, ...], data_dir: str | None, max_size: str, no_pro
     entries = [adapters.get(n) for n in chosen] if chosen else adapters.entries()
     sources = [e.factory() for e in entries]
     sources = [a for a in sources if chosen or a.suite == DEFAULT_SUITE]
-    from huggingface_hub.utils import disable_progress_bars
-
-    disable_progress_bars()  # each file gets a line of its own here; tqdm bars would interleave with them
-    with make_client() as client, _transfer_progress(console, no_progress) as progress:
+    with make_client(timeout=timeout) as client, _transfer_progress(console, no_progress) as progress:
 
         def hook(label: str) -> ProgressHook:
             task = progress.add_task(label, total=None)

@@ -36,7 +36,7 @@ class RemoteFile(BaseModel):
 
 class HubFiles(BaseModel):
     """Files of a Hugging Face dataset repository at a pinned commit, as `shambench data download` fetches them
-    (through `huggingface_hub`); each is verified against the size and digest the hub reports for that commit."""
+    (listed through the hub's JSON API); each is verified against the size and digest the hub reports for that commit."""
 
     repo_id: str
     """The dataset repository (`owner/name`)."""

@@ -5,14 +5,17 @@ blob id its adapter declares (GitHub files), or against the size and digest the 
 pinned commit (LFS SHA-256, else git blob id). Content that is plainly not the file (an HTML page where JSON or
 Parquet was expected) is an error naming the URL. A file that fails a check is deleted and never installed.
 
-GitHub files are fetched here, by way of a `.part` file beside the destination: an interrupted transfer keeps
-its bytes and the next attempt asks for the rest with `Range` plus `If-Range: <ETag>`, so an upstream file that
-changed in between is sent whole and the part restarts (a part without a strong ETag is never resumed). Hub files
-go through `huggingface_hub.hf_hub_download` at the pinned commit (its token, gated-repo errors and CDN
-redirects), staged in `<data dir>/.shambench-hub/` and removed from there once installed; huggingface_hub resumes
-a dropped connection only within one call, at the same commit's URL, and keeps no partial file across runs, so an
-upstream change never mixes into a file either. A size cap refuses any file larger than it before a byte is
-written.
+Every file travels the same way, through the one HTTP stack (`shambench.http`): each request ends at the client's
+deadline (its `timeout` after it starts, plus a second per `min_rate` bytes received), and its body is written
+as it arrives, never more bytes than a cap (`--max-size`; for a hub file, the size the hub's listing reports, so
+an endless body or one longer than listed stops there and nothing is installed). A broken transfer is resumed
+within the command with `Range` plus `If-Range: <ETag>`, so a file that changed upstream in between is sent whole
+and the part restarts (a part without a strong ETag is never resumed). GitHub files go by way of a `.part` file
+beside the destination, which also survives to the next run. Hub files are listed through the hub's JSON API
+(`shambench.data.hub`) and fetched at the pinned commit's resolve URL, following the hub's redirect to its CDN
+(the token, `Authorization: Bearer`, goes to the hub's origin only), staged in `<data dir>/.shambench-hub/` and
+removed from there once installed; a repository's staging folder is removed once its files were tried, so a
+failed hub file restarts on the next run.
 
 Each source folder keeps `.shambench-downloads.json`: per installed file its size, modification time and
 digests. A present file is trusted without reading it when its size and time match that record and the recorded
@@ -28,22 +31,19 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel
 
 import shambench.fs as fs
 from shambench.data.adapter import Adapter, HubFiles, RemoteFile
+from shambench.data.hub import MAX_REPLY_BYTES, HubAccess, hub_access, listed_files, refusal, resolve_commit
 from shambench.errors import DownloadError, FolderError
 from shambench.http import MIN_RATE, Client, Reply, TransportError
 from shambench.io import write_atomic
-from shambench.secrets import remember
 from shambench.structured import json_file
-
-if TYPE_CHECKING:
-    from huggingface_hub import HfApi
 
 CHUNK = 1 << 16
 ATTEMPTS = 3
@@ -55,8 +55,6 @@ STAGING_MARK = ".shambench-staging"
 # (bytes so far, total bytes or None when the server does not say)
 ProgressHook = Callable[[int, "int | None"], None]
 Status = Literal["fetched", "present", "failed", "ok", "absent", "mismatch", "unrecorded"]
-COMMIT = re.compile(r"[0-9a-f]{40}")
-SHORT_COMMIT = re.compile(r"[0-9a-f]{7,39}")
 GLOB = re.compile(r"[*?\[]")
 
 
@@ -74,7 +72,7 @@ class Target(BaseModel):
     git_blob: str | None = None
     """Expected git blob id of the content."""
     repo_id: str | None = None
-    """The Hugging Face dataset repository, for files fetched through `huggingface_hub`."""
+    """The Hugging Face dataset repository, for a hub file."""
     commit: str | None = None
     """The commit a hub file is taken from."""
     filename: str | None = None
@@ -249,26 +247,57 @@ def install(part: Path, target: Target, folder: Path) -> None:
     _record(folder, target.path, dest, target, got)
 
 
-def _check_room(url: str, size: int | None, max_bytes: int, where: Path, have: int = 0) -> None:
+class Cap(NamedTuple):
+    """The most bytes a file's body may have, and what sets that (named when a body passes it)."""
+
+    limit: int
+    """The most bytes."""
+    reason: str
+    """What sets it, as the error names it (`the size cap of N bytes (--max-size)`)."""
+
+
+def size_cap(max_bytes: int) -> Cap:
+    """The cap `--max-size` sets."""
+    return Cap(max_bytes, f"the size cap of {max_bytes} bytes (--max-size)")
+
+
+class Get(NamedTuple):
+    """One file's request: where, with which headers, within what cap, and how a reply that is not the file reads."""
+
+    url: str
+    """Where the bytes are asked for."""
+    headers: dict[str, str]
+    """Headers of the request (the hub's token, for the hub's origin only)."""
+    cap: Cap
+    """The most bytes the body may have."""
+    refused: Callable[[Reply], DownloadError]
+    """The error of a reply whose status is not the file's content."""
+
+
+def _check_room(url: str, size: int | None, cap: Cap, where: Path, have: int = 0) -> None:
     """DownloadError unless a file of `size` bytes (of which `have` are already on disk) is within the cap and
     fits on the disk holding `where`."""
     if size is None:
         return
-    if size > max_bytes:
-        raise DownloadError(f"{url}: {size} bytes, larger than the size cap of {max_bytes} bytes (--max-size)")
+    if size > cap.limit:
+        raise DownloadError(f"{url}: {size} bytes, larger than {cap.reason}")
     free = shutil.disk_usage(where).free
     if size - have > free:
         raise DownloadError(f"{url}: {size - have} more bytes needed, only {free} free on the disk holding {where}")
 
 
-# --- GitHub (plain HTTPS) files ----------------------------------------------------------------------------------
+# --- the transfer of one file (GitHub and hub files alike) ---------------------------------------------------------
 
 
 def make_client(timeout: float = 60.0, min_rate: float = MIN_RATE) -> Client:
     """An HTTP client that follows redirects and hands on a file's bytes as sent (never decompressed, so the size
     cap counts the file's own bytes), each request ending `timeout` seconds after it starts plus the time its bytes
     take at `min_rate` a second."""
-    return Client(timeout=timeout, connect_timeout=15.0, decompress=False, min_rate=min_rate)
+    return Client(timeout=timeout, connect_timeout=min(15.0, timeout), decompress=False, min_rate=min_rate)
+
+
+def _not_the_file(url: str) -> Callable[[Reply], DownloadError]:
+    return lambda resp: DownloadError(f"{url}: HTTP {resp.status} {resp.reason} (expected the file's content)")
 
 
 def fetch(
@@ -288,19 +317,29 @@ def fetch(
     if trusted(folder, target):
         return False
     part = part_path(dest)
-    for attempt in range(1, attempts + 1):
-        try:
-            _transfer(client, target.url, dest, on_progress or (lambda done, total: None), max_bytes, folder.parent)
-            break
-        except TransportError as err:
-            if attempt == attempts:
-                kept = part.stat().st_size if part.exists() else 0
-                raise DownloadError(
-                    f"{target.url}: transfer failed after {attempts} attempts ({err.__class__.__name__}: {err}); "
-                    f"{part} keeps {kept} bytes, run the command again to resume"
-                ) from None
+    get = Get(target.url, {}, size_cap(max_bytes), _not_the_file(target.url))
+    try:
+        _retried(client, get, dest, on_progress, folder.parent, attempts)
+    except TransportError as err:
+        kept = part.stat().st_size if part.exists() else 0
+        raise DownloadError(
+            f"{target.url}: transfer failed after {attempts} attempts ({err.__class__.__name__}: {err}); "
+            f"{part} keeps {kept} bytes, run the command again to resume"
+        ) from None
     install(part, target, folder)
     return True
+
+
+def _retried(client: Client, get: Get, dest: Path, on_progress: ProgressHook | None, root: Path, attempts: int) -> None:
+    """`get`'s body in `dest`'s part, the transfer resumed after a broken connection or a deadline up to
+    `attempts` times; the last TransportError when every attempt failed."""
+    for attempt in range(1, attempts + 1):
+        try:
+            _transfer(client, get, dest, on_progress or (lambda done, total: None), root)
+            return
+        except TransportError:
+            if attempt == attempts:
+                raise
 
 
 def _resumable(dest: Path, url: str) -> str | None:
@@ -317,12 +356,12 @@ def _resumable(dest: Path, url: str) -> str | None:
     return etag if ok else None
 
 
-def _transfer(client: Client, url: str, dest: Path, on_progress: ProgressHook, max_bytes: int, root: Path) -> None:
-    part = part_path(dest)
+def _transfer(client: Client, get: Get, dest: Path, on_progress: ProgressHook, root: Path) -> None:
+    url, part = get.url, part_path(dest)
     etag = _resumable(dest, url)
     have = part.stat().st_size if etag else 0
-    # Identity encoding, so that byte ranges count the file's own bytes and not a compressed stream's.
-    headers = {"Accept-Encoding": "identity"}
+    # Identity encoding, so that byte ranges and the cap count the file's own bytes and not a compressed stream's.
+    headers = get.headers | {"Accept-Encoding": "identity"}
     if have:
         headers |= {"Range": f"bytes={have}-", "If-Range": etag or ""}
     with client.get(url, headers=headers) as resp:
@@ -331,13 +370,13 @@ def _transfer(client: Client, url: str, dest: Path, on_progress: ProgressHook, m
         if resp.status not in (200, 206):
             if resp.status == 416:
                 fs.unlink(part, root)
-            raise DownloadError(f"{url}: HTTP {resp.status} {resp.reason} (expected the file's content)")
+            raise get.refused(resp)
         if resp.status == 206 and _range_start(resp) != have:
             raise DownloadError(f"{url}: the server resumed at the wrong offset (asked for byte {have})")
         start = have if resp.status == 206 else 0
         length = resp.headers.get("Content-Length")
         total = start + int(length) if length is not None else None
-        _check_room(url, total, max_bytes, dest.parent, have=start)
+        _check_room(url, total, get.cap, dest.parent, have=start)
         fs.write_bytes(_resume_info(dest), json.dumps({"url": url, "etag": resp.headers.get("ETag")}).encode(), root)
         done = start
         on_progress(done, total)
@@ -346,8 +385,8 @@ def _transfer(client: Client, url: str, dest: Path, on_progress: ProgressHook, m
             with os.fdopen(fs.open_file(part, flags, root), "ab") as fh:
                 for chunk in resp.chunks():  # written as they arrive, so an interruption loses nothing
                     done += len(chunk)
-                    if done > max_bytes:
-                        raise DownloadError(f"{url}: more than the size cap of {max_bytes} bytes (--max-size)")
+                    if done > get.cap.limit:
+                        raise DownloadError(f"{url}: more than {get.cap.reason}")
                     fh.write(chunk)
                     on_progress(done, total)
         except DownloadError:
@@ -372,87 +411,14 @@ def _range_total(resp: Reply) -> int | None:
 # --- Hugging Face hub files --------------------------------------------------------------------------------------
 
 
-def hub_endpoint() -> str | None:
-    """The hub endpoint `$HF_ENDPOINT` names now (huggingface_hub reads it once, at import), or None for its default."""
-    return os.environ.get("HF_ENDPOINT") or None
-
-
-def hub_api() -> HfApi:
-    """A hub client for `$HF_ENDPOINT`, with the user's token (`$HF_TOKEN` or `hf auth login`)."""
-    from huggingface_hub import HfApi, get_token
-
-    remember(get_token())  # `hf auth login`'s token too, not only $HF_TOKEN, is masked wherever it would be shown
-    return HfApi(endpoint=hub_endpoint())
-
-
-def gated_message(spec: HubFiles) -> str:
-    """The one line that tells a user how to get a gated set."""
-    return (
-        f"{spec.repo_id} is a gated dataset: accept its conditions at {spec.page} while logged in, then set "
-        "$HF_TOKEN or run `hf auth login`"
-    )
-
-
-@contextlib.contextmanager
-def hub_errors(spec: HubFiles, url: str) -> Iterator[None]:
-    """huggingface_hub's errors as DownloadError naming the URL (a gated repository in one line)."""
-    import httpx2  # huggingface_hub's HTTP client: its connection errors are not OSErrors
-    from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
-
-    try:
-        yield
-    except DownloadError:
-        raise
-    except GatedRepoError:
-        raise DownloadError(f"{url}: {gated_message(spec)}") from None
-    except RepositoryNotFoundError as err:
-        if spec.gated and err.response is not None and err.response.status_code in (401, 403):
-            raise DownloadError(f"{url}: {gated_message(spec)}") from None
-        raise DownloadError(f"{url}: repository {spec.repo_id} not found (or private)") from None
-    except HfHubHTTPError as err:
-        raise DownloadError(f"{url}: {str(err).splitlines()[0]}") from None
-    except (OSError, ValueError, httpx2.HTTPError) as err:  # no connection, huggingface_hub's size check
-        raise DownloadError(
-            f"{url}: {err.__class__.__name__}: {str(err).splitlines()[0] if str(err) else ''}"
-        ) from None
-
-
-def resolve_commit(api: HfApi, spec: HubFiles) -> tuple[str, str]:
-    """The full commit of `spec` and a note on how it was found (empty for a full pinned commit)."""
-    if COMMIT.fullmatch(spec.revision):
-        return spec.revision, ""
-    url = f"{api.endpoint}/api/datasets/{spec.repo_id}"
-    with hub_errors(spec, url):
-        if not spec.revision:
-            sha = api.dataset_info(spec.repo_id, revision="main").sha
-            if not sha:
-                raise DownloadError(f"{url}: the hub did not report main's commit")
-            return sha, f"no commit is pinned for {spec.repo_id}: took main's {sha}"
-        if not SHORT_COMMIT.fullmatch(spec.revision):
-            raise DownloadError(f"{spec.repo_id}: revision {spec.revision!r} is not a commit id")
-        found = [
-            c.commit_id
-            for c in api.list_repo_commits(spec.repo_id, repo_type="dataset")
-            if c.commit_id.startswith(spec.revision)
-        ]
-    if len(found) != 1:
-        raise DownloadError(f"{url}: {len(found)} commits of main start with {spec.revision} (expected one)")
-    return found[0], ""
-
-
-def hub_targets(api: HfApi, spec: HubFiles) -> tuple[list[Target], str]:
+def hub_targets(client: Client, hub: HubAccess, spec: HubFiles, max_bytes: int) -> tuple[list[Target], str]:
     """The files of `spec` at its commit, as the hub lists them (size, LFS SHA-256 or git blob id), and a note."""
     from huggingface_hub import hf_hub_url
-    from huggingface_hub.hf_api import RepoFile
 
-    commit, note = resolve_commit(api, spec)
-    url = f"{api.endpoint}/api/datasets/{spec.repo_id}/tree/{commit}"
-    with hub_errors(spec, url):
-        listing = [
-            f
-            for f in api.list_repo_tree(spec.repo_id, recursive=True, revision=commit, repo_type="dataset")
-            if isinstance(f, RepoFile)
-        ]
+    limit = min(max_bytes, MAX_REPLY_BYTES)
+    commit, note = resolve_commit(client, hub, spec, limit)
+    url = hub.api(spec, "tree", commit)
+    listing = listed_files(client, hub, spec, commit, limit)
     chosen = {f.path: f for f in listing if any(fnmatch.fnmatchcase(f.path, p) for p in spec.files)}
     exact = [p for p in spec.files if not GLOB.search(p)]
     patterns = [p for p in spec.files if GLOB.search(p)]
@@ -466,11 +432,11 @@ def hub_targets(api: HfApi, spec: HubFiles) -> tuple[list[Target], str]:
         )
     targets = [
         Target(
-            url=hf_hub_url(spec.repo_id, f.path, repo_type="dataset", revision=commit, endpoint=api.endpoint),
+            url=hf_hub_url(spec.repo_id, f.path, repo_type="dataset", revision=commit, endpoint=hub.endpoint),
             path=str(Path(spec.into) / f.path) if spec.into else f.path,
             size=f.size,
-            sha256=f.lfs.sha256 if f.lfs else None,
-            git_blob=None if f.lfs else f.blob_id,
+            sha256=f.lfs.oid if f.lfs else None,
+            git_blob=None if f.lfs else f.oid,
             repo_id=spec.repo_id,
             commit=commit,
             filename=f.path,
@@ -480,31 +446,45 @@ def hub_targets(api: HfApi, spec: HubFiles) -> tuple[list[Target], str]:
     return targets, note
 
 
-def fetch_hub(spec: HubFiles, target: Target, folder: Path, staging: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> bool:
-    """Download a hub file through `hf_hub_download` at its commit, then verify and install it; False when it was
-    already installed."""
-    from huggingface_hub import hf_hub_download
+def staged_name(target: Target) -> str:
+    """The name a hub file is staged under: from a digest of its path in the repository (no name of a listing
+    makes a folder there), with its suffix (the content checks read it)."""
+    assert target.filename is not None
+    return hashlib.sha256(target.filename.encode()).hexdigest()[:32] + Path(target.filename).suffix
 
+
+def fetch_hub(
+    client: Client,
+    hub: HubAccess,
+    spec: HubFiles,
+    target: Target,
+    folder: Path,
+    staging: Path,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    on_progress: ProgressHook | None = None,
+) -> bool:
+    """Download a hub file at its commit into the staging folder (following the hub's redirect to its CDN, the
+    token sent to the hub's origin only), no more bytes than the listing reports, then verify and install it;
+    False when it was already installed."""
     root = staging.parent  # the data folder
     dest = destination(folder, target)
     if trusted(folder, target):
         return False
+    assert target.size is not None
+    _check_room(target.url, target.size, size_cap(max_bytes), root)
     # Marked as this tool's, so that its clean-up (`remove_tree`) deletes it and nothing else.
     fs.mark(staging / spec.repo_id, root, STAGING_MARK)
-    _check_room(target.url, target.size, max_bytes, staging)
-    assert target.filename is not None and target.commit is not None
-    with hub_errors(spec, target.url):
-        local = hf_hub_download(
-            spec.repo_id,
-            target.filename,
-            repo_type="dataset",
-            revision=target.commit,
-            local_dir=staging / spec.repo_id,
-            endpoint=hub_endpoint(),
-        )
-    part = part_path(dest)
-    fs.rename(local, part, root)  # the staged copy is consumed, so a file that fails its check is fetched anew
-    install(part, target, folder)
+    staged = staging / spec.repo_id / staged_name(target)
+    cap = Cap(target.size, f"the {target.size} bytes the hub lists for it")
+    get = Get(target.url, hub.headers(), cap, lambda reply: refusal(spec, target.url, reply))
+    try:
+        _retried(client, get, staged, on_progress, root, ATTEMPTS)
+    except TransportError as err:
+        raise DownloadError(
+            f"{target.url}: transfer failed after {ATTEMPTS} attempts ({err.__class__.__name__}: {err}); "
+            f"nothing installed for {dest}"
+        ) from None
+    install(part_path(staged), target, folder)
     return True
 
 
@@ -532,7 +512,7 @@ def download_sources(
         if report:
             report(outcome)
 
-    api = None
+    hub = None
     for adapter in sources:
         folder = adapter.root(data_dir)
         if not adapter.remote_files:
@@ -547,15 +527,17 @@ def download_sources(
                 except (DownloadError, FolderError) as err:
                     done(Outcome(source=adapter.name, path=target.path, status="failed", detail=str(err)))
                 continue
-            api = api or hub_api()
+            hub = hub or hub_access()
             try:
-                hub_files, note = hub_targets(api, remote)
+                hub_files, note = hub_targets(client, hub, remote, max_bytes)
             except (DownloadError, FolderError) as err:
                 done(Outcome(source=adapter.name, path=remote.repo_id, status="failed", detail=str(err)))
                 continue
             for target in hub_files:
+                label = f"{adapter.name}/{target.path}"
                 try:
-                    fresh = fetch_hub(remote, target, folder, data_dir / HUB_STAGING, max_bytes)
+                    hook = progress(label) if progress else None
+                    fresh = fetch_hub(client, hub, remote, target, folder, data_dir / HUB_STAGING, max_bytes, hook)
                     status: Status = "fetched" if fresh else "present"
                     done(Outcome(source=adapter.name, path=target.path, status=status, detail=note))
                 except (DownloadError, FolderError) as err:
@@ -565,8 +547,8 @@ def download_sources(
 
 
 def _clear_staging(staging: Path, repo_id: str) -> None:
-    """Remove a repository's staging folder (huggingface_hub's bookkeeping; it keeps no partial file across runs,
-    so nothing there is worth keeping), and the staging root once empty."""
+    """Remove a repository's staging folder (what is left there is a failed transfer's part, never resumed: the
+    next run fetches it anew), and the staging root once empty."""
     with contextlib.suppress(OSError):  # a folder the disk will not let go of stays; nothing else is touched
         fs.remove_tree(staging / repo_id, staging.parent, STAGING_MARK)
     for folder in (staging / repo_id.split("/")[0], staging):
