@@ -18,10 +18,12 @@ import errno
 import os
 import secrets
 import shutil
+import sqlite3
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from urllib.parse import quote
 
 from shambench.errors import FolderError
 
@@ -143,19 +145,24 @@ def open_file(path: str | Path, flags: int, root: str | Path | None = None, mode
         # A file only read may sit in a folder the user linked (a run folder kept elsewhere); the file is no link.
         gate = Root(root_of(path, root) if writing or root else Path(os.path.abspath(path)).parent)
         with gate.parent(path, create=bool(flags & os.O_CREAT)) as (dir_fd, name):
-            try:
-                fd = os.open(name, flags | _NOFOLLOW | os.O_NONBLOCK, mode, dir_fd=dir_fd)
-            except OSError as err:
-                if err.errno == errno.ELOOP:
-                    raise FolderError(f"{path}: is a symbolic link; {NOT_FOLLOWED}") from None
-                if err.errno == errno.ENXIO:  # a FIFO without a reader, or a device gone
-                    raise FolderError(f"{path}: not a regular file; {NOT_FOLLOWED}") from None
-                raise
+            return _opened(dir_fd, name, path, flags, mode)
+
+
+def _opened(dir_fd: int, name: str, path: str | Path, flags: int, mode: int = 0o666) -> int:
+    """A descriptor of the regular file `name` in the folder `dir_fd`, as `open_file` opens it."""
+    try:
+        fd = os.open(name, flags | _NOFOLLOW | os.O_NONBLOCK, mode, dir_fd=dir_fd)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise FolderError(f"{path}: is a symbolic link; {NOT_FOLLOWED}") from None
+        if err.errno == errno.ENXIO:  # a FIFO without a reader, or a device gone
+            raise FolderError(f"{path}: not a regular file; {NOT_FOLLOWED}") from None
+        raise
     info = os.fstat(fd)
     problem = None
     if not stat.S_ISREG(info.st_mode):
         problem = f"{path}: not a regular file; {NOT_FOLLOWED}"
-    elif writing and info.st_nlink > 1:
+    elif flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT) and info.st_nlink > 1:
         problem = f"{path}: has {info.st_nlink - 1} other hard link(s); {NOT_FOLLOWED} (copy the file instead)"
     if problem:
         os.close(fd)
@@ -290,13 +297,137 @@ def entries(folder: str | Path, root: str | Path) -> list[str]:
         return []
 
 
-def file_for_library(path: str | Path, root: str | Path | None = None) -> Path:
-    """`path`, ready for a library that opens it by name itself (SQLite): its folders made under `root` without
-    following a link, the file itself opened (made when missing) for writing as `open_file` does, so that a
-    folder the disk will not write is refused here in one line, and no link or special file at the files SQLite
-    keeps beside it (`-wal`, `-shm`, `-journal`). Checked before the library opens it (it takes no descriptor)."""
-    os.close(open_file(path, os.O_RDWR | os.O_CREAT, root))
-    with translated(path, "write"), Root(root_of(path, root)).parent(path) as (fd, name):
-        for n in (f"{name}-wal", f"{name}-shm", f"{name}-journal"):
-            check_regular(fd, n, Path(path).with_name(n))
-    return Path(path)
+# The files SQLite keeps beside a database, named after it.
+SQLITE_SIDES = ("-wal", "-shm", "-journal")
+
+
+def sqlite_connect(
+    path: str | Path, schema: str, root: str | Path | None = None, timeout: float = 30.0, threads: bool = False
+) -> sqlite3.Connection:
+    """A connection, in write-ahead-log mode with `schema` made, to the SQLite database `path` (under `root`,
+    default: see `root_of`), refused (FolderError, the connection closed) when any file SQLite opened for it is
+    not the file of that name in the folder the gate reached without following a link. `threads`: the
+    connection may be used from several threads (behind the caller's lock).
+
+    SQLite takes no descriptor: it opens its files by absolute name (measured with SQLite 3.40 under strace:
+    the database, `-journal`, `-wal` and `-shm` each `O_NOFOLLOW` on the last component, the folders on the way
+    followed). So, in order:
+    1. the gate makes the folders and opens (makes) the database without following a link, refuses a link, a
+       special file or a file with another hard link at the database and at its `-wal`, `-shm` and `-journal`
+       names, and keeps the database's descriptor open until SQLite has its own;
+    2. SQLite opens the path the gate walked (its real path) with `mode=rw`: it never creates the database, so a
+       folder swapped for a link after step 1 cannot make it create one elsewhere;
+    3. before any statement writes, the database SQLite names (`PRAGMA database_list`; it resolves links) must
+       be that path, and every file of the database's names the process opened since step 2 (`/proc/self/fd`)
+       must be the file the gate sees at that name in its folder's descriptor, the database among them;
+    4. the write-ahead log is turned on and the schema made (SQLite opens `-wal` and `-shm` here and keeps them
+       open for the connection's life), and step 3's check is made again on them.
+
+    What remains, and why: SQLite's library offers no descriptor-relative open (Python's sqlite3 takes no VFS of
+    ours, no `SQLITE_OPEN_NOFOLLOW` and, before 3.12, no way to keep the log at close), so a folder on the way
+    swapped for a link (by someone who may rename in its parent folder) after step 3 is seen only once SQLite has
+    used it. SQLite checks the database's name before it opens its log and fails ('disk I/O error', refused)
+    when nothing is there; where the link's target holds a file of the database's name, SQLite makes its
+    transient `-journal` (a new database) and its `-wal` and `-shm` there, writes them (the cache's own pages)
+    and leaves the last two: step 4 refuses the connection, but after the fact (measured in tests/core/test_fs.py).
+    The same window is open whenever SQLite later opens or deletes those files by name: the `-wal` and `-shm` it
+    deletes when the last connection closes, a rollback journal if it cannot keep the log. Where `/proc/self/fd`
+    is missing (not Linux), step 3's descriptor check is skipped and only the path SQLite names is compared. A
+    file of the database's names opened at the same moment by another thread of this process, in another folder,
+    is taken for SQLite's (a spurious refusal, one line)."""
+    gate = Root(root_of(path, root))
+    with translated(path, "write"), gate.parent(path) as (dir_fd, name):
+        for side in SQLITE_SIDES:
+            _check_single(dir_fd, name + side, Path(path).with_name(name + side))
+        fd = _opened(dir_fd, name, path, os.O_RDWR | os.O_CREAT)
+        try:
+            real = os.path.join(gate.real, *gate.parts(path))
+            before = _open_files(name)
+            try:
+                uri = f"file:{quote(real)}?mode=rw"
+                db = sqlite3.connect(
+                    uri, uri=True, timeout=timeout, isolation_level=None, check_same_thread=not threads
+                )
+            except sqlite3.Error as err:
+                raise _sqlite_refusal(path, err) from None
+            try:
+                _check_sqlite(db, real, path, (dir_fd, name, fd), before)
+                try:
+                    for statement in ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", schema):
+                        db.execute(statement)
+                except sqlite3.Error as err:
+                    # A file SQLite opened elsewhere is the likelier cause: said first when it is.
+                    _check_sqlite(db, real, path, (dir_fd, name, None), before)
+                    raise _sqlite_refusal(path, err) from None
+                _check_sqlite(db, real, path, (dir_fd, name, None), before)
+            except BaseException:
+                db.close()
+                raise
+        finally:
+            os.close(fd)
+    return db
+
+
+def _sqlite_refusal(path: str | Path, err: sqlite3.Error) -> FolderError:
+    """The one line for SQLite failing on the gate's file: a folder on the way now a link, or what SQLite said."""
+    if _is_link(path):
+        return FolderError(f"{path}: a folder on the way is a symbolic link; {NOT_FOLLOWED}")
+    return FolderError(f"{path}: SQLite cannot open it ({err})")
+
+
+def _check_single(fd: int, name: str, path: str | Path) -> None:
+    """`check_regular`, and FolderError when the file has another hard link (a write would change it there too)."""
+    check_regular(fd, name, path)
+    with suppress(FileNotFoundError):
+        if os.lstat(name, dir_fd=fd).st_nlink > 1:
+            raise FolderError(f"{path}: has another hard link; {NOT_FOLLOWED} (copy the file instead)")
+
+
+def _open_files(name: str) -> dict[int, tuple[str, int, int]] | None:
+    """The process's descriptors of files named `name` or `name` and a side's suffix: fd -> (the path the kernel
+    shows, device, inode); None where `/proc/self/fd` is missing."""
+    try:
+        fds = os.listdir("/proc/self/fd")
+    except OSError:
+        return None
+    names = {name, *(name + side for side in SQLITE_SIDES)}
+    out = {}
+    for entry in fds:
+        with suppress(OSError):  # a descriptor closed meanwhile (the listing's own among them)
+            shown = os.readlink(f"/proc/self/fd/{entry}").removesuffix(" (deleted)")
+            if os.path.basename(shown) in names:
+                info = os.fstat(int(entry))
+                out[int(entry)] = (shown, info.st_dev, info.st_ino)
+    return out
+
+
+def _check_sqlite(
+    db: sqlite3.Connection,
+    real: str,
+    path: str | Path,
+    held: tuple[int, str, int | None],
+    before: dict[int, tuple[str, int, int]] | None,
+) -> None:
+    """FolderError unless SQLite's database is `real` and every file of its names opened since `before` is the
+    one of that name in the folder `held[0]`; given the gate's own descriptor `held[2]`, SQLite must hold its file
+    too."""
+    dir_fd, name, mine = held
+    listed = {row[1]: row[2] for row in db.execute("PRAGMA database_list")}
+    if listed.get("main") != real:
+        raise FolderError(f"{path}: SQLite opened {listed.get('main')} instead; {NOT_FOLLOWED}")
+    now = _open_files(name)
+    if now is None or before is None:
+        return
+    for fd, (shown, dev, ino) in now.items():
+        if before.get(fd) == (shown, dev, ino):
+            continue
+        try:
+            there = os.lstat(os.path.basename(shown), dir_fd=dir_fd)
+        except FileNotFoundError:
+            there = None
+        if there is None or (there.st_dev, there.st_ino) != (dev, ino) or not stat.S_ISREG(there.st_mode):
+            folder = Path(real).parent
+            raise FolderError(f"{path}: SQLite opened {shown}, not the file of that name in {folder}; {NOT_FOLLOWED}")
+    made = os.fstat(mine) if mine is not None else None
+    if made and not any((dev, ino) == (made.st_dev, made.st_ino) for fd, (_, dev, ino) in now.items() if fd != mine):
+        raise FolderError(f"{path}: SQLite did not open the file the gate made; {NOT_FOLLOWED}")

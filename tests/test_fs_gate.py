@@ -55,8 +55,6 @@ ALLOWED = {
         "detectors/token_classifier_train.py",
         "save_pretrained",
     ): "transformers' own writers, into a new folder fs.new_dir made, whose files fs.rename moves into place",
-    ("shambench/scoring/segcache.py", "sqlite3.connect"): "the file fs.file_for_library checked (SQLite opens by name)",
-    ("shambench/llm/cache.py", "sqlite3.connect"): "the file fs.file_for_library checked (SQLite opens by name)",
     ("shambench/scoring/kept.py", "np.savez"): "into an in-memory buffer, which the gate writes",
     ("shambench/data/benchmark.py", "to_parquet"): "into an in-memory buffer, which the gate writes",
     ("shambench/reporting/figures.py", "savefig"): "into an in-memory buffer, which the gate writes",

@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -123,12 +122,8 @@ class ResponseCache:
         self._lock = threading.Lock()
         # One connection shared by the threads of this process behind a lock: the single writer. Other
         # processes may read and write the same file; busy_timeout makes them wait for each other's commits.
-        # SQLite opens the file by name itself: the gate makes its folder and refuses a link at it or beside it.
-        where = fs.file_for_library(self.path)
-        self._db = sqlite3.connect(where, check_same_thread=False, isolation_level=None, timeout=30)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute(_SCHEMA)
+        # SQLite opens the file by name itself: the gate checks every file it opened (`fs.sqlite_connect`).
+        self._db = fs.sqlite_connect(self.path, _SCHEMA, timeout=30, threads=True)
         self._pending: dict[str, tuple[str, str, str, float]] = {}
         self._committed = time.monotonic()
         self._sealer = Sealer(f"response cache {self.path}")

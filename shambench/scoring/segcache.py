@@ -137,12 +137,9 @@ class SegmentationStore:
 
     @contextmanager
     def _connection(self) -> Iterator[sqlite3.Connection]:
-        # SQLite opens the file by name itself: the gate makes its folder and refuses a link at it or beside it.
-        db = sqlite3.connect(fs.file_for_library(self.path), timeout=60, isolation_level=None)
+        # SQLite opens the file by name itself: the gate checks every file it opened (`fs.sqlite_connect`).
+        db = fs.sqlite_connect(self.path, _SCHEMA, timeout=60)
         try:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            db.execute(_SCHEMA)
             yield db
         finally:
             db.close()

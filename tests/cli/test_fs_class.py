@@ -25,6 +25,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
+import shambench.fs as fs
 from shambench.cli import main
 from tests.cli.test_data_download import Through
 from tests.cli.test_run_integrity import examples_file
@@ -217,17 +218,33 @@ def touched(before: dict, after: dict) -> list[str]:
 
 @pytest.fixture(scope="module")
 def clean_runs(template, tmp_path_factory):
-    """Per command, what a clean run touches in the tool's folders (computed once per command, on demand)."""
+    """Per command, what a clean run touches in the tool's folders and the SQLite databases it opens (computed
+    once per command, on demand)."""
     return {}
 
 
 def what_it_touches(name: str, world, clean_runs) -> list[str]:
+    return clean_run(name, world, clean_runs)[0]
+
+
+def clean_run(name: str, world, clean_runs) -> tuple[list[str], list[str]]:
+    """The paths a clean run of `name` touches and the databases it opens through `fs.sqlite_connect` (opening
+    one leaves it unchanged, so a snapshot does not see it), both relative to its folders."""
     if name not in clean_runs:
         home, _ = world
         before = snapshot(home)
-        res = run(name, home)
+        opened: set[str] = set()
+        connect = fs.sqlite_connect
+
+        def recording(path, *args, **kwargs):
+            opened.add(Path(os.path.abspath(path)).relative_to(home).as_posix())
+            return connect(path, *args, **kwargs)
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(fs, "sqlite_connect", recording)
+            res = run(name, home)
         check_outcome(res)
-        clean_runs[name] = touched(before, snapshot(home))
+        clean_runs[name] = (touched(before, snapshot(home)), sorted(opened))
     return clean_runs[name]
 
 
@@ -237,8 +254,11 @@ def test_a_link_planted_where_a_command_writes_is_never_followed(name, world, cl
     # them, the shallowest first), a fresh copy with a link planted there.
     scratch = tmp_path / "clean"
     shutil.copytree(world[0], scratch, symlinks=True)
-    places = what_it_touches(name, (scratch, world[1]), clean_runs)
+    places, databases = clean_run(name, (scratch, world[1]), clean_runs)
     places = sorted([*places, *TRANSIENT.get(name, [])], key=lambda p: (p.count("/"), p))[:12]
+    # Every SQLite database the command opens, and its side files (they exist only while a connection is open,
+    # so a clean run leaves none to see), on top of those.
+    places += [p for db in databases for p in (db, *(db + side for side in fs.SQLITE_SIDES)) if p not in places]
     for place in places:
         home = tmp_path / f"planted-{places.index(place)}"
         shutil.copytree(world[0], home, symlinks=True)

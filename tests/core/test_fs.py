@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -155,3 +156,105 @@ def test_write_special_writes_a_fifo_in_place(tmp_path):
     reader.join(10)
     assert got == [b"hello\n"] and fifo.is_fifo()
     assert fs.write_special(tmp_path / "regular", b"x") is False
+
+
+SCHEMA = "CREATE TABLE IF NOT EXISTS t (x)"
+
+
+def test_sqlite_connect_makes_the_database_in_wal_mode_without_leaving_the_gate_s_descriptor(sandbox):
+    root, _ = sandbox
+    db = fs.sqlite_connect(root / "c" / "db.sqlite", SCHEMA, root)
+    db.execute("INSERT INTO t VALUES (1)")
+    assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    assert db.execute("SELECT x FROM t").fetchall() == [(1,)]
+    names = {os.path.basename(os.readlink(f"/proc/self/fd/{fd}")) for fd in fs._open_files("db.sqlite") or {}}
+    assert names == {"db.sqlite", "db.sqlite-wal", "db.sqlite-shm"}  # SQLite's three, the gate's closed
+    db.close()
+    again = fs.sqlite_connect(root / "c" / "db.sqlite", SCHEMA, root)
+    assert again.execute("SELECT x FROM t").fetchall() == [(1,)]
+    again.close()
+
+
+@pytest.mark.parametrize("where", ["c", "c/db.sqlite", "c/db.sqlite-wal", "c/db.sqlite-shm", "c/db.sqlite-journal"])
+def test_sqlite_connect_refuses_a_link_at_the_database_its_side_files_or_its_folder(sandbox, where):
+    root, outside = sandbox
+    if where != "c":
+        (root / "c").mkdir()
+    link = root / where
+    link.symlink_to(outside if where == "c" else outside / "precious.txt")
+    before = tree(outside)
+    with pytest.raises(FolderError, match=f"^{link}: is a symbolic link; "):
+        fs.sqlite_connect(root / "c" / "db.sqlite", SCHEMA, root)
+    assert tree(outside) == before
+
+
+def test_sqlite_connect_refuses_a_side_file_with_another_hard_link(sandbox):
+    root, outside = sandbox
+    (root / "c").mkdir()
+    os.link(outside / "precious.txt", root / "c" / "db.sqlite-wal")
+    with pytest.raises(FolderError, match="db.sqlite-wal: has another hard link"):
+        fs.sqlite_connect(root / "c" / "db.sqlite", SCHEMA, root)
+    assert (outside / "precious.txt").read_text() == "keep me\n"
+
+
+def swap_for_link(folder: Path, target: Path) -> None:
+    """Replace `folder` by a link to `target`, as an attacker racing the gate would."""
+    folder.rename(folder.with_name("moved-away"))
+    folder.symlink_to(target)
+
+
+@pytest.mark.parametrize("there", ["nothing", "a database"])
+def test_a_folder_swapped_for_a_link_before_sqlite_opens_is_refused_before_any_write(sandbox, monkeypatch, there):
+    """SQLite is given the path the gate walked and resolves it itself: a folder swapped after the gate's walk
+    leads it elsewhere, which `mode=rw` (nothing made) and the path SQLite names (compared) refuse."""
+    root, outside = sandbox
+    if there == "a database":
+        other = sqlite3.connect(outside / "db.sqlite")
+        other.execute("CREATE TABLE kept (y)")
+        other.commit()
+        other.close()
+    before = tree(outside)
+    real_connect = sqlite3.connect
+
+    def racing(*args, **kwargs):
+        swap_for_link(root / "c", outside)
+        return real_connect(*args, **kwargs)
+
+    monkeypatch.setattr(sqlite3, "connect", racing)
+    refused = "a folder on the way is a symbolic link" if there == "nothing" else f"SQLite opened {outside}/db.sqlite "
+    with pytest.raises(FolderError, match=refused):
+        fs.sqlite_connect(root / "c" / "db.sqlite", SCHEMA, root)
+    assert tree(outside) == before
+
+
+@pytest.mark.parametrize("there", ["nothing", "a file of its name"])
+def test_a_folder_swapped_for_a_link_after_sqlite_opened_is_seen_in_the_files_it_opens_next(
+    sandbox, monkeypatch, there
+):
+    """The database SQLite holds is the gate's; a folder swapped after that is seen by SQLite (it checks the
+    database's name before opening its log: 'disk I/O error') or, where a file of the database's name is at the
+    link's target, in the log SQLite opened there, and the connection is refused. What remains (the docstring of
+    `fs.sqlite_connect`), measured here: SQLite has made that log (`-wal`, `-shm`) beside the other file by then."""
+    root, outside = sandbox
+    if there != "nothing":
+        (outside / "db.sqlite").write_bytes(b"")
+    before = tree(outside)
+    real_check = fs._check_sqlite
+
+    def racing(db, real, path, held, opened):
+        real_check(db, real, path, held, opened)
+        if held[2] is not None:  # after the first check, before the log is opened
+            swap_for_link(root / "c", outside)
+
+    monkeypatch.setattr(fs, "_check_sqlite", racing)
+    if there == "nothing":
+        with pytest.raises(FolderError, match="db.sqlite: a folder on the way is a symbolic link"):
+            fs.sqlite_connect(root / "c" / "db.sqlite", SCHEMA, root)
+        assert tree(outside) == before
+    else:
+        with pytest.raises(FolderError, match=rf"SQLite opened {outside}/db.sqlite-(wal|shm), not the file of that"):
+            fs.sqlite_connect(root / "c" / "db.sqlite", SCHEMA, root)
+        after = tree(outside)
+        assert {k: v for k, v in after.items() if k in before} == before  # the other file itself unchanged
+        assert sorted(after.keys() - before.keys()) == ["db.sqlite-shm", "db.sqlite-wal"]  # the residue
+    assert fs._open_files("db.sqlite") == {}  # the refused connection is closed
