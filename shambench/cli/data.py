@@ -85,7 +85,8 @@ def download(names: tuple[str, ...], data_dir: str | None, max_size: str, timeou
     a GitHub one also when the command is run again; a hub download then restarts.
 
     Gated sets (SHARP) need their conditions accepted on the hub and a token ($HF_TOKEN, or `hf auth login`),
-    which is sent to the hub only (not to where it redirects); $HF_ENDPOINT points the hub requests elsewhere.
+    which is sent to the hub only (not to where it redirects); $HF_ENDPOINT points the hub requests elsewhere, and
+    $HF_HUB_OFFLINE=1 makes none.
 
     Every file is tried; each failure is listed, and the command then exits with status 2.
     """

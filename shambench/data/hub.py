@@ -48,6 +48,8 @@ class HubAccess(BaseModel):
     """The hub's base URL (`$HF_ENDPOINT`, else huggingface_hub's default), without a trailing slash."""
     token: str | None = None
     """The user's token (`$HF_TOKEN` or `hf auth login`'s), or None."""
+    offline: bool = False
+    """huggingface_hub's offline mode (`$HF_HUB_OFFLINE`): the hub is not asked at all."""
 
     def headers(self) -> dict[str, str]:
         """The headers of every request to the hub: the token when there is one, and no compression (a byte cap
@@ -67,7 +69,8 @@ def hub_access() -> HubAccess:
 
     token = get_token()
     remember(token)
-    return HubAccess(endpoint=(os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/"), token=token)
+    endpoint = (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
+    return HubAccess(endpoint=endpoint, token=token, offline=constants.is_offline_mode())
 
 
 class ListedLfs(BaseModel):
@@ -125,6 +128,8 @@ def origin(url: str) -> tuple[str, str, int | None]:
 
 def _page(client: Client, hub: HubAccess, spec: HubFiles, url: str, limit: int) -> tuple[Any, str | None]:
     """One reply of the API as JSON, and the URL of its next page (None when it is the last)."""
+    if hub.offline:
+        raise DownloadError(f"{url}: not asked, huggingface_hub's offline mode is on ($HF_HUB_OFFLINE)")
     try:
         with client.get(url, headers=hub.headers()) as reply:
             if reply.status != 200:
@@ -185,9 +190,9 @@ def resolve_commit(client: Client, hub: HubAccess, spec: HubFiles, limit: int) -
 
 def listed_files(client: Client, hub: HubAccess, spec: HubFiles, commit: str, limit: int) -> list[Listed]:
     """Every file of `spec`'s repository at `commit`, as the hub lists them (each with its size and blob id)."""
-    url = hub.api(spec, "tree", commit)
+    url = hub.api(spec, "tree", commit) + "?recursive=true"
     files = []
-    for page in pages(client, hub, spec, url + "?recursive=true", limit):
+    for page in pages(client, hub, spec, url, limit):
         try:
             entries = _ENTRIES.validate_python(page)
         except ValidationError as err:

@@ -335,7 +335,7 @@ def test_hostile_listings_and_a_gated_set_fail_their_repository_alone(hub, tmp_p
         "refused",
         "trickle/org/trickle": f"{tree('trickle')}?recursive=true: Timeout: no complete answer within 1 s (plus 1 s "
         "per 16384 bytes received)",
-        "not-a-listing/org/not-a-listing": f"{tree('not-a-listing')}: the hub's reply is not a listing of files "
+        "not-a-listing/org/not-a-listing": f"{tree('not-a-listing')}?recursive=true: the hub's reply is not a listing of files "
         "(: Input should be a valid list)",
         "gated/a.json": f"{hub.endpoint}/datasets/org/gated/resolve/{gated}/a.json: org/gated is a gated dataset: "
         "accept its conditions at https://huggingface.co/datasets/org/gated while logged in, then set $HF_TOKEN or "
@@ -367,3 +367,17 @@ def test_a_listing_in_pages_is_followed_at_the_hub_only(hub, tmp_path, monkeypat
         "?recursive=true&cursor=1); refused"
     }
     assert result.exit_code == 2 and len([path for _, path, _ in hub.requests if "/tree/" in path]) == 4
+
+
+def test_offline_mode_asks_the_hub_nothing(hub, tmp_path, monkeypatch):
+    import huggingface_hub.constants as constants
+
+    hub.repo("org/fine").commit({"a.json": ANNOTATIONS})
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    spec = HubFiles(repo_id="org/fine", revision="", files=("*.json",))
+    result, failed, outside = cli(tmp_path, monkeypatch, source("fine", spec))
+    assert failed == {
+        "fine/org/fine": f"{hub.endpoint}/api/datasets/org/fine/revision/main: not asked, huggingface_hub's offline "
+        "mode is on ($HF_HUB_OFFLINE)"
+    }
+    assert result.exit_code == 2 and not hub.requests and not outside
