@@ -297,11 +297,20 @@ def write_new_config(run_dir: Path, config: RunConfig) -> None:
 
 
 def check_new_run_dir(run_dir: Path) -> None:
-    """RunDirError when `run_dir` already holds a run, or a journal whose run config is missing."""
+    """RunDirError when `run_dir` already holds a run, a journal whose run config is missing, or anything else: a
+    new run goes into a new or empty folder (its own lock, left by a run that failed to start, aside), so that it
+    never writes its results.json or per_example.jsonl over a file of the same name."""
     if (run_dir / CONFIG).exists():
         raise RunDirError(f"{run_dir} already holds a run: resume it, or choose another run directory")
     if (run_dir / JOURNAL).exists():
         raise RunDirError(
             f"{run_dir} holds {JOURNAL} but no {CONFIG}: where its predictions came from is unknown; "
             "choose another run directory (or delete the folder)"
+        )
+    held = sorted(entry.name for entry in run_dir.iterdir() if entry.name != LOCK) if run_dir.is_dir() else []
+    if held:
+        shown = ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
+        raise RunDirError(
+            f"{run_dir} is not a run directory and not empty (it holds {shown}): a new run goes into a new or "
+            "empty folder; choose another run directory"
         )

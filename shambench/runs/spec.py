@@ -116,7 +116,7 @@ class Execution(Section):
     """Where a run's directory goes and how its predictions are made; none of it changes what they are."""
 
     run_dir: Annotated[Path | None, Flag(kind="dir")] = None
-    """Run directory to create (default: a new folder under `runs_root`), or, with `resume`, the one to finish."""
+    """Run directory to create, new or empty (default: one under `runs_root`), or, with `resume`, the one to finish."""
     runs_root: Annotated[Path, Flag(name="--runs", kind="dir")] = Path("runs")
     """Where new run directories go."""
     resume: Annotated[bool, Flag(option=False)] = False

@@ -77,6 +77,28 @@ def test_a_run_directory_is_never_adopted_twice(tmp_path):
         shambench.evaluate("none", resume=True)
 
 
+def test_a_new_run_goes_only_into_a_new_or_empty_folder(tmp_path):
+    examples = write_jsonl(tmp_path / "ex.jsonl", ROWS)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "results.json").write_text("my own results\n")
+    with pytest.raises(DataError, match=r"mine is not a run directory and not empty \(it holds results.json\)"):
+        shambench.evaluate("none", examples_file=examples, run_dir=mine)
+    assert [p.name for p in mine.iterdir()] == ["results.json"] and (
+        mine / "results.json"
+    ).read_text() == "my own results\n"
+    for name in ("a.md", "b.md", "c.md"):
+        (mine / name).write_text("")
+    with pytest.raises(DataError, match=r"it holds a.md, b.md, c.md and 1 more\)"):
+        shambench.evaluate("none", examples_file=examples, run_dir=mine)
+    # an empty folder, or one with only the lock of a run that failed to start, is a new run's
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / ".lock").write_text("")
+    results = shambench.evaluate("none", examples_file=examples, run_dir=empty, n_resamples=10)
+    assert sorted(results.tasks) == ["qa", "summ"] and (empty / "config.json").is_file()
+
+
 def test_spec_differences_names_what_changed(tmp_path, monkeypatch):
     examples = write_jsonl(tmp_path / "ex.jsonl", ROWS)
     eval_run(examples, "random", tmp_path / "run", "-p", "rate=0.2", "-p", "seed=1")
