@@ -1,9 +1,10 @@
 """The filesystem gate as a class, over the command line: every command (enumerated from the click group, so a new
-one is covered or fails `test_every_command_has_an_invocation`) runs (a) with a symbolic link planted at each
-folder and file it creates, changes or deletes in its run, cache, data and output folders, pointing outside them,
-and (b) with each of those folders refusing writes; neither may write or delete outside the tool's folders (a
-sentinel folder's tree and contents are compared), print a traceback, or fail with anything but exit status 2
-and one `error:` line.
+one is covered or fails `test_every_command_is_run`; `optimize` too, a MIPROv2 `light` search against an
+OpenAI-compatible stand-in on 127.0.0.1) runs (a) with a symbolic link planted at each folder and file it
+creates, changes or deletes in its run, cache, data and output folders, and at each SQLite database it opens
+and that database's side files, pointing outside them, and (b) with each of those folders refusing writes;
+neither may write or delete outside the tool's folders (a sentinel folder's tree and contents are compared),
+print a traceback, or fail with anything but exit status 2 and one `error:` line.
 
 The read-only folder is simulated: tests run as root here, where `chmod` does not stop a write, and a read-only
 bind mount needs privileges the tests do not have. `os.open`, `os.mkdir`, `os.rename`/`os.replace`, `os.unlink`
@@ -30,13 +31,15 @@ from shambench.cli import main
 from tests.cli.test_data_download import Through
 from tests.cli.test_run_integrity import examples_file
 from tests.data.test_download import FileServer
+from tests.detectors.test_miprov2_compile import Script, invented, write_examples
 from tests.detectors.tiny_models import require_models, save_tiny
+from tests.openai_server import OpenAIServer
 from tests.run_helpers import eval_run, write_jsonl
 
 FIXTURES = Path(__file__).parents[1] / "adapters" / "fixtures"
 BOOT = ["--bootstrap", "10"]
 # Command path -> a minimal valid invocation ({work}, {data}: the sandbox's folders), or why it is not run here.
-INVOCATIONS: dict[str, list[str] | str] = {
+INVOCATIONS: dict[str, list[str]] = {
     "agreement": ["-d", "mushroom", "--out", "{work}/agreement.json", *BOOT],
     "analyze": ["{work}/run", "--out", "{work}/analysis", "--no-figures"],
     "batch status": ["{work}/run"],
@@ -66,7 +69,25 @@ INVOCATIONS: dict[str, list[str] | str] = {
     "list detectors": ["all"],
     "list formats": [],
     "list providers": [],
-    "optimize": "needs an API server and DSPy's MIPROv2 search (minutes); its one output goes through io.write_json",
+    "optimize": [
+        "--base",
+        "openai",
+        "--model",
+        "m",
+        "--base-url",
+        "{api}",
+        "--trainset",
+        "{work}/train.jsonl",
+        "--heldout",
+        "0.25",
+        "--auto",
+        "light",
+        "--max-demos",
+        "0",
+        "--out",
+        "{work}/program.json",
+        "--no-progress",
+    ],  # fmt: skip
     "score": ["{work}/run", *BOOT],
     "show": ["{work}/run", "--html", "{work}/page.html"],
     "sweep": ["{work}/sweep.yaml", "--workers", "1", "--no-progress", "--no-leaderboard"],
@@ -101,11 +122,16 @@ def command_paths(group: click.Group = main, prefix: str = "") -> list[str]:
     return out
 
 
-def test_every_command_has_an_invocation():
-    assert sorted(command_paths()) == sorted(INVOCATIONS)
+# Commands the class tests leave out, each with its reason: none, every command of the group is run.
+NOT_RUN: dict[str, str] = {}
+RUN = sorted(INVOCATIONS.keys() - NOT_RUN.keys())
 
 
-RUN = sorted(name for name, args in INVOCATIONS.items() if isinstance(args, list))
+def test_every_command_is_run():
+    """The commands both class tests run (`RUN`) are the click group's, less `NOT_RUN`, which names commands only."""
+    assert sorted(RUN) == sorted(set(command_paths()) - NOT_RUN.keys())
+    assert sorted(INVOCATIONS) == sorted(command_paths())
+    assert NOT_RUN.keys() <= set(command_paths()) and all(NOT_RUN.values())
 
 
 def snapshot(folder: Path) -> dict[str, bytes | str]:
@@ -135,6 +161,7 @@ def template(tmp_path_factory):
         # Relative paths: each copy of the template sweeps its own examples into its own folder.
         (work / "sweep.yaml").write_text("detectors: [none]\nexamples: [ex.jsonl]\nruns: swept\n")
         write_jsonl(work / "evidence.jsonl", [{"id": f"toy/{i}", "context": "Varn is a town."} for i in range(3)])
+        write_examples(work / "train.jsonl", invented(0, 8))  # optimize's trainset
         res = CliRunner().invoke(main, ["score", "--examples", str(ex), "--predictions", str(work / "pred.jsonl")])
         assert res.exit_code == 0, res.output
     return home
@@ -187,6 +214,19 @@ def no_network(monkeypatch):
     server.server_close()
 
 
+# Where the commands that talk to an OpenAI-compatible server find it (set by the `api` fixture).
+SERVERS: dict[str, str] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def api():
+    """An OpenAI-compatible stand-in on 127.0.0.1, scripted as in the MIPROv2 tests (`optimize` talks to it)."""
+    with OpenAIServer(script=Script()) as server:
+        SERVERS["api"] = server.base_url
+        yield server
+    SERVERS.clear()
+
+
 def run(name: str, home: Path):
     """Run the command's invocation with its folders in `home` (the `world` fixture restores the environment)."""
     os.environ["SHAMBENCH_CACHE_DIR"] = str(home / "cache")
@@ -197,7 +237,8 @@ def run(name: str, home: Path):
     base = home.parent / "base"  # a tiny model, read only (beside the tool's folders)
     if name.startswith("train") and not base.exists():
         save_tiny(base, "AutoModel", kind="bert")
-    args = [a.format(work=home / "work", data=home / "data", base=base) for a in INVOCATIONS[name]]  # type: ignore[union-attr]
+    where = {"work": home / "work", "data": home / "data", "base": base, **SERVERS}
+    args = [a.format(**where) for a in INVOCATIONS[name]]
     return CliRunner().invoke(main, [*name.split(), *args], terminal_width=200)
 
 
@@ -243,7 +284,8 @@ def clean_run(name: str, world, clean_runs) -> tuple[list[str], list[str]]:
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(fs, "sqlite_connect", recording)
             res = run(name, home)
-        check_outcome(res)
+        # A clean run that fails exercises nothing: every invocation must do its work.
+        check_outcome(res, (0,))
         clean_runs[name] = (touched(before, snapshot(home)), sorted(opened))
     return clean_runs[name]
 
