@@ -17,7 +17,8 @@ if TYPE_CHECKING:
     from pydantic.fields import FieldInfo
     from rich.console import Console
 
-    from shambench.runs.spec import Flag, RunSpec
+    from shambench.runs.spec import RunSpec
+    from shambench.selection_fields import Flag
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -130,7 +131,7 @@ def suite_option(help: str) -> Callable[[F], F]:
 
 def spec_fields(spec: type[RunSpec] | None = None) -> dict[str, tuple[str | None, FieldInfo]]:
     """Every field of a run's spec by name, with its section (None: a field of the spec itself), in the order the
-    help lists them: the spec's own, then each section's, its own fields before those it inherits."""
+    help lists them: the spec's own, then each section's in declaration order (those it inherits first)."""
     from shambench.runs.spec import RunSpec
 
     spec = spec or RunSpec
@@ -139,9 +140,7 @@ def spec_fields(spec: type[RunSpec] | None = None) -> dict[str, tuple[str | None
         name: (None, info) for name, info in spec.model_fields.items() if name not in sections
     }
     for section, model in sections.items():
-        own = model.__dict__.get("__annotations__", {})
-        for name in sorted(model.model_fields, key=lambda n: n not in own):
-            fields[name] = (section, model.model_fields[name])
+        fields.update({name: (section, info) for name, info in model.model_fields.items()})
     return fields
 
 
@@ -168,7 +167,7 @@ def flag_of(name: str, info: FieldInfo) -> str:
 
 
 def _flag(info: FieldInfo) -> Flag | None:
-    from shambench.runs.spec import Flag
+    from shambench.selection_fields import Flag
 
     return next((m for m in info.metadata if isinstance(m, Flag)), None)
 

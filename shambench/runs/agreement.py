@@ -10,10 +10,11 @@ from typing import Unpack
 from shambench.errors import DataError
 from shambench.runs.scoring import scorer_of
 from shambench.runs.selection import corpus_to_score
-from shambench.runs.spec import Scoring, Selection, SelectionOptions
+from shambench.runs.spec import Scoring, Selection
 from shambench.schema import Example
 from shambench.scoring.agreement import AgreementGroup, AgreementReport
 from shambench.scoring.scorer import Scorer
+from shambench.selection_fields import SelectionOptions
 
 
 def agreement(

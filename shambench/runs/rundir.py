@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 from pydantic_core import to_jsonable_python
 
 from shambench.detection.detector import Detector
@@ -36,13 +36,18 @@ from shambench.runs.files import CONFIG, JOURNAL, LOCK
 from shambench.runs.selection import select_examples
 from shambench.runs.spec import RunSpec, Selection
 from shambench.schema import Example
+from shambench.selection_fields import Resolved
 
 MAX_CONFIG_BYTES = 64 * 1024 * 1024
 """Largest config.json read: far above any run's (selection, provenance, dropped-row counts)."""
 
 
-class RunConfig(BaseModel):
-    """What a run evaluated, so that it can be rescored or resumed exactly."""
+class RunConfig(Resolved):
+    """What a run evaluated, so that it can be rescored or resumed exactly: its selection as it resolved it (the
+    datasets loaded, the data directory and EXAMPLES file as absolute paths), the detector and provenance."""
+
+    # Keys this version no longer reads (a config.json written by an older one) are ignored, not refused.
+    model_config = ConfigDict(extra="ignore")
 
     detector: str
     """Detector spec as given (`NAME` or `NAME:ARG`)."""
@@ -50,20 +55,6 @@ class RunConfig(BaseModel):
     """Detector family."""
     params: dict[str, Any] = Field(default_factory=dict)
     """Detector parameters that define its output (no secrets)."""
-    datasets: list[str] | None = None
-    """Dataset names, when the examples came from adapters (None with `examples_file`: not from adapters)."""
-    split: str = "test"
-    """Split of the adapters' data."""
-    data_dir: str | None = None
-    """Data directory the adapters read."""
-    examples_file: str | None = None
-    """EXAMPLES JSONL file, when the examples came from a file."""
-    limit: int | None = None
-    """At most this many examples per partition (the first ones), when set."""
-    context: str | None = None
-    """Context provider spec whose evidence replaced the examples' contexts (None: the source's own context)."""
-    context_params: dict[str, Any] = Field(default_factory=dict)
-    """Parameters given to the context provider (`--context-param`), part of which evidence it stores."""
     context_provenance: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Per partition, which evidence that was: provider, parameters, counts and a content hash."""
     dropped_rows: dict[str, dict[str, int]] = Field(default_factory=dict)
@@ -100,7 +91,7 @@ class RunConfig(BaseModel):
 def recorded_selection(config: RunConfig) -> Selection:
     """The selection a run's examples are re-created from: what it resolved to (the datasets loaded, the data
     directory and EXAMPLES file as absolute paths)."""
-    return Selection.model_validate(config.model_dump(include=set(Selection.model_fields)))
+    return Selection.model_validate(config.model_dump(include=set(Resolved.model_fields)))
 
 
 def recorded_spec(config: RunConfig) -> RunSpec:

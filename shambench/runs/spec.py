@@ -10,14 +10,14 @@ its name with dashes says so in its `Flag`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypedDict
+from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from shambench.errors import DataError, SelectionError
+from shambench.selection_fields import DatasetsOption, Flag, Resolved, Section, SelectionOptions
 
 if TYPE_CHECKING:
     from shambench.detection.detector import Monitor
@@ -33,57 +33,10 @@ def suite_names() -> list[str]:
     return list(selections())
 
 
-@dataclass(frozen=True)
-class Flag:
-    """How a field is given on the command line, where its name with dashes (`--max-cost`) is not all."""
+class Selection(Resolved):
+    """Which examples a run takes: the fields config.json records (`shambench.selection_fields`), and the suite
+    asked for."""
 
-    name: str | None = None
-    """The option's flag, when not the field's name with dashes (e.g. `--bootstrap` for `n_resamples`)."""
-    short: str | None = None
-    """A one-letter alias (e.g. `-d`)."""
-    metavar: str | None = None
-    """What the help shows for the value (e.g. `NAMES`)."""
-    inverse: bool = False
-    """A boolean whose flag turns it off (`--keep-going` for `fail_fast`): the docstring says what the flag does."""
-    kind: str | None = None
-    """How the value is read when not by its type: `dir`, `file`, `pairs` (repeatable KEY=VALUE), `duration`
-    (90m, 26h, 3600s), `base_url` (refused with credentials) or `suite` (one the registered sources declare)."""
-    help: str | None = None
-    """The option's help, where the field's docstring describes the Python value (an inverse flag's)."""
-    option: bool = True
-    """False: no option of its own (`--resume RUN_DIR` sets `resume` and `run_dir`)."""
-
-
-class Section(BaseModel):
-    """A part of a run's description; fields given explicitly are in `model_fields_set`."""
-
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-
-
-class Reading(Section):
-    """How the sources are read: which split, from where, and how many examples of each partition (a selection's,
-    and a sweep file's for all its cells)."""
-
-    split: str = "test"
-    """Split: test, or dev (the validation set)."""
-    data_dir: Annotated[Path | None, Flag(kind="dir")] = None
-    """Folder holding the corpora (default: $SHAMBENCH_DATA_DIR, else the user cache directory)."""
-    limit: int | None = Field(default=None, ge=1)
-    """Use only the first N examples of each partition."""
-
-
-class Selection(Reading):
-    """Which examples a run takes."""
-
-    datasets: Annotated[list[str] | None, Flag(short="-d", metavar="NAMES")] = None
-    """Comma-separated dataset names (see `shambench list datasets`); default: every SHAM-Bench source present."""
-    examples_file: Annotated[Path | None, Flag(name="--examples", kind="file")] = None
-    """An EXAMPLES JSONL file instead of `datasets` (one unified example per line)."""
-    context: Annotated[str | None, Flag(metavar="PROVIDER")] = None
-    """Evidence for open-domain examples from a context provider, e.g. file:EVIDENCE.jsonl or wikipedia (default:
-    each source's own context, empty for open-domain sets)."""
-    context_params: Annotated[dict[str, Any], Flag(name="--context-param", kind="pairs")] = Field(default_factory=dict)
-    """Context provider parameter (repeatable), e.g. preset=qwen3-4b for `context` llm."""
     suite: Annotated[str | None, Flag(kind="suite")] = None
     """Datasets by suite instead of `datasets`: a step-level math suite (prints its per-subset table: ProcessBench
     F1, Hard2Verify balanced accuracy/F1, Math-Shepherd character F1), mushroom (the 14 Mu-SHROOM languages) or
@@ -268,23 +221,10 @@ CREDENTIAL_ROUTING = ("base_url", "api_key_env")
 config.json, so that a doctored file cannot send the key to another server or read another variable."""
 
 
-class SelectionOptions(TypedDict, total=False):
-    """`Selection`'s fields as keywords (see their docstrings), but `datasets`, which the functions taking them
-    take first."""
+class EvalOptions(SelectionOptions, DatasetsOption, total=False):
+    """`evaluate()`'s keywords: RunSpec's fields by name (see their docstrings; `Selection`'s are declared with
+    them in `shambench.selection_fields`), and a monitor."""
 
-    examples_file: str | Path
-    split: str
-    data_dir: str | Path
-    limit: int
-    context: str
-    context_params: dict[str, Any]
-    suite: str
-
-
-class EvalOptions(SelectionOptions, total=False):
-    """`evaluate()`'s keywords: RunSpec's fields by name (see their docstrings), and a monitor."""
-
-    datasets: str | Sequence[str]
     params: dict[str, Any]
     model: str
     base_url: str

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 from shambench.scoring.agreement import AgreementGroup
 from shambench.scoring.steps import MathGroup
 from shambench.scoring.typed import TypesGroup
+from shambench.selection_fields import Recorded
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -140,7 +141,7 @@ class Overall(_Documented):
     """Sentence level."""
 
 
-class RunInfo(_Documented):
+class RunInfo(_Documented, Recorded):
     """What was scored and how it was produced; every field is optional because a bare predictions file has none."""
 
     # Extra keys are kept (and allowed by the exported schema) so that plugins can record more.
@@ -161,22 +162,14 @@ class RunInfo(_Documented):
     `prompt`; API-backed detectors asking for JSON, as negotiated or forced; several are joined by `, `)."""
     origin: str = "run"
     """`run` (shambench eval), `submission` (leaderboard submit) or `predictions` (shambench score --predictions)."""
-    datasets: list[str] | None = None
-    """Dataset names the examples came from (None when they came from an EXAMPLES file)."""
     split: str | None = None
     """Split of the adapters' data."""
-    examples_file: str | None = None
-    """EXAMPLES JSONL file, when the examples came from a file."""
     predictions_file: str | None = None
     """PRED JSONL file that was scored, for `shambench score --predictions`."""
     predictions_format: str | None = None
     """The released format the predictions file was read in (e.g. `mushroom`); None for shambench's own."""
     skipped_ranges: dict[str, int] = Field(default_factory=dict)
     """Ranges of the predictions file left out as its format's own scorer leaves them out, by reason."""
-    limit: int | None = None
-    """At most this many examples per partition, when the run was limited."""
-    context: str | None = None
-    """Context provider whose evidence the examples were scored with (None: each source's own context)."""
     context_provenance: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Per partition: provider, parameters, how many examples got evidence, and a hash of that evidence."""
     dropped_rows: dict[str, dict[str, int]] = Field(default_factory=dict)

@@ -19,7 +19,8 @@ from shambench.detection.detector import detectors
 from shambench.errors import DataError
 from shambench.registry import checked_params, factory_parameters
 from shambench.runs.files import JOURNAL, RESULTS
-from shambench.runs.spec import CREDENTIAL_ROUTING, Reading, RunSpec, Selection
+from shambench.runs.spec import CREDENTIAL_ROUTING, RunSpec, Selection
+from shambench.selection_fields import Reading
 from shambench.structured import yaml_file
 
 SUMMARY = "sweep.json"
