@@ -14,7 +14,8 @@ aiohttp rather than httpx or the openai SDK: the SDK's request transformation an
 several milliseconds of CPU per request, which on a 2-core machine caps a run far below what a local vLLM server
 or OpenAI's rate limits allow (benchmarks/bench_api.py); bare loops of the same requests, alternately, took 0.15 ms
 of CPU per request through aiohttp against 4.1 ms through httpx (benchmarks/bench_http.py). The openai SDK is kept
-for the Batch API only (`shambench.llm.batch`); of huggingface_hub, downloads use only its URLs and token.
+for the Batch API only, on a transport that applies this module's rules to it (`shambench.llm.batchapi`); of
+huggingface_hub, downloads use only its URLs and token.
 """
 
 from __future__ import annotations
@@ -38,6 +39,14 @@ CLIENT_CONNECTIONS = 100
 # The slowest a blocking client's body may arrive on average (bytes per second) before its deadline passes: far
 # below any real link, far above a server that trickles.
 MIN_RATE = 16 * 1024
+
+
+def time_left(started: float, now: float, timeout: float, received: int, min_rate: float = MIN_RATE) -> float:
+    """Seconds left to a request that started at `started` and has received `received` bytes of body, at `now`
+    (one clock): `timeout` from its start, plus 1 s per `min_rate` bytes received. The one rule of every request
+    whose body may be large (downloads, Batch API files): a server that trickles runs out of time, a large body
+    at any real rate does not."""
+    return started + timeout + received / min_rate - now
 
 
 def deadline(seconds: float) -> asyncio.Timeout:
@@ -236,7 +245,7 @@ class Client:
     def remaining(self, started: float, received: int) -> float:
         """Seconds left to a request that started at `started` (the loop's clock) and has received `received`
         bytes of body."""
-        return started + self.timeout + received / self.min_rate - self._now()
+        return time_left(started, self._now(), self.timeout, received, self.min_rate)
 
     def run(self, step: Awaitable[T], seconds: float | None = None) -> T:
         """The outcome of `step` on the client's loop, within `seconds` if given; aiohttp's failures as

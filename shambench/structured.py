@@ -146,7 +146,8 @@ def json_value(
     except UnicodeDecodeError as err:
         raise _failure(where, line(), f"not UTF-8 text (byte {err.start})", expected, error) from None
     except json.JSONDecodeError as err:
-        problem = f"not valid JSON ({err.msg} at column {err.colno})"
+        # json's "Unterminated string starting at" already ends in "at"
+        problem = f"not valid JSON ({err.msg.removesuffix(' at')} at column {err.colno})"
         raise _failure(where, line(err.lineno) if first_line else err.lineno, problem, expected, error) from None
     except ValueError as err:  # a NaN or Infinity, or a number `parse_float` refused
         raise _failure(where, line(), f"not valid JSON ({err})", expected, error) from None

@@ -3,7 +3,7 @@
 `BatchRoute` answers the requests the response cache knows at once and holds the others back; they are written as
 Batch JSONL (`custom_id` = `<example id>#<request cache key>`, one line per distinct request) and uploaded with the
 `openai` SDK (`files.create(purpose="batch")`, `batches.create(endpoint=..., completion_window="24h")`) through
-`BatchAPI`; `answers_of` turns a finished batch's output and error files back into one `Answer` per request, which
+`shambench.llm.batchapi.BatchAPI`, whose transport bounds every call; `answers_of` turns a finished batch's output and error files back into one `Answer` per request, which
 the route then serves, so every answer goes through the same parsing, span placement, response cache and journal as
 a direct one. The rounds, the run directory's `batches.json`, resumes and estimates are `shambench.runs.batch`'s.
 
@@ -15,31 +15,31 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field, field_validator
 
 from shambench.detection.detector import Detector, Monitor
 from shambench.errors import DataError, MalformedReply
-from shambench.io import json_type, parse_json_line
+from shambench.io import json_type
 from shambench.llm.client import LLMError
 from shambench.llm.endpoint import MAX_RESPONSE_BYTES_ENV, Endpoint
 from shambench.llm.pricing import cost_of
 from shambench.llm.route import Deferred, Route
 from shambench.llm.wire import Reply, Usage, error_message, reply_of
 from shambench.schema import Example
-from shambench.secrets import redact
+from shambench.structured import json_value
+
+if TYPE_CHECKING:  # the SDK is imported only by a run that talks to the Batch API
+    from shambench.llm.batchapi import Batch, BatchAPI
 
 # Batch API endpoint of each request kind.
 BATCH_ENDPOINTS = {"chat": "/v1/chat/completions", "completions": "/v1/completions", "responses": "/v1/responses"}
 # Statuses after which a batch changes no more.
 FINISHED = frozenset({"completed", "failed", "expired", "cancelled"})
-# Batches per page when looking for a batch by its input file (the SDK follows the cursor to further pages).
-LIST_PAGE = 100
 CHARS_PER_TOKEN = 4
 TOKENS_PER_MESSAGE = 4
 DEFAULT_OUTPUT_TOKENS = 100
@@ -47,9 +47,6 @@ DEFAULT_OUTPUT_TOKENS = 100
 without reasoning is a few dozen tokens; the ceiling at the request's token limit is shown beside it)."""
 # Generation parameters that cap a reply's length, in the order a server honours them.
 LIMIT_KEYS = ("max_completion_tokens", "max_tokens", "max_output_tokens")
-# Output and error files larger than this many bytes are refused whole (`$SHAMBENCH_MAX_BATCH_FILE_BYTES`).
-MAX_BATCH_FILE_ENV = "SHAMBENCH_MAX_BATCH_FILE_BYTES"
-DEFAULT_MAX_BATCH_FILE_BYTES = 512 * 1024 * 1024
 LINE_WRAPPER_BYTES = 4096
 """What an output line may hold besides its response body (ids, status): a line is refused past the body cap
 (the direct replies' `max_response_bytes`) plus this."""
@@ -214,97 +211,15 @@ def request_cost(model: str, counter: TokenCounter, body: dict[str, Any], per_re
     return cost_of(model, counter.request(body), per_reply, batch=True)
 
 
-# ------------------------------------------------------------------------------------------------ the SDK side
+# ------------------------------------------------------------------------------------------------ the answers
 
 
-class BatchAPI:
-    """The Files and Batches endpoints of the detector's server, through the `openai` SDK (same base URL and key
-    variable as direct requests; the SDK retries 429/5xx and pages through lists)."""
-
-    def __init__(self, endpoint: Endpoint):
-        import openai
-
-        self._key = endpoint.api_key()
-        self.base_url = endpoint.url()
-        self.client = openai.OpenAI(
-            api_key=self._key, base_url=self.base_url, max_retries=endpoint.max_retries, timeout=endpoint.timeout
-        )
-        self._errors = (openai.APIError,)
-
-    def call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """`fn(*args, **kwargs)`; DataError saying what failed (never the key) when the API refuses or fails."""
-        try:
-            return fn(*args, **kwargs)
-        except self._errors as err:
-            # The SDK keeps the `error` object of an OpenAI-style body; other servers' bodies come as they are.
-            body, status = getattr(err, "body", None), getattr(err, "status_code", None)
-            detail = body.get("message") if isinstance(body, dict) else None
-            message = f"HTTP {status}: {detail or err}" if status else str(err)
-            raise DataError(redact(f"Batch API at {self.base_url}: {what} failed: {message}")) from None
-
-    def upload(self, lines: list[str], name: str) -> str:
-        """The id of an uploaded Batch JSONL file."""
-        data = "".join(lines).encode("utf-8")
-        made = self.call("uploading the requests", self.client.files.create, file=(name, data), purpose="batch")
-        return made.id
-
-    def create(self, record: BatchRecord, run_name: str) -> Any:
-        """A new batch of the record's input file."""
-        return self.call(
-            "creating the batch",
-            self.client.batches.create,
-            input_file_id=record.input_file_id,
-            endpoint=record.endpoint,
-            completion_window="24h",
-            metadata={"shambench_run": run_name[:512]},
-        )
-
-    def find(self, input_file_id: str) -> Any | None:
-        """The batch made from an input file, if one was (every page of the batch list is read)."""
-        pages = self.call("listing batches", self.client.batches.list, limit=LIST_PAGE)
-        try:
-            return next((b for b in pages if b.input_file_id == input_file_id), None)
-        except self._errors as err:  # a later page failed to load
-            raise DataError(redact(f"Batch API at {self.base_url}: listing batches failed: {err}")) from None
-
-    def retrieve(self, batch_id: str) -> Any:
-        """A batch's current state."""
-        return self.call(f"checking batch {batch_id}", self.client.batches.retrieve, batch_id)
-
-    def lines(self, file_id: str, line_limit: int, file_limit: int) -> Iterator[tuple[int, bytes, bool]]:
-        """The lines of an output or error file as `split_lines` yields them, streamed (never held whole)."""
-        what = f"downloading {file_id}"
-        try:
-            with self.client.files.with_streaming_response.content(file_id) as response:
-                yield from split_lines(response.iter_bytes(64 * 1024), line_limit, file_limit, file_id)
-        except self._errors as err:  # the connection failed while the file streamed
-            raise DataError(redact(f"Batch API at {self.base_url}: {what} failed: {err}")) from None
-
-
-def max_batch_file_bytes() -> int:
-    """`$SHAMBENCH_MAX_BATCH_FILE_BYTES`, else 512 MiB."""
-    value = os.environ.get(MAX_BATCH_FILE_ENV)
-    if not value:
-        return DEFAULT_MAX_BATCH_FILE_BYTES
-    if not value.isdigit():
-        raise DataError(f"${MAX_BATCH_FILE_ENV}: expected a number of bytes, got {value!r}")
-    return int(value)
-
-
-def split_lines(
-    chunks: Iterable[bytes], line_limit: int, file_limit: int, name: str
-) -> Iterator[tuple[int, bytes, bool]]:
+def split_lines(chunks: Iterable[bytes], line_limit: int) -> Iterator[tuple[int, bytes, bool]]:
     """`(line number, bytes, whole)` of each non-blank line of a file arriving in `chunks`: a line longer than
-    `line_limit` comes cut to its first `HEAD_BYTES` with `whole` false, so memory stays bounded by the limit;
-    DataError once the file passes `file_limit` bytes."""
-    size, lineno, line, cut = 0, 0, bytearray(), False
+    `line_limit` comes cut to its first `HEAD_BYTES` with `whole` false, so memory stays bounded by the limit (the
+    whole file's is the transport's, `shambench.llm.batchapi`)."""
+    lineno, line, cut = 0, bytearray(), False
     for chunk in chunks:
-        size += len(chunk)
-        if size > file_limit:
-            raise DataError(
-                f"batch file {name} is larger than the {file_limit}-byte limit (${MAX_BATCH_FILE_ENV}); nothing of it "
-                f"was applied: raise ${MAX_BATCH_FILE_ENV} to accept it, then resume"
-            )
         start = 0
         while start <= len(chunk):
             end = chunk.find(b"\n", start)
@@ -344,9 +259,12 @@ def answer_of(line: dict[str, Any]) -> Answer:
     return Answer(body=body)
 
 
-def line_answer(raw: bytes, whole: bool, limit: int) -> tuple[str | None, Answer]:
+def line_answer(
+    raw: bytes, whole: bool, limit: int, where: str = "batch file", lineno: int = 1
+) -> tuple[str | None, Answer]:
     """The `custom_id` of one raw output line (None when it has none that can be read) and its answer: a line
-    over the size limit, or not a JSON object, is the failure of the request it names."""
+    over the size limit, not JSON (read by the bounded reader: strict, at most `MAX_DEPTH` levels deep) or not an
+    object is the failure of the request it names. `where` and `lineno` name the line in a failure."""
     found = _CUSTOM_ID.search(raw[:HEAD_BYTES])
     named = found.group(1).decode("utf-8", "replace") if found else None
     if not whole:
@@ -354,9 +272,9 @@ def line_answer(raw: bytes, whole: bool, limit: int) -> tuple[str | None, Answer
             error=f"batch output: the answer is larger than the {limit}-byte limit (${MAX_RESPONSE_BYTES_ENV})"
         )
     try:
-        line = parse_json_line(raw)
-    except ValueError as err:
-        return named, Answer(error=f"batch output: the line is {err}")
+        line = json_value(raw, where, "a Batch API output line", first_line=lineno)
+    except DataError as err:
+        return named, Answer(error=f"batch output: {err}")
     if not isinstance(line, dict):
         return None, Answer(error=f"batch output: the line is {json_type(line)}, not an object")
     custom = line.get("custom_id")
@@ -377,13 +295,13 @@ class BatchAnswers(BaseModel):
         return ", ".join(f"{reason}: {n}" for reason, n in sorted(self.unused.items()))
 
 
-def batch_errors(batch: Any) -> str:
+def batch_errors(batch: Batch) -> str:
     """The messages of a failed batch's `errors` (e.g. input file validation), joined."""
-    data = getattr(getattr(batch, "errors", None), "data", None) or []
-    return "; ".join(f"{e.code}: {e.message}" if getattr(e, "code", None) else str(e.message) for e in data)
+    data = batch.errors.data if batch.errors else []
+    return "; ".join(": ".join(str(part) for part in (e.code, e.message) if part) for e in data)[:2000]
 
 
-def answers_of(api: BatchAPI, batch: Any, record: BatchRecord, limit: int) -> BatchAnswers:
+def answers_of(api: BatchAPI, batch: Batch, record: BatchRecord, limit: int) -> BatchAnswers:
     """Every request of a finished batch: its answer, or why it has none (an expired, cancelled or failed batch
     leaves requests unanswered; they get that as their reason). Each line is checked as a direct reply is (at most
     `limit` bytes, a JSON object, a numeric status, an object body): a bad line fails the request it names and the
@@ -392,10 +310,10 @@ def answers_of(api: BatchAPI, batch: Any, record: BatchRecord, limit: int) -> Ba
     wanted = set(record.keys)
     found: dict[str, list[Answer]] = {}
     unused: Counter[str] = Counter()
-    file_limit = max_batch_file_bytes()
     for file_id in (batch.output_file_id, batch.error_file_id):
-        for _, raw, whole in api.lines(file_id, limit + LINE_WRAPPER_BYTES, file_limit) if file_id else ():
-            custom, answer = line_answer(raw, whole, limit)
+        lines = split_lines(api.chunks(file_id), limit + LINE_WRAPPER_BYTES) if file_id else ()
+        for lineno, raw, whole in lines:
+            custom, answer = line_answer(raw, whole, limit, f"batch file {file_id}", lineno)
             if custom is None:
                 unused["lines without a readable custom_id"] += 1
             elif key_of(custom) not in wanted:

@@ -22,7 +22,7 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
@@ -35,7 +35,6 @@ from shambench.llm.batch import (
     FINISHED,
     LIMIT_KEYS,
     Answer,
-    BatchAPI,
     BatchRecord,
     BatchRoute,
     TokenCounter,
@@ -53,6 +52,9 @@ from shambench.provenance import now_iso
 from shambench.runs.files import BATCHES
 from shambench.runs.runner import run_predictions
 from shambench.schema import Example, Prediction
+
+if TYPE_CHECKING:  # the SDK is imported only when a batch is talked to (`BatchRun.api`)
+    from shambench.llm.batchapi import Batch, BatchAPI
 
 MAX_STATE_BYTES = 64 * 1024 * 1024
 """Largest batches.json read (a batch of 10,000 requests records about 1 MB of keys)."""
@@ -236,9 +238,18 @@ class BatchRun:
 
     @property
     def api(self) -> BatchAPI:
+        """The Batch API of the detector's server, opened at the first call (`close` closes it)."""
         if self._api is None:
+            from shambench.llm.batchapi import BatchAPI
+
             self._api = BatchAPI(self.detector.endpoint)
         return self._api
+
+    def close(self) -> None:
+        """Close the Batch API's connections, if any were opened."""
+        if self._api is not None:
+            self._api.close()
+            self._api = None
 
     def save(self) -> None:
         write_json(state_path(self.run_dir), self.state, root=self.journal.root or self.run_dir.parent)
@@ -250,14 +261,21 @@ class BatchRun:
         on_prediction: Callable[[Prediction], None] | None = None,
     ) -> BatchOutcome:
         """Finish `examples` (or leave a batch running when not waiting); the outcome says which."""
-        todo = list(examples)
+        try:
+            return self._rounds(list(examples), monitor, on_prediction)
+        finally:
+            self.close()
+
+    def _rounds(
+        self, todo: list[Example], monitor: Monitor, on_prediction: Callable[[Prediction], None] | None
+    ) -> BatchOutcome:
         while True:
             answers: dict[str, Answer] = {}
             opened = [r for r in self.state.batches if not r.applied]
             for record in opened:
                 batch = self.wait(record)
-                if batch.status not in FINISHED:
-                    self.outcome.detached, self.outcome.timed_out = batch.id, self.settings.wait
+                if batch is None or batch.status not in FINISHED:
+                    self.outcome.detached, self.outcome.timed_out = str(record.id), self.settings.wait
                     return self.outcome
                 got = answers_of(self.api, batch, record, self.detector.endpoint.max_response_bytes)
                 answers.update(got.answers)
@@ -364,20 +382,27 @@ class BatchRun:
         if record.id is not None:
             return
         found = self.api.find(record.input_file_id)
-        batch = found or self.api.create(record, self.run_dir.name)
+        batch = found or self.api.create(record.input_file_id, record.endpoint, self.run_dir.name)
         record.id = batch.id
         record.status = batch.status
         self.save()
 
-    def wait(self, record: BatchRecord) -> Any:
+    def wait(self, record: BatchRecord) -> Batch | None:
         """The batch once finished (or its current state when not waiting), polled with growing waits; status
-        and request counts are reported whenever they change."""
+        and request counts are reported whenever they change. A status check is given what is left of the wait
+        (`BatchSettings.timeout`), at least the poll interval; None when that ran out during one (a server that
+        does not answer): the batch stays recorded as last seen, for `--resume`."""
+        from shambench.llm.batchapi import WaitOver
+
         self.ensure_created(record)
         delay = self.settings.poll
         seen = None
         deadline = time.monotonic() + self.settings.timeout
         while True:
-            batch = self.api.retrieve(str(record.id))
+            try:
+                batch = self.api.retrieve(str(record.id), within=max(deadline - time.monotonic(), self.settings.poll))
+            except WaitOver:
+                return None
             counts = batch.request_counts.model_dump() if batch.request_counts else {}
             record.status, record.request_counts = batch.status, counts
             self.save()
@@ -396,20 +421,29 @@ class BatchRun:
 def status_lines(run_dir: Path, endpoint: Callable[[], Endpoint]) -> list[str]:
     """One line per recorded batch of a run: id, status, counts, and whether its answers were applied (the open
     ones are checked with the API at `endpoint()`, called only then; the applied ones are shown as recorded)."""
+    from shambench.llm.batchapi import BatchAPI
+
     state = load_state(run_dir)
     api = BatchAPI(endpoint()) if any(not r.applied for r in state.batches) else None
-    lines = []
-    for record in state.batches:
-        status, counts = record.status, record.request_counts
-        if api is not None and not record.applied and record.id:
-            batch = api.retrieve(record.id)
-            status = batch.status
-            counts = batch.request_counts.model_dump() if batch.request_counts else {}
-            record.status, record.request_counts = status, counts
-        done = f"{counts.get('completed', 0)}/{counts.get('total', len(record.keys))} done" if counts else ""
-        failed = f", {counts['failed']} failed" if counts.get("failed") else ""
-        applied = "answers applied" if record.applied else "answers not applied yet"
-        lines.append(f"{record.id or '(not created yet)'}  {status}  {done}{failed}  ({applied})")
+    try:
+        lines = [status_line(record, api) for record in state.batches]
+    finally:
+        if api is not None:
+            api.close()
     if api is not None:
         write_json(state_path(run_dir), state, root=run_dir.parent)
     return lines
+
+
+def status_line(record: BatchRecord, api: BatchAPI | None) -> str:
+    """One recorded batch's line: id, status, counts, whether applied (checked with `api` when not applied)."""
+    status, counts = record.status, record.request_counts
+    if api is not None and not record.applied and record.id:
+        batch = api.retrieve(record.id)
+        status = batch.status
+        counts = batch.request_counts.model_dump() if batch.request_counts else {}
+        record.status, record.request_counts = status, counts
+    done = f"{counts.get('completed', 0)}/{counts.get('total', len(record.keys))} done" if counts else ""
+    failed = f", {counts['failed']} failed" if counts.get("failed") else ""
+    applied = "answers applied" if record.applied else "answers not applied yet"
+    return f"{record.id or '(not created yet)'}  {status}  {done}{failed}  ({applied})"
