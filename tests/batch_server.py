@@ -9,7 +9,13 @@ ends `completed` (or `final_status`: `expired` answers only `answer_limit` lines
 `batch_expired` in the error file, as OpenAI does; `cancelled` leaves them out). `hold` keeps batches
 `in_progress` until cleared. `item_faults(request)` returns an HTTP status for a line that should fail (its error
 goes to the error file). Direct chat requests still land in `log`; batch lines land in `batch_log` only, so a test
-can assert that a run used batches alone; `seen` records every request of any kind, with its Authorization header.
+can assert that a run used batches alone; `seen` records every request of any kind, with its Authorization header
+(a batch line's `Request.authorization` is that of the request that created its batch, for a script to echo).
+
+A server that lies: `lies` maps a route (`upload`, `create`, `list`, `retrieve`, `content`) to a handler that
+answers instead of the honest one, e.g. `endless(...)`, `trickle(...)`, `silent` or `replying(...)` below. Each of
+them gives up after HANG_BOUND seconds (or when the server stops) and notes in `lied` how it ended, so a client
+that does not cut it short fails its test rather than hanging it.
 
     def test_x(batch_server):
         batch_server.script = lambda req: '{"incorrect_spans": []}'
@@ -19,10 +25,12 @@ can assert that a run used batches alone; `seen` records every request of any ki
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterator
+import zlib
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +40,10 @@ from aiohttp import web
 from tests.openai_server import OpenAIServer, Request, prompt_of
 
 BATCH_ENDPOINTS = ("/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/embeddings")
+HANG_BOUND = 60.0
+"""Seconds a lying handler keeps going before it gives up (only a client that does not cut it short sees that)."""
+
+Lie = Callable[["BatchServer", web.Request], Awaitable[web.StreamResponse]]
 
 
 @dataclass
@@ -55,11 +67,22 @@ class BatchServer(OpenAIServer):
     """`GET /v1/batches/{id}` requests served."""
     seen: list[tuple[str, str, str | None]] = field(default_factory=list)
     """Every request received, of any path: (method, path, Authorization header)."""
+    lies: dict[str, Lie] = field(default_factory=dict)
+    """Handlers answering instead of the honest ones, by route name (see the module docstring)."""
+    lied: list[str] = field(default_factory=list)
+    """How each lying handler ended: `cut off` (the client went away), `gave up` (HANG_BOUND passed) or `done`."""
 
     @web.middleware
     async def _note(self, request: web.Request, handler: Callable) -> web.StreamResponse:
         self.seen.append((request.method, request.path, request.headers.get("Authorization")))
         return await handler(request)
+
+    def _lie(self, route: str) -> Lie | None:
+        return self.lies.get(route)
+
+    def released(self) -> bool:
+        """Whether the server is stopping (lying handlers then end)."""
+        return self._release is not None and self._release.is_set()
 
     def _routes(self, app: web.Application) -> None:
         super()._routes(app)
@@ -91,7 +114,9 @@ class BatchServer(OpenAIServer):
     def _public(self, file_id: str) -> dict[str, Any]:
         return {k: v for k, v in self.files[file_id].items() if k != "data"}
 
-    async def _upload(self, request: web.Request) -> web.Response:
+    async def _upload(self, request: web.Request) -> web.StreamResponse:
+        if lie := self._lie("upload"):
+            return await lie(self, request)
         form = await request.post()
         upload, purpose = form.get("file"), form.get("purpose")
         if upload is None or not hasattr(upload, "file") or purpose not in ("batch", "fine-tune", "assistants"):
@@ -104,7 +129,9 @@ class BatchServer(OpenAIServer):
             return _error(404, f"No such File object: {file_id}")
         return web.json_response(self._public(file_id))
 
-    async def _content(self, request: web.Request) -> web.Response:
+    async def _content(self, request: web.Request) -> web.StreamResponse:
+        if lie := self._lie("content"):
+            return await lie(self, request)
         file_id = request.match_info["id"]
         if file_id not in self.files:
             return _error(404, f"No such File object: {file_id}")
@@ -112,7 +139,9 @@ class BatchServer(OpenAIServer):
 
     # ----------------------------------------------------------------------------------------------- batches
 
-    async def _create(self, request: web.Request) -> web.Response:
+    async def _create(self, request: web.Request) -> web.StreamResponse:
+        if lie := self._lie("create"):
+            return await lie(self, request)
         body = await request.json()
         file_id, endpoint = body.get("input_file_id"), body.get("endpoint")
         if file_id not in self.files:
@@ -136,6 +165,7 @@ class BatchServer(OpenAIServer):
             "expires_at": now + 86400,
             "request_counts": {"total": len(lines), "completed": 0, "failed": 0},
             "metadata": body.get("metadata"),
+            "_auth": request.headers.get("Authorization"),
             "_lines": lines,
             "_checks": 0,
         }
@@ -144,7 +174,9 @@ class BatchServer(OpenAIServer):
     def _batch(self, batch_id: str) -> dict[str, Any]:
         return {k: v for k, v in self.batches[batch_id].items() if not k.startswith("_")}
 
-    async def _list(self, request: web.Request) -> web.Response:
+    async def _list(self, request: web.Request) -> web.StreamResponse:
+        if lie := self._lie("list"):
+            return await lie(self, request)
         limit = int(request.query.get("limit", 20))
         ids = sorted(self.batches, reverse=True)  # newest first, as OpenAI lists them
         after = request.query.get("after")
@@ -162,7 +194,9 @@ class BatchServer(OpenAIServer):
             }
         )
 
-    async def _retrieve(self, request: web.Request) -> web.Response:
+    async def _retrieve(self, request: web.Request) -> web.StreamResponse:
+        if lie := self._lie("retrieve"):
+            return await lie(self, request)
         batch_id = request.match_info["id"]
         if batch_id not in self.batches:
             return _error(404, f"No such Batch object: {batch_id}")
@@ -233,7 +267,7 @@ class BatchServer(OpenAIServer):
         body = line["body"]
         prompt = prompt_of(body)
         key = hashlib.sha256(prompt.encode()).hexdigest()[:16]
-        req = Request(len(self.batch_log) + 1, line["url"], body, prompt, key, 1, None)
+        req = Request(len(self.batch_log) + 1, line["url"], body, prompt, key, 1, batch["_auth"])
         self.batch_log.append(req)
         status = self.item_faults(req) if self.item_faults else None
         if status:
@@ -257,6 +291,88 @@ class BatchServer(OpenAIServer):
             "response": response,
             "error": None,
         }
+
+
+# --- lies ------------------------------------------------------------------------------------------------------
+
+
+async def _stream(
+    server: BatchServer,
+    request: web.Request,
+    pieces: Iterator[bytes],
+    pause: float = 0.0,
+    headers: dict[str, str] | None = None,
+) -> web.StreamResponse:
+    """A 200 reply whose body is `pieces`, one every `pause` seconds, until they run out, the client goes away,
+    HANG_BOUND passes or the server stops; `lied` notes which."""
+    reply = web.StreamResponse(headers={"Content-Type": "application/octet-stream", **(headers or {})})
+    await reply.prepare(request)
+    until = asyncio.get_running_loop().time() + HANG_BOUND
+    how = "done"
+    try:
+        for piece in pieces:
+            if server.released() or asyncio.get_running_loop().time() > until:
+                how = "gave up"
+                break
+            await reply.write(piece)
+            await asyncio.sleep(pause)
+    except (ConnectionError, asyncio.CancelledError):
+        how = "cut off"
+    server.lied.append(how)
+    return reply
+
+
+def endless(line: bytes, gzip: bool = False) -> Lie:
+    """A body that repeats `line` without end, as fast as it is read; `gzip`: compressed, each megabyte of it a
+    few kilobytes sent (a decompression bomb)."""
+
+    def pieces() -> Iterator[bytes]:
+        packer = zlib.compressobj(wbits=31) if gzip else None
+        block = line * max(1, (1 << 20) // len(line))
+        while True:
+            yield block if packer is None else packer.compress(block) + packer.flush(zlib.Z_SYNC_FLUSH)
+
+    async def lie(server: BatchServer, request: web.Request) -> web.StreamResponse:
+        return await _stream(server, request, pieces(), headers={"Content-Encoding": "gzip"} if gzip else None)
+
+    return lie
+
+
+async def trickle(server: BatchServer, request: web.Request) -> web.StreamResponse:
+    """A body of spaces (white space a JSON reader skips) sent a byte every 50 ms: a reply that never completes."""
+
+    def spaces() -> Iterator[bytes]:
+        while True:
+            yield b" "
+
+    return await _stream(server, request, spaces(), pause=0.05)
+
+
+async def silent(server: BatchServer, request: web.Request) -> web.StreamResponse:
+    """A connection accepted and never answered."""
+    assert server._release is not None
+    try:
+        await asyncio.wait_for(server._release.wait(), HANG_BOUND)
+    except TimeoutError:
+        pass
+    except asyncio.CancelledError:
+        server.lied.append("cut off")
+        raise
+    server.lied.append("gave up")
+    return _error(503, "gave up")
+
+
+def replying(
+    body: bytes | Callable[[web.Request], bytes], status: int = 200, headers: dict[str, str] | None = None
+) -> Lie:
+    """A reply of `body` (or of what it returns for the request) with `status` and `headers`, at once."""
+
+    async def lie(server: BatchServer, request: web.Request) -> web.StreamResponse:
+        data = body(request) if callable(body) else body
+        server.lied.append("done")
+        return web.Response(body=data, status=status, content_type="application/json", headers=headers)
+
+    return lie
 
 
 def _invalid(lines: list[dict[str, Any]], endpoint: str) -> str | None:

@@ -290,20 +290,21 @@ async def _next(pieces: AsyncIterator[bytes]) -> bytes | None:
     return await anext(pieces, None)
 
 
-def checked(model: type[M], value: Any) -> M:
-    """`value` as `model`; DataError naming the first field that is wrong (one line)."""
+def checked(model: type[M], value: Any, what: str) -> M:
+    """`value` as `model`; DataError naming the first field that is wrong and `what` was expected (one line)."""
     try:
         return model.model_validate(value)
     except ValidationError as err:
         first = err.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "body"
-        raise DataError(f"the reply's {where} is not {model.__doc__ or model.__name__} ({first['msg']})") from None
+        where = ".".join(str(part) for part in first["loc"])
+        field = f"the reply's {where}" if where else "the reply"
+        raise DataError(f"{field}: {first['msg']}; expected {what}") from None
 
 
-async def _object(call: Awaitable[Any], model: type[M]) -> M:
+async def _object(call: Awaitable[Any], model: type[M], what: str) -> M:
     """The reply of an SDK call made `with_raw_response`, read by the bounded reader and checked as `model`."""
     reply = await call
-    return checked(model, json_value(reply.content, "the reply", "a JSON object"))
+    return checked(model, json_value(reply.content, "the reply", what), what)
 
 
 class BatchAPI:
@@ -381,7 +382,7 @@ class BatchAPI:
         """The id of an uploaded Batch JSONL file."""
         data = "".join(lines).encode("utf-8")
         made = self._objects.files.with_raw_response.create(file=(name, data), purpose="batch")
-        return self.run("uploading the requests", _object(made, FileObject)).id
+        return self.run("uploading the requests", _object(made, FileObject, "a file object")).id
 
     def create(self, input_file_id: str, endpoint: str, run_name: str) -> Batch:
         """A new batch of an uploaded input file."""
@@ -391,7 +392,7 @@ class BatchAPI:
             completion_window="24h",
             metadata={"shambench_run": run_name[:512]},
         )
-        return self.run("creating the batch", _object(made, Batch))
+        return self.run("creating the batch", _object(made, Batch, "a batch object"))
 
     def find(self, input_file_id: str) -> Batch | None:
         """The batch made from an input file, if one was (the batch list is read page by page)."""
@@ -400,11 +401,11 @@ class BatchAPI:
     async def _find(self, input_file_id: str) -> Batch | None:
         cursor: str | None = None
         for _ in range(MAX_LIST_PAGES):
-            after = cursor or openai.omit
-            page = await _object(self._objects.batches.with_raw_response.list(limit=LIST_PAGE, after=after), BatchPage)
+            listed = self._objects.batches.with_raw_response.list(limit=LIST_PAGE, after=cursor or openai.omit)
+            page = await _object(listed, BatchPage, "a page of the batch list")
             found = next((b for b in page.data if b.get("input_file_id") == input_file_id), None)
             if found is not None:
-                return checked(Batch, found)
+                return checked(Batch, found, "a batch object")
             following = page.last_id or (page.data[-1].get("id") if page.data else None)
             if not page.has_more or not isinstance(following, str) or following == cursor:
                 return None
@@ -414,7 +415,7 @@ class BatchAPI:
     def retrieve(self, batch_id: str, within: float | None = None) -> Batch:
         """A batch's current state (WaitOver when `within` seconds pass first)."""
         made = self._objects.batches.with_raw_response.retrieve(batch_id)
-        return self.run(f"checking batch {batch_id}", _object(made, Batch), within)
+        return self.run(f"checking batch {batch_id}", _object(made, Batch, "a batch object"), within)
 
     def chunks(self, file_id: str) -> Iterator[bytes]:
         """The bytes of an output or error file as they arrive (never held whole), inflated and capped by the

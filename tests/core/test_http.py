@@ -19,6 +19,7 @@ from shambench.http import (
     TransportError,
     proxy_for,
     reach_scheduler,
+    time_left,
 )
 
 BODY = bytes(range(256)) * 40  # 10,240 bytes
@@ -191,3 +192,9 @@ def test_the_proxy_of_a_url_honours_no_proxy(monkeypatch):
     assert proxy_for("https://api.openai.com/v1") == "http://proxy.example:3128"
     assert proxy_for("https://internal.example/v1") is None
     assert proxy_for("http://api.openai.com/v1") is None  # no proxy named for plain http
+
+
+def test_a_request_has_its_timeout_plus_a_second_per_min_rate_bytes_received():
+    # Started at 10 with a 60 s timeout; at 15, with 32 KiB received at 16 KiB/s: 60 + 2 - 5 = 57 s left.
+    assert time_left(10.0, 15.0, 60.0, 32 * 1024, 16 * 1024) == 57.0
+    assert time_left(10.0, 75.0, 60.0, 0, 16 * 1024) == -5.0  # nothing received: past its deadline

@@ -692,3 +692,217 @@ def test_evaluate_takes_the_batch_dry_run_and_cost_options_of_eval(batch_server,
     # A budget of nothing: no request is sent, every example is a failed prediction a resume would run.
     spent = shambench.evaluate("openai", max_cost=0, run_dir=tmp_path / "budget", **api, **fast)
     assert spent.failed_predictions == 4 and len(batch_server.log) == 0
+
+
+# --- a hostile Batch API: every call bounded, every failure one line, nothing lost ---------------------------
+
+HOSTILE = ["-p", "timeout=0.5", "-p", "max_retries=1"]
+"""A request's deadline short enough for a test, one retry."""
+
+
+def resumed(server: BatchServer, run: Path, *extra: str):
+    return invoke("eval", "--resume", str(run), "--base-url", server.base_url, *FAST, *extra)
+
+
+def one_error_line(result, message: str) -> None:
+    """The command failed with exit status 2 and printed exactly `error: <message>`, no traceback."""
+    assert result.exit_code == 2, result.output
+    assert result.stderr == f"error: {message}\n"
+    assert isinstance(result.exception, SystemExit)
+
+
+def finishes_untouched(server: BatchServer, run: Path) -> None:
+    """The run lost nothing: its batch was not applied, nothing was journaled, and an honest server finishes it
+    from the same batch."""
+    assert not load_state(run).batches[0].applied and journal_of(run) == {}
+    server.lies.clear()
+    eval_ok("--resume", str(run), "--base-url", server.base_url, *FAST)
+    assert results_of(run)["failed_predictions"] == 0 and list(server.batches) == ["batch_0001"]
+
+
+@pytest.mark.parametrize("gzip", [False, True], ids=["plain", "gzip bomb"])
+def test_an_endless_output_file_stops_at_the_cap(batch_server, tmp_path, monkeypatch, gzip):
+    from tests.batch_server import endless
+
+    run = submitted(batch_server, tmp_path, 3)
+    answered(batch_server)
+    line = batch_server.files["file-0002"]["data"].splitlines(keepends=True)[0]
+    batch_server.lies["content"] = endless(line, gzip=gzip)
+    monkeypatch.setenv("SHAMBENCH_MAX_BATCH_FILE_BYTES", "1000000")
+    result = resumed(batch_server, run)
+    one_error_line(
+        result,
+        f"Batch API at {batch_server.base_url}: downloading file-0002 failed: malformed reply: larger than the "
+        "1000000-byte limit ($SHAMBENCH_MAX_BATCH_FILE_BYTES); nothing of it was applied: raise "
+        "$SHAMBENCH_MAX_BATCH_FILE_BYTES to accept it, then resume",
+    )
+    # The client hung up at the cap: the server never reached its own bound.
+    wait_until(lambda: batch_server.lied == ["cut off"], "the endless body cut off")
+    monkeypatch.delenv("SHAMBENCH_MAX_BATCH_FILE_BYTES")
+    finishes_untouched(batch_server, run)
+
+
+@pytest.mark.parametrize(
+    ("route", "what", "why"),
+    [
+        ("retrieve", "checking batch batch_0001", "no complete reply within 0.5 s, 2 attempt(s)"),
+        ("content", "downloading file-0002", "no complete reply within 0.5 s (plus 1 s per 16384 bytes received)"),
+    ],
+)
+def test_a_server_that_trickles_is_cut_off_at_the_deadline(batch_server, tmp_path, route, what, why):
+    from tests.batch_server import trickle
+
+    run = submitted(batch_server, tmp_path, 2)
+    answered(batch_server)
+    batch_server.lies[route] = trickle
+    result = resumed(batch_server, run, *HOSTILE)
+    one_error_line(result, f"Batch API at {batch_server.base_url}: {what} failed: {why}")
+    # Every attempt was abandoned by the client (a status check is retried once; a download's body is not).
+    attempts = 2 if route == "retrieve" else 1
+    wait_until(lambda: batch_server.lied == ["cut off"] * attempts, "every trickle cut off")
+    finishes_untouched(batch_server, run)
+
+
+def test_a_status_check_that_outlives_the_wait_leaves_the_run_resumable(batch_server, tmp_path):
+    from tests.batch_server import silent
+
+    batch_server.lies["retrieve"] = silent
+    run = tmp_path / "run"
+    args = [*toy_args(batch_server, tmp_path, 2), "--batch", "--batch-timeout", "1s", "--run-dir", str(run), *FAST]
+    result = invoke("eval", *args)
+    # Submitted, not finished (the server never said otherwise): exit status 4, the batch recorded for --resume.
+    assert result.exit_code == 4, result.output
+    assert "batch batch_0001 is still running after --batch-timeout 1s" in " ".join(result.output.split())
+    assert load_state(run).batches[0].id == "batch_0001" and not (run / "results.json").exists()
+    finishes_untouched(batch_server, run)
+
+
+def nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize(
+    ("reply", "why"),
+    [
+        ((b"{}", {"Content-Encoding": "br"}), "malformed reply: its body is in 'br', a coding not asked for"),
+        ((b"{}", {"Content-Encoding": "gzip"}), "malformed reply: not valid gzip data"),
+        (
+            b'{"id": "batch_0001", "status": ' + nested(100).encode() + b"}",
+            "the reply: nested deeper than 64 levels; expected a batch object",
+        ),
+        (b'{"id": "batch_0001", "status": ' + nested(100_000).encode() + b"}", "nested deeper than 64 levels"),
+        (
+            b'{"id": "batch_0001", "status": "completed", "output_file_id": "../../v1/models"}',
+            "the reply's output_file_id: String should match pattern",
+        ),
+        (b'{"id": "batch_0001"}', "the reply's status: Field required; expected a batch object"),
+        (b"[]", "the reply: Input should be a valid dictionary"),
+        (b'{"id": "batch_0001", "status": NaN}', "not valid JSON"),
+        (b"\xff\xfe", "not UTF-8 text"),
+    ],
+    ids=[
+        "brotli",
+        "not gzip",
+        "deep",
+        "very deep",
+        "id leaving the API",
+        "no status",
+        "not an object",
+        "NaN",
+        "not UTF-8",
+    ],
+)
+def test_a_lying_status_reply_is_one_error_line(batch_server, tmp_path, reply, why):
+    from tests.batch_server import replying
+
+    run = submitted(batch_server, tmp_path, 2)
+    body, headers = reply if isinstance(reply, tuple) else (reply, None)
+    batch_server.lies["retrieve"] = replying(body, headers=headers)
+    result = resumed(batch_server, run)
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"error: Batch API at {batch_server.base_url}: checking batch batch_0001 failed: ")
+    assert why in line, line
+    finishes_untouched(batch_server, run)
+
+
+def test_an_endless_status_reply_stops_at_the_object_cap(batch_server, tmp_path):
+    from shambench.llm.batchapi import MAX_OBJECT_BYTES
+    from tests.batch_server import endless
+
+    run = submitted(batch_server, tmp_path, 2)
+    batch_server.lies["retrieve"] = endless(b"[" * 1000)
+    one_error_line(
+        resumed(batch_server, run),
+        f"Batch API at {batch_server.base_url}: checking batch batch_0001 failed: malformed reply: larger than the "
+        f"{MAX_OBJECT_BYTES}-byte limit",
+    )
+    finishes_untouched(batch_server, run)
+
+
+def test_deeply_nested_output_lines_fail_their_items_and_the_rest_are_applied(batch_server, tmp_path):
+    run = submitted(batch_server, tmp_path, 3)
+    lines = answered(batch_server)
+
+    def buried(line: bytes, depth: int) -> bytes:
+        row = json.loads(line)
+        return (
+            json.dumps({**row, "response": {"status_code": 200, "body": {"pad": "@"}}})
+            .encode()
+            .replace(b'"@"', nested(depth).encode())
+        )
+
+    batch = batch_server.batches["batch_0001"]
+    batch_server.files[batch["output_file_id"]]["data"] = b"\n".join(
+        [buried(lines["toy/0"], 100), buried(lines["toy/1"], 3000), lines["toy/2"]]
+    )
+    result = resumed(batch_server, run)
+    assert result.exit_code == 3, result.output
+    errors = {k: v.get("error") for k, v in journal_of(run).items()}
+    expected = "nested deeper than 64 levels; expected a Batch API output line"
+    assert errors == {
+        "toy/0": f"batch output: batch file file-0002:1: {expected}",
+        "toy/1": f"batch output: batch file file-0002:2: {expected}",
+        "toy/2": None,
+    }
+
+
+def test_a_key_echoed_by_the_batch_server_is_written_and_printed_nowhere(batch_server, tmp_path, monkeypatch):
+    from urllib.parse import quote
+
+    from tests.batch_server import replying
+
+    # The key has no key shape: only knowing the key in use can mask it; each answer carries it three ways.
+    key = "pl41n-Key/with+signs"
+    monkeypatch.setenv("ECHO_TEST_KEY", key)
+    batch_server.script = lambda req: json.dumps(
+        {"incorrect_spans": [req.authorization, quote(req.authorization or "", safe=""), json.dumps(key)]}
+    )
+    path = write_examples(tmp_path / "ex.jsonl", invented(3))
+    run = tmp_path / "run"
+    endpoint = ["--base-url", batch_server.base_url, "--api-key-env", "ECHO_TEST_KEY"]
+    args = ["--detector", "openai", "--model", "gpt-5-mini", "--examples", str(path), *endpoint]
+    batch_server.hold = True
+    shown = [invoke("eval", *args, "--batch", "--no-wait", "--run-dir", str(run), *FAST)]
+    assert shown[0].exit_code == 4, shown[0].output
+    # A status check whose error reply echoes the key: the error line masks it.
+    batch_server.lies["retrieve"] = replying(
+        lambda request: json.dumps({"error": {"message": f"bad key {request.headers['Authorization']}"}}).encode(),
+        status=400,
+    )
+    shown.append(invoke("batch", "status", str(run), *endpoint))
+    assert shown[-1].exit_code == 2 and shown[-1].stderr == (
+        f"error: Batch API at {batch_server.base_url}: checking batch batch_0001 failed: HTTP 400: bad key Bearer ***\n"
+    )
+    batch_server.lies.clear()
+    batch_server.hold = False
+    shown.append(invoke("eval", "--resume", str(run), *endpoint, *FAST))
+    assert shown[-1].exit_code == 0, shown[-1].output
+    assert {auth for _, _, auth in batch_server.seen} == {f"Bearer {key}"}
+    cache = Path(os.environ["SHAMBENCH_CACHE_DIR"])
+    written = {p: p.read_bytes() for root in (run, cache) for p in root.rglob("*") if p.is_file()}
+    assert (run / "predictions.jsonl") in written and any(p.is_relative_to(cache) for p in written)
+    for form in (key, quote(key, safe=""), json.dumps(key)[1:-1]):
+        assert all(form.encode() not in data for data in written.values()), form
+        assert all(form not in result.output + result.stderr for result in shown), form
+    assert "Bearer ***" in (run / "predictions.jsonl").read_text()
