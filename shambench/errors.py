@@ -22,6 +22,7 @@
     ├── MalformedReply (also a ValueError)   an HTTP-200 body that is not a well-formed completion
     ├── LLMError (shambench.llm.client)      a request that failed for good, with what it consumed
     ├── SystematicFailure (shambench.runs.failures)  predictions failing for one reason: the run stopped
+    ├── DetectorError                        a detector's own code raised while predicting: the run stopped
     └── CellError                            a sweep cell that could not finish
 
 The command line turns DataError, UnknownPluginError, EndpointError and EndpointStopped into one line and
@@ -31,6 +32,7 @@ where they name one): the command line adds its flags by the class of the error 
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Sequence
 
 
@@ -135,6 +137,17 @@ class ServerUnreachable(EndpointStopped):
 
 class MalformedReply(ShambenchError, ValueError):
     """An HTTP-200 body that is not a well-formed completion; the message is a one-line reason."""
+
+
+class DetectorError(ShambenchError):
+    """A detector's own code raised while predicting (an exception of its own, not one of these): the run stopped,
+    and the predictions made before it are journaled. The message names the exception and the line that raised it;
+    the exception itself is the `__cause__`, with its traceback."""
+
+    def __init__(self, detector: str, error: Exception):
+        where = traceback.extract_tb(error.__traceback__)[-1:]
+        at = f" ({where[0].filename}:{where[0].lineno}, in {where[0].name})" if where else ""
+        super().__init__(f"detector {detector!r} raised {type(error).__name__}: {error}{at}")
 
 
 class CellError(ShambenchError):

@@ -55,8 +55,9 @@ def eval_command(
     run by batch was submitted but not finished (--no-wait, or --batch-timeout passed: no results yet, --resume
     finishes it); 2 for
     usage or input errors (including a dataset that fails to load, a run directory in use, repeated
-    authentication errors, and a run stopped because its predictions kept failing for one reason, see
-    --keep-going); 130 when interrupted. On --resume the API key goes only to the --base-url given now
+    authentication errors, a run stopped because its predictions kept failing for one reason, see
+    --keep-going, and a detector whose own code raised: the error names the exception and the line that raised
+    it); 130 when interrupted. On --resume the API key goes only to the --base-url given now
     (or the preset's): a run made against another server needs that --base-url again. Examples a --max-cost
     budget or an expired or cancelled batch left unanswered are failed predictions (exit status 3) that --resume
     runs. A run by batch also keeps batches.json.
@@ -65,7 +66,7 @@ def eval_command(
     from shambench.cli.exits import INTERRUPTED, NOT_FINISHED, command_line, finish, print_failures, resume_args
     from shambench.cli.progress import ProgressMonitor
     from shambench.data.context import evidence_gaps
-    from shambench.errors import EndpointStopped
+    from shambench.errors import DetectorError, EndpointStopped
     from shambench.llm.api import APIDetector
     from shambench.reporting.console import make_console, warn
     from shambench.reporting.naming import run_name
@@ -106,6 +107,12 @@ def eval_command(
         raise click.exceptions.Exit(INTERRUPTED) from None
     except SystematicFailure as err:
         raise UserError(f"{err}\nafter the fix, continue with: {resume()}") from None
+    except DetectorError as err:
+        if not opened:  # raised while the corpora loaded, before the run directory was written
+            raise UserError(str(err)) from None
+        raise UserError(
+            f"{err}; its predictions before it are journaled\nafter the fix, continue with: {resume()}"
+        ) from None
     except EndpointStopped as err:
         raise UserError(f"{err}; nothing more was sent. Once fixed, resume with: {resume()}") from None
     run = evaluation.run

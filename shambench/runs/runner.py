@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 from shambench.detection.detector import Detector, Monitor
+from shambench.errors import DetectorError, ShambenchError
 from shambench.io import Journal
 from shambench.records import check_detector_prediction
 from shambench.runs.failures import FailureWatch
@@ -42,11 +44,28 @@ def journal_predictions(
     (after appending) when failures are systematic (`FailureWatch`)."""
     watch = FailureWatch() if fail_fast else None
     n = 0
-    for pred in predictions:
-        append(check_detector_prediction(pred, wanted.get(getattr(pred, "id", None)), detector))
+    made = iter(predictions)
+    while (made_one := next_prediction(made, detector)) is not END:
+        pred = check_detector_prediction(made_one, wanted.get(getattr(made_one, "id", None)), detector)
+        append(pred)
         n += 1
         if on_prediction:
             on_prediction(pred)
         if watch is not None:
             watch.see(pred)
     return n
+
+
+END = object()
+"""What `next_prediction` returns when the detector has no more predictions."""
+
+
+def next_prediction(predictions: Iterator[Prediction], detector: str) -> Any:
+    """The detector's next output (checked by the caller), or END; an exception its own code raises becomes DetectorError, which names
+    it and the line that raised it (a ShambenchError says what is wrong already and passes unchanged)."""
+    try:
+        return next(predictions, END)
+    except ShambenchError:
+        raise
+    except Exception as err:
+        raise DetectorError(detector, err) from err

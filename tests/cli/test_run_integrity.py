@@ -124,6 +124,35 @@ def test_ctrl_c_prints_how_to_resume(tmp_path, monkeypatch):
     assert f"interrupted; finish the run with: shambench eval --resume {tmp_path / 'run'}" in res.output
 
 
+class Crashing(Detector):
+    """Predicts nothing for the first example, then its own code fails (as a plugin's bug would)."""
+
+    broken = True
+
+    def detect(self, example):
+        if self.broken and not example.id.endswith("/0"):
+            raise ValueError("model exploded")
+        return []
+
+
+def test_a_detector_that_raises_is_one_line_naming_its_code_and_the_run_resumes(tmp_path, monkeypatch):
+    monkeypatch.setitem(detectors._entries, "test-crashing", Entry("test-crashing", Crashing, "t", __name__))
+    examples, run = examples_file(tmp_path / "ex.jsonl", 3), tmp_path / "run"
+    res = invoke("--detector", "test-crashing", "--examples", examples, "--run-dir", run, *FAST[:3])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    line = Crashing.detect.__code__.co_firstlineno + 2  # the raise
+    assert res.stderr.splitlines()[-2:] == [
+        f"error: detector 'test-crashing' raised ValueError: model exploded ({__file__}:{line}, in detect); its "
+        "predictions before it are journaled",
+        f"after the fix, continue with: shambench eval --resume {run}",
+    ]
+    assert [json.loads(x)["id"] for x in (run / "predictions.jsonl").read_text().splitlines()] == ["toy/0"]
+    monkeypatch.setattr(Crashing, "broken", False)  # fixed
+    resumed = invoke("--resume", run, *FAST[:3])
+    assert resumed.exit_code == 0, resumed.output
+    assert len((run / "predictions.jsonl").read_text().splitlines()) == 3
+
+
 def test_resuming_a_run_of_a_detector_not_installed_here_says_so(tmp_path, monkeypatch):
     examples = examples_file(tmp_path / "ex.jsonl", 2)
     monkeypatch.setitem(

@@ -181,7 +181,8 @@ def test_resume_runs_only_missing_and_failed_ids_and_rescoring_matches(tmp_path,
     run = tmp_path / "run"
     first = invoke("eval", "--detector", "test-flaky", "--examples", str(examples), "--run-dir", str(run),
                    "--no-progress", "--bootstrap", "20")  # fmt: skip
-    assert isinstance(first.exception, RuntimeError)  # crashed at n07 after journaling n00..n06
+    # crashed at n07 after journaling n00..n06: one line, which names the crash
+    assert first.exit_code == 2 and "detector 'test-flaky' raised RuntimeError: process crashed" in first.stderr
     assert flaky.calls == [f"n{i:02d}" for i in range(8)]
     journaled = Journal(run / JOURNAL).read()
     assert sorted(journaled) == [f"n{i:02d}" for i in range(7)]
@@ -352,3 +353,24 @@ def test_the_likely_fix_matches_the_reason(reason, fix):
     from shambench.runs.failures import likely_fix
 
     assert fix in likely_fix(reason)
+
+
+def test_an_exception_of_the_detectors_own_code_is_a_detector_error_naming_it():
+    from shambench.errors import DetectorError
+    from shambench.runs.runner import journal_predictions
+
+    examples = {f"e{i}": Example(id=f"e{i}", dataset="toy", task="qa", response="A b.") for i in range(3)}
+    journaled: list[Prediction] = []
+
+    def made(error: Exception):
+        yield Prediction(id="e0")
+        raise error
+
+    with pytest.raises(DetectorError) as caught:
+        journal_predictions(made(KeyError("k")), examples, journaled.append, "mine")
+    line = made.__code__.co_firstlineno + 2  # the raise
+    assert str(caught.value) == f"detector 'mine' raised KeyError: 'k' ({__file__}:{line}, in made)"
+    assert isinstance(caught.value.__cause__, KeyError) and [p.id for p in journaled] == ["e0"]
+    # an error of shambench's own already says what is wrong: it passes unchanged
+    with pytest.raises(DataError, match="^no context$"):
+        journal_predictions(made(DataError("no context")), examples, journaled.append, "mine")
