@@ -9,8 +9,11 @@ cancelled or failed batch left unanswered, becomes a failed prediction with its 
 again in a new batch.
 
 A killed process loses nothing: `--resume` finds the recorded batch (or, when the process died between the
-upload and the batch id being written, the batch made from the recorded input file, through the SDK's paginated
-`batches.list`), waits for it and finishes the run; a batch whose answers were applied is never used again.
+upload and the batch id being written, the batch made from the recorded input file, found in the batch list read
+page by page), waits for it and finishes the run; a batch whose answers were applied is never used again. Every
+call to the API is bounded in time and bytes (`shambench.llm.batchapi`); one that fails is one error line and
+leaves the batch recorded and unapplied; a status check still unanswered when the wait's time is up leaves the
+run detached, as a batch still running does.
 
 Estimates (`--dry-run`): the requests a run will send after the cache, their input tokens, and their cost from the
 price table with and without the batch discount.
