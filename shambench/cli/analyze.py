@@ -104,6 +104,7 @@ def analyze(
 
         given = {k: v for k, v in endpoint.items() if v is not None}
         judge = Judge(judge_preset, **given, **parse_params(params))
+        judge.endpoint.api_key()  # no key for the judge: one line now, before any run is read or span shown
     analyses, scored, failed = [], [], []
     for run_dir in paths:
         config, examples, predictions, results = _load_run(run_dir)

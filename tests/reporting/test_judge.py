@@ -106,3 +106,15 @@ def test_categorise_end_to_end_and_resume(openai_server, tmp_path, monkeypatch):
     res = CliRunner().invoke(main, [*args, "--allow-failures"])
     assert res.exit_code == 0, res.output
     assert {r.prompt.count("[[big city]]") for r in openai_server.log} == {1}
+
+
+def test_categorise_without_a_key_is_one_line_before_anything_is_judged(tmp_path, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    run = _run(tmp_path)
+    res = CliRunner().invoke(main, ["analyze", str(run), "--no-figures", "--categorise", "--judge", "gpt5mini"])
+    assert res.exit_code == 2
+    assert res.output == (
+        "error: no API key: set OPENAI_API_KEY (or name another variable with --api-key-env), or give --base-url "
+        "for a server that needs none\n"
+    )
+    assert not (run / "analysis").exists()
