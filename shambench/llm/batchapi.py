@@ -99,7 +99,7 @@ class Batch(BaseModel):
 
     id: str = Field(pattern=API_ID)
     """The batch id."""
-    status: str = Field(max_length=64)
+    status: str = Field(pattern=r"^[a-z_]{1,64}$")
     """`validating`, `in_progress`, `finalizing`, `completed`, `failed`, `expired`, `cancelling`, `cancelled`."""
     input_file_id: str | None = None
     """The uploaded Batch JSONL file it runs."""
