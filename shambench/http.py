@@ -24,7 +24,7 @@ import asyncio
 import urllib.parse
 import urllib.request
 from collections.abc import Awaitable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractAsyncContextManager, contextmanager
 from typing import Any, TypeVar
 
 from shambench.errors import MalformedReply
@@ -53,6 +53,24 @@ def deadline(seconds: float) -> asyncio.Timeout:
     """The one deadline of a whole API request: used as `async with deadline(s):` around sending it and reading its
     body, a TimeoutError once `seconds` have passed, however the bytes trickle."""
     return asyncio.timeout(seconds)
+
+
+class Clock:
+    """What an API client's waits run on: the deadline of each request and the pause before a retry. This one is
+    the running event loop's clock; a test gives the client one that moves only when the test says
+    (`tests/manual_clock.py`), so which request meets its deadline never depends on how busy the machine is."""
+
+    def deadline(self, seconds: float) -> AbstractAsyncContextManager[Any]:
+        """An API request's `deadline` of `seconds`."""
+        return deadline(seconds)
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait `seconds` (the pause before a retry)."""
+        await asyncio.sleep(seconds)
+
+
+LOOP_CLOCK = Clock()
+"""The clock of every API client that is not given another."""
 
 
 async def _within(step: Awaitable[T], seconds: float) -> T:

@@ -2,7 +2,8 @@
 
 It answers `POST /v1/chat/completions`, `POST /v1/completions` and `POST /v1/responses` with text from a scripted function, reports
 usage, and can inject latency and faults: 429 with `Retry-After`, 500, 401/403, requests held open until released
-(which only a client's timeout, or killing the client, ends), a body trickling a byte every 20 ms (`trickle`) or a
+(`hang`: which only a client's timeout, or killing the client, ends; `hold`: answered as usual once released, all
+at once or by prompt), a body trickling a byte every 20 ms (`trickle`) or a
 gzip bomb (`bomb`), and HTTP-200 bodies that are not a
 well-formed completion (`MALFORMED_200`: not JSON, `null`, `[]`, a bare string, `choices: null`, non-string
 content, usage of the wrong type or with huge numbers, logprobs of the wrong shape, JSON nested thousands of levels
@@ -11,6 +12,8 @@ It can also behave like real local servers: reject `response_format` types it do
 llama-cpp-python does (`accepted_formats`, HTTP 500 with a pydantic validation message), answer under its own
 model name whatever was asked (`served_model`), and report its parallel slots at `GET /props` (`slots`).
 Every request is logged (path, model, prompt hash, attempt number for that prompt, fault, status, headers).
+A test of a client's concurrency has the server hold requests until as many as it expects are in flight at once
+(`gather`), so the overlap it counts never depends on how fast the machine runs the client.
 
 In a test:
 
@@ -68,6 +71,9 @@ HUGE_BYTES = 6 * 1024 * 1024
 """Size of the `huge` reply's content."""
 BOMB_BYTES = 64 * 1024 * 1024
 """Decoded size of the `bomb` reply (about 64 KB compressed)."""
+GATHER_SECONDS = 60
+"""How long a request waits for the others `gather` expects before the server stops gathering: a bound on a hang
+(a client that never sends them all at once fails its test's count instead of holding it forever)."""
 
 
 @functools.cache
@@ -110,7 +116,8 @@ MALFORMED_200: dict[str, Callable[[dict[str, Any]], str]] = {
 
 @dataclass
 class Fault:
-    """What to do instead of answering: `429`, `500`, `401`, `403`, `hang`, or a `MALFORMED_200` kind."""
+    """What to do instead of answering: `429`, `500`, `401`, `403`, `hang`, `hold`, `trickle`, `bomb`, or a
+    `MALFORMED_200` kind."""
 
     kind: str
     retry_after: str | None = None
@@ -194,6 +201,9 @@ class OpenAIServer:
         self._in_flight = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._release: asyncio.Event | None = None
+        self._holds: dict[int, tuple[Request, asyncio.Event]] = {}
+        self._quorum = 0
+        self._gathered: asyncio.Event | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
 
@@ -210,14 +220,52 @@ class OpenAIServer:
             self.first_at = self.last_at = None
 
     def held(self) -> list[Request]:
-        """Requests currently held open by a `hang` fault."""
+        """Requests currently held open by a `hang` or `hold` fault."""
         with self._lock:
-            return [r for r in self.log if r.fault == "hang" and r.status is None]
+            return [r for r in self.log if r.fault in ("hang", "hold") and r.status is None]
 
-    def release(self) -> None:
-        """Let every held request finish (with a 503)."""
-        if self._loop and self._release:
-            self._loop.call_soon_threadsafe(self._release.set)
+    def release(self, prompt: str | None = None) -> None:
+        """Let the held requests of `prompt` finish, or every held request and every later one (`hang` with a
+        503, `hold` with its answer)."""
+        if self._loop:
+            self._loop.call_soon_threadsafe(self._let_go, prompt)
+
+    def gather(self, n: int) -> None:
+        """Hold the requests that arrive from now on until `n` of them are in flight at once, then answer them, and
+        every later one without holding (after `GATHER_SECONDS` without them, stop gathering)."""
+        with self._lock:
+            self._quorum, self._gathered = n, asyncio.Event()
+
+    def _let_go(self, prompt: str | None) -> None:
+        if prompt is None and self._release is not None:
+            self._release.set()
+        for req, event in self._holds.values():
+            if prompt is None or req.prompt == prompt:
+                event.set()
+
+    async def _released(self, req: Request) -> None:
+        """Return once `req` is released (at once after a release of everything)."""
+        if self._release is None or self._release.is_set():
+            return
+        event = asyncio.Event()
+        self._holds[req.n] = (req, event)
+        try:
+            await event.wait()
+        finally:
+            del self._holds[req.n]
+
+    async def _gather(self) -> None:
+        """Wait until `gather`'s count of requests is in flight (nothing when nothing is gathered)."""
+        with self._lock:
+            gathered, quorum = self._gathered, self._quorum
+        if gathered is None:
+            return
+        if self._in_flight >= quorum:
+            gathered.set()
+        try:
+            await asyncio.wait_for(gathered.wait(), GATHER_SECONDS)
+        except TimeoutError:
+            gathered.set()
 
     def count(self, status: int | None = None, fault: str | None = None) -> int:
         """Logged requests, optionally only those with a status or a fault kind."""
@@ -241,6 +289,7 @@ class OpenAIServer:
         self.peak = max(self.peak, self._in_flight)
         self.first_at = self.first_at or time.time()
         try:
+            await self._gather()
             return await self._answer(request)
         finally:
             self._in_flight -= 1
@@ -260,6 +309,9 @@ class OpenAIServer:
         req.fault = fault.kind if fault else None
         if self.latency:
             await asyncio.sleep(self.latency)
+        if fault is not None and fault.kind == "hold":
+            await self._released(req)
+            fault = None
         if fault is not None and fault.kind not in MALFORMED_200:
             return await self._fault(req, fault, request)
         text = self.script(req)
@@ -290,7 +342,7 @@ class OpenAIServer:
         if fault.kind in ("trickle", "bomb"):
             return await self._hostile(req, fault.kind, request)
         if fault.kind == "hang":
-            await self._release.wait()
+            await self._released(req)
             req.status = 503
             return web.json_response({"error": {"message": "released"}}, status=503)
         status = int(fault.kind)
@@ -410,7 +462,7 @@ class OpenAIServer:
         self.port = site._server.sockets[0].getsockname()[1]
         self._ready.set()
         await stop.wait()
-        self._release.set()
+        self._let_go(None)
         await runner.cleanup()
 
     def start(self) -> OpenAIServer:

@@ -14,8 +14,9 @@ What it guarantees:
   one doomed request per item; likewise a stop after `UNREACHABLE_TO_STOP` failed connections to a server that has
   not answered once (`ServerUnreachable`: nothing listens at the base URL), within seconds instead of a full
   backoff per item;
-- a per-request timeout for the whole attempt (connection, headers and body: `shambench.http.deadline`), counted
-  from when the request is sent (not while it waits for a free connection), so a trickling server cannot hold it;
+- a per-request timeout for the whole attempt (connection, headers and body: `shambench.http.deadline`, through
+  the client's `Clock`), counted from when the request is sent (not while it waits for a free connection), so a
+  trickling server cannot hold it;
 - structured-output negotiation: a `response_format` asking for a JSON schema is sent in the first mode of
   `STRUCTURED_MODES` the server accepts (json_schema, then json_object with the schema alongside as
   llama-cpp-python takes it, then json_object, then the prompt alone). The first request runs alone until one
@@ -76,7 +77,7 @@ from shambench.errors import (
     ServerUnreachable,
     ShambenchError,
 )
-from shambench.http import deadline, open_session, proxy_for, read_body
+from shambench.http import LOOP_CLOCK, Clock, open_session, proxy_for, read_body
 from shambench.llm.cache import ResponseCache, cache_key
 from shambench.llm.endpoint import (
     MAX_RESPONSE_BYTES_ENV,
@@ -187,6 +188,7 @@ class LLMClient:
         on_note: Callable[[str], None] | None = None,
         route: Route | None = None,
         budget: Budget | None = None,
+        clock: Clock = LOOP_CLOCK,
     ):
         if structured not in STRUCTURED_SETTINGS:
             raise DataError(f"structured={structured!r}: expected one of {', '.join(STRUCTURED_SETTINGS)}")
@@ -194,6 +196,8 @@ class LLMClient:
         self.cache = cache
         self.route = route
         self.budget = budget
+        self.clock = clock
+        """What the deadlines of requests and the pauses before retries run on (a test's own clock in tests)."""
         self.on_count = on_count or (lambda key, n: None)
         self.on_note = on_note or (lambda message: None)
         self.structured = structured
@@ -480,7 +484,7 @@ class LLMClient:
                 raise given_up(outcome, attempts) from None
             self.on_count("retries", 1)
             delay = backoff(attempts, self.endpoint.backoff_base, self.endpoint.backoff_max, self._rng)
-            await asyncio.sleep(min(max(delay, outcome.wait or 0.0), self.endpoint.backoff_max))
+            await self.clock.sleep(min(max(delay, outcome.wait or 0.0), self.endpoint.backoff_max))
 
     async def _attempt(self, session: Any, kind: str, url: str, payload: bytes, attempt: int) -> Reply | Failure:
         """The validated reply of HTTP attempt number `attempt` of a request, or why it failed; ServerUnreachable
@@ -490,7 +494,7 @@ class LLMClient:
         self.on_count("requests", 1)
         wait, status = None, None
         try:
-            async with self._gate.slot(), deadline(self.endpoint.timeout):
+            async with self._gate.slot(), self.clock.deadline(self.endpoint.timeout):
                 async with session.post(url, data=payload, headers=JSON_HEADERS, proxy=self._proxy) as reply:
                     self._answered = True
                     raw = await read_body(reply, self.endpoint.max_response_bytes, f" (${MAX_RESPONSE_BYTES_ENV})")

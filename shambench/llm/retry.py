@@ -48,8 +48,9 @@ class Failure(NamedTuple):
     """Seconds the server asked us to wait (`Retry-After`), when it did."""
 
 
-def retry_after(headers: Any) -> float | None:
-    """Seconds a server asked us to wait (`retry-after-ms`, or `retry-after` in seconds or as an HTTP date)."""
+def retry_after(headers: Any, now: Callable[[], float] = time.time) -> float | None:
+    """Seconds a server asked us to wait (`retry-after-ms`, or `retry-after` in seconds or as an HTTP date, counted
+    from `now()`: the wall clock, which is what HTTP dates are on)."""
     if headers is None:
         return None
     ms = headers.get("retry-after-ms")
@@ -65,7 +66,7 @@ def retry_after(headers: Any) -> float | None:
         return max(0.0, float(value))
     except ValueError:
         when = email.utils.parsedate_to_datetime(value) if value else None
-        return max(0.0, when.timestamp() - time.time()) if when else None
+        return max(0.0, when.timestamp() - now()) if when else None
 
 
 def backoff(attempt: int, base: float, limit: float, rng: random.Random) -> float:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shambench.detection.locate import locate, place
+from shambench.detection.locate import MAX_FUZZY_CELLS, locate, place
 from shambench.schema import Span
 
 RESPONSE = "The capital of Australia is Sydney, and Sydney has  a population of 5 million."
@@ -123,13 +121,31 @@ def _near_miss(n_chars: int) -> tuple[str, str]:
     return response, "".join("q" if i % 20 == 10 else ch for i, ch in enumerate(piece))
 
 
-def test_a_long_near_miss_gives_up_within_the_budget_instead_of_taking_minutes():
+def compared_pairs(monkeypatch) -> list[int]:
+    """The character pairs (length times length) of every rapidfuzz comparison made from now on, one per call."""
+    from rapidfuzz import fuzz
+
+    pairs: list[int] = []
+    for name in ("ratio", "partial_ratio_alignment"):
+        compare = getattr(fuzz, name)
+
+        def counted(a, b, *args, compare=compare, **kwargs):
+            pairs.append(len(a) * len(b))
+            return compare(a, b, *args, **kwargs)
+
+        monkeypatch.setattr(fuzz, name, counted)
+    return pairs
+
+
+def test_a_long_near_miss_gives_up_within_the_budget_instead_of_taking_minutes(monkeypatch):
     response, miss = _near_miss(3000)
-    started = time.monotonic()
+    pairs = compared_pairs(monkeypatch)
     p = place(response, miss)
-    # Without the budget this search compares ~60,000 windows of ~3,000 characters: minutes of CPU.
-    assert time.monotonic() - started < 10
     assert (p.placed, p.gave_up, p.method) == (False, True, None)
+    # Without the budget this search compares ~60,000 windows of ~3,000 characters (5e11 pairs: minutes of CPU);
+    # with it, one alignment of the needle (2,999 characters once normalized) against the whole response (17,199)
+    # and no window.
+    assert pairs == [2999 * 17199] and sum(pairs) <= MAX_FUZZY_CELLS
 
 
 def test_a_short_near_miss_is_still_placed_fuzzily():

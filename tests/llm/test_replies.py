@@ -13,6 +13,7 @@ from shambench.llm.client import LLMClient, LLMError
 from shambench.llm.endpoint import DEFAULT_MAX_RESPONSE_BYTES, Endpoint, endpoint_url
 from shambench.llm.wire import Usage, parse_reply
 from tests.openai_server import MALFORMED_200, Fault, OpenAIServer
+from tests.run_helpers import unless_hung
 
 FAST = {"backoff_base": 0.001, "max_retries": 2}
 
@@ -171,14 +172,10 @@ def closed_port() -> int:
 
 
 def test_a_server_that_never_answers_stops_the_run_at_the_second_refused_connection():
-    import time
-
     port = closed_port()
     client = LLMClient(Endpoint(model="m", base_url=f"http://127.0.0.1:{port}/v1", backoff_base=0.01), cache=None)
-    start = time.perf_counter()
     with pytest.raises(ServerUnreachable) as stop:
-        ask(client, [f"p{i}" for i in range(20)])
-    assert time.perf_counter() - start < 10
+        unless_hung(lambda: ask(client, [f"p{i}" for i in range(20)]), "the run against a closed port")
     message = str(stop.value)
     assert f"no server answers at http://127.0.0.1:{port}/v1" in message
     assert f"cannot connect to 127.0.0.1:{port}: connection refused, 2 attempts" in message
