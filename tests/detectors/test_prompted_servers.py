@@ -55,20 +55,23 @@ def test_systematic_failure_stops_the_run_and_resume_continues_after_the_fix(ope
         {"id": f"t/{i}", "dataset": "toy", "task": "open_qa", "response": f"Answer number {i}."} for i in range(30)
     ]
     examples.write_text("".join(json.dumps(x) + "\n" for x in lines))
-    # A deterministic rejection (not an authentication failure, which has its own stop after five in a row).
-    openai_server.faults = lambda req: Fault("404", message="model m does not exist")
-    openai_server.latency = 0.05  # as a real server: the run sees the failures while requests are still to send
+    # A deterministic rejection (not an authentication failure, which has its own stop after five in a row) of the
+    # first 8 requests; the later ones are held open, so the run sees the failures while requests are still to send
+    # however fast the machine answers them.
+    openai_server.faults = lambda req: Fault("404", message="model m does not exist") if req.n <= 8 else Fault("hang")
     run = tmp_path / "run"
     args = ["--detector", "openai", "--model", "m", "--base-url", openai_server.base_url, "--examples", str(examples)]
     result = eval_cli(*args, "--run-dir", str(run), *FAST)
+    openai_server.release()
     assert result.exit_code == 2
     assert "stopped: the first 8 predictions failed for the same reason: HTTP 404: model m does not exist" in (
         result.output
     )
     assert "likely fix: check --base-url (it ends in /v1) and --model" in result.output
     assert f"shambench eval --resume {run}" in result.output
-    # The run stopped early: well short of 30 requests, and the failures are journaled for --resume.
-    assert len(openai_server.log) < 30
+    # The run stopped early: the 8 failures and at most the 16 requests the held ones leave room for (16 at a
+    # time), well short of 30, and the failures are journaled for --resume.
+    assert len(openai_server.log) <= 8 + 16
     journal = (run / "predictions.jsonl").read_text().splitlines()
     assert len(journal) >= 8 and all(json.loads(line)["error"] for line in journal)
     openai_server.faults = None
