@@ -46,6 +46,7 @@ def test_score_writes_results_with_the_documented_keys(files):
     result = invoke("score", "--examples", examples, "--predictions", predictions, "--out", out, "--bootstrap", 20)
     assert result.exit_code == 0, result.output
     assert "summ/toy" in result.stdout and "qa/wiki" in result.stdout
+    assert result.stdout.lstrip().startswith("pred.jsonl on 3 examples")  # named for what was scored
     assert "1 example(s) without a usable prediction were scored as empty" in result.stdout
     results = json.loads(out.read_text())
     assert results["partitions"]["summ/toy"]["token"]["f1"] == 1.0
