@@ -398,14 +398,54 @@ def _chars(spans: Sequence[tuple[int, int, float]]) -> tuple[tuple[int, int], ..
     return tuple((start, end) for start, end, _ in spans)
 
 
+class HumanAlignment(BaseModel):
+    """Per leave-one-out row, its annotator's own alignment with the others' gold: what the alternative annotator
+    test sets the detector's beside. It needs no prediction, so a scorer of a kept corpus keeps it beside the corpus
+    (made again, it is the annotators' spans scored row by row: about a third of a warm 6k `score`)."""
+
+    iou: list[float | None]
+    """Per row, the IoU of the annotator's spans with the others' soft gold; None where the row has none."""
+    token_f1: list[float | None]
+    """Per row, the annotator's token F1 against the others' gold (None stands for a NaN, as in `iou`)."""
+
+    @classmethod
+    def of(cls, rows: RowArrays) -> HumanAlignment:
+        """The alignment of the annotators' row scores (`human_rows`)."""
+        return cls(iou=_nan_as_none(rows.iou), token_f1=_nan_as_none(rows.prf["token"][2]))
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """`(iou, token F1)` per row, NaN where the lists hold None."""
+        return _none_as_nan(self.iou), _none_as_nan(self.token_f1)
+
+
+def _none_as_nan(values: list[float | None]) -> np.ndarray:
+    return np.array([math.nan if v is None else v for v in values], np.float64)
+
+
+def _nan_as_none(values: np.ndarray) -> list[float | None]:
+    # JSON has no NaN: the kept file writes it as null, read back as NaN by `HumanAlignment.arrays`.
+    return [None if math.isnan(v) else v for v in values.tolist()]
+
+
+def human_alignment(loo: LeaveOneOut, corpus: Corpus) -> HumanAlignment:
+    """The annotators' own alignments (see `HumanAlignment`), from their row scores."""
+    return HumanAlignment.of(human_rows(loo, corpus))
+
+
 def like_for_like(
-    loo: LeaveOneOut, corpus: Corpus, predicted: RowPredictions, human: AgreementReport, epsilon: float = ALT_EPSILON
+    loo: LeaveOneOut,
+    corpus: Corpus,
+    predicted: RowPredictions,
+    human: AgreementReport,
+    alignment: HumanAlignment,
+    epsilon: float = ALT_EPSILON,
 ) -> AgreementGroup:
     """`Results.groups.agreement`: the detector against the leave-one-out golds beside the human figures, with the
-    alternative annotator test at `epsilon` (`corpus`: the source corpus; `predicted`: one row per example of it)."""
+    alternative annotator test at `epsilon` against the annotators' `alignment` (`corpus`: the source corpus;
+    `predicted`: one row per example of it)."""
     rows = loo.scorer.row_arrays(loo.detector(predicted))
     detector = figures(loo, rows)
-    tests = alternative_tests(loo, corpus, rows, human_rows(loo, corpus), epsilon)
+    tests = alternative_tests(loo, corpus, rows, alignment, epsilon)
     partitions = {}
     for partition, det in detector.items():
         hum = human.partitions[partition]
@@ -420,21 +460,23 @@ def like_for_like(
 
 
 def alternative_tests(
-    loo: LeaveOneOut, corpus: Corpus, detector: RowArrays, human: RowArrays, epsilon: float
+    loo: LeaveOneOut, corpus: Corpus, detector: RowArrays, human: HumanAlignment, epsilon: float
 ) -> dict[str, AlternativeTest]:
     """Per partition, the alternative annotator test of the detector's rows against the annotators' own, on the
     rows of items with at least two other annotators; the alignment is IoU where every item of the partition has
     soft labels (Mu-SHROOM), else token F1."""
     per_item = np.bincount(loo.item_of, minlength=len(loo.example_of))
     row_ids = loo.scorer.corpus.ids
+    human_iou, human_f1 = human.arrays()
     out = {}
     for partition, items in loo.partitions.items():
         in_partition = np.isin(loo.item_of, items)
-        metric = "token_f1" if np.isnan(human.iou[in_partition]).any() else "iou"
+        metric = "token_f1" if np.isnan(human_iou[in_partition]).any() else "iou"
         rows = np.flatnonzero(in_partition & (per_item[loo.item_of] >= 3))
         # A row's id is its item's id, `#`, its annotator's (`rows_of`): the item's id may itself hold a `#`.
         names = [row_ids[k][len(corpus.ids[loo.example_of[loo.item_of[k]]]) + 1 :] for k in rows.tolist()]
-        det, hum = ((a.iou if metric == "iou" else a.prf["token"][2])[rows] for a in (detector, human))
+        det = (detector.iou if metric == "iou" else detector.prf["token"][2])[rows]
+        hum = (human_iou if metric == "iou" else human_f1)[rows]
         out[partition] = alternative_test(names, det, hum, metric, epsilon)
     return out
 

@@ -272,10 +272,11 @@ def annotated():
 
 @pytest.fixture
 def computed(monkeypatch):
-    """Counts the reports and the leave-one-out rows computed (not read from beside a kept corpus)."""
+    """Counts the reports, the leave-one-out rows and the annotators' alignments computed (not read from beside a
+    kept corpus)."""
     from shambench.scoring import agreement
 
-    calls = {"report": 0, "rows": 0}
+    calls = {"report": 0, "rows": 0, "alignment": 0}
 
     def counting(name, real):
         def wrapper(*args, **kwargs):
@@ -286,6 +287,7 @@ def computed(monkeypatch):
 
     monkeypatch.setattr(agreement, "report", counting("report", agreement.report))
     monkeypatch.setattr(agreement, "rows_of", counting("rows", agreement.rows_of))
+    monkeypatch.setattr(agreement, "human_alignment", counting("alignment", agreement.human_alignment))
     return calls
 
 
@@ -293,10 +295,10 @@ def test_a_kept_report_and_rows_are_read_back_equal_and_no_reading_is_read(tmp_p
     corpus_of = kept_file(tmp_path, annotated())
     corpus_of()  # the file read and its corpus kept, with nothing beside it
     first = Scorer(corpus_of(), n_resamples=50).agreement()
-    assert computed == {"report": 1, "rows": 1}
+    assert computed == {"report": 1, "rows": 1, "alignment": 0}
     scorer = Scorer(corpus_of(), n_resamples=50)
     again = scorer.agreement()
-    assert computed == {"report": 1, "rows": 1}  # read from beside the kept corpus, no row made
+    assert computed == {"report": 1, "rows": 1, "alignment": 0}  # read from beside the kept corpus, no row made
     assert again == first
     # The hand-computed figures of x and y (2/3 and 1: see above), and w's 2/3.
     assert again.partitions["qa/toy"].token.f1 == pytest.approx((2 / 3 + 1) / 2)
@@ -305,9 +307,13 @@ def test_a_kept_report_and_rows_are_read_back_equal_and_no_reading_is_read(tmp_p
     # Predictions get their like-for-like figures from the kept rows, against the kept human figures.
     predictions = [Prediction(id="x", spans=[SAT]), Prediction(id="y", spans=[]), Prediction(id="w", spans=[CAT])]
     results = scorer.score(predictions)
-    assert computed == {"report": 1, "rows": 1}
+    assert computed == {"report": 1, "rows": 1, "alignment": 1}
     expected = score(annotated(), predictions, n_resamples=50)
     assert results.groups.agreement == expected.groups.agreement
+    # The annotators' alignments (for the alternative annotator test) were kept too: another scorer reads them.
+    assert Scorer(corpus_of(), n_resamples=50).score(predictions).groups.agreement == expected.groups.agreement
+    # One more of each: `expected`'s scorer, of the examples themselves (nothing kept); none by the kept corpus's.
+    assert computed == {"report": 2, "rows": 2, "alignment": 2}
     assert results.groups.agreement.partitions["qa/toy"].detector.token.f1 == pytest.approx(1 / 6)
     assert again == agreement_of(annotated())  # what a scorer of the examples themselves computes
 
@@ -350,7 +356,7 @@ def _doctor(path):
         pytest.param(lambda path, other: path.write_bytes(other.read_bytes()), id="moved from another corpus"),
     ],
 )
-@pytest.mark.parametrize("name", ["agreement-50-0.json", "leave-one-out.json"])
+@pytest.mark.parametrize("name", ["agreement-50-0.json", "leave-one-out.json", "human-alignment.json"])
 def test_a_damaged_or_moved_kept_file_is_a_miss_computed_again_with_one_warning(tmp_path, computed, damage, name):
     corpus_of = kept_file(tmp_path, annotated())
     # Another file: the same items but x's annotators swapped and y without soft labels, so its rows and report
@@ -359,16 +365,16 @@ def test_a_damaged_or_moved_kept_file_is_a_miss_computed_again_with_one_warning(
     prediction = [Prediction(id="x", spans=[SAT])]
     expected = Scorer(corpus_of(), n_resamples=50).score(prediction).groups.agreement
     assert Scorer(other_of(), n_resamples=50).score(prediction).groups.agreement != expected
-    assert computed["report"] == computed["rows"] == 2
+    assert computed["report"] == computed["rows"] == computed["alignment"] == 2
     path, other = (c().kept / name for c in (corpus_of, other_of))
     damage(path, other)
     with pytest.warns(RuntimeWarning, match=f"{name} not used, computed again") as caught:
         got = Scorer(corpus_of(), n_resamples=50).score(prediction).groups.agreement
     assert len([w for w in caught if issubclass(w.category, RuntimeWarning)]) == 1
-    assert got == expected and computed["report"] + computed["rows"] == 5
+    assert got == expected and sum(computed.values()) == 7
     # Computed again and kept again: the next scorer reads it, silently.
     assert Scorer(corpus_of(), n_resamples=50).score(prediction).groups.agreement == expected
-    assert computed["report"] + computed["rows"] == 5
+    assert sum(computed.values()) == 7
 
 
 def test_a_report_of_another_version_is_a_miss(tmp_path, computed, monkeypatch):
