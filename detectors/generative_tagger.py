@@ -45,6 +45,7 @@ from typing import Any
 from shambench.detection.detector import Detector, detector
 from shambench.errors import DataError
 from shambench.llm.api import APIDetector
+from shambench.llm.endpoint import EndpointOptions, endpoint_of, takes_endpoint_options
 from shambench.schema import Example, Prediction, Span
 from shambench.structured import json_value
 
@@ -269,11 +270,8 @@ DEFAULT_MODELS = {"fava": "fava-uw/fava-model", "ragtruth-tagger": ""}
 
 def make_tagger(
     name: str,
+    endpoint: EndpointOptions,
     model: str | None = None,
-    base_url: str | None = None,
-    api_key_env: str | None = None,
-    max_concurrency: int | None = None,
-    timeout: float | None = None,
     generation: dict[str, Any] | None = None,
     min_similarity: float | None = None,
     cache: bool = True,
@@ -283,40 +281,41 @@ def make_tagger(
 ) -> GenerativeTagger:
     """A tagger from its name, the endpoint options and generation overrides (`-p max_tokens=...`)."""
     from shambench.detection.locate import MIN_SIMILARITY
-    from shambench.llm.endpoint import endpoint_of
     from shambench.llm.presets import generation_params
 
     cls = TAGGERS[name]
     model = model or DEFAULT_MODELS[name]
-    if not model or not base_url:
+    if not model or not endpoint.get("base_url"):
         raise DataError(f"--detector {name} needs --base-url of the server (vLLM) and --model as it serves it")
-    endpoint = endpoint_of(model, base_url, api_key_env, max_concurrency, timeout)
+    made = endpoint_of(model, **endpoint)
     body = generation_params(DEFAULT_GENERATION[name] if generation is None else generation, overrides)
     similarity = MIN_SIMILARITY if min_similarity is None else float(min_similarity)
     given_options = {"question_as_evidence": question_as_evidence, "parse": parse}
     unknown = [k for k, v in given_options.items() if v is not None and k not in cls.options]
     if unknown:
         raise DataError(f"unknown parameter {unknown[0]!r} for --detector {name}")
-    return cls(endpoint, body, similarity, use_cache=bool(cache), **given_options)
+    return cls(made, body, similarity, use_cache=bool(cache), **given_options)
 
 
 @detector("fava")
-def fava(**params: Any) -> Detector:
+@takes_endpoint_options
+def fava(*, endpoint: EndpointOptions, **params: Any) -> Detector:
     """FAVA (fava-uw/fava-model via vLLM, --base-url): errors tagged by type in its rewrite, parsed into spans.
 
     Args:
         question_as_evidence: send the question as the reference when an example has no context (FAVA's script
             sends an empty one); false by default.
     """
-    return make_tagger("fava", **params)
+    return make_tagger("fava", endpoint, **params)
 
 
 @detector("ragtruth-tagger")
-def ragtruth_tagger(**params: Any) -> Detector:
+@takes_endpoint_options
+def ragtruth_tagger(*, endpoint: EndpointOptions, **params: Any) -> Detector:
     """RAGTruth's fine-tuned baseline via vLLM (--base-url, --model): hallucinated spans listed as text.
 
     Args:
         parse: strict (the whole reply is the JSON dict, as RAGTruth's script reads it) or lenient (the last
             such dict anywhere in the reply).
     """
-    return make_tagger("ragtruth-tagger", **params)
+    return make_tagger("ragtruth-tagger", endpoint, **params)

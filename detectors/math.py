@@ -63,6 +63,7 @@ from shambench.detectors._models import (
 )
 from shambench.errors import DataError
 from shambench.llm.api import APIDetector
+from shambench.llm.endpoint import EndpointOptions, endpoint_of, takes_endpoint_options
 from shambench.schema import Example, Prediction, Span
 from shambench.structured import json_value
 
@@ -198,6 +199,8 @@ def single_token(tokenizer: Any, text: str, model: str) -> int:
     return ids[0]
 
 
+PRM_ENDPOINT: EndpointOptions = {"max_concurrency": 4}
+"""The openai PRM backend's endpoint defaults: 4 requests in flight unless `max_concurrency` is given."""
 PRM_FAILURES = (OSError, ValueError, KeyError, TypeError, IndexError, RecursionError, RuntimeError)
 """What encoding or running one input may raise (too long for the positions, an odd template): that example fails."""
 
@@ -279,29 +282,25 @@ class PRMDetector(APIDetector):
     family = "prm"
 
     def __init__(
-        self, model: str, backend: str = "openai", span_threshold: float = 0.5, format: str = "auto", **options: Any
+        self,
+        model: str,
+        backend: str = "openai",
+        span_threshold: float = 0.5,
+        format: str = "auto",
+        endpoint: EndpointOptions | None = None,
+        **options: Any,
     ):
         if backend not in ("openai", "transformers"):
             raise DataError(f"unknown PRM backend {backend!r} (use openai or transformers)")
         if not model:
             raise DataError("the prm detector needs a model: prm:PATH_OR_NAME or --model NAME")
-        from shambench.llm.endpoint import endpoint_of
-
         # Refused before the run records its parameters: credentials in the URL would reach config.json.
-        endpoint = endpoint_of(
-            model,
-            options.get("base_url"),
-            options.get("api_key_env"),
-            options.get("max_concurrency") or 4,
-            options.get("timeout"),
-            options.get("max_retries"),
-            options.get("backoff_base"),
-        )
-        super().__init__(endpoint, use_cache=bool(options.get("cache", True)))
+        given: EndpointOptions = endpoint or {}
+        super().__init__(endpoint_of(model, PRM_ENDPOINT, **given), use_cache=bool(options.get("cache", True)))
         self.model, self.backend, self.span_threshold = model, backend, float(span_threshold)
         self.format = prm_format(model, format)
         self.max_batch_tokens = budget_given(options.pop("max_batch_tokens", 0) or 0)
-        self.options = options
+        self.options = {**given, **options}  # the endpoint options given are recorded as before, with the rest
 
     def params(self) -> dict[str, Any]:
         safe = {k: v for k, v in self.options.items() if k != "api_key"}
@@ -478,12 +477,15 @@ def random_step(seed: int = 0, span_threshold: float = 0.5) -> Detector:
 
 
 @detector("prm", family="prm")
+@takes_endpoint_options
 def prm(
     model: str = "",
     backend: str = "openai",
     span_threshold: float = 0.5,
     format: str = "auto",
     max_batch_tokens: int = 0,
+    *,
+    endpoint: EndpointOptions,
     **options: Any,
 ) -> Detector:
     """Process reward model (transformers or vLLM /pooling): a correctness score per step, read as its authors do.
@@ -494,26 +496,24 @@ def prm(
         max_batch_tokens: padded tokens per batch of the transformers backend (rows times the longest); 0 picks
             the device's default.
     """
-    return PRMDetector(model, backend, span_threshold, format, max_batch_tokens=max_batch_tokens, **options)
+    return PRMDetector(model, backend, span_threshold, format, endpoint, max_batch_tokens=max_batch_tokens, **options)
 
 
 @detector("critic", family="critic")
+@takes_endpoint_options
 def critic(
     model: str | None = None,
-    base_url: str | None = None,
-    api_key_env: str | None = None,
-    max_concurrency: int | None = None,
-    timeout: float | None = None,
     mode: str = "steps",
     cache: bool = True,
     generation: dict[str, Any] | None = None,
+    *,
+    endpoint: EndpointOptions,
     **overrides: Any,
 ) -> Detector:
     """Prompted step critic (OpenAI-compatible chat): a verdict per step, or the first wrong step."""
-    from shambench.llm.endpoint import endpoint_of
     from shambench.llm.presets import generation_params
 
     if not model:
         raise DataError("--detector critic needs --model NAME (and --base-url URL for a local server)")
-    endpoint = endpoint_of(model, base_url, api_key_env, max_concurrency, timeout)
-    return CriticDetector(endpoint, mode, generation_params(generation or {}, overrides), use_cache=bool(cache))
+    made = endpoint_of(model, **endpoint)
+    return CriticDetector(made, mode, generation_params(generation or {}, overrides), use_cache=bool(cache))

@@ -19,6 +19,7 @@ from typing import Any
 from shambench.detection.detector import detectors
 from shambench.detection.locate import MIN_SIMILARITY, locate
 from shambench.llm.api import APIDetector
+from shambench.llm.endpoint import EndpointOptions, takes_endpoint_options
 from shambench.llm.presets import preset_settings, presets
 from shambench.schema import Example, Prediction
 
@@ -109,49 +110,28 @@ def spans_of_reply(reply: Any) -> ParsedReply:
         raise
 
 
+@takes_endpoint_options
 def make_prompted(
     preset_name: str,
     model: str | None = None,
-    base_url: str | None = None,
-    api_key_env: str | None = None,
-    max_concurrency: int | None = None,
-    timeout: float | None = None,
-    max_retries: int | None = None,
-    backoff_base: float | None = None,
     structured: bool | str | None = None,
     min_similarity: float | None = None,
     cache: bool = True,
     generation: dict[str, Any] | None = None,
+    *,
+    endpoint: EndpointOptions,
     **overrides: Any,
 ) -> PromptedDetector:
     """A prompted detector from a preset, with command-line overrides.
 
     Args:
         model: model name sent to the endpoint (default: the preset's).
-        base_url: OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (default: the preset's).
-        api_key_env: environment variable holding the API key.
-        max_concurrency: requests in flight at once.
-        timeout: per-request timeout in seconds.
-        max_retries: retries of a failed request (429, 5xx, timeouts).
-        backoff_base: first wait between retries in seconds (doubled each time).
         structured: ask for JSON-schema structured output (default: the preset's).
         min_similarity: fuzzy-match threshold (0-1) for placing a quoted span in the response.
         cache: reuse cached answers to identical requests.
         generation: generation settings sent with each request (temperature, max_tokens, ...).
     """
-    settings = preset_settings(
-        preset_name,
-        model=model,
-        base_url=base_url,
-        api_key_env=api_key_env,
-        max_concurrency=max_concurrency,
-        timeout=timeout,
-        max_retries=max_retries,
-        backoff_base=backoff_base,
-        structured=structured,
-        generation=generation,
-        **overrides,
-    )
+    settings = preset_settings(preset_name, model, structured, generation, **endpoint, **overrides)
     return PromptedDetector(
         settings.endpoint,
         settings.generation,

@@ -67,6 +67,7 @@ from shambench.detectors._models import (
 )
 from shambench.errors import DataError
 from shambench.llm.api import APIDetector
+from shambench.llm.endpoint import EndpointOptions, endpoint_of, takes_endpoint_options
 from shambench.schema import Example, Prediction, Span
 from shambench.scoring.text import sentences
 
@@ -528,19 +529,15 @@ def alignscore(checkpoint: str = "", max_batch_tokens: int = 0, **params: Any) -
 
 
 @detector("bespoke-minicheck")
+@takes_endpoint_options
 def bespoke_minicheck(
     model: str = "bespokelabs/Bespoke-MiniCheck-7B",
-    base_url: str | None = None,
-    api_key_env: str | None = None,
-    max_concurrency: int | None = None,
-    timeout: float | None = None,
     cache: bool = True,
+    *,
+    endpoint: EndpointOptions,
     **params: Any,
 ) -> Detector:
     """Bespoke-MiniCheck-7B served by vLLM (--base-url), P(Yes) per response sentence from logprobs."""
-    from shambench.llm.endpoint import endpoint_of
-
-    if not base_url:
+    if not endpoint.get("base_url"):
         raise DataError("bespoke-minicheck needs --base-url of the vLLM server serving Bespoke-MiniCheck-7B")
-    endpoint = endpoint_of(model, base_url, api_key_env, max_concurrency, timeout)
-    return BespokeMiniCheck(endpoint, use_cache=bool(cache), **params)
+    return BespokeMiniCheck(endpoint_of(model, **endpoint), use_cache=bool(cache), **params)

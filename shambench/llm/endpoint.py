@@ -6,11 +6,14 @@ is known to the redactor (`shambench.secrets`), so that it is never written or p
 from __future__ import annotations
 
 import functools
+import inspect
 import os
+import typing
 import urllib.parse
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypedDict, TypeVar, Unpack
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from shambench.errors import DataError, EndpointError
 from shambench.secrets import remember_key_env
@@ -69,6 +72,8 @@ def default_max_response_bytes() -> int:
 
 class Endpoint(BaseModel):
     """Which server and model to call, and how hard to push it (nothing here changes a model's answer)."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)  # the docstrings document the factories' options
 
     model: str
     """Model name as the server knows it, e.g. `gpt-5-mini` or `Qwen/Qwen3-4B`."""
@@ -145,29 +150,72 @@ class Endpoint(BaseModel):
         return (from_env or OPENAI_URL).rstrip("/")
 
 
-def endpoint_of(
-    model: str,
-    base_url: str | None = None,
-    api_key_env: str | None = None,
-    max_concurrency: int | None = None,
-    timeout: float | None = None,
-    max_retries: int | None = None,
-    backoff_base: float | None = None,
-) -> Endpoint:
-    """The endpoint of a detector, judge or provider, as its options (the command line's, or the caller's own
-    defaults in their place) give it: each option given is taken, the others are `Endpoint`'s defaults (the key in
-    `$OPENAI_API_KEY`, OpenAI's API or `$OPENAI_BASE_URL`). Where requests and the key go is never read from a
-    file here. EndpointError for a base URL with credentials or not http(s), before anything records it."""
-    check_base_url(base_url or None)
-    given: dict[str, Any] = {
-        "base_url": base_url or None,
-        "api_key_env": api_key_env or None,
-        "max_concurrency": max_concurrency,
-        "timeout": timeout,
-        "max_retries": max_retries,
-        "backoff_base": backoff_base,
-    }
-    return Endpoint(model=model, **{name: value for name, value in given.items() if value is not None})
+class EndpointOptions(TypedDict, total=False):
+    """What of an `Endpoint` its caller may give beside the model: each is `Endpoint`'s field of its name (whose
+    docstring documents it), and one left out or None is the caller's default, else `Endpoint`'s."""
+
+    base_url: str | None
+    api_key_env: str | None
+    max_concurrency: int | None
+    timeout: float | None
+    max_retries: int | None
+    backoff_base: float | None
+
+
+def endpoint_of(model: str, defaults: EndpointOptions | None = None, **options: Unpack[EndpointOptions]) -> Endpoint:
+    """The endpoint of a detector, judge or provider, as its options (the command line's) give it: each option
+    given is taken, else the caller's own default in `defaults` (a preset's), else `Endpoint`'s (the key in
+    `$OPENAI_API_KEY`, OpenAI's API or `$OPENAI_BASE_URL`); an empty URL or variable name is not given. Where
+    requests and the key go is never read from a file here. EndpointError for a base URL with credentials or not
+    http(s), before anything records it."""
+    check_base_url(options.get("base_url") or None)
+    given = {name: value for name, value in options.items() if value is not None and value != ""}
+    chosen: dict[str, Any] = {k: v for k, v in {**(defaults or {}), **given}.items() if v is not None}
+    return Endpoint(model=model, **chosen)
+
+
+def endpoint_options(given: dict[str, Any]) -> tuple[EndpointOptions, dict[str, Any]]:
+    """The endpoint options among the keywords `given` (as given, None included), and the other keywords."""
+    names = EndpointOptions.__annotations__
+    options = {name: value for name, value in given.items() if name in names}
+    return typing.cast(EndpointOptions, options), {name: value for name, value in given.items() if name not in names}
+
+
+Factory = TypeVar("Factory", bound=Callable[..., Any])
+
+
+def takes_endpoint_options(factory: Factory) -> Factory:
+    """`factory` (which takes a keyword `endpoint: EndpointOptions`) taking the endpoint options as keywords of its
+    own instead: its signature lists them (before its `**` parameter), each with its type and a default of None,
+    and its docstring's `Args:` (last, or added) describes them with `Endpoint`'s docstrings, which is what
+    `shambench list detectors NAME` shows and `-p KEY=VALUE` is checked against. The options given reach `factory`
+    as its `endpoint`, as given."""
+    types = typing.get_type_hints(EndpointOptions)
+    signature = inspect.signature(factory)
+    own = [p for p in signature.parameters.values() if p.name != "endpoint" and p.kind is not p.VAR_KEYWORD]
+    more = [p for p in signature.parameters.values() if p.kind is p.VAR_KEYWORD]
+    keywords = [
+        inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=t) for n, t in types.items()
+    ]
+
+    @functools.wraps(factory)
+    def with_options(*args: Any, **kwargs: Any) -> Any:
+        endpoint, rest = endpoint_options(kwargs)
+        return factory(*args, endpoint=endpoint, **rest)
+
+    with_options.__signature__ = signature.replace(parameters=[*own, *keywords, *more])  # type: ignore[attr-defined]
+    with_options.__annotations__ = {k: v for k, v in factory.__annotations__.items() if k != "endpoint"} | types
+    with_options.__doc__ = documented(factory.__doc__ or "", types)
+    return typing.cast(Factory, with_options)
+
+
+def documented(doc: str, options: dict[str, Any]) -> str:
+    """`doc` (a factory's docstring) with a line under its `Args:` for each of `options`, from `Endpoint`'s
+    docstring of its name (a new `Args:` section when it has none)."""
+    doc = inspect.cleandoc(doc)
+    lines = [f"    {name}: {Endpoint.model_fields[name].description}" for name in options]
+    has_args = any(line.strip() == "Args:" for line in doc.splitlines())
+    return "\n".join([doc, *([] if has_args else ["", "Args:"]), *lines])
 
 
 def same_model(requested: str, served: str | None) -> bool:

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from shambench.errors import DataError
-from shambench.llm.endpoint import Endpoint, endpoint_of
+from shambench.llm.endpoint import Endpoint, EndpointOptions, endpoint_of, endpoint_options
 from shambench.llm.negotiation import STRUCTURED_SETTINGS
 from shambench.structured import yaml_value
 
@@ -59,17 +59,24 @@ class Preset(BaseModel):
     generation: dict[str, Any] = Field(default_factory=dict)
     """Request-body parameters (temperature, max_tokens, reasoning_effort, extra_body, ...)."""
 
-    def defaults(self) -> dict[str, Any]:
-        """What each parameter of a detector made from this preset is when not given (`list detectors NAME`)."""
-        endpoint = Endpoint.model_fields
+    def endpoint_defaults(self) -> EndpointOptions:
+        """The endpoint options this preset fixes, in place of those a caller does not give."""
         return {
-            "model": self.model or "required (-p model=NAME)",
-            "base_url": self.base_url or "OpenAI's API ($OPENAI_BASE_URL)",
+            "base_url": self.base_url,
             "api_key_env": self.api_key_env,
             "max_concurrency": self.max_concurrency,
             "timeout": self.timeout,
-            "max_retries": endpoint["max_retries"].default,
-            "backoff_base": endpoint["backoff_base"].default,
+        }
+
+    def defaults(self) -> dict[str, Any]:
+        """What each parameter of a detector made from this preset is when not given (`list detectors NAME`)."""
+        endpoint = Endpoint.model_fields
+        options = {name: endpoint[name].default for name in EndpointOptions.__annotations__}
+        return {
+            "model": self.model or "required (-p model=NAME)",
+            **options,
+            **self.endpoint_defaults(),
+            "base_url": self.base_url or "OpenAI's API ($OPENAI_BASE_URL)",
             "structured": self.structured,
             "generation": self.generation,
         }
@@ -123,34 +130,21 @@ class ModelSettings:
 def preset_settings(
     preset_name: str,
     model: str | None = None,
-    base_url: str | None = None,
-    api_key_env: str | None = None,
-    max_concurrency: int | None = None,
-    timeout: float | None = None,
-    max_retries: int | None = None,
-    backoff_base: float | None = None,
     structured: bool | str | None = None,
     generation: dict[str, Any] | None = None,
     **overrides: Any,
 ) -> ModelSettings:
-    """The settings of preset `preset_name` with the caller's overrides (`overrides`: generation parameters)."""
+    """The settings of preset `preset_name` with the caller's overrides (`overrides`: endpoint options, see
+    `EndpointOptions`, and generation parameters)."""
     if preset_name not in presets():
         raise DataError(f"unknown preset {preset_name!r} (known: {', '.join(sorted(presets()))})")
     preset = presets()[preset_name]
     model = model or preset.model
     if not model:
         raise DataError(f"--detector {preset_name} needs --model NAME (and usually --base-url URL)")
-    endpoint = endpoint_of(
-        model,
-        base_url or preset.base_url,
-        api_key_env or preset.api_key_env,
-        max_concurrency or preset.max_concurrency,
-        timeout or preset.timeout,
-        max_retries,
-        backoff_base,
-    )
+    options, generation_overrides = endpoint_options(overrides)
     return ModelSettings(
-        endpoint,
-        generation_params(preset.generation if generation is None else generation, overrides),
+        endpoint_of(model, preset.endpoint_defaults(), **options),
+        generation_params(preset.generation if generation is None else generation, generation_overrides),
         structured_setting(preset.structured if structured is None else structured),
     )

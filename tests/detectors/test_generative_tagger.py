@@ -165,9 +165,12 @@ def test_generation_overrides_are_checked_like_the_prompted_detectors():
     det = create_detector("ragtruth-tagger", model="rt", base_url="http://127.0.0.1:9/v1", temperature=0, top_p=0.5)
     assert det.generation == {"max_tokens": 512, "temperature": 0, "top_p": 0.5, "extra_body": {"top_k": 40}}
     # A misspelt or non-generation parameter is an error, never a field of the request body.
-    for bad in ({"tempreature": 0.3}, {"max_retries": 2}):
+    for bad in ({"tempreature": 0.3}, {"span_threshold": 0.5}):
         with pytest.raises(DataError, match=f"unknown parameter {next(iter(bad))!r}"):
             create_detector("fava", base_url="http://127.0.0.1:9/v1", **bad)
+    # An endpoint option goes to the endpoint, as for every API-backed detector (`EndpointOptions`).
+    det = create_detector("fava", base_url="http://127.0.0.1:9/v1", max_retries=2, backoff_base=0.5)
+    assert (det.endpoint.max_retries, det.endpoint.backoff_base) == (2, 0.5) and "max_retries" not in det.generation
 
 
 # RAGTruth's baseline as ParticleMedia/RAGTruth c103204 writes it, reimplemented here from its source:
