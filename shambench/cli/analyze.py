@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from shambench.cli.exits import allow_failures_option
-from shambench.cli.options import base_url_option, parse_params
+from shambench.cli.options import OutputFolder, base_url_option, parse_params
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -47,7 +47,8 @@ def _load_run(run_dir: Path) -> tuple[RunConfig, list[Example], dict[str, Any], 
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(file_okay=False, exists=True))
 @click.option(
     "--out",
-    type=click.Path(file_okay=False),
+    # several runs' judgements go in a folder per run
+    type=OutputFolder("analysis.json", "*.png", "judgements.jsonl", "*/"),
     help="Output folder (default: RUN_DIR/analysis, or ./analysis for several runs).",
 )
 @click.option("--no-figures", is_flag=True, help="Write analysis.json only.")

@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING
 import click
 
 from shambench.cli.context import add_context_command
-from shambench.cli.options import data_dir_option, datasets_option, no_data_hint, split_option, suite_option
+from shambench.cli.options import (
+    OutputFolder,
+    data_dir_option,
+    datasets_option,
+    no_data_hint,
+    split_option,
+    suite_option,
+)
 from shambench.errors import DataError
 
 if TYPE_CHECKING:
@@ -296,7 +303,9 @@ def dump(out: str, datasets: str | None, split: str, data_dir: str | None) -> No
 
 
 @data_group.command("export")
-@click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder for the Hugging Face dataset.")
+@click.option(
+    "--out", required=True, type=OutputFolder("README.md", "data"), help="Folder for the Hugging Face dataset."
+)
 @datasets_option
 @click.option(
     "--split",

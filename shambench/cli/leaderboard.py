@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from shambench.cli.options import F, data_selection, scoring
+from shambench.cli.options import F, OutputFolder, data_selection, scoring
 
 if TYPE_CHECKING:
     from shambench.runs.spec import Scoring, Selection
@@ -48,7 +48,13 @@ def _reported_path(reported: str | None, no_reported: bool) -> Path | None:
     type=click.Path(),
     help="A run directory, or a folder searched recursively for run directories (repeatable).",
 )
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Site folder to write.")
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=OutputFolder("index.html", "leaderboard.json", "extended.html", "extended.json", "mushroom.html", "examples"),
+    help="Site folder to write.",
+)
 @_reported_option
 @click.option(
     "--example-pages",
@@ -186,7 +192,7 @@ def submit(
 @click.option(
     "--out",
     "out_dir",
-    type=click.Path(file_okay=False),
+    type=OutputFolder("*.schema.json"),
     help="Folder for results.schema.json and leaderboard.schema.json (default: the leaderboard package).",
 )
 def schema(out_dir: str | None) -> None:

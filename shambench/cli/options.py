@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -21,6 +22,40 @@ if TYPE_CHECKING:
     from shambench.selection_fields import Flag
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class OutputFolder(click.Path):
+    """A folder a command writes its outputs into: new, empty, or holding only entries named as the command's own
+    outputs are (`writes`, shell patterns; one ending in / matches folders), such as an earlier output of the same
+    command. Any other entry means the wrong folder was given (`--out docs`, `--out .`), whose files of the same
+    names would be overwritten: a usage error naming what it holds. A link is left to the filesystem gate, which
+    refuses it."""
+
+    def __init__(self, *writes: str):
+        super().__init__(file_okay=False)
+        self.writes = writes
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        import fnmatch
+
+        path = Path(os.fsdecode(super().convert(value, param, ctx)))
+        if path.is_dir() and not path.is_symlink():
+            # a pattern ending in / matches folders only
+            own = [(w.rstrip("/"), w.endswith("/")) for w in self.writes]
+            foreign = sorted(
+                e.name
+                for e in path.iterdir()
+                if not any(fnmatch.fnmatch(e.name, w) and (e.is_dir() or not d) for w, d in own)
+            )
+            if foreign:
+                shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+                self.fail(
+                    f"{path} holds {shown}, which this command does not write: give a new or empty folder, or one "
+                    f"it wrote before (holding only {', '.join(self.writes)})",
+                    param,
+                    ctx,
+                )
+        return value
 
 
 def _checked_base_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from shambench.cli.options import data_dir_option
+from shambench.cli.options import OutputFolder, data_dir_option
 
 
 @click.group("train")
@@ -28,7 +28,13 @@ def train_group() -> None:
     type=click.Path(dir_okay=False),
     help="An EXAMPLES JSONL file to train on (all of it), instead of or beside --train.",
 )
-@click.option("--out", required=True, type=click.Path(file_okay=False), help="Output folder for model and reports.")
+@click.option(
+    "--out",
+    required=True,
+    # the model and tokenizer files of transformers' save_pretrained, the settings and reports, checkpoints
+    type=OutputFolder("*.json", "*.safetensors", "*.txt", "*.model", "checkpoints", ".saving-*"),
+    help="Output folder for model and reports.",
+)
 @data_dir_option
 @click.option("--limit", type=click.IntRange(min=2), help="Train on at most N examples (seeded sample).")
 @click.option(
