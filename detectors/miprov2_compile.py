@@ -48,7 +48,7 @@ from shambench.detectors.miprov2 import (
     prompt_of,
     span_program,
 )
-from shambench.errors import DataError
+from shambench.errors import DataError, EndpointStopped
 from shambench.extras import import_extra
 from shambench.io import write_json
 from shambench.llm.loop import LoopThread
@@ -335,6 +335,10 @@ def strict_adapter(engine: ClientEngine) -> Any:
             except AdapterParseError:
                 engine.reject_last()
                 raise
+            except RecursionError:
+                # JSON nested past Python's recursion limit (a hostile or broken server): unparsable like the rest.
+                engine.reject_last()
+                raise AdapterParseError("JSONAdapter", signature, completion[:200], "JSON nested too deep") from None
 
     return StrictJSONAdapter()
 
@@ -385,7 +389,15 @@ def compile_prompt(config: OptimizeConfig, train: Sequence[Example], engine: Cli
         max_errors=MAX_ERRORS,
     )
     with dspy.context(lm=lm, adapter=strict_adapter(engine)), quiet(not config.verbose):
-        compiled = optimizer.compile(span_program(base_prompt()), trainset=dspy_examples(train), seed=config.seed)
+        try:
+            compiled = optimizer.compile(span_program(base_prompt()), trainset=dspy_examples(train), seed=config.seed)
+        except dspy.LMError as err:
+            # A call MIPROv2 cannot go on without (an instruction proposal, the data summary) failed for good; DSPy
+            # raises its own error from the client's, which says what went wrong in one line.
+            cause = err.__cause__
+            if isinstance(cause, EndpointStopped):
+                raise cause from None
+            raise EndpointStopped(f"MIPROv2 stopped: a call it needs failed for good: {cause or err}") from None
     return prompt_of(compiled)
 
 

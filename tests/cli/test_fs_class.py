@@ -4,7 +4,11 @@ OpenAI-compatible stand-in on 127.0.0.1) runs (a) with a symbolic link planted a
 creates, changes or deletes in its run, cache, data and output folders, and at each SQLite database it opens
 and that database's side files, pointing outside them, and (b) with each of those folders refusing writes;
 neither may write or delete outside the tool's folders (a sentinel folder's tree and contents are compared),
-print a traceback, or fail with anything but exit status 2 and one `error:` line.
+print a traceback, or fail with anything but exit status 2 and one `error:` line. And (c) every command that talks
+to a server (`TALKING`; every other one is in `NO_SERVER` with why it talks to none) runs against a stand-in on
+127.0.0.1 that answers every request in one hostile way (`FAULTS`): no traceback, nothing outside the tool's
+folders, the API key in no file and not on the terminal, exit status 2 with one `error:` line, or 3 where items
+failed for good and the command wrote what it could, as its help documents.
 
 The read-only folder is simulated: tests run as root here, where `chmod` does not stop a write, and a read-only
 bind mount needs privileges the tests do not have. `os.open`, `os.mkdir`, `os.rename`/`os.replace`, `os.unlink`
@@ -17,6 +21,7 @@ through `os.open` before SQLite does, which is where a read-only cache is refuse
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 import threading
@@ -31,9 +36,9 @@ from shambench.cli import main
 from tests.cli.test_data_download import Through
 from tests.cli.test_run_integrity import examples_file
 from tests.data.test_download import FileServer
-from tests.detectors.test_miprov2_compile import Script, invented, write_examples
+from tests.detectors.test_miprov2_compile import Script, invented, output_fields, write_examples
 from tests.detectors.tiny_models import require_models, save_tiny
-from tests.openai_server import OpenAIServer
+from tests.openai_server import Fault, OpenAIServer
 from tests.run_helpers import eval_run, write_jsonl
 
 FIXTURES = Path(__file__).parents[1] / "adapters" / "fixtures"
@@ -162,6 +167,9 @@ def template(tmp_path_factory):
         (work / "sweep.yaml").write_text("detectors: [none]\nexamples: [ex.jsonl]\nruns: swept\n")
         write_jsonl(work / "evidence.jsonl", [{"id": f"toy/{i}", "context": "Varn is a town."} for i in range(3)])
         write_examples(work / "train.jsonl", invented(0, 8))  # optimize's trainset
+        (work / "sweep-api.yaml").write_text(
+            "detectors: [{detector: openai, params: {model: m, max_retries: 0}}]\nexamples: [ex.jsonl]\nruns: swept-api\n"
+        )
         res = CliRunner().invoke(main, ["score", "--examples", str(ex), "--predictions", str(work / "pred.jsonl")])
         assert res.exit_code == 0, res.output
     return home
@@ -381,3 +389,89 @@ def test_a_read_only_folder_is_one_error_line(name, folder, world, clean_runs, t
     assert {k: v for k, v in snapshot(home).items() if k.split("/")[0] == folder} == {
         k: v for k, v in before_home.items() if k.split("/")[0] == folder
     }, f"{name} wrote into the read-only {folder} folder"
+
+
+# (c) Every command that talks to a server, with the invocation that makes it talk to a stand-in on 127.0.0.1:
+# the OpenAI-compatible one ("api") or the hub's ("hub"); every other command, with why it talks to none.
+KEY_ENV = "SHAMBENCH_CLASS_TEST_KEY"
+API = ["--base-url", "{api}", "--api-key-env", KEY_ENV]
+TALKING: dict[str, tuple[str, list[str]]] = {
+    "analyze": ("api", ["{work}/run2", "--out", "{work}/judged", "--no-figures", "--categorise", "--judge", "openai",
+                        "--model", "m", *API]),
+    "data add-context": ("api", ["--provider", "llm", "-p", "preset=openai", "-p", "model=m", "-p", "base_url={api}",
+                                 "-p", f"api_key_env={KEY_ENV}", "--examples", "{work}/ex.jsonl"]),
+    "data download": ("hub", ["favabench"]),
+    "eval": ("api", ["--detector", "openai", "--model", "m", *API, "--examples", "{work}/ex.jsonl", "--run-dir",
+                     "{work}/api-run", "--no-progress", *BOOT]),
+    "optimize": ("api", [*INVOCATIONS["optimize"], "--api-key-env", KEY_ENV]),
+    "sweep": ("api", ["{work}/sweep-api.yaml", *API, "--workers", "1", "--no-progress", "--no-leaderboard"]),
+}  # fmt: skip
+NO_SERVER: dict[str, str] = {
+    "agreement": "reads the data folder",
+    "batch status": "asks a Batch API about a run made by batch only; its hostile replies (lying output lines, an "
+    "output past its limit, a batch never finishing, a doctored or linked batches.json) are tests/runs/test_batch.py's",
+    "cache clear": "local files",
+    "cache stats": "local files",
+    "compare": "local files",
+    "data dump": "reads the data folder",
+    "data export": "reads the data folder",
+    "data stats": "reads the data folder",
+    "data verify": "reads the data folder",
+    "leaderboard build": "local runs (the reported figures are packaged)",
+    "leaderboard schema": "writes two files",
+    "leaderboard submit": "local files",
+    "list datasets": "prints the registry",
+    "list detectors": "prints the registry",
+    "list formats": "prints the registry",
+    "list providers": "prints the registry",
+    "score": "local files",
+    "show": "local files",
+    "train token-classifier": "a local base model, offline",
+}
+# What the stand-ins do instead of answering well, every time: the OpenAI-compatible one refuses the key, sends a
+# body that is no completion, JSON nested 5000 deep in the model's output, a gzip bomb (64 MiB inflated), 6 MiB of
+# content, or a reply carrying the request's Authorization value; the hub sends a file's body endlessly, longer
+# than listed, or with a Content-Length of a gigabyte.
+FAULTS = {
+    "api": ["401", "malformed", "deep-output", "bomb", "huge", "echo-key"],
+    "hub": ["endless", "longer", "announced"],
+}
+SECRET = "sk-classtest-" + "Zq8" * 12
+
+
+def test_every_command_is_classed_as_talking_to_a_server_or_not():
+    assert sorted([*TALKING, *NO_SERVER]) == sorted(command_paths())
+    assert not TALKING.keys() & NO_SERVER.keys() and all(NO_SERVER.values())
+
+
+def echo_key(req) -> str:
+    """A reply whose every field is the request's Authorization value (a server trying to get the key stored)."""
+    system = req.body["messages"][0]["content"] if req.body.get("messages") else ""
+    fields = output_fields(system) if "Your output fields are:" in system else ["incorrect_spans"]
+    return json.dumps({f: [req.authorization] if f == "incorrect_spans" else req.authorization for f in fields})
+
+
+def every_file(folder: Path) -> bytes:
+    """The bytes of every file under `folder`, joined (for a search)."""
+    return b"".join(p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file() and not p.is_symlink())
+
+
+@pytest.mark.parametrize(("name", "fault"), [(n, f) for n, (kind, _) in TALKING.items() for f in FAULTS[kind]])
+def test_a_hostile_server_is_one_line_and_nothing_leaves_the_tool_s_folders(name, fault, world, api, hub, monkeypatch):
+    home, outside = world
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    monkeypatch.setattr("shambench.llm.client.backoff", lambda *args: 0.0)  # retries at once: the faults repeat
+    kind, args = TALKING[name]
+    if kind == "hub":
+        hub.hostile["annotations.json"] = fault
+    elif fault == "echo-key":
+        monkeypatch.setattr(api, "script", echo_key)
+    else:
+        monkeypatch.setattr(api, "faults", lambda req: Fault(fault))
+    before = snapshot(outside)
+    where = {"work": home / "work", "data": home / "data", **SERVERS}
+    res = CliRunner().invoke(main, [*name.split(), *(a.format(**where) for a in args)], terminal_width=200)
+    # Items that failed for good are exit status 3 (the run is written, the failures summed up), as documented.
+    check_outcome(res, (0, 2, 3))
+    assert snapshot(outside) == before
+    assert SECRET not in res.output and SECRET.encode() not in every_file(home)
