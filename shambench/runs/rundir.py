@@ -176,6 +176,10 @@ def load_config(run_dir: Path) -> RunConfig:
     path = Path(run_dir) / CONFIG
     data = read_regular(path, MAX_CONFIG_BYTES)
     if data is None:
+        runs = sorted(str(d) for d in Path(run_dir).glob(f"*/{CONFIG}")) if Path(run_dir).is_dir() else []
+        if runs:  # the folder of runs given instead of one of them (`score runs`)
+            listed = ", ".join(str(Path(r).parent) for r in runs[:3]) + (", ..." if len(runs) > 3 else "")
+            raise DataError(f"{run_dir} is a folder of {len(runs)} runs, not a run directory: name one ({listed})")
         raise DataError(f"{path}: not found (is {run_dir} a run directory?)")
     try:
         return RunConfig.model_validate_json(data)

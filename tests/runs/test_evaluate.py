@@ -99,6 +99,22 @@ def test_a_new_run_goes_only_into_a_new_or_empty_folder(tmp_path):
     assert sorted(results.tasks) == ["qa", "summ"] and (empty / "config.json").is_file()
 
 
+def test_a_folder_of_runs_given_as_a_run_names_its_runs(tmp_path):
+    from shambench.runs.rundir import load_config
+
+    examples = write_jsonl(tmp_path / "ex.jsonl", ROWS)
+    for name in ("b", "a", "c", "d"):
+        eval_run(examples, "none", tmp_path / "runs" / name)
+    runs = tmp_path / "runs"
+    with pytest.raises(DataError) as caught:
+        load_config(runs)
+    assert str(caught.value) == f"{runs} is a folder of 4 runs, not a run directory: name one ({runs / 'a'}, " + (
+        f"{runs / 'b'}, {runs / 'c'}, ...)"
+    )
+    with pytest.raises(DataError, match=r"config.json: not found \(is .* a run directory\?\)"):
+        load_config(tmp_path)
+
+
 def test_spec_differences_names_what_changed(tmp_path, monkeypatch):
     examples = write_jsonl(tmp_path / "ex.jsonl", ROWS)
     eval_run(examples, "random", tmp_path / "run", "-p", "rate=0.2", "-p", "seed=1")
