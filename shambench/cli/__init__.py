@@ -72,6 +72,21 @@ class LazyGroup(click.Group):
             return getattr(importlib.import_module(module), attr)
         return super().get_command(ctx, name)
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as err:
+            # click suggests a name from the commands it holds, which the lazy ones are not until imported
+            import difflib
+
+            named = args[0] if args and not args[0].startswith("-") else None
+            close = difflib.get_close_matches(named, self.list_commands(ctx)) if named else []
+            if not close or getattr(err, "possibilities", None):
+                raise
+            raise click.UsageError(f"{err.message} Did you mean {close[0]!r}?", ctx) from None
+
     def invoke(self, ctx: click.Context) -> Any:
         from shambench.errors import EndpointError, EndpointStopped
 

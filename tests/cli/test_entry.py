@@ -79,3 +79,14 @@ def test_python_dash_m_is_the_same_command():
     done = subprocess.run([sys.executable, "-m", "shambench", "list", "nothing"], capture_output=True, text=True)
     assert done.returncode == 2
     assert "nothing" in done.stderr
+
+
+def test_a_mistyped_command_gets_the_nearest_name():
+    from click.testing import CliRunner
+
+    from shambench.cli import main
+
+    res = CliRunner().invoke(main, ["evl", "--detector", "overlap"])
+    assert res.exit_code == 2 and res.stderr.splitlines()[-1] == "Error: No such command 'evl'. Did you mean 'eval'?"
+    assert CliRunner().invoke(main, ["data", "stat"]).stderr.splitlines()[-1].endswith("Did you mean 'stats'?")
+    assert CliRunner().invoke(main, ["zzzz"]).stderr.splitlines()[-1] == "Error: No such command 'zzzz'."
