@@ -255,6 +255,18 @@ def test_a_data_dir_variable_naming_no_folder_is_named_as_the_culprit(tmp_path, 
     assert "(e.g. ../shared/data), point $SHAMBENCH_DATA_DIR at that folder, or run" in res.stderr
 
 
+def test_data_verify_says_when_a_source_with_absent_files_loads_from_others(shared_data):
+    # ../shared/data holds RAGTruth as ConstrainedReasoner's copy, not the two official files the download fetches
+    res = invoke("data", "verify", "ragtruth", "--data-dir", shared_data)
+    assert res.exit_code == 0, res.output
+    assert "absent  ragtruth/response.jsonl" in res.stdout
+    assert (
+        "ragtruth: loads from the files present here (`shambench list datasets`), though 2 of those `data download` "
+        "fetches are absent" in res.stdout
+    )
+    assert "loads from the files present" not in invoke("data", "verify", "mushroom", "--data-dir", shared_data).stdout
+
+
 def test_data_verify_with_nothing_to_verify_says_so(shared_data, tmp_path):
     # it printed "0 ok, 0 unrecorded, 0 absent" and exited 0
     res = invoke("data", "verify", "--data-dir", tmp_path / "nowhere")
