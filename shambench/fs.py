@@ -394,9 +394,11 @@ def _open_files(name: str) -> dict[int, tuple[str, int, int]] | None:
     out = {}
     for entry in fds:
         with suppress(OSError):  # a descriptor closed meanwhile (the listing's own among them)
+            info = os.fstat(int(entry))
+            if not stat.S_ISREG(info.st_mode):  # sockets, pipes, devices: no path to read (fstat is cheaper)
+                continue
             shown = os.readlink(f"/proc/self/fd/{entry}").removesuffix(" (deleted)")
             if os.path.basename(shown) in names:
-                info = os.fstat(int(entry))
                 out[int(entry)] = (shown, info.st_dev, info.st_ino)
     return out
 
