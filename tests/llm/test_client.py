@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
@@ -17,7 +18,7 @@ from shambench.llm.cache import ResponseCache
 from shambench.llm.client import LLMClient, LLMError
 from shambench.llm.endpoint import Endpoint
 from shambench.llm.pricing import cost_of, load_prices, price_of
-from shambench.llm.retry import backoff, retry_after
+from shambench.llm.retry import AdaptiveGate, backoff, retry_after
 from tests.manual_clock import ManualClock
 from tests.openai_server import Fault, OpenAIServer
 from tests.run_helpers import Background, wait_until
@@ -503,24 +504,41 @@ def test_the_timeout_does_not_count_the_wait_for_a_connection(openai_server):
     assert len(openai_server.log) == 4
 
 
+def test_the_gate_halves_on_a_429_and_grows_back_by_one_after_as_many_successes():
+    said: list[int] = []
+    gate = AdaptiveGate(8, said.append)
+
+    async def run() -> list[int]:
+        caps = []
+        async with contextlib.AsyncExitStack() as slots:
+            for _ in range(8):
+                await slots.enter_async_context(gate.slot())
+            for status in (429, 429, 429, 429):  # 8 in flight: 8 // 2 = 4, then 4 // 2 = 2, 1, and never below 1
+                gate.after(status)
+                caps.append(gate.cap)
+        # Additive increase: one more after as many successes in a row as the bound (1, then 2, then 3); a 429
+        # halves what is in flight (1 here, so the bound drops to 1) and starts the count again.
+        async with gate.slot():
+            for status in (200, 200, 200, 200, 200, 200, 429, 200):
+                gate.after(status)
+                caps.append(gate.cap)
+        return caps
+
+    assert asyncio.run(run()) == [4, 2, 1, 1, 2, 2, 3, 3, 3, 4, 1, 2]
+    assert said == [4]  # said once, at the first lowering
+
+
 def test_concurrency_adapts_to_429(openai_server):
-    # A server with two slots that answers 429 to any request beyond them, as a proxy with a concurrency limit does;
-    # the first requests after the client's first are held until three are in flight, so one is always refused.
-    openai_server.latency = 0.05
-
-    def busy(req):
-        return Fault("429", "0") if openai_server._in_flight > 2 else None
-
-    openai_server.faults = busy
+    # The 8 requests after the client's first are held until all 8 are in flight, then refused with 429 (as a proxy
+    # with a concurrency limit does): the first refusal halves the bound from 8 in flight to 4, said once; every
+    # request then succeeds on a retry. Nothing here depends on how the replies interleave.
+    openai_server.faults = lambda req: Fault("429", "0") if 2 <= req.n <= 9 else None
     notes: list[str] = []
     endpoint = Endpoint(
         model="m", base_url=openai_server.base_url, max_concurrency=8, backoff_base=0.01, max_retries=20
     )
-    client = settled(LLMClient(endpoint, on_note=notes.append), openai_server, 3)
+    client = settled(LLMClient(endpoint, on_note=notes.append), openai_server, 8)
     replies = ask(client, [str(i) for i in range(40)])
     assert not any(isinstance(r, LLMError) for r in replies)
-    assert len(notes) == 1 and "rate-limiting (HTTP 429)" in notes[0]
-    # Measured (idle machine): 17 to 24 rejections in 12 runs with the adaptive bound, 72 to 110 in 6 when all 8
-    # workers keep pressing (`AdaptiveGate.after` doing nothing). A busier machine overlaps requests less, which
-    # only lowers both counts.
-    assert openai_server.count(status=429) <= 40
+    assert sum(r.usage.retries for r in replies) == 8 and openai_server.count(status=429) == 8
+    assert len(notes) == 1 and "rate-limiting (HTTP 429): at most 4 request(s) at once for now" in notes[0]
