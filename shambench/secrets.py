@@ -5,7 +5,11 @@ It knows two kinds of secret:
 - the keys in use: the values of the environment variables that hold keys (`$OPENAI_API_KEY`, `$HF_TOKEN`, and
   every variable named with `--api-key-env`, which `remember_key_env` adds) and any value handed to `remember`
   (a token read from `hf auth login`'s file), found in every encoding a text may carry them in: as they are,
-  JSON-escaped, URL-encoded and base64-encoded;
+  escaped once or twice by the conventions of JSON's encoders (json, orjson, PHP's `\\/`, .NET's and Go's `\\u`
+  escapes), Python's literals and URL encoders (a reply's span holding JSON, kept as a JSON string in the journal;
+  a span shown as a Python literal), JSON-escaped up to `DEEPEST_JSON` times, and base64-encoded at any offset (an
+  `Authorization` or Basic credential encoded whole); all of them matched by one expression built once per set of
+  keys;
 - common key shapes, whoever's they are: OpenAI (`sk-...`), Hugging Face (`hf_...`), GitHub (`ghp_...`,
   `github_pat_...`), AWS access key ids, Google API keys, and the token of a `Bearer` credential.
 
@@ -18,7 +22,7 @@ hole: whatever reaches a sink passes here.
 from __future__ import annotations
 
 import base64
-import json
+import itertools
 import os
 import re
 import threading
@@ -48,11 +52,20 @@ KEY_SHAPES = re.compile(
 # expression, which costs several times more per character.
 SHAPE_MARKS = re.compile("sk-|hf_|gh[pousr]_|github_pat_|AKIA|AIza|Bearer")
 
+DEEPEST_JSON = 4
+"""How many times over a secret is looked for JSON-escaped by json.dumps's and orjson's conventions (a server's
+reply may itself nest JSON strings, which the journal and the cache escape once more); every other escaping is
+looked for applied once and twice."""
+
+OPENING_CHARS = 4
+"""How many leading characters of a secret's form are searched for before the whole forms are."""
+
 _lock = threading.Lock()
 _remembered: set[str] = set()
 _key_envs: tuple[str, ...] = KEY_ENVS
-# The forms of the secrets, and what they were made from (the remembered values and the key variables' values).
-_cached: tuple[object, tuple[str, ...]] = (None, ())
+# The openings of the secrets' forms and the expression matching them, and what they were made from (the
+# remembered values and the key variables' values).
+_cached: tuple[object, tuple[tuple[str, ...], re.Pattern[str]] | None] = (None, None)
 
 
 def remember(value: str | None) -> None:
@@ -85,29 +98,99 @@ def _sources() -> object:
     return (len(_remembered), _key_envs, tuple(os.environ.get(name) for name in _key_envs))
 
 
+# JSON's two-character escapes; a character without one is written as itself unless an encoder escapes it as \uXXXX.
+_SHORT = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_HTML_ESCAPED = frozenset("\"\\<>&'+`")
+# The characters encodeURI leaves as they are, beyond those every URL encoder leaves (letters, digits, `-_.~`).
+_URI_SAFE = ";,/?:@&=+$#!'()*"
+_PERCENT_HEX = re.compile("%[0-9A-F]{2}")
+
+
+def _u_escape(ch: str, upper: bool) -> str:
+    """`ch` as JSON's `\\uXXXX` (a surrogate pair beyond the Basic Multilingual Plane), its hex digits in either
+    case."""
+    code = ord(ch)
+    units = [code] if code < 0x10000 else [0xD800 + ((code - 0x10000) >> 10), 0xDC00 + ((code - 0x10000) & 0x3FF)]
+    return "".join(f"\\u{unit:04X}" if upper else f"\\u{unit:04x}" for unit in units)
+
+
+def _json_escaped(text: str, ascii_only: bool, slash: bool, html: bool, upper: bool) -> str:
+    """`text` as the body of a JSON string under one encoder's conventions: non-ASCII as it is or escaped (orjson,
+    json.dumps), `/` as `\\/` (PHP, some Java), quotes, backslashes and `<>&'+`` ` `` as `\\u` escapes (.NET, Go's
+    HTML-safe mode), hex digits in either case."""
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if ch == "/" and slash:
+            out.append("\\/")
+        elif (html and ch in _HTML_ESCAPED) or (ascii_only and code > 126) or (code < 32 and ch not in _SHORT):
+            out.append(_u_escape(ch, upper))
+        else:
+            out.append(_SHORT.get(ch, ch))
+    return "".join(out)
+
+
+def _python_literals(text: str) -> list[str]:
+    """`text` as the body of a Python string literal (`repr`, `ascii`; quoted either way), as a message or a table
+    cell showing a list of strings prints it."""
+    # A text holding both quotes is quoted with `'`, escaping it: adding both shows the other way of quoting.
+    both = "'\""
+    return [repr(text)[1:-1], ascii(text)[1:-1], repr(text + both)[1:-4], ascii(text + both)[1:-4]]
+
+
+def _url_encoded(text: str) -> list[str]:
+    """`text` URL-encoded as encoders write it: every reserved character or some left as they are (quote's `/`,
+    encodeURIComponent's, encodeURI's), a space as `+` or `%20`, hex digits in either case."""
+    forms = [quote(text, safe=safe, errors="surrogatepass") for safe in ("", "/", "!'()*", _URI_SAFE)]
+    forms += [quote_plus(text, safe=safe, errors="surrogatepass") for safe in ("", "/")]
+    return forms + [_PERCENT_HEX.sub(lambda m: m.group(0).lower(), f) for f in forms]
+
+
+def _escapes(text: str) -> set[str]:
+    """`text` under every text encoding a writer or a server may apply once: JSON, Python literals, URLs."""
+    forms = {_json_escaped(text, *flags) for flags in itertools.product((False, True), repeat=4)}
+    return forms | set(_python_literals(text)) | set(_url_encoded(text))
+
+
+def _base64_forms(raw: bytes) -> set[str]:
+    """What of base64 (standard or URL-safe) depends on `raw` alone, wherever `raw` starts among the encoded bytes
+    (its offset modulo 3 shifts every character): the characters mixing its bytes with others' are left out."""
+    forms = set()
+    for encode in (base64.b64encode, base64.urlsafe_b64encode):
+        forms.add(encode(raw).decode("ascii").rstrip("="))
+        for offset, mixed_at_start in ((0, 0), (1, 2), (2, 3)):
+            mixed_at_end = (offset + len(raw)) % 3 != 0
+            body = encode(b"\0" * offset + raw).decode("ascii").rstrip("=")
+            forms.add(body[mixed_at_start : len(body) - mixed_at_end])
+    return forms
+
+
 def encodings(secret: str) -> set[str]:
-    """The forms `secret` may take in a text: as it is, JSON-escaped (ASCII or not), URL-encoded, base64."""
-    raw = secret.encode("utf-8")
-    forms = {
-        secret,
-        json.dumps(secret)[1:-1],
-        json.dumps(secret, ensure_ascii=False)[1:-1],
-        quote(secret, safe=""),
-        quote_plus(secret),
-        base64.b64encode(raw).decode("ascii").rstrip("="),
-        base64.urlsafe_b64encode(raw).decode("ascii").rstrip("="),
-    }
+    """The forms `secret` may take in a text: as it is; escaped once or twice (a JSON string inside a JSON string,
+    a span's JSON shown as a Python literal, a URL in a URL) by JSON's, Python's and URL encoders' conventions, and
+    up to DEEPEST_JSON times as json.dumps and orjson escape; base64 at any offset."""
+    once = _escapes(secret)
+    forms = {secret} | once | {twice for form in once for twice in _escapes(form)}
+    nested = {secret}
+    for _ in range(DEEPEST_JSON):
+        nested = {
+            _json_escaped(form, ascii_only, False, False, False) for form in nested for ascii_only in (False, True)
+        }
+        forms |= nested
+    forms |= _base64_forms(secret.encode("utf-8", "surrogatepass"))
     return {f for f in forms if len(f) >= MIN_SECRET_CHARS}
 
 
-def _forms() -> tuple[str, ...]:
-    """Every encoding of every known secret, longest first (a form inside a longer one is masked after it), kept
-    until the secrets change."""
+def _matcher() -> tuple[tuple[str, ...], re.Pattern[str]] | None:
+    """The openings of every encoding of every known secret, and one expression matching those encodings (longest
+    first: a form inside a longer one at the same place is masked with it), built once per set of secrets; None
+    when there is none."""
     global _cached
     sources = _sources()
     if sources != _cached[0]:
-        forms = {f for s in known_secrets() for f in encodings(s)}
-        _cached = (sources, tuple(sorted(forms, key=len, reverse=True)))
+        forms = sorted({f for s in known_secrets() for f in encodings(s)}, key=len, reverse=True)
+        openings = tuple(sorted({f[:OPENING_CHARS] for f in forms}))
+        _cached = (sources, (openings, re.compile("|".join(map(re.escape, forms)))) if forms else None)
     return _cached[1]
 
 
@@ -118,10 +201,16 @@ def _masked_shape(match: re.Match[str]) -> str:
 
 def redact(text: str) -> str:
     """`text` with every known secret (in any of its encodings) and every key-shaped string masked."""
-    # Substring searches, not one expression of alternatives: several times faster on the journal's lines.
-    for form in _forms():
-        if form in text:
-            text = text.replace(form, MASK)
+    matcher = _matcher()
+    # The expression alone scans a text a few times slower than substring searches for the forms' openings (a
+    # secret's forms share a few: its leading characters under each escaping, its base64 at each offset), and
+    # almost no text holds one.
+    if matcher is not None and any(opening in text for opening in matcher[0]):
+        pattern = matcher[1]
+        # Masking again until nothing matches: a form overlapping an earlier match (found leftmost) is masked too.
+        text, found = pattern.subn(MASK, text)
+        while found:
+            text, found = pattern.subn(MASK, text)
     if SHAPE_MARKS.search(text):
         text = KEY_SHAPES.sub(_masked_shape, text)
     return text

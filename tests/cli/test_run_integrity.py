@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 from click.testing import CliRunner
@@ -19,6 +18,7 @@ from shambench.detection.detector import Detector, detectors
 from shambench.fs import NOT_FOLLOWED
 from shambench.registry import Entry
 from shambench.runs.rundir import run_lock
+from tests import leaks
 from tests.openai_server import Fault, OpenAIServer, poison
 from tests.run_helpers import wait_until
 
@@ -406,21 +406,22 @@ def test_a_hard_link_to_a_file_elsewhere_is_never_written(tmp_path, name):
 
 
 def test_a_key_echoed_in_a_reply_is_written_and_printed_nowhere(openai_server, tmp_path, monkeypatch):
-    # The key has no key shape, so only knowing the key in use can mask it; each reply carries it three ways.
-    key = "pl41n-Key/with+signs"
+    # The key has no key shape, so only knowing the key in use can mask it; each reply carries it in every encoding
+    # of tests.leaks as spans (a quoted span, JSON inside a span, ...), which the journal and the cache escape again.
+    key = leaks.ODD_KEY
     monkeypatch.setenv("ECHO_TEST_KEY", key)
-    openai_server.script = lambda req: json.dumps(
-        {"incorrect_spans": [req.authorization, quote(req.authorization or "", safe=""), json.dumps(key)]}
-    )
+    openai_server.script = lambda req: json.dumps({"incorrect_spans": leaks.echo_spans(req.authorization or "", key)})
     run = tmp_path / "run"
     result = openai_eval(openai_server, examples_file(tmp_path / "e.jsonl", 3), run, "--api-key-env", "ECHO_TEST_KEY")
     assert {r.authorization for r in openai_server.log} == {f"Bearer {key}"}
     assert result.exit_code == 0, result.output
-    written = {p.name: p.read_bytes() for p in run.rglob("*") if p.is_file()}
-    assert "predictions.jsonl" in written and "results.json" in written
-    for form in (key, quote(key, safe=""), json.dumps(key)[1:-1]):
-        assert all(form.encode() not in body for body in written.values()), form
-        assert form not in result.output + result.stderr
+    shown = CliRunner().invoke(main, ["show", str(run), "--id", "toy/0"], env={"ECHO_TEST_KEY": key})
+    assert shown.exit_code == 0 and "unplaced:" in shown.output, shown.output
+    cache = Path(os.environ["SHAMBENCH_CACHE_DIR"])
+    written = [p for root in (run, cache) for p in root.rglob("*") if p.is_file()]
+    assert {"predictions.jsonl", "results.json", "responses.sqlite"} <= {p.name for p in written}
+    outputs = [result.output, result.stderr, shown.output, shown.stderr]
+    assert leaks.leaks(key, written, outputs) == []
     assert "Bearer ***" in (run / "predictions.jsonl").read_text()
 
 
