@@ -693,8 +693,9 @@ def test_evaluate_takes_the_batch_dry_run_and_cost_options_of_eval(batch_server,
 
 # --- a hostile Batch API: every call bounded, every failure one line, nothing lost ---------------------------
 
-HOSTILE = ["-p", "timeout=0.5", "-p", "max_retries=1"]
-"""A request's deadline short enough for a test, one retry."""
+HOSTILE = ["-p", "timeout=2", "-p", "max_retries=1"]
+"""A request's deadline short enough for a test, one retry; long enough for the honest requests around the lie (a
+status check before a download) on a busy machine, and far short of the lies' 60 s."""
 
 
 def resumed(server: BatchServer, run: Path, *extra: str):
@@ -742,8 +743,8 @@ def test_an_endless_output_file_stops_at_the_cap(batch_server, tmp_path, monkeyp
 @pytest.mark.parametrize(
     ("route", "what", "why"),
     [
-        ("retrieve", "checking batch batch_0001", "no complete reply within 0.5 s, 2 attempt(s)"),
-        ("content", "downloading file-0002", "no complete reply within 0.5 s (plus 1 s per 16384 bytes received)"),
+        ("retrieve", "checking batch batch_0001", "no complete reply within 2 s, 2 attempt(s)"),
+        ("content", "downloading file-0002", "no complete reply within 2 s (plus 1 s per 16384 bytes received)"),
     ],
 )
 def test_a_server_that_trickles_is_cut_off_at_the_deadline(batch_server, tmp_path, route, what, why):
