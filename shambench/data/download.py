@@ -377,7 +377,8 @@ def _transfer(client: Client, get: Get, dest: Path, on_progress: ProgressHook, r
         length = resp.headers.get("Content-Length")
         total = start + int(length) if length is not None else None
         _check_room(url, total, get.cap, dest.parent, have=start)
-        fs.write_bytes(_resume_info(dest), json.dumps({"url": url, "etag": resp.headers.get("ETag")}).encode(), root)
+        # Through the redactor like every text written: a server's ETag is its own words (it may echo the token).
+        write_atomic(_resume_info(dest), json.dumps({"url": url, "etag": resp.headers.get("ETag")}), root)
         done = start
         on_progress(done, total)
         flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if start else os.O_TRUNC)

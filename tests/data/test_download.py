@@ -30,6 +30,7 @@ from shambench.data.download import (
     trusted,
 )
 from shambench.errors import DownloadError, FolderError
+from tests import leaks
 from tests.hub_server import HTML, blob_id
 
 CONTENT = b"".join(b'{"line": %03d, "text": "invented row"}\n' % i for i in range(200))  # 38 bytes x 200 = 7600
@@ -49,6 +50,7 @@ class FileServer(ThreadingHTTPServer):
         self.no_length: set[str] = set()
         self.trickle: set[str] = set()  # sent a byte every 20 ms (for at most 5 s)
         self.requests: list[tuple[str, str | None, str | None]] = []  # (path, Range, If-Range)
+        self.etag_echo = ""  # put in every ETag (a server echoing the token)
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}{path}"
@@ -89,7 +91,7 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self.send_response(200)
         payload = body[start:]
-        self.send_header("ETag", etag_of(body))
+        self.send_header("ETag", etag_of(body) + srv.etag_echo)
         if self.path not in srv.no_length:
             self.send_header("Content-Length", str(len(payload)))
         else:
@@ -200,6 +202,19 @@ def test_an_upstream_change_between_runs_restarts_the_file(server, client, tmp_p
     # it, bytes 3000- of the new file would have been appended to the old one's first 3,000.
     assert server.requests[-1] == ("/data/file.jsonl", "bytes=3000-", etag_of(CONTENT))
     assert (tmp_path / "file.jsonl").read_bytes() == NEWER
+
+
+def test_a_token_a_server_echoes_in_its_etag_is_not_written_beside_the_part(server, client, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", leaks.ODD_KEY)
+    server.etag_echo = leaks.ODD_KEY
+    server.cut["/data/file.jsonl"] = 1234
+    with pytest.raises(DownloadError):
+        fetch(client, _target(server), tmp_path, attempts=1)
+    sidecar = tmp_path / "file.jsonl.part.json"
+    assert sidecar.is_file() and '"etag": ' in sidecar.read_text()
+    assert leaks.leaks(leaks.ODD_KEY, [sidecar], []) == []
+    assert fetch(client, _target(server), tmp_path)  # the masked ETag is no validator: the file starts over
+    assert (tmp_path / "file.jsonl").read_bytes() == CONTENT
 
 
 def test_a_part_without_a_recorded_etag_is_not_resumed(server, client, tmp_path):
