@@ -378,3 +378,47 @@ def test_failed_calls_are_counted_with_their_first_reasons():
     assert usage.failures == [f"HTTP 500: boom {i}" for i in (1, 3, 5, 7, 9)]
     more = add_usage(usage, Usage(requests=1), failures=["timeout"])
     assert more.failed_calls == 8 and len(more.failures) == 5
+
+
+class DeepProposals(Script):
+    """The script above, except that every instruction proposal is JSON nested past Python's recursion limit."""
+
+    def __call__(self, req) -> str:
+        if output_fields(req.body["messages"][0]["content"]) == ["proposed_instruction"]:
+            return '{"proposed_instruction": ' + "[" * 5000 + "]" * 5000 + "}"
+        return super().__call__(req)
+
+
+def test_a_proposal_nested_too_deep_is_an_unparsable_proposal_not_a_crash(openai_server, tmp_path):
+    openai_server.script = DeepProposals()
+    trainset = write_examples(tmp_path / "train.jsonl", invented(0, 8))
+    endpoint = {"model": "m", "base_url": openai_server.base_url}
+    config = OptimizeConfig(base="openai", out=str(tmp_path / "p.json"), trainset=str(trainset), heldout="0.25",
+                            endpoint=endpoint)  # fmt: skip
+    from shambench.detectors.miprov2_compile import optimize
+
+    program = optimize(config)
+    proposals = [
+        r for r in openai_server.log if output_fields(r.body["messages"][0]["content"]) == ["proposed_instruction"]
+    ]
+    # As a garbled proposal: each counted once, unparsed, and the run kept the current instructions.
+    assert len(proposals) > 1 and program.usage.failed_proposals == program.usage.unparsed == len(proposals)
+    assert program.instructions == base_prompt().instructions
+
+
+def test_a_call_miprov2_cannot_go_without_failing_for_good_is_one_error_line(openai_server, tmp_path, monkeypatch):
+    from tests.openai_server import Fault
+
+    monkeypatch.setattr("shambench.llm.client.backoff", lambda *args: 0.0)  # the fault repeats: no need to wait
+    openai_server.faults = lambda req: Fault("malformed")
+    trainset = write_examples(tmp_path / "train.jsonl", invented(0, 8))
+    endpoint = ["--base", "openai", "--model", "m", "--base-url", openai_server.base_url]
+    result = invoke("optimize", *endpoint, "--trainset", str(trainset), "--out", str(tmp_path / "p.json"),
+                    "--no-progress")  # fmt: skip
+    assert result.exit_code == 2 and (result.exception is None or isinstance(result.exception, SystemExit))
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [
+        "error: MIPROv2 stopped: a call it needs failed for good: malformed reply: the reply:1: not valid JSON "
+        "(Expecting value at column 25); expected a completion as JSON after 7 attempts"
+    ]
+    assert not (tmp_path / "p.json").exists()
