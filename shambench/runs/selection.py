@@ -87,7 +87,9 @@ def read_selection(
         raise SelectionError("give datasets or an examples file, not both")
     read: Iterable[Example]
     if examples_file:
-        read = (ex for _, ex in iter_records(examples_file, Example, drop))
+        # an empty file is input that cannot be used (DataError), not a selection that matched nothing
+        records = (ex for _, ex in iter_records(examples_file, Example, drop))
+        read = _not_empty(records, DataError(f"{examples_file}: holds no example"))
         fields: dict[str, Any] = {"examples_file": str(Path(examples_file).resolve())}
     else:
         bench = loaded_benchmark(selection)
@@ -95,7 +97,8 @@ def read_selection(
         fields = _benchmark_fields(bench)
     if kept_datasets is not None:
         read = (ex for ex in read if ex.dataset in kept_datasets)
-    return _not_empty(first_per_partition(read, selection.limit), kept_datasets), {**fields, "limit": selection.limit}
+    selected = first_per_partition(read, selection.limit)
+    return _not_empty(selected, _nothing_selected(kept_datasets)), {**fields, "limit": selection.limit}
 
 
 def _benchmark_fields(bench: Benchmark) -> dict[str, Any]:
@@ -107,13 +110,14 @@ def _benchmark_fields(bench: Benchmark) -> dict[str, Any]:
     }
 
 
-def _not_empty(examples: Iterator[Example], kept_datasets: Collection[str] | None) -> Iterator[Example]:
+def _not_empty(examples: Iterable[Example], nothing: DataError) -> Iterator[Example]:
+    """`examples` as they are read; `nothing` raised once they end without one."""
     n = 0
     for ex in examples:
         n += 1
         yield ex
     if not n:
-        raise _nothing_selected(kept_datasets)
+        raise nothing
 
 
 def _nothing_selected(kept_datasets: Collection[str] | None = None) -> SelectionError:

@@ -305,3 +305,34 @@ def test_a_preset_lists_its_own_values_as_defaults():
     assert rows["model"] == "gpt-5-mini" and rows["api_key_env"] == "OPENAI_API_KEY"
     assert rows["max_concurrency"] == "16" and rows["min_similarity"] == "0.8"
     assert "'reasoning_effort': 'minimal'" in rows["generation"]
+
+
+# Every command reading an EXAMPLES file (`--examples`), with the other arguments it needs to get that far.
+EXAMPLES_READERS = {
+    "agreement": ["agreement"],
+    "data add-context": ["data", "add-context", "--provider", "file:{empty}"],
+    "eval": ["eval", "--detector", "overlap", "--run-dir", "{tmp}/run"],
+    "leaderboard submit": ["leaderboard", "submit", "{empty}", "--name", "x"],
+    "score": ["score", "--predictions", "{empty}"],
+}
+
+
+def test_every_examples_reader_is_listed():
+    from tests.cli.test_output_folders import every_command
+
+    readers = {
+        path.removeprefix("shambench ") for path, c in every_command() if "examples_file" in {p.name for p in c.params}
+    }
+    # train reads its EXAMPLES file for training, where an empty one is 'no training examples' (tested in tests/train)
+    assert readers - {"train token-classifier"} == set(EXAMPLES_READERS)
+
+
+@pytest.mark.parametrize("command", sorted(EXAMPLES_READERS))
+def test_an_empty_examples_file_is_named_as_empty(tmp_path, command):
+    empty = tmp_path / "EMPTY.jsonl"
+    empty.write_text("")
+    args = [a.format(empty=empty, tmp=tmp_path) for a in EXAMPLES_READERS[command]]
+    result = invoke(*args, "--examples", empty)
+    assert result.exit_code == 2, result.output
+    assert result.stderr == f"error: {empty}: holds no example\n"
+    assert not (tmp_path / "run").exists()
