@@ -76,6 +76,7 @@ def stats() -> None:
 def clear(model: str | None, only_segmentation: bool, yes: bool) -> None:
     """Delete the cached answers (all, or one model's) and the cached segmentations; the next run asks the
     server again and tokenises again."""
+    from shambench.cli.exits import confirmed
     from shambench.llm.cache import ResponseCache
     from shambench.scoring.kept import clear_corpora, corpora_dir
     from shambench.scoring.segcache import SegmentationStore
@@ -87,8 +88,9 @@ def clear(model: str | None, only_segmentation: bool, yes: bool) -> None:
     segmentations = not model
     what = [f"the cached answers of {model}" if model else "every cached answer"] if answers else []
     what += ["every cached segmentation"] if segmentations else []
-    if not yes:
-        click.confirm(f"Delete {' and '.join(what)}?", abort=True)
+    if not yes and not confirmed(f"Delete {' and '.join(what)}?"):
+        click.echo("nothing removed")
+        return
     if answers:
         cache = ResponseCache()
         try:

@@ -77,3 +77,20 @@ def continued_by(how: str) -> Iterator[None]:
     except KeyboardInterrupt:
         click.echo(f"interrupted; {how}", err=True)
         raise click.exceptions.Exit(INTERRUPTED) from None
+
+
+def confirmed(question: str) -> bool:
+    """The user's yes or no to `question` (default no), the one way a command asks before it deletes. Declining
+    is no error: the command does nothing and exits 0. A closed input is no answer: an error (exit 2) saying that
+    nothing was done and how not to be asked; Ctrl-C is an interruption (130), as anywhere."""
+    from shambench.cli import UserError
+
+    try:
+        return click.confirm(question, default=False)
+    except click.Abort as err:
+        # click turns both into Abort ("Aborted!", exit 1), a status the commands never document
+        if isinstance(err.__context__, KeyboardInterrupt):
+            raise KeyboardInterrupt from None
+        raise UserError(
+            f"no answer to {question!r} (input closed): nothing done; --yes does it without asking"
+        ) from None
