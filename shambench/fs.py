@@ -39,6 +39,13 @@ def root_of(path: str | Path, root: str | Path | None) -> Path:
     return Path(os.path.abspath(path)).parent.parent if root is None else Path(root)
 
 
+def folder_root(folder: str | Path) -> Path:
+    """The root of every write in or below `folder`, a folder the tool writes as a whole (a run directory, an
+    output folder a command names): its parent. The folder itself is then reached by name and never followed, as a
+    run folder in a shared runs folder may be a link someone planted there; the links above it are the user's."""
+    return Path(os.path.abspath(folder)).parent
+
+
 def refusal(path: str | Path, err: OSError, doing: str) -> FolderError:
     """The one line for a filesystem operation that failed: a link or special file refused, or what the disk said."""
     if err.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(path):

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+import shambench.fs as fs
 from shambench.cli.exits import allow_failures_option
 from shambench.cli.options import OutputFolder, base_url_option, parse_params
 
@@ -98,7 +99,10 @@ def analyze(
         import_extra("matplotlib", "figures", "shambench analyze's figures (--no-figures writes analysis.json alone)")
     console = make_console()
     paths = [Path(d) for d in run_dirs]
-    out_dir = Path(out) if out else (paths[0] / "analysis" if len(paths) == 1 else Path("analysis"))
+    named = Path(out) if out else (paths[0] if len(paths) == 1 else Path("analysis"))
+    out_dir = named if out or len(paths) > 1 else named / "analysis"
+    # Every write is confined to the folder named (the run directory itself, by default): never followed.
+    root = fs.folder_root(named)
     judge = None
     if categorise:
         from shambench.reporting.judge import Judge
@@ -113,18 +117,18 @@ def analyze(
         analysis.types = results.groups.types
         if judge is not None:
             analysis.categories, unjudged = _categories(
-                judge, examples, predictions, out_dir, run_dir, len(paths), console
+                judge, examples, predictions, out_dir, run_dir, len(paths), console, root
             )
             failed += unjudged
         analyses.append(analysis)
         scored.append((run_name(config), results))
     scored = list(zip(figures.run_labels([d for d, _ in scored], paths), [r for _, r in scored]))
-    write_json(out_dir / "analysis.json", {"runs": [a.model_dump(mode="json") for a in analyses]})
+    write_json(out_dir / "analysis.json", {"runs": [a.model_dump(mode="json") for a in analyses]}, root)
     if not no_figures:
         for i, a in enumerate(analyses):
-            figures.rate_histograms(a, out_dir / f"rates_{i}_{Path(a.run_dir).name}.png")
-        figures.f1_bars(scored, out_dir / "f1_tasks.png")
-        figures.pr_scatter(scored, out_dir / "pr_scatter.png")
+            figures.rate_histograms(a, out_dir / f"rates_{i}_{Path(a.run_dir).name}.png", root)
+        figures.f1_bars(scored, out_dir / "f1_tasks.png", root=root)
+        figures.pr_scatter(scored, out_dir / "pr_scatter.png", root)
     console.print(analysis_table(analyses, [label for label, _ in scored]))
     if any(a.types for a in analyses):
         console.print(types_table(analyses, [label for label, _ in scored]))
@@ -144,9 +148,10 @@ def _categories(
     run_dir: Path,
     n_runs: int,
     console: Console,
+    root: Path,
 ) -> tuple[dict[str, dict[str, int]], list[tuple[str, str]]]:
-    """Judge a run's missed gold spans (journaled under the output folder) and print the tally; the tally and
-    `(span key, reason)` of the spans that could not be judged."""
+    """Judge a run's missed gold spans (journaled under the output folder, its writes confined to `root`) and
+    print the tally; the tally and `(span key, reason)` of the spans that could not be judged."""
     from shambench.cli.exits import continued_by
     from shambench.cli.progress import ProgressMonitor
     from shambench.io import Journal
@@ -157,7 +162,7 @@ def _categories(
     folder = out_dir / run_dir.name if n_runs > 1 else out_dir
     kept = f"the judgements made are kept in {folder / JUDGEMENTS}: run the same command again to judge the rest"
     with continued_by(kept), ProgressMonitor(len(missed), f"judging {run_dir.name}", console) as monitor:
-        tally = categorise(judge, missed, folder, monitor)
+        tally = categorise(judge, missed, folder, monitor, root)
     for part, counts in tally.items():
         console.print(f"{run_dir.name} {part}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     judged = Journal(folder / JUDGEMENTS, Judgement).read()

@@ -39,16 +39,17 @@ def _pyplot() -> Any:
     return plt
 
 
-def _save(fig: Any, path: Path) -> Path:
+def _save(fig: Any, path: Path, root: Path | None) -> Path:
+    """Write the figure to `path`, confined to `root` (`shambench.io.write_atomic`; a figure's function takes it)."""
     # Rendered in memory, then written whole through the filesystem gate (matplotlib would follow a link).
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
     _pyplot().close(fig)
-    write_atomic(path, buffer.getvalue())
+    write_atomic(path, buffer.getvalue(), root)
     return path
 
 
-def rate_histograms(analysis: RunAnalysis, path: Path) -> Path:
+def rate_histograms(analysis: RunAnalysis, path: Path, root: Path | None = None) -> Path:
     """Per partition, histograms of per-example hallucinated-token rates: gold against predicted."""
     plt = _pyplot()
     names = list(analysis.datasets)
@@ -71,10 +72,10 @@ def rate_histograms(analysis: RunAnalysis, path: Path) -> Path:
     handles, labels = axes.flat[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside upper right", fontsize=8)
     fig.suptitle(f"Per-example hallucination rates: {analysis.detector}")
-    return _save(fig, path)
+    return _save(fig, path, root)
 
 
-def f1_bars(runs: Sequence[tuple[str, Results]], path: Path, level: str = "token") -> Path:
+def f1_bars(runs: Sequence[tuple[str, Results]], path: Path, level: str = "token", root: Path | None = None) -> Path:
     """Per-task F1 of each run, with 95% bootstrap intervals as error bars."""
     plt = _pyplot()
     tasks = sorted({t for _, r in runs for t in r.tasks})
@@ -98,7 +99,7 @@ def f1_bars(runs: Sequence[tuple[str, Results]], path: Path, level: str = "token
     ax.set_ylabel(f"{LEVEL_NAMES[level]} F1 (per-example mean)")
     ax.set_title(f"{LEVEL_NAMES[level].capitalize()} F1 per task, 95% bootstrap intervals", fontsize=10)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
-    return _save(fig, path)
+    return _save(fig, path, root)
 
 
 def _iso_f1(ax: Any) -> None:
@@ -117,7 +118,7 @@ def _iso_f1(ax: Any) -> None:
 TASK_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 
 
-def pr_scatter(runs: Sequence[tuple[str, Results]], path: Path) -> Path:
+def pr_scatter(runs: Sequence[tuple[str, Results]], path: Path, root: Path | None = None) -> Path:
     """Span (token) precision against recall, one point per run and task, over curves of constant F1: colour
     says the run, the marker the task (two legends)."""
     from matplotlib.lines import Line2D
@@ -141,4 +142,4 @@ def pr_scatter(runs: Sequence[tuple[str, Results]], path: Path) -> Path:
     ax.set_xlabel("span recall (per-example mean)")
     ax.set_ylabel("span precision (per-example mean)")
     ax.set_title("Span precision against recall per task, with iso-F1 curves", fontsize=10)
-    return _save(fig, path)
+    return _save(fig, path, root)

@@ -129,10 +129,15 @@ class Judge:
 
 
 def categorise(
-    judge: Judge, missed: Sequence[tuple[Example, Span]], out_dir: Path, monitor: Monitor | None = None
+    judge: Judge,
+    missed: Sequence[tuple[Example, Span]],
+    out_dir: Path,
+    monitor: Monitor | None = None,
+    root: Path | None = None,
 ) -> dict[str, dict[str, int]]:
-    """Judge the missed spans not yet judged in `out_dir`, then the category counts per partition."""
-    journal = Journal(out_dir / JUDGEMENTS, Judgement)
+    """Judge the missed spans not yet judged in `out_dir`, then the category counts per partition (`root`: the
+    folder the journal's writes are confined to, `shambench.fs.Root`)."""
+    journal = Journal(out_dir / JUDGEMENTS, Judgement, root)
     done = {k for k, j in journal.read().items() if j.error is None}
     todo = [(ex, s) for ex, s in missed if span_key(ex, s) not in done]
     with journal.appender() as append:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
+import shambench.fs as fs
 from shambench.detection.detector import Monitor
 from shambench.errors import DataError
 from shambench.io import Journal, read_regular, write_json
@@ -255,7 +256,7 @@ class BatchRun:
             self._api = None
 
     def save(self) -> None:
-        write_json(state_path(self.run_dir), self.state, root=self.journal.root or self.run_dir.parent)
+        write_json(state_path(self.run_dir), self.state, root=self.journal.root or fs.folder_root(self.run_dir))
 
     def run(
         self,
@@ -434,7 +435,7 @@ def status_lines(run_dir: Path, endpoint: Callable[[], Endpoint]) -> list[str]:
         if api is not None:
             api.close()
     if api is not None:
-        write_json(state_path(run_dir), state, root=run_dir.parent)
+        write_json(state_path(run_dir), state, root=fs.folder_root(run_dir))
     return lines
 
 

@@ -218,9 +218,9 @@ def _missing_dirs(path: Path) -> list[Path]:
 def _remove_lonely_lock(run_dir: Path, parents: Sequence[Path] = ()) -> None:
     """Remove `run_dir` when it holds nothing but its lock (this process is still holding it), then those of
     `parents` (its ancestors this process created, deepest first) that are left empty."""
-    if fs.entries(run_dir, run_dir.parent) == [LOCK]:
+    if fs.entries(run_dir, fs.folder_root(run_dir)) == [LOCK]:
         with suppress(OSError, DataError):
-            fs.unlink(run_dir / LOCK, run_dir.parent)
+            fs.unlink(run_dir / LOCK, fs.folder_root(run_dir))
         # Only an empty folder goes (another process that wrote into it meanwhile keeps it).
         for folder in (run_dir, *parents):
             if not fs.remove_empty_dir(folder, folder.parent):

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import shambench.fs as fs
 from shambench.detection.detector import REPORTED_ONLY, Detector, Monitor, create_detector
 from shambench.errors import RunDirError, UnknownPluginError
 from shambench.io import Journal, write_json
@@ -66,7 +67,7 @@ class Run:
     """The prediction journal."""
 
     def __post_init__(self) -> None:
-        self.root = self.root or self.run_dir.parent
+        self.root = self.root or fs.folder_root(self.run_dir)
         self.journal = Journal(self.run_dir / JOURNAL, root=self.root)
 
     def todo(self) -> list[Example]:

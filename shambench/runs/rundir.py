@@ -28,6 +28,7 @@ from typing import Any
 from pydantic import ConfigDict, Field, ValidationError
 from pydantic_core import to_jsonable_python
 
+import shambench.fs as fs
 from shambench.detection.detector import Detector
 from shambench.errors import ChangedDataError, DataError, RunDirError
 from shambench.io import Journal, open_regular, read_regular, write_json
@@ -259,7 +260,7 @@ def run_lock(run_dir: Path, root: Path | None = None) -> Iterator[None]:
     run_dir = Path(run_dir)
     # Never through a planted link (at the run directory or the lock): the pid written below would truncate
     # whatever file it points to. The gate makes the folder too.
-    lock = open_regular(run_dir / LOCK, os.O_RDWR | os.O_CREAT, root or run_dir.parent)
+    lock = open_regular(run_dir / LOCK, os.O_RDWR | os.O_CREAT, root or fs.folder_root(run_dir))
     with os.fdopen(lock, "r+", encoding="utf-8") as fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -288,7 +289,7 @@ def pending(examples: Sequence[Example], journal: Journal) -> list[Example]:
 def write_new_config(run_dir: Path, config: RunConfig) -> None:
     """Write a new run's config.json into `run_dir`, checked again (under the run's lock) to hold no run yet."""
     check_new_run_dir(run_dir)
-    write_json(run_dir / CONFIG, config, root=run_dir.parent)
+    write_json(run_dir / CONFIG, config, root=fs.folder_root(run_dir))
 
 
 def check_new_run_dir(run_dir: Path) -> None:

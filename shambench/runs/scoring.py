@@ -16,6 +16,7 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
+import shambench.fs as fs
 from shambench.io import Journal, iter_jsonl, write_json, write_jsonl
 from shambench.memory import freeze_long_lived
 from shambench.runs.files import JOURNAL, PER_EXAMPLE, RESULTS
@@ -188,8 +189,8 @@ def write_scores(
     run_dir: Path, results: Results, per_example: Sequence[ExampleScores], root: Path | None = None
 ) -> None:
     """Write a run's `per_example.jsonl`, then its `results.json` (each atomically)."""
-    write_jsonl(run_dir / PER_EXAMPLE, per_example, root=root or run_dir.parent)
-    write_json(run_dir / RESULTS, results, root=root or run_dir.parent)
+    write_jsonl(run_dir / PER_EXAMPLE, per_example, root=root or fs.folder_root(run_dir))
+    write_json(run_dir / RESULTS, results, root=root or fs.folder_root(run_dir))
 
 
 def score_predictions(

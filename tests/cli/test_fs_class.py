@@ -46,7 +46,7 @@ BOOT = ["--bootstrap", "10"]
 # Command path -> a minimal valid invocation ({work}, {data}: the sandbox's folders), or why it is not run here.
 INVOCATIONS: dict[str, list[str]] = {
     "agreement": ["-d", "mushroom", "--out", "{work}/agreement.json", *BOOT],
-    "analyze": ["{work}/run", "--out", "{work}/analysis", "--no-figures"],
+    "analyze": ["{work}/run", "--no-figures"],  # into the run directory: its default output folder
     "batch status": ["{work}/run"],
     "cache clear": ["--yes"],
     "cache stats": [],
@@ -237,8 +237,9 @@ def api():
     SERVERS.clear()
 
 
-def run(name: str, home: Path):
-    """Run the command's invocation with its folders in `home` (the `world` fixture restores the environment)."""
+def run(name: str, home: Path, invocation: list[str] | None = None):
+    """Run the command's invocation (or the one given) with its folders in `home` (the `world` fixture restores
+    the environment)."""
     os.environ["SHAMBENCH_CACHE_DIR"] = str(home / "cache")
     os.environ["SHAMBENCH_DATA_DIR"] = str(home / "data")
     os.chdir(home / "work")
@@ -248,7 +249,7 @@ def run(name: str, home: Path):
     if name.startswith("train") and not base.exists():
         save_tiny(base, "AutoModel", kind="bert")
     where = {"work": home / "work", "data": home / "data", "base": base, **SERVERS}
-    args = [a.format(**where) for a in INVOCATIONS[name]]
+    args = [a.format(**where) for a in (INVOCATIONS[name] if invocation is None else invocation)]
     return CliRunner().invoke(main, [*name.split(), *args], terminal_width=200)
 
 
@@ -479,3 +480,42 @@ def test_a_hostile_server_is_one_line_and_nothing_leaves_the_tool_s_folders(name
     check_outcome(res, (0, 2, 3))
     assert snapshot(outside) == before
     assert SECRET not in res.output and SECRET.encode() not in every_file(home)
+
+
+# Every command that takes a run directory (its invocation names the finished run), and eval resuming one.
+RUN_DIR_INVOCATIONS = {name: args for name, args in INVOCATIONS.items() if "{work}/run" in args} | {
+    "eval": ["--resume", "{work}/run", "--no-progress", *BOOT],
+    "agreement": ["--run", "{work}/run", "--out", "{work}/agreement.json", *BOOT],
+}
+
+
+def test_the_commands_taking_a_run_directory_are_found():
+    assert sorted(RUN_DIR_INVOCATIONS) == [
+        "agreement",
+        "analyze",
+        "batch status",
+        "compare",
+        "eval",
+        "leaderboard build",
+        "score",
+        "show",
+    ]
+
+
+@pytest.mark.parametrize("name", sorted(RUN_DIR_INVOCATIONS))
+def test_a_run_directory_given_as_a_link_to_a_folder_outside_is_never_written_through(name, world, tmp_path):
+    """The run directory named on the command line is itself a link (planted in a shared runs folder) to a run
+    kept outside the tool's folders: a command that writes into it refuses in one line, one that only reads may
+    read it, and nothing outside changes (`analyze` writes its default output folder inside the run)."""
+    home, outside = world
+    foreign = outside / "foreign_run"
+    shutil.move(home / "work" / "run", foreign)
+    (home / "work" / "run").symlink_to(foreign, target_is_directory=True)
+    before = snapshot(outside)
+    res = run(name, home, RUN_DIR_INVOCATIONS[name])
+    check_outcome(res)
+    assert snapshot(outside) == before, f"{name} wrote through the linked run directory"
+    if name in ("analyze", "eval", "score"):  # they write into the run directory: refused, naming the link
+        assert res.exit_code == 2 and f"{home / 'work' / 'run'}: is a symbolic link" in res.stderr, res.stderr
+    else:  # the others only read it, through the link (agreement to find the toy run has no annotators)
+        assert res.exit_code == (2 if name == "agreement" else 0) and "symbolic link" not in res.output, res.output

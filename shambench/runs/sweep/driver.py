@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+import shambench.fs as fs
 from shambench.detection.detector import Detector, Monitor, create_detector
 from shambench.errors import CellError, DataError, FolderError, ParameterError
 from shambench.io import Journal, read_regular, write_json
@@ -306,7 +307,7 @@ def cell_outcome(
     the folder its files are confined to (`runs_root`)."""
     with run_lock(cell.run_dir, root):
         config = existing_config(cell, shared)
-        journal = Journal(cell.run_dir / JOURNAL, root=root or cell.run_dir.parent)
+        journal = Journal(cell.run_dir / JOURNAL, root=root or fs.folder_root(cell.run_dir))
         if config is not None and (cell.run_dir / RESULTS).is_file() and not pending(shared.examples, journal):
             return RunOutcome(results=Results.model_validate_json(read_regular(cell.run_dir / RESULTS) or b"")), True
         if not cell.spec.execution.batch:
