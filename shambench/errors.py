@@ -33,7 +33,38 @@ where they name one): the command line adds its flags by the class of the error 
 from __future__ import annotations
 
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+
+
+def described(err: BaseException) -> str:
+    """`Type: message` (`Type` alone for an empty message) for any exception, never raising: a plugin's or a
+    detector's exception may have a `__str__` that raises or returns no string, which gives way to its `__repr__`
+    and then to its type's name alone."""
+    kind = _shown(lambda: type(err).__name__) or "an exception"
+    message = message_of(err)
+    return f"{kind}: {message}" if message else kind
+
+
+def message_of(err: BaseException) -> str:
+    """An exception's message, `str(err)`, never raising: where that raises (or gives no string), its repr said
+    as such, and where that raises too, that both did."""
+    message = _shown(lambda: str(err))
+    if message is not None:
+        return message
+    shown = _shown(lambda: repr(err))
+    return f"(its str() raised; repr: {shown})" if shown is not None else "(its str() and repr() raised)"
+
+
+def _shown(text: Callable[[], object]) -> str | None:
+    """What `text` returns when it is a string; None when it is not or when it raises anything short of Ctrl-C
+    (foreign code: even SystemExit)."""
+    try:
+        value = text()
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # noqa: BLE001  (whatever the foreign code raises, the line must still be made)
+        return None
+    return value if isinstance(value, str) else None
 
 
 class ShambenchError(Exception):
@@ -147,7 +178,7 @@ class DetectorError(ShambenchError):
     def __init__(self, detector: str, error: Exception):
         where = traceback.extract_tb(error.__traceback__)[-1:]
         at = f" ({where[0].filename}:{where[0].lineno}, in {where[0].name})" if where else ""
-        super().__init__(f"detector {detector!r} raised {type(error).__name__}: {error}{at}")
+        super().__init__(f"detector {detector!r} raised {described(error)}{at}")
 
 
 class CellError(ShambenchError):

@@ -24,7 +24,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
-from shambench.errors import NameClashError, ParameterError, UnknownPluginError
+from shambench.errors import NameClashError, ParameterError, UnknownPluginError, described
 
 T = TypeVar("T")
 
@@ -140,7 +140,7 @@ class Registry(Generic[T]):
                 # One broken third-party package must not take the others, or the command, down: not even one
                 # that calls sys.exit() or raises another BaseException while it is imported.
                 except BaseException as err:
-                    self._broken[ep.name] = _one_line(f"{ep.value}: {type(err).__name__}: {err}")
+                    self._broken[ep.name] = _one_line(f"{ep.value}: {described(err)}")
 
     def broken(self) -> dict[str, str]:
         """Installed plugins that failed to load, by name: where each points and why it failed, on one line."""

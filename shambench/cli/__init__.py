@@ -13,7 +13,7 @@ from typing import IO, Any, NoReturn
 import click
 
 from shambench.cli.exits import INTERRUPTED, USAGE
-from shambench.errors import ChangedDataError, DataError, RunDirError, SelectionError, UnknownPluginError
+from shambench.errors import ChangedDataError, DataError, RunDirError, SelectionError, UnknownPluginError, message_of
 from shambench.secrets import redact
 
 # name -> "module:attribute"; each module imports its heavy dependencies inside the command body.
@@ -52,7 +52,7 @@ def user_message(err: Exception) -> str:
     from shambench.cli.options import flags_in
 
     hint = next((text for kind, text in FLAG_HINTS.items() if isinstance(err, kind)), None)
-    message = flags_in(str(err))
+    message = flags_in(message_of(err))
     return f"{message} ({hint})" if hint else message
 
 

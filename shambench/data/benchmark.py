@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from shambench.data.adapter import DATA_DIR_ENV, Adapter, LoadResult, adapters, data_dir_origin, resolve_data_dir
-from shambench.errors import DataError
+from shambench.errors import DataError, message_of
 from shambench.memory import collector_paused
 from shambench.schema import Example
 from shambench.sources import DEFAULT_SUITE, declared, in_suite
@@ -192,7 +192,7 @@ def load_benchmark(
                 with collector_paused():  # its examples outlive the loading and form no cycles
                     bench.loads[entry.name] = load_dev(adapter, root) if split == DEV else adapter.load(root, split)
             except DataError as err:
-                bench.errors[entry.name] = str(err)
+                bench.errors[entry.name] = message_of(err)
             else:
                 bench.sources[entry.name] = adapter
         if on_load is not None and (entry.name in bench.loads or entry.name in bench.errors):

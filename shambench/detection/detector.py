@@ -24,7 +24,7 @@ from collections.abc import Iterator, Sequence
 from types import ModuleType
 from typing import Any
 
-from shambench.errors import DataError, ParameterError
+from shambench.errors import DataError, ParameterError, message_of
 from shambench.registry import Registry, checked_params
 from shambench.schema import Example, Prediction, Span
 
@@ -99,11 +99,11 @@ def create_detector(spec: str, **params: Any) -> Detector:
         raise
     except TypeError as err:
         # A factory that hands `**params` on finds an unknown one only here.
-        if "unexpected keyword argument" not in str(err):
+        if "unexpected keyword argument" not in message_of(err):
             raise
-        raise ParameterError(f"detector {name!r}: {err} (see `shambench list detectors {name}`)") from None
+        raise ParameterError(f"detector {name!r}: {message_of(err)} (see `shambench list detectors {name}`)") from None
     except ValueError as err:
         # A factory refusing a value (`rate=2`) is bad input, not a crash.
-        raise ParameterError(f"detector {name!r}: {err}") from None
+        raise ParameterError(f"detector {name!r}: {message_of(err)}") from None
     det.name = spec
     return det

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from shambench.detection.detector import Monitor
+from shambench.errors import message_of
 from shambench.llm.loop import Feed
 from shambench.runs.selection import select_datasets
 from shambench.runs.spec import Selection
@@ -64,7 +65,7 @@ class Loading:
             self._selected = select_datasets(self._selection, on_selected=self._hand, on_failed=self._failing)
         except BaseException as err:  # noqa: BLE001  (handed to the caller's thread by `result`)
             self._error = err
-            self.feed.close(LoadingStopped(str(err)))
+            self.feed.close(LoadingStopped(message_of(err)))
         else:
             self.feed.close()
 

@@ -33,6 +33,17 @@ FAILURES = {
     "exits": ("import sys\nsys.exit(3)\n", "SystemExit: 3"),
     "raises": ("raise RuntimeError('no GPU here,\\n  try later')\n", "RuntimeError: no GPU here, try later"),
     "interrupts-generator": ("raise GeneratorExit('odd')\n", "GeneratorExit: odd"),
+    "base-exception": ("class Odd(BaseException):\n    pass\nraise Odd('very')\n", "Odd: very"),
+    # Describing the failure must not fail in turn: a message that raises gives way to the repr, then the type.
+    "str-raises": (
+        "class Nasty(Exception):\n    def __str__(self):\n        raise ValueError('str fails too')\nraise Nasty(1)\n",
+        "Nasty: (its str() raised; repr: Nasty(1))",
+    ),
+    "str-and-repr-raise": (
+        "class Nastier(Exception):\n    def __str__(self):\n        raise SystemExit(4)\n"
+        "    __repr__ = __str__\nraise Nastier()\n",
+        "Nastier: (its str() and repr() raised)",
+    ),
 }
 
 
@@ -51,7 +62,12 @@ def broken_plugins(tmp_path, monkeypatch):
             (tmp_path / f"{module}.py").write_text(textwrap.dedent(body))
             points.append(metadata.EntryPoint(f"broken-{kind}", f"{module}:factory", reg.group))
             monkeypatch.delitem(sys.modules, module, raising=False)
-    monkeypatch.setattr(registry.metadata, "entry_points", lambda group: [p for p in points if p.group == group])
+    every = metadata.entry_points  # what other libraries ask for (spaCy's catalogue: all groups, at import)
+    monkeypatch.setattr(
+        registry.metadata,
+        "entry_points",
+        lambda group=None, **kw: [p for p in points if p.group == group] if group else every(**kw),
+    )
 
 
 def test_a_plugin_failing_at_import_in_any_way_is_recorded_on_one_line(broken_plugins):
@@ -97,3 +113,23 @@ def test_the_list_group_has_the_commands_this_test_knows():
     # A new `list` command must be added to the mapping in the test above (its registry's broken plugins shown).
     assert isinstance(list_group, click.Group)
     assert set(list_group.commands) == {"detectors", "datasets", "formats", "providers"}
+
+
+def test_eval_names_a_broken_plugin_in_one_line_and_runs_the_others(broken_plugins, tmp_path, monkeypatch):
+    """The broken plugins are installed beside the built-ins: a run of a built-in detector is untouched by them,
+    and a run of each broken one is one `error:` line saying why it failed to load, exit status 2."""
+    from tests.cli.test_run_integrity import examples_file
+
+    monkeypatch.setenv("SHAMBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    examples = str(examples_file(tmp_path / "ex.jsonl", 2))
+    common = ["--examples", examples, "--no-progress", "--bootstrap", "10"]
+    fine = CliRunner().invoke(main, ["eval", "--detector", "none", "--run-dir", str(tmp_path / "ok"), *common])
+    assert fine.exit_code == 0 and "Traceback" not in fine.output, fine.output
+    for kind, (_, reason) in FAILURES.items():
+        run_dir = str(tmp_path / kind)
+        res = CliRunner().invoke(main, ["eval", "--detector", f"broken-{kind}", "--run-dir", run_dir, *common])
+        assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+        assert [line for line in res.stderr.splitlines() if line.startswith("error:")] == [
+            f"error: detector 'broken-{kind}' is installed but failed to load "
+            f"({module_of(kind, detectors)}:factory: {reason})"
+        ]

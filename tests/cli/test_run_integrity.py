@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from shambench.cli import main
 from shambench.detection.detector import Detector, detectors
+from shambench.errors import DataError
 from shambench.fs import NOT_FOLLOWED
 from shambench.registry import Entry
 from shambench.runs.rundir import run_lock
@@ -151,6 +152,47 @@ def test_a_detector_that_raises_is_one_line_naming_its_code_and_the_run_resumes(
     resumed = invoke("--resume", run, *FAST[:3])
     assert resumed.exit_code == 0, resumed.output
     assert len((run / "predictions.jsonl").read_text().splitlines()) == 3
+
+
+class Unprintable(Exception):
+    """An exception of a detector's own whose message cannot be made."""
+
+    def __str__(self):
+        raise ValueError("no message either")
+
+
+class UnprintableData(DataError):
+    """One of shambench's error classes, raised by a detector's code, with a message that cannot be made."""
+
+    def __str__(self):
+        raise ValueError("no message either")
+
+
+class RaisingUnprintable(Detector):
+    """Its own code raises the exception of the test, whose str() raises."""
+
+    error: type[Exception] = Unprintable
+
+    def detect(self, example):
+        raise self.error("x")
+
+
+@pytest.mark.parametrize(
+    "error, line",
+    [
+        (Unprintable, "detector 'test-unprintable' raised Unprintable: (its str() raised; repr: Unprintable('x'))"),
+        (UnprintableData, "(its str() raised; repr: UnprintableData('x'))"),
+    ],
+)
+def test_a_detector_exception_whose_message_raises_is_still_one_line(tmp_path, monkeypatch, error, line):
+    monkeypatch.setattr(RaisingUnprintable, "error", error)
+    entry = Entry("test-unprintable", RaisingUnprintable, "t", __name__)
+    monkeypatch.setitem(detectors._entries, "test-unprintable", entry)
+    examples = examples_file(tmp_path / "ex.jsonl", 2)
+    res = invoke("--detector", "test-unprintable", "--examples", examples, "--run-dir", tmp_path / "run", *FAST[:3])
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    (shown,) = [x for x in res.stderr.splitlines() if x.startswith("error:")]
+    assert shown.startswith(f"error: {line}"), shown
 
 
 def test_resuming_a_run_of_a_detector_not_installed_here_says_so(tmp_path, monkeypatch):

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from shambench.errors import DataError, ParameterError
+from shambench.errors import DataError, ParameterError, described
 from shambench.extras import import_extra
 from shambench.http import TransportError, reach_scheduler
 
@@ -173,7 +173,7 @@ def run_tasks(
                     fn, args = calls[i]
                     futures[backend.submit(fn, *args)] = i
                 else:
-                    error = f"{type(err).__name__}: {err}"
+                    error = described(err)
                     usage = isinstance(err, ParameterError)
                     yield i, None, TaskFailure(index=i, attempts=attempts[i], error=error, usage=usage)
                 continue

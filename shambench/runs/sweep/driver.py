@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 
 import shambench.fs as fs
 from shambench.detection.detector import Detector, Monitor, create_detector
-from shambench.errors import CellError, DataError, FolderError, ParameterError
+from shambench.errors import CellError, DataError, FolderError, ParameterError, described, message_of
 from shambench.io import Journal, read_regular, write_json
 from shambench.provenance import now_iso
 from shambench.runs.files import CONFIG, JOURNAL, RESULTS
@@ -350,11 +350,11 @@ def run_cell(
             cell, data.get(cell), backend, data.plan.spec.retries, monitor, on_predictions, runs_root(data.plan)
         )
     except (CellError, DataError) as err:
-        report.status, report.error = "failed", str(err)
+        report.status, report.error = "failed", message_of(err)
         report.usage_error = isinstance(err, ParameterError | FolderError)
         return report
     except Exception as err:  # one cell's unforeseen trouble must not stop the others or lose the report
-        report.status, report.error = "failed", f"{type(err).__name__}: {err}"
+        report.status, report.error = "failed", described(err)
         return report
     results = outcome.results
     assert results is not None  # a batch left running failed the cell above
