@@ -12,7 +12,7 @@ from typing import IO, Any, NoReturn
 
 import click
 
-from shambench.cli.exits import INTERRUPTED, USAGE
+from shambench.cli.exits import INTERRUPTED, UserError
 from shambench.errors import ChangedDataError, DataError, RunDirError, SelectionError, UnknownPluginError, message_of
 from shambench.secrets import redact
 
@@ -164,15 +164,6 @@ class ReaderGoneStdout:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.stream, name)
-
-
-class UserError(click.ClickException):
-    """A one-line error for bad input; exit status 2."""
-
-    exit_code = USAGE
-
-    def show(self, file: IO[Any] | None = None) -> None:
-        click.secho(f"error: {self.format_message()}", fg="red", err=True)
 
 
 @click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})

@@ -17,7 +17,7 @@ import shlex
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 import click
 
@@ -30,6 +30,16 @@ NOT_FINISHED = 4
 INTERRUPTED = 130
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class UserError(click.ClickException):
+    """A one-line error for bad input; exit status 2."""
+
+    exit_code = USAGE
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.secho(f"error: {self.format_message()}", fg="red", err=True)
+
 
 ALLOW_FAILURES_HELP = "Exit 0 even when some items failed (the default is 3, so scripts notice)."
 
@@ -83,8 +93,6 @@ def confirmed(question: str) -> bool:
     """The user's yes or no to `question` (default no), the one way a command asks before it deletes. Declining
     is no error: the command does nothing and exits 0. A closed input is no answer: an error (exit 2) saying that
     nothing was done and how not to be asked; Ctrl-C is an interruption (130), as anywhere."""
-    from shambench.cli import UserError
-
     try:
         return click.confirm(question, default=False)
     except click.Abort as err:
