@@ -44,15 +44,6 @@ class UserError(click.ClickException):
 ALLOW_FAILURES_HELP = "Exit 0 even when some items failed (the default is 3, so scripts notice)."
 
 
-class UserError(click.ClickException):
-    """A one-line error for bad input; exit status 2."""
-
-    exit_code = USAGE
-
-    def show(self, file: IO[Any] | None = None) -> None:
-        click.secho(f"error: {self.format_message()}", fg="red", err=True)
-
-
 def allow_failures_option(func: F) -> F:
     """--allow-failures: make exit status 3 (finished with failures) into 0."""
     return click.option("--allow-failures", is_flag=True, help=ALLOW_FAILURES_HELP)(func)
