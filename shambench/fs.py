@@ -273,6 +273,17 @@ def mark(folder: str | Path, root: str | Path, marker: str) -> None:
     write_bytes(Path(folder) / marker, b"made by shambench\n", root)
 
 
+def marked(folder: str | Path, root: str | Path, marker: str) -> bool:
+    """Whether `folder` under `root` is a real folder (not a link) holding the regular file `marker` (see `mark`)."""
+    gate = Root(root)
+    with translated(folder, "read"):
+        try:
+            with gate.folder(gate.parts(folder), create=False) as fd:
+                return stat.S_ISREG(os.lstat(marker, dir_fd=fd).st_mode)
+        except (FileNotFoundError, NotADirectoryError, FolderError):
+            return False
+
+
 def remove_tree(path: str | Path, root: str | Path, marker: str) -> bool:
     """Delete the folder `path` under `root` and all it holds, only when it is a real folder (not a link) holding
     the regular file `marker` its writer left; links inside are removed as links, never followed. Whether it
@@ -281,11 +292,7 @@ def remove_tree(path: str | Path, root: str | Path, marker: str) -> bool:
     with translated(path, "delete"):
         try:
             with gate.parent(path, create=False) as (fd, name):
-                try:
-                    with gate.folder(gate.parts(path), create=False) as inner:
-                        if not stat.S_ISREG(os.lstat(marker, dir_fd=inner).st_mode):
-                            return False
-                except (FileNotFoundError, NotADirectoryError, FolderError):
+                if not marked(path, root, marker):
                     return False
                 # shutil's fd-based walk: relative to `fd`, no link followed at any depth.
                 shutil.rmtree(name, dir_fd=fd)  # fs-gate: the walk itself, under a descriptor of the gate's

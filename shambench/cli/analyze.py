@@ -48,8 +48,7 @@ def _load_run(run_dir: Path) -> tuple[RunConfig, list[Example], dict[str, Any], 
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(file_okay=False, exists=True))
 @click.option(
     "--out",
-    # several runs' judgements go in a folder per run
-    type=OutputFolder("analysis.json", "*.png", "judgements.jsonl", "*/"),
+    type=OutputFolder(),
     help="Output folder (default: RUN_DIR/analysis, or ./analysis for several runs).",
 )
 @click.option("--no-figures", is_flag=True, help="Write analysis.json only.")

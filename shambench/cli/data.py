@@ -310,9 +310,7 @@ def dump(out: str, datasets: str | None, split: str, data_dir: str | None) -> No
 
 
 @data_group.command("export")
-@click.option(
-    "--out", required=True, type=OutputFolder("README.md", "data"), help="Folder for the Hugging Face dataset."
-)
+@click.option("--out", required=True, type=OutputFolder(), help="Folder for the Hugging Face dataset.")
 @datasets_option
 @click.option(
     "--split",

@@ -52,7 +52,7 @@ def _reported_path(reported: str | None, no_reported: bool) -> Path | None:
     "--out",
     "out_dir",
     required=True,
-    type=OutputFolder("index.html", "leaderboard.json", "extended.html", "extended.json", "mushroom.html", "examples"),
+    type=OutputFolder(),
     help="Site folder to write.",
 )
 @_reported_option
@@ -192,7 +192,7 @@ def submit(
 @click.option(
     "--out",
     "out_dir",
-    type=OutputFolder("*.schema.json"),
+    type=OutputFolder(),
     help="Folder for results.schema.json and leaderboard.schema.json (default: the leaderboard package).",
 )
 def schema(out_dir: str | None) -> None:

@@ -7,6 +7,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -25,37 +26,59 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class OutputFolder(click.Path):
-    """A folder a command writes its outputs into: new, empty, or holding only entries named as the command's own
-    outputs are (`writes`, shell patterns; one ending in / matches folders), such as an earlier output of the same
-    command. Any other entry means the wrong folder was given (`--out docs`, `--out .`), whose files of the same
-    names would be overwritten: a usage error naming what it holds. A link is left to the filesystem gate, which
-    refuses it."""
+    """A folder a command writes its outputs into (`--out DIR`): a new or empty folder, or one holding the mark
+    that command leaves in the folders it writes (`marker_of`; an earlier output of it, rewritten). A folder
+    holding anything else is someone else's (`--out docs`, `--out .`), whose files of the same names would be
+    overwritten, whatever they are named: an error naming what it holds, before anything is read. The mark is
+    left when the command ends, once it has written something there (also when it failed part way: what is
+    there is its own). A link is left to the filesystem gate, which refuses it."""
 
-    def __init__(self, *writes: str):
+    def __init__(self) -> None:
         super().__init__(file_okay=False)
-        self.writes = writes
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        import fnmatch
+        from shambench.cli.exits import UserError
+        from shambench.errors import FolderError
+        from shambench.fs import entries, marked
 
-        path = Path(os.fsdecode(super().convert(value, param, ctx)))
-        if path.is_dir() and not path.is_symlink():
-            # a pattern ending in / matches folders only
-            own = [(w.rstrip("/"), w.endswith("/")) for w in self.writes]
-            foreign = sorted(
-                e.name
-                for e in path.iterdir()
-                if not any(fnmatch.fnmatch(e.name, w) and (e.is_dir() or not d) for w, d in own)
+        if ctx is None:
+            raise TypeError("an output folder belongs to a command: convert it with the command's context")
+        path = Path(os.path.abspath(os.fsdecode(super().convert(value, param, ctx))))
+        command, marker = marker_of(ctx)
+        try:
+            held = [name for name in entries(path, path.parent) if name != marker]
+            ours = marked(path, path.parent, marker)
+        except FolderError as err:
+            raise UserError(str(err)) from None
+        if held and not ours:
+            shown = ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
+            raise UserError(
+                f"{value} holds {shown} and no {marker} (the mark `{command}` leaves in the folders it writes): "
+                "give a new or empty folder, or one this command wrote before"
             )
-            if foreign:
-                shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
-                self.fail(
-                    f"{path} holds {shown}, which this command does not write: give a new or empty folder, or one "
-                    f"it wrote before (holding only {', '.join(self.writes)})",
-                    param,
-                    ctx,
-                )
+        ctx.call_on_close(lambda: _leave_mark(path, marker))
         return value
+
+
+def marker_of(ctx: click.Context) -> tuple[str, str]:
+    """The command of `ctx` (`data export`) and the name of the mark it leaves in its output folders."""
+    names = []
+    while ctx.parent is not None:
+        names.append(ctx.info_name or ctx.command.name or "")
+        ctx = ctx.parent
+    command = " ".join(reversed(names))
+    return command, ".shambench-" + command.replace(" ", "-")
+
+
+def _leave_mark(folder: Path, marker: str) -> None:
+    from shambench.errors import FolderError
+    from shambench.fs import entries, mark, marked
+
+    # Nothing written there (the command stopped first), nothing to claim; a mark the disk refuses (the command
+    # has said why its own writes failed) only means that a rerun asks for another folder.
+    with suppress(FolderError):
+        if entries(folder, folder.parent) and not marked(folder, folder.parent, marker):
+            mark(folder, folder.parent, marker)
 
 
 def _checked_base_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

@@ -31,8 +31,7 @@ def train_group() -> None:
 @click.option(
     "--out",
     required=True,
-    # the model and tokenizer files of transformers' save_pretrained, the settings and reports, checkpoints
-    type=OutputFolder("*.json", "*.safetensors", "*.txt", "*.model", "checkpoints", ".saving-*"),
+    type=OutputFolder(),
     help="Output folder for model and reports.",
 )
 @data_dir_option

@@ -1,14 +1,18 @@
-"""Output folders (`--out FOLDER`): a command writes only into a new or empty folder, or one holding what it writes
-itself, never among a folder's other files (`--out docs`, `--out .` would overwrite their files of the same name)."""
+"""Output folders (`--out FOLDER`): a command writes only into a new or empty folder, or one holding the mark it
+leaves in the folders it writes, never among a folder's other files, whatever their names (`--out docs`, `--out .`)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import click
 import pytest
 from click.testing import CliRunner
 
-from shambench.cli import main
+from shambench.cli import UserError, main
 from shambench.cli.options import OutputFolder
+
+FIXTURES = Path(__file__).parents[1] / "adapters" / "fixtures"
 
 
 def every_command(command: click.Command = main, ctx: click.Context | None = None):
@@ -44,52 +48,114 @@ def test_every_output_folder_option_is_checked(path, param):
     assert isinstance(param.type, OutputFolder), f"{path} {param.opts}: an output folder is an OutputFolder"
 
 
-def convert(folder, *writes: str):
-    return OutputFolder(*writes).convert(str(folder), None, None)
+def convert(folder, command: str = "leaderboard build") -> str:
+    """`folder` as the --out of `command` takes it (its context closed: the mark left when it wrote there)."""
+    ctx = click.Context(main, info_name="shambench")
+    for name in command.split():
+        ctx = click.Context(click.Command(name), info_name=name, parent=ctx)
+    with ctx:
+        return OutputFolder().convert(str(folder), None, ctx)
 
 
-def test_a_new_an_empty_or_its_own_folder_is_taken(tmp_path):
-    assert convert(tmp_path / "new", "index.html") == str(tmp_path / "new")
-    assert convert(tmp_path, "index.html") == str(tmp_path)
-    (tmp_path / "index.html").write_text("an earlier build")
-    (tmp_path / "runs-a").mkdir()
-    assert convert(tmp_path, "index.html", "*/") == str(tmp_path)
+def error_of(folder, command: str = "leaderboard build") -> str:
+    with pytest.raises(UserError) as caught:
+        convert(folder, command)
+    return caught.value.message
 
 
-def test_a_folder_holding_other_files_is_a_usage_error_naming_them(tmp_path):
-    (tmp_path / "index.html").write_text("")
-    (tmp_path / "notes.md").write_text("mine")
-    with pytest.raises(click.BadParameter) as caught:
-        convert(tmp_path, "index.html", "*.json")
-    assert caught.value.message == (
-        f"{tmp_path} holds notes.md, which this command does not write: give a new or empty folder, or one it wrote "
-        "before (holding only index.html, *.json)"
+def test_a_new_or_an_empty_folder_is_taken_and_marked_once_written(tmp_path):
+    assert convert(tmp_path / "new") == str(tmp_path / "new")
+    assert not (tmp_path / "new").exists()  # nothing written, nothing made or marked
+    (tmp_path / "empty").mkdir()
+    assert convert(tmp_path / "empty") == str(tmp_path / "empty")
+    assert list((tmp_path / "empty").iterdir()) == []
+    mine = tmp_path / "mine"
+    ctx = click.Context(click.Command("build"), info_name="build", parent=click.Context(main, info_name="leaderboard"))
+    with ctx:
+        OutputFolder().convert(str(mine), None, ctx)
+        mine.mkdir()
+        (mine / "notes.md").write_text("written by the command")
+    assert sorted(p.name for p in mine.iterdir()) == [".shambench-build", "notes.md"]
+    assert (mine / ".shambench-build").read_text() == "made by shambench\n"
+
+
+def test_its_own_folder_is_reused_whatever_it_holds(tmp_path):
+    (tmp_path / "README.md").write_text("")
+    (tmp_path / ".shambench-data-export").write_text("made by shambench\n")
+    assert convert(tmp_path, "data export") == str(tmp_path)
+    # the mark of another command is not this one's
+    assert error_of(tmp_path, "leaderboard build") == (
+        f"{tmp_path} holds .shambench-data-export, README.md and no .shambench-leaderboard-build (the mark "
+        "`leaderboard build` leaves in the folders it writes): give a new or empty folder, or one this command "
+        "wrote before"
     )
-    for name in ("a.md", "b.md", "c.md"):
+
+
+@pytest.mark.parametrize("held", [["README.md"], ["README.md", "data/"], ["index.html"], ["a.json", "b.txt"]])
+def test_a_folder_of_files_without_the_mark_is_refused_whatever_their_names(tmp_path, held):
+    for name in held:
+        if name.endswith("/"):
+            (tmp_path / name).mkdir()
+        else:
+            (tmp_path / name).write_text("mine")
+    names = ", ".join(sorted(name.rstrip("/") for name in held))
+    assert error_of(tmp_path, "data export").startswith(f"{tmp_path} holds {names} and no .shambench-data-export")
+
+
+def test_many_files_are_counted(tmp_path):
+    for name in ("a.md", "b.md", "c.md", "d.md", "e.md"):
         (tmp_path / name).write_text("")
-    with pytest.raises(click.BadParameter, match=r"holds a.md, b.md, c.md and 1 more, which"):
-        convert(tmp_path, "index.html")
-    # a pattern ending in / matches folders only
-    with pytest.raises(click.BadParameter, match="holds a.md, b.md, c.md and 2 more"):
-        convert(tmp_path, "*/")
+    assert error_of(tmp_path).startswith(f"{tmp_path} holds a.md, b.md, c.md and 2 more and no .shambench-")
 
 
 def test_a_link_is_left_to_the_filesystem_gate(tmp_path):
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "elsewhere" / "notes.md").write_text("")
     (tmp_path / "link").symlink_to(tmp_path / "elsewhere")
-    assert convert(tmp_path / "link", "index.html") == str(tmp_path / "link")
+    assert convert(tmp_path / "link") == str(tmp_path / "link")
+    assert sorted(p.name for p in (tmp_path / "elsewhere").iterdir()) == ["notes.md"]
 
 
-def test_export_and_build_into_a_folder_of_other_files_change_nothing(tmp_path):
+@pytest.mark.parametrize("held", [["README.md"], ["README.md", "data"]])
+def test_export_into_a_folder_of_a_readme_changes_nothing(tmp_path, held):
+    docs = tmp_path / "docs"
+    (docs / "data").mkdir(parents=True)
+    (docs / "README.md").write_text("my own readme")
+    if "data" not in held:
+        (docs / "data").rmdir()
+    result = CliRunner().invoke(
+        main, ["data", "export", "--out", str(docs), "--data-dir", str(FIXTURES), "-d", "mushroom"]
+    )
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"error: {docs} holds {', '.join(held)} and no .shambench-data-export (the mark `data export` leaves in "
+        "the folders it writes): give a new or empty folder, or one this command wrote before\n"
+    )
+    assert sorted(p.name for p in docs.iterdir()) == held
+    assert (docs / "README.md").read_text() == "my own readme"
+
+
+def test_export_marks_its_folder_and_writes_it_again(tmp_path):
+    out = tmp_path / "hf"
+    args = ["data", "export", "--out", str(out), "--data-dir", str(FIXTURES), "-d", "mushroom"]
+    first = CliRunner().invoke(main, args)
+    assert first.exit_code == 0, first.output
+    assert sorted(p.name for p in out.iterdir()) == [".shambench-data-export", "README.md", "data"]
+    again = CliRunner().invoke(main, args)
+    assert again.exit_code == 0, again.output
+    # an empty folder is taken too
+    (tmp_path / "empty").mkdir()
+    built = CliRunner().invoke(
+        main, ["data", "export", "--out", str(tmp_path / "empty"), "--data-dir", str(FIXTURES), "-d", "mushroom"]
+    )
+    assert built.exit_code == 0 and (tmp_path / "empty" / ".shambench-data-export").is_file()
+
+
+def test_build_into_a_folder_of_other_files_changes_nothing(tmp_path):
     docs = tmp_path / "docs"
     docs.mkdir()
-    (docs / "README.md").write_text("my own readme")
-    (docs / "index.md").write_text("my own page")
-    runner = CliRunner()
-    export = runner.invoke(main, ["data", "export", "--out", str(docs), "--data-dir", str(tmp_path)])
-    built = runner.invoke(main, ["leaderboard", "build", "--runs", str(tmp_path), "--out", str(docs)])
-    assert export.exit_code == 2 and f"{docs} holds index.md, which this command does not write" in export.stderr
-    assert built.exit_code == 2 and f"{docs} holds README.md, index.md, which this command" in built.stderr
-    assert sorted(p.name for p in docs.iterdir()) == ["README.md", "index.md"]
-    assert (docs / "README.md").read_text() == "my own readme"
+    (docs / "index.html").write_text("my own page")
+    built = CliRunner().invoke(main, ["leaderboard", "build", "--runs", str(tmp_path), "--out", str(docs)])
+    assert built.exit_code == 2
+    assert built.stderr.startswith(f"error: {docs} holds index.html and no .shambench-leaderboard-build")
+    assert (docs / "index.html").read_text() == "my own page"
