@@ -112,7 +112,6 @@ def score(
     from shambench.io import model_line, write_jsonl
     from shambench.memory import collector_paused
     from shambench.reporting.console import make_console
-    from shambench.reporting.naming import run_name
     from shambench.reporting.tables import print_results
     from shambench.runs.files import PER_EXAMPLE
     from shambench.runs.scoring import run_results_and_scores, scorer_of
@@ -159,7 +158,14 @@ def score(
                 for reason, count in results.run.skipped_ranges.items():
                     console.print(f"note: {count} ranges skipped: {reason}", soft_wrap=True)
         # Named for what was scored, as eval names its table: a run by its detector, a file by its name.
-        scored = (run_name(results.run) or Path(run_dir).name) if run_dir else Path(str(predictions)).name
+        if run_dir:
+            # Imported only here: the model presets it reads (and their YAML) are a third of a predictions file's
+            # imports beyond the scorer's.
+            from shambench.reporting.naming import run_name
+
+            scored = run_name(results.run) or Path(run_dir).name
+        else:
+            scored = Path(str(predictions)).name
         print_results(results, console, title=f"{scored} on {results.n_examples} examples")
         if per_example_out == "-":
             click.echo("".join(model_line(row) for row in per_example), nl=False)
