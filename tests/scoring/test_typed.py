@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 from shambench.schema import Example, Prediction, Span
 from shambench.scoring.results import Results
 from shambench.scoring.scorer import Scorer, score
+from shambench.scoring.typed import _Coverage
 
 # Tokens of "aa bb cc dd": aa [0, 2), bb [3, 5), cc [6, 8), dd [9, 11); of "ee ff": ee [0, 2), ff [3, 5).
 EXAMPLES = [
@@ -173,3 +175,28 @@ def test_figures_equal_a_computation_on_sets(case):
             assert math.isclose(scores.typed_token.precision, _ratio(counts["st"], counts["pt"]))
         else:
             assert not any(s.label for spans in predicted.values() for s in spans)
+
+
+RANGES = st.lists(st.tuples(st.integers(0, 30), st.integers(0, 6)), max_size=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(RANGES, RANGES)
+def test_a_coverage_counts_the_characters_its_ranges_cover(covering, asked):
+    """Overlapping, touching, unsorted or disjoint ranges (the words coverage takes its disjoint tokens as they
+    are, any other set is merged): per asked range, its covered characters and its covered parts, against sets."""
+    chars = {k for a, n in covering for k in range(a, a + n)}
+    cover = _Coverage(*_columns(covering))
+    starts, ends = _columns(asked)
+    assert cover.within(starts, ends).tolist() == [len(chars & set(range(a, a + n))) for a, n in asked]
+    of, lo, hi = cover.pieces(starts, ends)
+    parts = [set(range(a, b)) for a, b in zip(lo.tolist(), hi.tolist())]
+    assert sum(map(len, parts)) == len({(k, c) for k, part in zip(of.tolist(), parts) for c in part})  # disjoint
+    for k, (a, n) in enumerate(asked):
+        assert set().union(*(p for j, p in zip(of.tolist(), parts) if j == k)) == chars & set(range(a, a + n))
+
+
+def _columns(ranges: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """`(start, length)` pairs as start and end columns (int64, as the corpus's offsets)."""
+    starts = np.array([a for a, _ in ranges], np.int64)
+    return starts, starts + np.array([n for _, n in ranges], np.int64)
