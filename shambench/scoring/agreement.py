@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict
 
 from shambench.schema import Prediction, Span
 from shambench.scoring import metrics
-from shambench.scoring.alternative import ALT_EPSILON, AlternativeTest, alternative_test
+from shambench.scoring.alternative import ALT_EPSILON, AlternativeTest, alternative_test, annotator_rows
 from shambench.scoring.arrays import runs
 from shambench.scoring.corpus import Corpus, Readings, RowPredictions, SoftRange
 from shambench.scoring.text import SENTENCE_SPLITTER, TOKENIZER
@@ -434,37 +434,52 @@ def human_alignment(loo: LeaveOneOut, corpus: Corpus) -> HumanAlignment:
 
 def like_for_like(
     loo: LeaveOneOut,
-    corpus: Corpus,
     predicted: RowPredictions,
     human: AgreementReport,
-    alignment: HumanAlignment,
+    alternative: dict[str, AlternativeRows],
     epsilon: float = ALT_EPSILON,
 ) -> AgreementGroup:
     """`Results.groups.agreement`: the detector against the leave-one-out golds beside the human figures, with the
-    alternative annotator test at `epsilon` against the annotators' `alignment` (`corpus`: the source corpus;
-    `predicted`: one row per example of it)."""
+    alternative annotator test at `epsilon` on the `alternative` rows (`predicted`: one row per example of the
+    source corpus)."""
     rows = loo.scorer.row_arrays(loo.detector(predicted))
     detector = figures(loo, rows)
-    tests = alternative_tests(loo, corpus, rows, alignment, epsilon)
     partitions = {}
     for partition, det in detector.items():
         hum = human.partitions[partition]
+        test = alternative[partition]
         partitions[partition] = LikeForLike(
             items=hum.items,
             detector=det,
             human=Figures(**hum.model_dump(include=set(Figures.model_fields))),
             gap=_gap(det, hum),
-            alternative=tests[partition],
+            alternative=alternative_test(test.annotators, test.detector(rows), test.human, test.metric, epsilon),
         )
     return AgreementGroup(convention=LIKE_FOR_LIKE, partitions=partitions)
 
 
-def alternative_tests(
-    loo: LeaveOneOut, corpus: Corpus, detector: RowArrays, human: HumanAlignment, epsilon: float
-) -> dict[str, AlternativeTest]:
-    """Per partition, the alternative annotator test of the detector's rows against the annotators' own, on the
-    rows of items with at least two other annotators; the alignment is IoU where every item of the partition has
-    soft labels (Mu-SHROOM), else token F1."""
+@dataclass
+class AlternativeRows:
+    """What the alternative annotator test reads of one partition's leave-one-out rows beside the detector's
+    scores: none of it depends on the prediction, so a scorer prepares it once."""
+
+    metric: str
+    """The alignment: `iou` where every row of the partition has soft labels (Mu-SHROOM), else `token_f1`."""
+    rows: np.ndarray
+    """The rows of the items with at least two other annotators."""
+    annotators: dict[str, np.ndarray]
+    """Per annotator, in id order, the positions of its rows among `rows`."""
+    human: np.ndarray
+    """Per row of `rows`, its annotator's own alignment with the others' gold."""
+
+    def detector(self, scores: RowArrays) -> np.ndarray:
+        """Per row of `rows`, the detector's alignment with the others' gold, from its row scores."""
+        return (scores.iou if self.metric == "iou" else scores.prf["token"][2])[self.rows]
+
+
+def alternative_rows(loo: LeaveOneOut, corpus: Corpus, human: HumanAlignment) -> dict[str, AlternativeRows]:
+    """Per partition, its rows for the alternative annotator test (see `AlternativeRows`), with the annotators'
+    alignments `human`."""
     per_item = np.bincount(loo.item_of, minlength=len(loo.example_of))
     row_ids = loo.scorer.corpus.ids
     human_iou, human_f1 = human.arrays()
@@ -475,9 +490,8 @@ def alternative_tests(
         rows = np.flatnonzero(in_partition & (per_item[loo.item_of] >= 3))
         # A row's id is its item's id, `#`, its annotator's (`rows_of`): the item's id may itself hold a `#`.
         names = [row_ids[k][len(corpus.ids[loo.example_of[loo.item_of[k]]]) + 1 :] for k in rows.tolist()]
-        det = (detector.iou if metric == "iou" else detector.prf["token"][2])[rows]
         hum = (human_iou if metric == "iou" else human_f1)[rows]
-        out[partition] = alternative_test(names, det, hum, metric, epsilon)
+        out[partition] = AlternativeRows(metric, rows, annotator_rows(names), hum)
     return out
 
 

@@ -16,7 +16,7 @@ scipy is not a dependency of the base install.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
@@ -165,19 +165,28 @@ def by_adjusted(p: Sequence[float]) -> list[float]:
     return out.tolist()
 
 
-def alternative_test(
-    annotators: Sequence[str], detector: np.ndarray, human: np.ndarray, metric: str, epsilon: float = ALT_EPSILON
-) -> AlternativeTest:
-    """The test on one partition, from its eligible rows (items with two or more other annotators): per row, its
-    annotator, the detector's alignment and the annotator's, against the same gold of the others."""
-    w_f = (detector >= human).astype(float)
-    w_h = (human >= detector).astype(float)
+def annotator_rows(annotators: Sequence[str]) -> dict[str, np.ndarray]:
+    """Per annotator, in id order, the positions of its rows (`annotators`: each row's annotator)."""
     rows: dict[str, list[int]] = {}
     for k, name in enumerate(annotators):
         rows.setdefault(name, []).append(k)
+    return {name: np.array(rows[name], np.int64) for name in sorted(rows)}
+
+
+def alternative_test(
+    annotators: Mapping[str, np.ndarray],
+    detector: np.ndarray,
+    human: np.ndarray,
+    metric: str,
+    epsilon: float = ALT_EPSILON,
+) -> AlternativeTest:
+    """The test on one partition, from its eligible rows (items with two or more other annotators): per annotator
+    in id order, the positions of its rows (`annotator_rows`); per row, the detector's alignment and the
+    annotator's, against the same gold of the others."""
+    w_f = (detector >= human).astype(float)
+    w_h = (human >= detector).astype(float)
     tested, untested = [], {}
-    for name in sorted(rows):
-        idx = np.array(rows[name], np.int64)
+    for name, idx in annotators.items():
         if len(idx) < MIN_ITEMS:
             untested[name] = len(idx)
             continue

@@ -42,7 +42,7 @@ from shambench.scoring.text import SENTENCE_SPLITTER, TOKENIZER
 from shambench.scoring.typed import Predicted, TypedGold, types_group
 
 if TYPE_CHECKING:
-    from shambench.scoring.agreement import AgreementGroup, AgreementReport, HumanAlignment, LeaveOneOut
+    from shambench.scoring.agreement import AgreementGroup, AgreementReport, AlternativeRows, LeaveOneOut
 
 LEVELS = ("token", "sentence")
 PER_EXAMPLE = (
@@ -439,23 +439,25 @@ class Scorer:
         from shambench.scoring.agreement import like_for_like
 
         columns = self._as_columns(pa)
-        return like_for_like(loo, self.corpus, columns, self.agreement(), self._human_alignment, self.alt_epsilon)
+        return like_for_like(loo, columns, self.agreement(), self._alternative_rows, self.alt_epsilon)
 
     @cached_property
-    def _human_alignment(self) -> HumanAlignment:
-        """The annotators' own alignments the alternative annotator test compares with, made once per scorer, and
-        read from beside a kept corpus where they were made before (they need no prediction)."""
-        from shambench.scoring.agreement import HumanAlignment, human_alignment
+    def _alternative_rows(self) -> dict[str, AlternativeRows]:
+        """The rows of the alternative annotator test with the annotators' own alignments it compares with, made
+        once per scorer (they need no prediction); the alignments are read from beside a kept corpus where they
+        were made before."""
+        from shambench.scoring.agreement import HumanAlignment, alternative_rows, human_alignment
 
         loo = self._leave_one_out
         assert loo is not None  # only asked for where there are leave-one-out rows
-        return kept_beside(
+        alignment = kept_beside(
             self.corpus,
             "human-alignment.json",
             _agreement_versions(),
             HumanAlignment,
             lambda: human_alignment(loo, self.corpus),
         )
+        return alternative_rows(loo, self.corpus, alignment)
 
     def _as_columns(self, pa: _PredictionArrays) -> RowPredictions:
         """The prediction arrays as columns, one row per example (spans in order, offsets in the response)."""

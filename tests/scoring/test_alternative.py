@@ -16,6 +16,7 @@ from shambench.schema import Annotations, covered_shares, marked_by_more_than
 from shambench.scoring.alternative import (
     MIN_ITEMS,
     alternative_test,
+    annotator_rows,
     by_adjusted,
     incomplete_beta,
     one_sided_t,
@@ -104,7 +105,7 @@ def test_one_annotator_by_hand():
     # sd = sqrt(20/29); t = 0.2 / (sd / sqrt(30)).
     det = np.array([1.0] * 10 + [0.0] * 10 + [0.5] * 10)
     hum = np.array([0.0] * 10 + [1.0] * 10 + [0.5] * 10)
-    got = alternative_test(["a"] * 30, det, hum, "iou", 0.2)
+    got = alternative_test(annotator_rows(["a"] * 30), det, hum, "iou", 0.2)
     (a,) = got.annotators
     assert (a.n, a.rho_f, a.rho_h, a.mean_d) == (30, 20 / 30, 20 / 30, 0.0)
     t = 0.2 / (math.sqrt(20 / 29) / math.sqrt(30))
@@ -114,17 +115,23 @@ def test_one_annotator_by_hand():
     assert got.omega == (1.0 if a.rejected else 0.0) and got.advantage == 20 / 30 and got.untested == {}
 
 
+def test_annotator_rows_group_the_rows_by_annotator_in_id_order():
+    got = annotator_rows(["b", "a", "b", "c#1", "a"])
+    assert list(got) == ["a", "b", "c#1"]
+    assert {name: idx.tolist() for name, idx in got.items()} == {"a": [1, 4], "b": [0, 2], "c#1": [3]}
+
+
 def test_annotators_below_30_items_are_listed_untested():
     names = ["a"] * MIN_ITEMS + ["b"] * (MIN_ITEMS - 1)
     det = np.ones(len(names))
-    got = alternative_test(names, det, det * 0.5, "token_f1", 0.2)
+    got = alternative_test(annotator_rows(names), det, det * 0.5, "token_f1", 0.2)
     assert [a.annotator for a in got.annotators] == ["a"] and got.untested == {"b": MIN_ITEMS - 1}
     # The detector beats annotator a on every item: no variance, p = 0, rejected; omega 1, passed.
     assert (got.annotators[0].p, got.annotators[0].rejected, got.omega, got.passed) == (0.0, True, 1.0, True)
 
 
 def test_nobody_tested_gives_no_verdict():
-    got = alternative_test(["a"] * 3, np.ones(3), np.ones(3), "iou", 0.2)
+    got = alternative_test(annotator_rows(["a"] * 3), np.ones(3), np.ones(3), "iou", 0.2)
     assert (got.omega, got.passed, got.advantage, got.annotators) == (None, None, None, [])
 
 
