@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from shambench.scoring.agreement import AgreementGroup
+from shambench.scoring.documented import DOCUMENTED
 from shambench.scoring.steps import MathGroup
 from shambench.scoring.typed import TypesGroup
 from shambench.selection_fields import Recorded
@@ -25,7 +26,7 @@ class _Documented(BaseModel):
     NaN and infinity are refused: every number in results.json is a finite number, and a field that may be
     absent says so with `| None` (null) in its type."""
 
-    model_config = ConfigDict(use_attribute_docstrings=True, allow_inf_nan=False)
+    model_config = DOCUMENTED | ConfigDict(allow_inf_nan=False)
 
 
 class PRF(_Documented):
@@ -88,7 +89,7 @@ class GroupScores(_Documented):
     """All metrics of one partition (`task/dataset`) or one task: the counts, then every registered metric's figure
     (`shambench.scoring.measures`); a metric registered beyond the built-in ones below is kept as a further key."""
 
-    model_config = ConfigDict(use_attribute_docstrings=True, allow_inf_nan=False, extra="allow")
+    model_config = DOCUMENTED | ConfigDict(allow_inf_nan=False, extra="allow")
 
     n: int
     """Number of examples scored."""

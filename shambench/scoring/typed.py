@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict
 from shambench.scoring import metrics
 from shambench.scoring.arrays import runs
 from shambench.scoring.corpus import Corpus, Units
+from shambench.scoring.documented import DOCUMENTED
 
 TYPES_CONVENTION = (
     "per dataset and gold error type (a span's label, as its adapter maps the source's labels; a span with several "
@@ -54,7 +55,7 @@ TYPES_CONVENTION = (
 class Recall(BaseModel):
     """A pooled recall with its bootstrap interval."""
 
-    model_config = ConfigDict(allow_inf_nan=False, use_attribute_docstrings=True)
+    model_config = DOCUMENTED | ConfigDict(allow_inf_nan=False)
 
     recall: float
     """Found gold units of the type / all gold units of the type, pooled over the examples (0 when the type's
@@ -66,7 +67,7 @@ class Recall(BaseModel):
 class TypedPRF(BaseModel):
     """Type-aware pooled precision, recall and F1: predicted spans of one type against gold spans of that type."""
 
-    model_config = ConfigDict(allow_inf_nan=False, use_attribute_docstrings=True)
+    model_config = DOCUMENTED | ConfigDict(allow_inf_nan=False)
 
     precision: float
     """Units of predicted spans of the type that gold spans of the type also cover / units of predicted spans of
@@ -82,7 +83,7 @@ class TypedPRF(BaseModel):
 class TypeScores(BaseModel):
     """One gold error type of one dataset."""
 
-    model_config = ConfigDict(allow_inf_nan=False, use_attribute_docstrings=True)
+    model_config = DOCUMENTED | ConfigDict(allow_inf_nan=False)
 
     n_examples: int
     """Examples with a gold span of the type."""
@@ -107,7 +108,7 @@ class TypeScores(BaseModel):
 class DatasetTypes(BaseModel):
     """The per-type figures of one dataset (source)."""
 
-    model_config = ConfigDict(allow_inf_nan=False, use_attribute_docstrings=True)
+    model_config = DOCUMENTED | ConfigDict(allow_inf_nan=False)
 
     n: int
     """Examples of the dataset scored."""
@@ -124,7 +125,7 @@ class DatasetTypes(BaseModel):
 class TypesGroup(BaseModel):
     """Per error type figures of every dataset whose gold spans carry types."""
 
-    model_config = ConfigDict(use_attribute_docstrings=True)
+    model_config = DOCUMENTED
 
     convention: str = TYPES_CONVENTION
     """How the figures are computed."""
