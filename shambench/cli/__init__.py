@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib
 import os
 import sys
 import threading
 import warnings
+from collections.abc import Iterator
 from typing import IO, Any, NoReturn
 
 import click
@@ -96,7 +98,8 @@ class LazyGroup(click.Group):
             sys.stdout, sys.stderr = RedactingStream(ReaderGoneStdout(stdout)), RedactingStream(stderr)
         warnings.formatwarning = warning_line
         try:
-            return super().invoke(ctx)
+            with _loading_shown():
+                return super().invoke(ctx)
         except (*USER_ERRORS, EndpointError, EndpointStopped) as err:
             raise UserError(user_message(err)) from None
         except KeyboardInterrupt:
@@ -105,6 +108,16 @@ class LazyGroup(click.Group):
             raise click.exceptions.Exit(INTERRUPTED) from None
         finally:
             sys.stdout, sys.stderr, warnings.formatwarning = stdout, stderr, formatted
+
+
+@contextlib.contextmanager
+def _loading_shown() -> Iterator[None]:
+    """Every command that loads sources says which one it is reading (a status line on the terminal)."""
+    from shambench.cli.progress import LoadStatus
+    from shambench.data.loading import watched_by
+
+    with watched_by(LoadStatus()):
+        yield
 
 
 def warning_line(message: Warning | str, *args: Any, **kwargs: Any) -> str:

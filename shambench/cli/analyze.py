@@ -160,7 +160,7 @@ def _categories(
     missed = missed_spans(examples, predictions)
     folder = out_dir / run_dir.name if n_runs > 1 else out_dir
     kept = f"the judgements made are kept in {folder / JUDGEMENTS}: run the same command again to judge the rest"
-    with continued_by(kept), ProgressMonitor(len(missed), f"judging {run_dir.name}", console) as monitor:
+    with continued_by(kept), ProgressMonitor(len(missed), f"judging {run_dir.name}") as monitor:
         tally = categorise(judge, missed, folder, monitor, root)
     for part, counts in tally.items():
         console.print(f"{run_dir.name} {part}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))

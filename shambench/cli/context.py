@@ -49,7 +49,7 @@ def add_context_command(
     open_domain = [ex for ex in examples if not ex.context]
     try:
         kept = "the evidence fetched is stored: run the same command again to fetch the rest"
-        with continued_by(kept), ProgressMonitor(len(open_domain), f"context: {spec}", console) as monitor:
+        with continued_by(kept), ProgressMonitor(len(open_domain), f"context: {spec}") as monitor:
             counts = add_context(provider, open_domain, monitor)
     finally:
         provider.close()

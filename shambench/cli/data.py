@@ -112,7 +112,7 @@ def download(names: tuple[str, ...], data_dir: str | None, max_size: str, timeou
     entries = [adapters.get(n) for n in chosen] if chosen else adapters.entries()
     sources = [e.factory() for e in entries]
     sources = [a for a in sources if chosen or a.suite == DEFAULT_SUITE]
-    with make_client(timeout=timeout) as client, _transfer_progress(console, no_progress) as progress:
+    with make_client(timeout=timeout) as client, _transfer_progress(no_progress) as progress:
 
         def hook(label: str) -> ProgressHook:
             task = progress.add_task(label, total=None)
@@ -177,16 +177,17 @@ def verify(names: tuple[str, ...], data_dir: str | None) -> None:
     console.print(f"data dir: {root}: " + ", ".join(f"{n} {s}" for s, n in counts.items()), markup=False)
 
 
-def _transfer_progress(console: Console, no_progress: bool) -> Progress:
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+def _transfer_progress(no_progress: bool) -> Progress:
+    from rich.progress import BarColumn, DownloadColumn, TextColumn, TransferSpeedColumn
 
-    return Progress(
+    from shambench.cli.progress import progress_display
+
+    return progress_display(
         TextColumn("{task.description}", style="bold", markup=False),
         BarColumn(),
         DownloadColumn(),
         TransferSpeedColumn(),
-        console=console,
-        disable=no_progress,
+        enabled=not no_progress,
     )
 
 

@@ -91,7 +91,7 @@ def eval_command(
         console.print(f"run directory: {run.run_dir}  ({len(todo)} of {len(run.examples)} examples to run)")
         if run.config:
             _print_dropped(run.config.dropped_rows, console)
-        watching.append(ProgressMonitor(len(todo), run.detector.name, console, enabled=not no_progress))
+        watching.append(ProgressMonitor(len(todo), run.detector.name, enabled=not no_progress))
         return watching[0]
 
     def resume() -> str:

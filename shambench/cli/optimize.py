@@ -120,8 +120,8 @@ def optimize(
         out=out, datasets=split_names(datasets), endpoint=endpoint, params=parse_params(params), **opts
     )
     console = make_console()
-    console.file = sys.stdout  # the progress display stays visible while DSPy's own bars are silenced
-    with ProgressMonitor(None, f"MIPROv2 {config.auto}", console, enabled=not no_progress) as monitor:
+    console.file = sys.stdout  # its lines stay on the stdout of the start while DSPy silences its own bars
+    with ProgressMonitor(None, f"MIPROv2 {config.auto}", enabled=not no_progress) as monitor:
         program = miprov2.optimize(config, monitor)
     miprov2.print_summary(program, out, console)
     failed = program.usage.failed_calls

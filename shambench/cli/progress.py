@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -21,9 +22,28 @@ if TYPE_CHECKING:
     from shambench.runs.sweep import CellReport, SweepPlan
 
 
-def counting_progress(console: Console | None, enabled: bool = True) -> Progress:
-    """The house progress display: description, bar, done/total, elapsed, remaining, and a `stats` text field."""
+def progress_display(*columns: str | ProgressColumn, enabled: bool = True, transient: bool = False) -> Progress:
+    """The one way a command shows progress: on stderr, never on stdout, which holds the command's results (and is
+    often a file: `eval > out.txt` would end with the last frame of the bar). The stream is the one of the moment
+    it is made (a library that silences stderr later does not hide it). `enabled` false (--no-progress) shows
+    nothing; `transient`: erased once it stops (and never written where stderr is not a terminal)."""
+    from shambench.reporting.console import make_console
+
+    console = make_console(stderr=True)
+    console.file = sys.stderr
     return Progress(
+        *columns,
+        console=console,
+        disable=not enabled,
+        transient=transient,
+        # lines printed to a terminal's stdout meanwhile go above the display; a redirected stdout stays as it is
+        redirect_stdout=sys.stdout.isatty(),
+    )
+
+
+def counting_progress(enabled: bool = True) -> Progress:
+    """The house progress display: description, bar, done/total, elapsed, remaining, and a `stats` text field."""
+    return progress_display(
         # markup=False: a detector or run name is printed as it is, whatever brackets it holds.
         TextColumn("{task.description}", style="bold", markup=False),
         BarColumn(),
@@ -31,17 +51,16 @@ def counting_progress(console: Console | None, enabled: bool = True) -> Progress
         TimeElapsedColumn(),
         TimeRemainingColumn(),
         TextColumn("{task.fields[stats]}", markup=False),
-        console=console,
-        disable=not enabled,
+        enabled=enabled,
     )
 
 
 class ProgressMonitor(Monitor):
     """Counts predictions and detector counters into a live progress bar."""
 
-    def __init__(self, total: int | None, description: str, console: Console | None = None, enabled: bool = True):
+    def __init__(self, total: int | None, description: str, enabled: bool = True):
         self.counters: dict[str, float] = {}
-        self.progress = counting_progress(console, enabled)
+        self.progress = counting_progress(enabled)
         self.task = self.progress.add_task(description, total=total, stats="")
 
     def count(self, key: str, n: float = 1) -> None:
@@ -78,8 +97,8 @@ def _fmt(v: float) -> str:
 class SweepProgress(Monitor):
     """Two bars, cells and predictions, plus the counters detectors report on the workers."""
 
-    def __init__(self, plan: SweepPlan, console: Console, enabled: bool):
-        self.progress = counting_progress(console, enabled)
+    def __init__(self, plan: SweepPlan, enabled: bool):
+        self.progress = counting_progress(enabled)
         self.cells = self.progress.add_task("cells", total=len(plan.cells), stats="")
         self.prediction_bar = self.progress.add_task("predictions", total=None, stats="")
         self.counters: dict[str, float] = {}
@@ -108,3 +127,36 @@ class SweepProgress(Monitor):
 
     def __exit__(self, *exc: object) -> None:
         self.progress.stop()
+
+
+class LoadStatus:
+    """The line naming the source being read while a command's sources load (`shambench.data.loading`): on a
+    terminal's stderr only (in a log it would be noise), not with --no-progress, erased once they are loaded."""
+
+    def __init__(self) -> None:
+        self.display: Progress | None = None
+        self.task: Any = None
+
+    def __call__(self, what: str | None) -> None:
+        if self.display is None and what is not None:
+            self.display = self._started(what)
+        elif self.display is not None and what is not None:
+            self.display.update(self.task, description=what)
+            self.display.refresh()  # each source named as it starts, not at the next tick
+        elif self.display is not None:
+            self.display.stop()
+            self.display = None
+
+    def _started(self, what: str) -> Progress | None:
+        import click
+        from rich.progress import SpinnerColumn
+
+        ctx = click.get_current_context(silent=True)
+        if ctx is not None and ctx.params.get("no_progress"):
+            return None
+        display = progress_display(SpinnerColumn(), TextColumn("{task.description}", markup=False), transient=True)
+        if not display.console.is_terminal:
+            return None
+        self.task = display.add_task(what, total=None)
+        display.start()
+        return display

@@ -110,7 +110,7 @@ def sweep(
     with (
         continued_by(resume),
         make_backend(backend, workers, scheduler) as engine,
-        SweepProgress(plan, console, not no_progress) as bar,
+        SweepProgress(plan, not no_progress) as bar,
     ):
         report = run_sweep(plan, engine, bar, bar.predictions, bar.cell, board=runs_site)
     console.print(report_table(report))

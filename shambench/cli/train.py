@@ -96,7 +96,7 @@ def token_classifier(no_progress: bool, attention_dropout: str, datasets: str | 
         raise click.BadParameter("expected a probability or `keep`", param_hint="--attention-dropout") from None
     config = training.TrainConfig(datasets=split_names(datasets), attention_dropout=dropout, **opts)
     console = make_console()
-    progress = counting_progress(console, not no_progress)
+    progress = counting_progress(not no_progress)
     task = progress.add_task("training", total=None, stats="")
 
     def on_step(step: int, total: int, loss: float, epoch: int) -> None:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from shambench.data.adapter import DATA_DIR_ENV, Adapter, LoadResult, adapters, data_dir_origin, resolve_data_dir
+from shambench.data.loading import tell
 from shambench.errors import DataError, message_of
 from shambench.memory import collector_paused
 from shambench.schema import Example
@@ -188,6 +189,7 @@ def load_benchmark(
             elif not problem:
                 elsewhere.append(f"{entry.name} (suite {adapter.suite})")
         else:
+            tell(f"loading {entry.name} ({split})")
             try:
                 with collector_paused():  # its examples outlive the loading and form no cycles
                     bench.loads[entry.name] = load_dev(adapter, root) if split == DEV else adapter.load(root, split)
@@ -197,6 +199,7 @@ def load_benchmark(
                 bench.sources[entry.name] = adapter
         if on_load is not None and (entry.name in bench.loads or entry.name in bench.errors):
             on_load(bench, entry.name)
+    tell(None)
     if not bench.loads:
         present = f"; present but outside the default set, so loaded only when named: {', '.join(elsewhere)}"
         raise DataError(_nothing_loaded(root, data_dir, split, bench.errors or unused) + (present if elsewhere else ""))
