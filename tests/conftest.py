@@ -36,6 +36,16 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
+def modules_matching(pattern: str) -> set[str]:
+    """The package's modules (paths below shambench/) whose source matches the regular expression `pattern`."""
+    import re
+
+    import shambench
+
+    package = Path(shambench.__file__).parent
+    return {str(p.relative_to(package)) for p in package.rglob("*.py") if re.search(pattern, p.read_text())}
+
+
 def require_shared(*parts: str) -> Path:
     """The path below ../shared/data; missing data fails under CI=true and skips elsewhere."""
     path = SHARED_DATA.joinpath(*parts)

@@ -3,33 +3,21 @@ Ctrl-C is an interruption (130); never click's 'Aborted!' with exit status 1, wh
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
 import click
 import pytest
 from click.testing import CliRunner
 
-import shambench
 from shambench.cli import main
 from shambench.llm.cache import ResponseCache
+from tests.conftest import modules_matching
 
-PACKAGE = Path(shambench.__file__).parent
 # Every command that asks before it acts, with the arguments that make it ask.
 ASKING = {"cache clear": ["cache", "clear"]}
 
 
 def test_every_prompt_is_the_one_confirmation():
-    asks = {
-        str(path.relative_to(PACKAGE))
-        for path in PACKAGE.rglob("*.py")
-        if re.search(r"click\.(confirm|prompt)\(|\binput\(", path.read_text())
-    }
-    assert asks == {"cli/exits.py"}
-    callers = {str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py") if "confirmed(" in path.read_text()} - {
-        "cli/exits.py"
-    }
-    assert callers == {"cli/cache.py"} and set(ASKING) == {"cache clear"}
+    assert modules_matching(r"click\.(confirm|prompt)\(|\binput\(") == {"cli/exits.py"}
+    assert modules_matching(r"confirmed\(") - {"cli/exits.py"} == {"cli/cache.py"} and set(ASKING) == {"cache clear"}
 
 
 def cached_answer() -> int:

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 import shambench
 from shambench.cli import main
 from shambench.cli.progress import progress_display
+from tests.conftest import modules_matching
 
 PACKAGE = Path(shambench.__file__).parent
 FIXTURES = Path(__file__).parents[1] / "adapters" / "fixtures"
@@ -19,12 +20,7 @@ BAR = "━"  # what rich draws a bar with
 
 
 def test_every_display_is_made_by_progress_display():
-    makers = {
-        str(path.relative_to(PACKAGE))
-        for path in PACKAGE.rglob("*.py")
-        if re.search(r"\b(Progress|Live|Status)\(|\.status\(|\btrack\(", path.read_text())
-    }
-    assert makers == {"cli/progress.py"}
+    assert modules_matching(r"\b(Progress|Live|Status)\(|\.status\(|\btrack\(") == {"cli/progress.py"}
     source = (PACKAGE / "cli" / "progress.py").read_text()
     assert len(re.findall(r"\bProgress\(", source)) == 1 and "return Progress(" in source
 
