@@ -24,6 +24,11 @@ if TYPE_CHECKING:
     from shambench.scoring.typed import Recall, TypeScores
 
 
+def _default_folder() -> Path:
+    """./analysis, the folder of several runs' analysis, taken as --out's are (never among a user's own files)."""
+    return Path(OutputFolder().convert("analysis", None, click.get_current_context()))
+
+
 def _load_run(run_dir: Path) -> tuple[RunConfig, list[Example], dict[str, Any], Results]:
     """Examples, predictions and results of a run directory (scored now if it has no results yet)."""
     from shambench.errors import DataError
@@ -98,7 +103,7 @@ def analyze(
         import_extra("matplotlib", "figures", "shambench analyze's figures (--no-figures writes analysis.json alone)")
     console = make_console()
     paths = [Path(d) for d in run_dirs]
-    named = Path(out) if out else (paths[0] if len(paths) == 1 else Path("analysis"))
+    named = Path(out) if out else (paths[0] if len(paths) == 1 else _default_folder())
     out_dir = named if out or len(paths) > 1 else named / "analysis"
     # Every write is confined to the folder named (the run directory itself, by default): never followed.
     root = fs.folder_root(named)

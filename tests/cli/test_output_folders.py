@@ -159,3 +159,24 @@ def test_build_into_a_folder_of_other_files_changes_nothing(tmp_path):
     assert built.exit_code == 2
     assert built.stderr.startswith(f"error: {docs} holds index.html and no .shambench-leaderboard-build")
     assert (docs / "index.html").read_text() == "my own page"
+
+
+def test_analyze_takes_its_default_folder_of_several_runs_as_an_output_folder(tmp_path, monkeypatch):
+    from tests.run_helpers import eval_run, write_jsonl
+
+    examples = tmp_path / "ex.jsonl"
+    write_jsonl(examples, [{"id": "a", "dataset": "d", "task": "qa", "response": "Paris is big.", "hallu_spans": []}])
+    for name in ("r1", "r2"):
+        eval_run(examples, "overlap", tmp_path / name)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "analysis").mkdir()
+    (tmp_path / "analysis" / "analysis.json").write_text("my own")
+    refused = CliRunner().invoke(main, ["analyze", "r1", "r2", "--no-figures"])
+    assert refused.exit_code == 2
+    assert refused.stderr.startswith("error: analysis holds analysis.json and no .shambench-analyze (the mark")
+    assert (tmp_path / "analysis" / "analysis.json").read_text() == "my own"
+    (tmp_path / "analysis" / "analysis.json").unlink()
+    for _ in range(2):  # into the empty folder, then into the folder it marked
+        written = CliRunner().invoke(main, ["analyze", "r1", "r2", "--no-figures"])
+        assert written.exit_code == 0, written.output
+    assert sorted(p.name for p in (tmp_path / "analysis").iterdir()) == [".shambench-analyze", "analysis.json"]
