@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cache, cached_property
 from importlib.metadata import version
 from typing import TYPE_CHECKING, overload
 
@@ -87,9 +87,11 @@ def conventions(n_resamples: int, seed: int) -> dict[str, str]:
     return general | metric_conventions() | {"per_example": PER_EXAMPLE}
 
 
+@cache
 def _agreement_versions() -> str:
     """The versions and rules that the human agreement figures and their rows depend on beyond the corpus (whose
-    key has its own rules)."""
+    key has its own rules). Once per process: each package version read parses its metadata (a scorer of a kept
+    corpus asks three times, about 4 ms of CPU each)."""
     versions = "|".join(version(p) for p in ("numpy", "pydantic"))
     return f"{shambench_version()}|{versions}|{rules_hash(_AGREEMENT_MODULES)}"
 
