@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 from shambench.schema import Example, Prediction, Span
 from shambench.scoring.results import Results
 from shambench.scoring.scorer import Scorer, score
-from shambench.scoring.typed import _Coverage
+from shambench.scoring.typed import _Coverage, tokens_overlapping
 
 # Tokens of "aa bb cc dd": aa [0, 2), bb [3, 5), cc [6, 8), dd [9, 11); of "ee ff": ee [0, 2), ff [3, 5).
 EXAMPLES = [
@@ -200,3 +201,23 @@ def _columns(ranges: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
     """`(start, length)` pairs as start and end columns (int64, as the corpus's offsets)."""
     starts = np.array([a for a, _ in ranges], np.int64)
     return starts, starts + np.array([n for _, n in ranges], np.int64)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(1, 4), min_size=1, max_size=10), RANGES, st.booleans())
+def test_the_items_ranges_overlap_are_sorted_and_distinct(lengths, asked, in_order):
+    """Items of the given lengths one space apart (as tokens); ranges in order (the gold's, repeats only where two
+    share an item) or in any order: the items that any range overlaps by a character, against sets."""
+    starts = np.cumsum([0] + [n + 1 for n in lengths[:-1]])
+    items = SimpleNamespace(starts=starts, ends=starts + np.array(lengths))
+    asked = sorted(asked) if in_order else asked
+    a, b = _columns(asked)
+    expected = sorted(
+        {
+            k
+            for s, e in zip(a.tolist(), b.tolist())
+            for k, (x, y) in enumerate(zip(starts, items.ends))
+            if s < y and x < e
+        }
+    )
+    assert tokens_overlapping(items, a, b).tolist() == expected
