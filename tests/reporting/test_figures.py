@@ -18,7 +18,7 @@ def kept(monkeypatch) -> list:
     """The figures drawn, captured before they are saved and closed."""
     drawn = []
 
-    def save(fig, path: Path) -> Path:
+    def save(fig, path: Path, root: Path | None) -> Path:
         fig.canvas.draw()
         drawn.append(fig)
         return path
