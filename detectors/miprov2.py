@@ -26,7 +26,7 @@ import json
 import os
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 from platformdirs import user_data_dir
 from pydantic import BaseModel, Field, ValidationError
@@ -36,6 +36,7 @@ from shambench.errors import DataError
 from shambench.llm.wire import Usage
 from shambench.paths import cache_dir
 from shambench.schema import Example
+from shambench.secrets import NAMES_A_KEY
 from shambench.structured import json_file
 
 from .prompted import PromptedDetector, make_prompted, presets
@@ -119,7 +120,7 @@ class ProgramFile(BaseModel):
     """Model the program was optimised with."""
     base_url: str | None = None
     """Endpoint it was optimised against (None: OpenAI); `--base-url` overrides it at evaluation."""
-    api_key_env: str
+    api_key_env: Annotated[str, NAMES_A_KEY]
     """Environment variable that held the key (never the key)."""
     generation: dict[str, Any] = Field(default_factory=dict)
     """Request-body parameters used during optimisation and, by default, evaluation."""

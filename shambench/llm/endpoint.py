@@ -11,12 +11,12 @@ import os
 import typing
 import urllib.parse
 from collections.abc import Callable
-from typing import Any, TypedDict, TypeVar, Unpack
+from typing import Annotated, Any, TypedDict, TypeVar, Unpack
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from shambench.errors import DataError, EndpointError
-from shambench.secrets import remember_key_env
+from shambench.secrets import NAMES_A_KEY, remember_key_env
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 OPENAI_URL = "https://api.openai.com/v1"
@@ -79,7 +79,7 @@ class Endpoint(BaseModel):
     """Model name as the server knows it, e.g. `gpt-5-mini` or `Qwen/Qwen3-4B`."""
     base_url: str | None = None
     """OpenAI-compatible base URL ending in `/v1`; None means OpenAI's own API."""
-    api_key_env: str = DEFAULT_KEY_ENV
+    api_key_env: Annotated[str, NAMES_A_KEY] = DEFAULT_KEY_ENV
     """Environment variable holding the API key (the key itself is never stored)."""
     max_concurrency: int = Field(default=16, ge=1)
     """Requests in flight at once."""

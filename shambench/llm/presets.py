@@ -11,13 +11,14 @@ import copy
 import functools
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
 from shambench.errors import DataError
 from shambench.llm.endpoint import Endpoint, EndpointOptions, endpoint_of, endpoint_options
 from shambench.llm.negotiation import STRUCTURED_SETTINGS
+from shambench.secrets import NAMES_A_KEY
 from shambench.structured import yaml_value
 
 # Request-body parameters a preset or `-p` may set (anything else is a typo until proven otherwise).
@@ -47,7 +48,7 @@ class Preset(BaseModel):
     """Model name as the server knows it; None means the user must give --model."""
     base_url: str | None = None
     """OpenAI-compatible base URL; None means OpenAI's API."""
-    api_key_env: str = "OPENAI_API_KEY"
+    api_key_env: Annotated[str, NAMES_A_KEY] = "OPENAI_API_KEY"
     """Environment variable holding the API key."""
     max_concurrency: int = Field(default=16, ge=1)
     """Requests in flight at once."""

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import Field, field_validator
 
 from shambench.errors import DataError, SelectionError
+from shambench.secrets import NAMES_A_KEY
 from shambench.selection_fields import DatasetsOption, Flag, Resolved, Section, SelectionOptions
 
 if TYPE_CHECKING:
@@ -130,7 +131,7 @@ class RunSpec(Section):
     base_url: Annotated[str | None, Flag(kind="base_url")] = None
     """OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (no user:password@: name the key's variable
     with `api_key_env`)."""
-    api_key_env: Annotated[str | None, Flag(metavar="VAR")] = None
+    api_key_env: Annotated[str | None, Flag(metavar="VAR"), NAMES_A_KEY] = None
     """Environment variable holding the API key (default OPENAI_API_KEY)."""
     selection: Selection = Field(default_factory=Selection)
     """Which examples the run takes."""

@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import ast
 import base64
 import json
 import os
+from pathlib import Path
 from unittest import mock
 from urllib.parse import quote, quote_plus
 
@@ -95,6 +97,60 @@ def test_a_key_variable_read_later_is_still_known(monkeypatch):
     assert redact("x late-secret-1234 y") == "x late-secret-1234 y"
     monkeypatch.setenv("SHAMBENCH_TEST_LATE_KEY", "late-secret-1234")
     assert redact("x late-secret-1234 y") == f"x {MASK} y"
+
+
+# Every class field in the packages that names a key variable, found in the source (so a module only an extra
+# imports is read too): (file, class, field, annotation).
+ROOT = Path(__file__).parents[2]
+PACKAGES = ("shambench", "detectors", "adapters", "leaderboard")
+
+
+def key_variable_fields() -> list[tuple[str, str, str, str]]:
+    found = []
+    for path in sorted(p for package in PACKAGES for p in (ROOT / package).rglob("*.py")):
+        for cls in (n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.ClassDef)):
+            for stmt in cls.body:
+                named = isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
+                if named and stmt.target.id.endswith("key_env"):
+                    rel = path.relative_to(ROOT).as_posix()
+                    found.append((rel, cls.name, stmt.target.id, ast.unparse(stmt.annotation)))
+    return found
+
+
+def test_every_model_field_naming_a_key_variable_tells_the_redactor():
+    """A model naming a key variable registers it when built, in whichever process builds it (C13 of the attacks: a
+    sweep's driver builds its cells' specs and writes what the workers' requests brought back, but never reads the
+    key); the options TypedDicts are only ever passed on into such a model."""
+    fields = key_variable_fields()
+    typed_dicts = {"EvalOptions", "EndpointOptions"}
+    unmarked = [f for f in fields if f[1] not in typed_dicts and "NAMES_A_KEY" not in f[3]]
+    assert unmarked == []
+    assert {(f[1], f[2]) for f in fields} >= {("RunSpec", "api_key_env"), ("Endpoint", "api_key_env")}
+
+
+def test_building_a_model_that_names_a_key_variable_makes_its_value_a_secret(monkeypatch):
+    from shambench.llm.endpoint import Endpoint
+    from shambench.runs.spec import RunSpec
+
+    for build, name in ((lambda n: RunSpec(detector="openai", api_key_env=n), "SB_SPEC_KEY"),
+                        (lambda n: Endpoint(model="m", api_key_env=n), "SB_ENDPOINT_KEY")):  # fmt: skip
+        monkeypatch.setattr(secrets, "_key_envs", secrets.KEY_ENVS)
+        monkeypatch.setenv(name, "plain-value-of-no-shape")
+        assert redact("said plain-value-of-no-shape") == "said plain-value-of-no-shape"
+        build(name)
+        assert redact("said plain-value-of-no-shape") == f"said {MASK}", name
+
+
+def test_a_sweep_plan_makes_the_key_given_to_its_cells_a_secret(monkeypatch, tmp_path):
+    from shambench.runs.sweep.grid import plan_sweep
+
+    monkeypatch.setattr(secrets, "_key_envs", secrets.KEY_ENVS)
+    monkeypatch.setenv("SB_SWEEP_KEY", "sweep-value-of-no-shape")
+    row = {"id": "a/1", "dataset": "a", "task": "qa", "response": "x y", "hallu_spans": []}
+    (tmp_path / "e.jsonl").write_text(json.dumps(row) + "\n")
+    (tmp_path / "s.yaml").write_text("examples: [e.jsonl]\ndetectors:\n  - detector: openai\n    params: {model: m}\n")
+    plan_sweep(tmp_path / "s.yaml", endpoint={"api_key_env": "SB_SWEEP_KEY", "base_url": "http://127.0.0.1:9/v1"})
+    assert redact("x sweep-value-of-no-shape") == f"x {MASK}"
 
 
 @pytest.mark.parametrize(

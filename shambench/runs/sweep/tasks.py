@@ -22,6 +22,7 @@ from shambench.runs.spec import Scoring
 from shambench.schema import Example
 from shambench.scoring.results import ExampleScores, Results
 from shambench.scoring.text import remember
+from shambench.secrets import redact
 
 
 class ShardOutput(BaseModel):
@@ -106,7 +107,9 @@ def predict_shard(spec: str, params: dict[str, Any], key: str, blob: bytes, indi
         family=det.family,
         params=det.params(),
         ids=[p.id for p in predictions],
-        lines=[model_line(p) for p in predictions],
+        # Redacted here too: the key was read in this process, which may be a cluster's worker whose environment
+        # alone holds it (the driver, which writes the lines, then cannot know it).
+        lines=[redact(model_line(p)) for p in predictions],
         failed=sum(p.error is not None for p in predictions),
         counters=tally.counts,
     )
