@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+import shambench.fs as fs
 from shambench.detection.locate import Placement
 from shambench.errors import SourceError
 from shambench.io import validation_message
@@ -41,7 +43,7 @@ def validated(model: type[M], obj: Any, where: str, expected: str) -> M:
 def jsonl_rows(path: Path, model: type[M], expected: str) -> list[tuple[str, M]]:
     """`(where, row)` for each non-blank line of a JSON-lines file, `where` being `file:line`."""
     rows = []
-    with path.open(encoding="utf-8") as fh:
+    with io.TextIOWrapper(fs.open_input(path), encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
@@ -73,7 +75,8 @@ def parquet_rows(path: Path, model: type[M], expected: str) -> list[tuple[str, M
     import pyarrow.parquet as pq
 
     try:
-        records = pq.read_table(path).to_pylist()
+        with fs.open_input(path) as fh:
+            records = pq.read_table(fh).to_pylist()
     except (OSError, ValueError) as err:  # pyarrow's ArrowInvalid is a ValueError
         raise SourceError(f"{path}: not a readable Parquet file ({err}); expected {expected}") from None
     return [(f"{path} row {i}", validated(model, obj, f"{path} row {i}", expected)) for i, obj in enumerate(records)]
@@ -87,7 +90,7 @@ def data_rows(path: Path, model: type[M], expected: str) -> list[tuple[str, M]]:
     (which the hub also names `.json`)."""
     if path.suffix == ".parquet":
         return parquet_rows(path, model, expected)
-    with path.open("rb") as fh:
+    with fs.open_input(path) as fh:
         array = fh.read(4096).lstrip().startswith(b"[")
     return json_array_rows(path, model, expected) if array else jsonl_rows(path, model, expected)
 
@@ -98,7 +101,8 @@ def card_configs(root: Path) -> list[dict[str, Any]]:
     card = root / "README.md"
     if not card.is_file():
         return []
-    text = card.read_text(encoding="utf-8")
+    with fs.open_input(card) as fh:
+        text = fh.read().decode("utf-8")
     if not text.startswith("---"):
         return []
     head = text[3:].split("\n---", 1)[0]
@@ -145,7 +149,7 @@ def csv_rows(
     # Released responses and label lists can exceed csv's default 128 KiB field limit; a field is still bounded.
     csv.field_size_limit(MAX_FIELD_CHARS)
     name = {"\t": "tab", ",": "comma"}.get(delimiter, repr(delimiter))
-    with path.open(encoding="utf-8", newline="") as fh:
+    with io.TextIOWrapper(fs.open_input(path), encoding="utf-8", newline="") as fh:
         reader = csv.DictReader(fh, delimiter=delimiter)
         missing = [c for c in columns if c not in (reader.fieldnames or [])]
         if missing:
@@ -162,7 +166,8 @@ def text_lines(root: Path, name: str, dataset: str) -> list[str]:
     """The lines of a released UTF-8 text file (one example per line) without their newlines."""
     path = source_file(root, name, dataset, "a UTF-8 text file with one example per line")
     try:
-        text = path.read_text(encoding="utf-8")
+        with fs.open_input(path) as fh:
+            text = fh.read().decode("utf-8")
     except UnicodeDecodeError as err:
         raise SourceError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
     # Split on "\n" only: str.splitlines would also break at form feeds and Unicode separators inside a line.

@@ -30,6 +30,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+import shambench.fs as fs
 from shambench.adapters._released import csv_rows, jsonl_rows, source_file, validated
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.data.formats import PredictionsFormat, PredictionsRead, predictions_format
@@ -233,7 +234,8 @@ def _cr_response(where: str, row: dict[str, str]) -> ResponseRow:
 
 def _cr_source(root: Path, source_id: str, task_type: str) -> SourceRow:
     path = source_file(root, f"{CR_SOURCES}/{source_id}.txt", "ragtruth", f"the grounding source of {source_id}")
-    text = path.read_text(encoding="utf-8")
+    with fs.open_input(path) as fh:
+        text = fh.read().decode("utf-8")
     if task_type == "Summary":
         return SourceRow(source_id=source_id, task_type=task_type, source_info=text)
     record = json_value(text, str(path), f"the {task_type} source record", error=SourceError)

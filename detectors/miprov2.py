@@ -248,7 +248,7 @@ def load_program(path: str | Path) -> ProgramFile:
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: program file not found (create one with `shambench optimize --out {path}`)")
-    data = json_file(path, "a program file (JSON, as `shambench optimize` writes)")
+    data = json_file(path, "a program file (JSON, as `shambench optimize` writes)", named=True)
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise DataError(f'{path}: not a program file: expected a JSON object with "format": "{FORMAT}"')
     if data.get("dspy_version") != dspy_version():

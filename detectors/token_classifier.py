@@ -185,7 +185,7 @@ def read_settings(source: str) -> dict[str, Any]:
     path = Path(source) / SETTINGS_FILE
     if not path.is_file():
         return {}
-    data = json_file(path, "a JSON object of detector settings")
+    data = json_file(path, "a JSON object of detector settings", named=True)
     if not isinstance(data, dict):
         raise DataError(f"{path}: expected a JSON object of detector settings")
     return data

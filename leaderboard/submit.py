@@ -69,7 +69,7 @@ def read_meta(path: str | Path | None) -> tuple[SubmissionMeta, list[str]]:
         return SubmissionMeta(), []
     path = Path(path)
     try:
-        data = yaml_file(path, "the submission's meta file (JSON or YAML)")
+        data = yaml_file(path, "the submission's meta file (JSON or YAML)", named=True)
     except DataError as err:
         return SubmissionMeta(), [str(err)]
     try:

@@ -15,8 +15,10 @@ folder, a full disk) is one `FolderError` line, never a traceback.
 from __future__ import annotations
 
 import errno
+import io
 import os
 import secrets
+import select
 import shutil
 import sqlite3
 import stat
@@ -25,7 +27,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from urllib.parse import quote
 
-from shambench.errors import FolderError
+from shambench.errors import DataError, FolderError
 
 NOT_FOLLOWED = "shambench's folders are written and read without following links (remove the link)"
 # Flags of every open below a root: never through a link, never blocking on a FIFO, never inherited.
@@ -176,6 +178,74 @@ def _opened(dir_fd: int, name: str, path: str | Path, flags: int, mode: int = 0o
         raise FolderError(problem)
     os.set_blocking(fd, True)
     return fd
+
+
+INPUT_IDLE_SECONDS = 15.0
+"""How long a FIFO or pipe named on the command line (`--predictions <(cmd)`) may stay silent before its read
+fails: as long as the HTTP gate waits for a connection (`shambench.http`'s `connect_timeout`), the same kind of
+wait for a peer to show up."""
+
+_KINDS = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+def open_input(path: str | Path, named: bool = False, idle: float | None = None) -> io.BufferedReader:
+    """The one way a file is opened for reading: without blocking at the open, then by what it is (fstat). A
+    regular file is read as it is; a folder is IsADirectoryError. A FIFO or pipe is read only when `named` (a path
+    the user gave on the command line, which may be a process substitution), each read failing (DataError) after
+    `idle` seconds without a byte (default `INPUT_IDLE_SECONDS`), so one nobody writes to cannot hang the command.
+    Anything else (a FIFO in the tool's own folders, a device, a socket) is refused at once: DataError
+    `PATH: not a regular file (a FIFO)`."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        kind = stat.S_IFMT(os.fstat(fd).st_mode)
+        if kind == stat.S_IFDIR:
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        if kind == stat.S_IFREG:
+            os.set_blocking(fd, True)
+            return io.BufferedReader(io.FileIO(fd, "rb", closefd=True))
+        if not (named and kind == stat.S_IFIFO):
+            raise DataError(f"{path}: not a regular file ({_KINDS.get(kind, 'a special file')})")
+    except BaseException:
+        os.close(fd)
+        raise
+    return io.BufferedReader(_IdleReader(fd, str(path), INPUT_IDLE_SECONDS if idle is None else idle))
+
+
+class _IdleReader(io.RawIOBase):
+    """A FIFO's descriptor (non-blocking) read with a deadline on each wait for bytes."""
+
+    def __init__(self, fd: int, path: str, idle: float):
+        self.fd, self.path, self.idle = fd, path, idle
+
+    def readable(self) -> bool:
+        """Always: it is opened for reading."""
+        return True
+
+    def fileno(self) -> int:
+        """The FIFO's descriptor."""
+        return self.fd
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        """Bytes into `buffer` once some arrive (0 at the end: the writer closed); DataError after `idle` s without."""
+        poller = select.poll()
+        poller.register(self.fd, select.POLLIN)
+        # Before a writer opens it a FIFO reads as ended; poll waits for a writer's bytes or its close.
+        if not poller.poll(self.idle * 1000):
+            raise DataError(f"{self.path}: no data for {self.idle:g} s (a FIFO or pipe nobody writes to)")
+        data = os.read(self.fd, len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        """Close the descriptor once."""
+        if not self.closed:
+            os.close(self.fd)
+        super().close()
 
 
 def write_bytes(path: str | Path, data: bytes | memoryview, root: str | Path | None = None, sync: bool = True) -> None:

@@ -81,27 +81,28 @@ def _parse_json_strictly(line: bytes | str) -> Any:
         raise ValueError(f"nested deeper than {MAX_DEPTH} levels") from None
 
 
-def iter_lines(path: str | Path) -> Iterator[tuple[int, bytes]]:
-    """`(line number, raw bytes)` of each non-blank line; DataError when the file cannot be read."""
+def iter_lines(path: str | Path, named: bool = False) -> Iterator[tuple[int, bytes]]:
+    """`(line number, raw bytes)` of each non-blank line; DataError when the file cannot be read (opened by
+    `shambench.fs.open_input`: a FIFO only when `named` on the command line, never blocking for good)."""
     path = Path(path)
-    if not path.exists():
-        raise DataError(f"{path}: file not found")
-    if path.is_dir():
-        raise DataError(f"{path}: is a folder, expected a JSONL file")
     try:
-        with path.open("rb") as fh:
+        with fs.open_input(path, named) as fh:
             # Only "\n" ends a line: JSON leaves U+2028 unescaped, and bytes keep non-UTF-8 lines reportable.
             for lineno, line in enumerate(fh, start=1):
                 if line.strip():
                     yield lineno, line
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise DataError(f"{path}: is a folder, expected a JSONL file") from None
     except OSError as err:
         raise DataError(f"{path}: cannot read ({err.strerror})") from None
 
 
-def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def iter_jsonl(path: str | Path, named: bool = False) -> Iterator[tuple[int, dict[str, Any]]]:
     """`(line number, object)` for each non-blank line; DataError `FILE:LINE: what was expected` on a missing file,
-    a line that is not UTF-8 or not strict JSON, or a value that is not an object."""
-    for lineno, line in iter_lines(path):
+    a line that is not UTF-8 or not strict JSON, or a value that is not an object (`named`: see `iter_lines`)."""
+    for lineno, line in iter_lines(path, named):
         try:
             obj = parse_json_line(line)
         except ValueError as err:

@@ -213,7 +213,7 @@ def iter_records(path: str | Path, model: type[BaseModel], drop: Sequence[str] =
     `parse_record`); DataError `FILE:LINE: what was expected` at the first bad line, and at a repeated id (naming
     the line that first gave it)."""
     first: dict[str, int] = {}
-    for lineno, line in iter_lines(path):
+    for lineno, line in iter_lines(path, named=True):
         try:
             rec = parse_line(line, model, drop)
         except ValueError as err:
@@ -236,9 +236,12 @@ def read_records(path: str | Path, model: type[BaseModel], drop: Sequence[str] =
 
 def line_of_id(path: str | Path, record_id: str | None) -> int | None:
     """The line of a JSONL file whose record has that id (read again: only an error message needs it)."""
-    for lineno, obj in iter_jsonl(path):
-        if obj.get("id") == record_id:
-            return lineno
+    try:
+        for lineno, obj in iter_jsonl(path):
+            if obj.get("id") == record_id:
+                return lineno
+    except DataError:  # not to be read twice (a FIFO named on the command line): the message goes without its line
+        pass
     return None
 
 

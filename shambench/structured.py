@@ -27,6 +27,7 @@ from typing import Any
 import orjson
 import yaml
 
+import shambench.fs as fs
 from shambench.errors import DataError
 
 MAX_DEPTH = 64
@@ -48,14 +49,17 @@ def _failure(where: str, line: int | None, problem: str, expected: str, error: t
 
 
 def bounded_bytes(
-    path: str | Path, expected: str, limit: int = MAX_CONFIG_BYTES, error: type[DataError] = DataError
+    path: str | Path,
+    expected: str,
+    limit: int = MAX_CONFIG_BYTES,
+    error: type[DataError] = DataError,
+    named: bool = False,
 ) -> bytes:
-    """The bytes of file `path`, refused (DataError) when it is missing, not a regular file or over `limit`."""
+    """The bytes of file `path`, refused (DataError) when it is missing, not a regular file (a FIFO is read when
+    `named` on the command line, within `shambench.fs.open_input`'s deadline) or over `limit`."""
     path = Path(path)
     try:
-        with path.open("rb") as fh:
-            if not os.path.isfile(path):
-                raise _failure(str(path), None, "not a regular file", expected, error)
+        with fs.open_input(path, named) as fh:
             size = os.fstat(fh.fileno()).st_size
             if size > limit:
                 raise _failure(str(path), None, f"{size:,} bytes, over the {limit:,} accepted", expected, error)
@@ -162,9 +166,11 @@ def json_file(
     limit: int = MAX_CONFIG_BYTES,
     max_depth: int = MAX_DEPTH,
     error: type[DataError] = DataError,
+    named: bool = False,
 ) -> Any:
-    """The JSON document in file `path` (see `json_value`; a file may be up to `limit` bytes)."""
-    data = bounded_bytes(path, expected, limit, error)
+    """The JSON document in file `path` (see `json_value`; a file may be up to `limit` bytes; `named`: see
+    `bounded_bytes`)."""
+    data = bounded_bytes(path, expected, limit, error, named)
     if len(data) <= MAX_FIELD_CHARS or not _orjson_reads_it_as_json(data):
         return json_value(data, str(path), expected, max_depth, error=error)
     try:
@@ -216,10 +222,15 @@ def yaml_value(text: str, where: str, expected: str, first_line: int = 1, error:
 
 
 def yaml_file(
-    path: str | Path, expected: str, limit: int = MAX_CONFIG_BYTES, error: type[DataError] = DataError
+    path: str | Path,
+    expected: str,
+    limit: int = MAX_CONFIG_BYTES,
+    error: type[DataError] = DataError,
+    named: bool = False,
 ) -> Any:
-    """The YAML document in file `path` (see `yaml_value`; a file may be up to `limit` bytes)."""
-    data = bounded_bytes(path, expected, limit, error)
+    """The YAML document in file `path` (see `yaml_value`; a file may be up to `limit` bytes; `named`: see
+    `bounded_bytes`)."""
+    data = bounded_bytes(path, expected, limit, error, named)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:

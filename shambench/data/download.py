@@ -128,7 +128,7 @@ def digests(path: Path) -> Digests:
     """The size, SHA-256 and git blob id of a file, read once."""
     size = path.stat().st_size
     sha, blob = hashlib.sha256(), hashlib.sha1(b"blob %d\0" % size)
-    with path.open("rb") as fh:
+    with fs.open_input(path) as fh:
         for block in iter(lambda: fh.read(CHUNK), b""):
             sha.update(block)
             blob.update(block)
@@ -149,7 +149,7 @@ def mismatch(target: Target, got: Digests) -> str | None:
 def content_problem(path: Path) -> str | None:
     """Why a downloaded file is plainly not a released data file of its kind (an HTML page, a JSON file that does
     not start like JSON, a Parquet file without its magic bytes), or None."""
-    with path.open("rb") as fh:
+    with fs.open_input(path) as fh:
         head = fh.read(512)
     start = head.lstrip()
     if start[:15].lower().startswith((b"<!doctype html", b"<html", b"<head", b"<body")):

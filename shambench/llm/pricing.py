@@ -72,7 +72,7 @@ def load_prices() -> dict[str, Price]:
     )
     user = pricing_override_path()
     if user.is_file():
-        prices.update(_read_prices(yaml_file(user, PRICES_EXPECTED), str(user)))
+        prices.update(_read_prices(yaml_file(user, PRICES_EXPECTED, named=True), str(user)))
     return prices
 
 

@@ -73,7 +73,7 @@ def rules_hash(modules: Iterable[str]) -> str:
 def file_key(path: str | Path, limit: int | None) -> str:
     """The key of an EXAMPLES file's corpus: a hash of its bytes, the limit, spaCy's version and the rules."""
     h = hashlib.blake2b(digest_size=20)
-    with open(path, "rb") as fh:
+    with fs.open_input(path) as fh:  # a FIFO is refused: it could not be read again for the examples
         while block := fh.read(1 << 20):
             h.update(block)
     h.update(f"|{limit}|{version('spacy')}|{rules_hash(_RULE_MODULES)}".encode())
@@ -130,7 +130,8 @@ class _NotThisCorpus(ValueError):
 
 def _verified(folder: Path, name: str, claimed: dict) -> bytes:
     """The bytes of one file of a kept corpus, when they are what the folder's digest says."""
-    data = (folder / name).read_bytes()
+    with fs.open_input(folder / name) as fh:
+        data = fh.read()
     seal = claimed.get(name)
     if not isinstance(seal, str) or seal != _seal(folder, name, data).hex():
         raise _NotThisCorpus(f"{name} does not match its digest (edited, truncated or from another corpus)")
@@ -182,8 +183,9 @@ def file_corpus(path: str | Path, limit: int | None, examples: Callable[[], Iter
     the file is read as usual."""
     try:
         folder = corpora_dir() / file_key(path, limit)
-    except OSError:
-        return Corpus.of(examples())  # the file itself cannot be read: reading it says why
+    except (OSError, DataError):
+        # not a regular file (a pipe is read once, as the examples) or unreadable: reading it says why
+        return Corpus.of(examples())
     if folder.is_dir():
         try:
             corpus = _load(folder)
@@ -240,8 +242,9 @@ def _read_beside(folder: Path, name: str, context: str) -> bytes | None:
     warning."""
     path = folder / name
     try:
-        data = path.read_bytes()
-    except OSError:
+        with fs.open_input(path) as fh:
+            data = fh.read()
+    except (OSError, DataError):
         return None  # not kept (yet), or unreadable: computed again either way
     body = Sealer.opened(_beside_key(folder, name, context), data)
     if body is not None:

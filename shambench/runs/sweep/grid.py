@@ -110,7 +110,7 @@ class SweepSpec(Reading):
 def read_spec(path: str | Path) -> SweepSpec:
     """The sweep file at `path`; DataError names the file and the field that is wrong."""
     path = Path(path)
-    raw = yaml_file(path, "a sweep file: a YAML mapping with at least `detectors:`")
+    raw = yaml_file(path, "a sweep file: a YAML mapping with at least `detectors:`", named=True)
     if not isinstance(raw, dict):
         raise DataError(f"{path}: expected a mapping with at least `detectors:`")
     try:

@@ -1,0 +1,87 @@
+"""The one opener of files read (`shambench.fs.open_input`): a regular file is read; a FIFO in the tool's folders, a
+device or a socket is refused at once; a FIFO named on the command line is read, and one nobody writes to fails
+after the idle deadline instead of blocking. No wall clock is measured: the deadline is tiny and only the outcome is
+asserted, each step under `unless_hung`."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+
+import pytest
+
+import shambench.fs as fs
+from shambench.errors import DataError
+from tests.run_helpers import unless_hung
+
+
+def test_a_regular_file_is_read_whole(tmp_path):
+    (tmp_path / "f.jsonl").write_bytes(b'{"a": 1}\n')
+    with fs.open_input(tmp_path / "f.jsonl") as fh:
+        assert fh.read() == b'{"a": 1}\n'
+
+
+def test_a_folder_is_a_folder(tmp_path):
+    with pytest.raises(IsADirectoryError):
+        fs.open_input(tmp_path)
+
+
+@pytest.mark.parametrize("named", [False, True])
+def test_a_fifo_nobody_writes_to_ends_in_one_error(tmp_path, named):
+    fifo = tmp_path / "f.jsonl"
+    os.mkfifo(fifo)
+
+    def read() -> str:
+        with pytest.raises(DataError) as err, fs.open_input(fifo, named, idle=0.01) as fh:
+            fh.read()
+        return str(err.value)
+
+    expected = "no data for 0.01 s (a FIFO or pipe nobody writes to)" if named else "not a regular file (a FIFO)"
+    assert unless_hung(read, "a FIFO nobody writes to") == f"{fifo}: {expected}"
+
+
+def test_a_named_fifo_that_is_written_to_is_read_to_its_end(tmp_path):
+    fifo = tmp_path / "f.jsonl"
+    os.mkfifo(fifo)
+    body = b"".join(b'{"id": "%d"}\n' % i for i in range(20000))  # more than a pipe holds: several waits
+
+    def write() -> None:
+        with open(fifo, "wb") as fh:
+            fh.write(body)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+
+    def read() -> bytes:
+        # a generous idle deadline: the writer thread may be slow to start on a busy machine; it ends at once here
+        with fs.open_input(fifo, named=True, idle=120) as fh:
+            return fh.read()
+
+    assert unless_hung(read, "a FIFO that is written to") == body
+    writer.join()
+
+
+def test_a_pipe_given_by_descriptor_is_read(tmp_path):
+    """What `--predictions <(cmd)` names: /dev/fd/N, an anonymous pipe."""
+    r, w = os.pipe()
+    os.write(w, b"x\ny\n")
+    os.close(w)
+    try:
+        with fs.open_input(f"/dev/fd/{r}", named=True, idle=120) as fh:
+            assert fh.read() == b"x\ny\n"
+    finally:
+        os.close(r)
+
+
+@pytest.mark.parametrize("named", [False, True])
+def test_devices_and_sockets_are_refused(tmp_path, named):
+    with pytest.raises(DataError, match=r"^/dev/zero: not a regular file \(a character device\)$"):
+        fs.open_input("/dev/zero", named)
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(tmp_path / "s"))
+    try:
+        with pytest.raises(OSError):  # a socket cannot even be opened: ENXIO, never a block
+            fs.open_input(tmp_path / "s", named)
+    finally:
+        server.close()
