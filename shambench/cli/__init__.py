@@ -6,6 +6,7 @@ import atexit
 import contextlib
 import importlib
 import os
+import re
 import sys
 import threading
 import warnings
@@ -126,16 +127,60 @@ def warning_line(message: Warning | str, *args: Any, **kwargs: Any) -> str:
     return f"warning: {message}\n"
 
 
+# The control sequences the tool itself writes: SGR colours and styles (click.secho, rich), anywhere; and where the
+# stream is a terminal, those of rich's live displays (progress bars, the loading line): the cursor hidden and
+# shown, moved up a line, the line erased, a return to its start.
+_COLOURS = r"\x1b\[[0-9;]*m"
+_LIVE = r"\x1b\[\?25[hl]|\x1b\[[0-9]*[AK]|\r"
+# Every other C0 and C1 control character (line feed and tab are text), DEL, and the bidirectional overrides and
+# isolates, which reorder what a reader sees.
+_CONTROLS = "\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"
+_ANY_CONTROL = re.compile(f"[{_CONTROLS}]")
+_SEQUENCES = re.compile(f"(?P<colours>{_COLOURS})|(?P<live>{_LIVE})|[{_CONTROLS}]")
+
+
+def _escaped(text: str) -> str:
+    """`text` with its control characters written as escapes (`\\x1b`, `\\u202e`)."""
+    return _ANY_CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text)
+
+
+def terminal_text(text: str, terminal: bool) -> str:
+    """`text` as it may reach a terminal: the control sequences the tool writes kept (those of its live displays
+    only when `terminal`), every other control character shown escaped, so that a name or a text read from a file
+    or sent by a server cannot clear the screen, set the window title, move the cursor or reorder a line."""
+    if _ANY_CONTROL.search(text) is None:
+        return text
+
+    def shown(match: re.Match[str]) -> str:
+        kept = match["colours"] is not None or (terminal and match["live"] is not None)
+        return match[0] if kept else _escaped(match[0])
+
+    return _SEQUENCES.sub(shown, text)
+
+
 class RedactingStream:
     """A terminal stream whose every write passes `shambench.secrets.redact` first (rich writes a whole rendered
-    table or line at once, so a key is not split between two writes)."""
+    table or line at once, so a key is not split between two writes), then `terminal_text`."""
 
     def __init__(self, stream: IO[str] | ReaderGoneStdout):
         self.stream = stream
 
     def write(self, text: str) -> int:
-        self.stream.write(redact(text))
+        self.stream.write(terminal_text(redact(text), self._terminal()))
         return len(text)
+
+    def _terminal(self) -> bool:
+        """Whether the stream takes a terminal's control sequences: the environment says so as rich reads it
+        (TTY_COMPATIBLE, FORCE_COLOR: rich then draws its live displays there), else the stream is a terminal."""
+        declared = os.environ.get("TTY_COMPATIBLE", "")
+        if declared in ("0", "1"):
+            return declared == "1"
+        if os.environ.get("FORCE_COLOR"):
+            return True
+        try:
+            return bool(self.stream.isatty())
+        except (AttributeError, ValueError, OSError):
+            return False
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.stream, name)

@@ -25,6 +25,7 @@ import json
 import os
 import shutil
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -152,24 +153,24 @@ def snapshot(folder: Path) -> dict[str, bytes | str]:
     return out
 
 
-@pytest.fixture(scope="module")
-def template(tmp_path_factory):
-    """The tool's folders as the commands find them: a data folder with FAVABench's and Mu-SHROOM's fixtures, a cache that has seen a
-    run and a kept corpus, a finished run and a second one, an EXAMPLES file, its predictions and evidence."""
-    home = tmp_path_factory.mktemp("template")
+def make_template(home: Path, examples: Callable[[Path], Path]) -> Path:
+    """The tool's folders as the commands find them, in `home`: a data folder with FAVABench's and Mu-SHROOM's
+    fixtures, a cache that has seen a run and a kept corpus, a finished run and a second one, an EXAMPLES file
+    (written by `examples`), its predictions and evidence."""
     work, data, cache = home / "work", home / "data", home / "cache"
     work.mkdir()
     for source in ("fava", "mushroom"):  # FAVABench, and Mu-SHROOM for its annotators
         shutil.copytree(FIXTURES / source, data / source)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("SHAMBENCH_CACHE_DIR", str(cache))
-        ex = examples_file(work / "ex.jsonl", 3)
+        ex = examples(work / "ex.jsonl")
+        ids = [json.loads(line)["id"] for line in ex.read_text().splitlines()]
         eval_run(ex, "all", work / "run")
         eval_run(ex, "none", work / "run2")
-        write_jsonl(work / "pred.jsonl", [{"id": f"toy/{i}", "spans": [[0, 3]]} for i in range(3)])
+        write_jsonl(work / "pred.jsonl", [{"id": i, "spans": [[0, 3]]} for i in ids])
         # Relative paths: each copy of the template sweeps its own examples into its own folder.
         (work / "sweep.yaml").write_text("detectors: [none]\nexamples: [ex.jsonl]\nruns: swept\n")
-        write_jsonl(work / "evidence.jsonl", [{"id": f"toy/{i}", "context": "Varn is a town."} for i in range(3)])
+        write_jsonl(work / "evidence.jsonl", [{"id": i, "context": "Varn is a town."} for i in ids])
         write_examples(work / "train.jsonl", invented(0, 8))  # optimize's trainset
         (work / "sweep-api.yaml").write_text(
             "detectors: [{detector: openai, params: {model: m, max_retries: 0}}]\nexamples: [ex.jsonl]\nruns: swept-api\n"
@@ -177,6 +178,12 @@ def template(tmp_path_factory):
         res = CliRunner().invoke(main, ["score", "--examples", str(ex), "--predictions", str(work / "pred.jsonl")])
         assert res.exit_code == 0, res.output
     return home
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory):
+    """The tool's folders (`make_template`) with an EXAMPLES file of three plain examples."""
+    return make_template(tmp_path_factory.mktemp("template"), lambda path: examples_file(path, 3))
 
 
 @pytest.fixture(scope="module", autouse=True)

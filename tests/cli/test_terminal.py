@@ -1,0 +1,100 @@
+"""The terminal as a sink: the control sequences the tool writes (colours; a live display's cursor controls on a
+terminal) pass, every other control character is shown escaped, whoever wrote it. As a class: every command of the
+click group (`INVOCATIONS` of the filesystem class test) runs on folders whose EXAMPLES file, runs, predictions and
+evidence carry escape sequences, bidirectional overrides and HTML in their ids, dataset and task names and texts."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from shambench.cli import RedactingStream, terminal_text
+from tests.cli import test_fs_class as fs_class
+from tests.cli.test_fs_class import INVOCATIONS, check_outcome, command_paths, make_template, run
+
+# The filesystem class test's fixtures: its stand-ins on 127.0.0.1 and the copy of `template` each command runs on.
+api, fava_on_the_hub, no_network, world = fs_class.api, fs_class.fava_on_the_hub, fs_class.no_network, fs_class.world
+
+# Clears the screen, sets the window title, moves up and erases a line, returns to the line's start, reverses the
+# text's direction, a C1 control sequence introducer, DEL, a backspace; and markup a page must not run.
+HOSTILE = "\x1b[2J\x1b]0;pwned\x07\x1b[1A\x1b[2K\r\u202e\x9b\x7f\x08<script>alert(1)</script>"
+# Any control character but line feed and tab; the tool's own colours (SGR) taken out first.
+RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+COLOURS = re.compile(r"\x1b\[[0-9;]*m")
+
+
+@pytest.mark.parametrize(
+    ("text", "terminal", "shown"),
+    [
+        ("plain\ttext\n", False, "plain\ttext\n"),
+        ("\x1b[1;31mred\x1b[0m", False, "\x1b[1;31mred\x1b[0m"),  # colours pass anywhere
+        ("\r\x1b[2K\x1b[1A\x1b[?25l", True, "\r\x1b[2K\x1b[1A\x1b[?25l"),  # a live display's, on a terminal
+        ("\r\x1b[2K\x1b[1A\x1b[?25l", False, "\\x0d\\x1b[2K\\x1b[1A\\x1b[?25l"),  # ... not elsewhere
+        ("a\x1b[2Jb", True, "a\\x1b[2Jb"),
+        ("a\x1b]0;pwned\x07b", True, "a\\x1b]0;pwned\\x07b"),
+        ("a\u202eb\u2066c", True, "a\\u202eb\\u2066c"),
+        ("a\x9b2Jb\x7f\x00", True, "a\\x9b2Jb\\x7f\\x00"),
+    ],
+)
+def test_only_the_tool_s_own_control_sequences_reach_a_terminal(text, terminal, shown):
+    assert terminal_text(text, terminal) == shown
+
+
+@pytest.mark.parametrize(
+    ("env", "shown"),
+    [({}, "\\x0d\\x1b[2Kbar"), ({"FORCE_COLOR": "1"}, "\r\x1b[2Kbar"), ({"TTY_COMPATIBLE": "1"}, "\r\x1b[2Kbar")],
+)
+def test_a_stream_the_environment_calls_a_terminal_takes_the_live_display_s_controls(env, shown, monkeypatch):
+    # rich draws its live displays wherever these variables say there is a terminal; elsewhere none are drawn.
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    stream = RedactingStream(io.StringIO())
+    stream.write("\r\x1b[2Kbar")
+    assert stream.stream.getvalue() == shown
+
+
+def hostile_examples(path: Path) -> Path:
+    """Three examples whose id, dataset, task, question and response carry `HOSTILE`."""
+    rows = []
+    for i in range(3):
+        response = f"The river Ilsa{i}{HOSTILE} flows through Varn{i}."
+        start = response.index("Varn")
+        rows.append(
+            {"id": f"toy{HOSTILE}/{i}", "dataset": f"toy{HOSTILE}", "task": f"open_qa{HOSTILE}",
+             "question": f"Where{HOSTILE}?", "response": response, "hallu_spans": [[start, start + len(f"Varn{i}")]]}
+        )  # fmt: skip
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory):
+    """The filesystem class test's folders (`world` copies them), made from the hostile EXAMPLES file."""
+    return make_template(tmp_path_factory.mktemp("hostile"), hostile_examples)
+
+
+def test_every_command_is_run():
+    assert sorted(INVOCATIONS) == sorted(command_paths())
+
+
+@pytest.mark.parametrize("name", sorted(INVOCATIONS))
+def test_no_command_prints_a_control_character_from_its_inputs(name, world):
+    home, _ = world
+    res = run(name, home)
+    check_outcome(res)
+    for stream in (res.stdout, res.stderr):
+        found = RAW_CONTROL.search(COLOURS.sub("", stream))
+        assert found is None, f"{name} printed {found[0]!r}: {stream[max(0, found.start() - 80) : found.end() + 80]!r}"
+    pages = [p for p in (home / "work").rglob("*.html") if p.is_file()]
+    assert all("<script>alert(1)" not in p.read_text() for p in pages), name
+
+
+def test_names_from_a_file_are_shown_escaped_not_dropped(world):
+    home, _ = world
+    res = run("score", home)
+    assert res.exit_code == 0, res.output
+    assert "toy\\x1b[2J\\x1b]0;pwned" in res.stdout
