@@ -8,6 +8,7 @@ whose files it reads (the Mu-SHROOM submission format beside the Mu-SHROOM adapt
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +60,10 @@ NATIVE = "shambench"
 
 def first_object(path: str | Path) -> dict[str, Any] | None:
     """The first non-blank line of a JSONL file as an object, or None when it is not one (the file's own reader
-    then reports it)."""
+    then reports it). A pipe (`--predictions <(cmd)`) is not looked into: it can be read only once, by the reader
+    of shambench's own format or of the one named."""
+    if not os.path.isfile(path):
+        return None
     for _, line in iter_lines(path):
         try:
             obj = parse_json_line(line)

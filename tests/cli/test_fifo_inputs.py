@@ -6,13 +6,16 @@ line naming the FIFO. A named FIFO is read under an idle deadline made tiny here
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 import shambench.fs as fs
+from shambench.cli import main
 from tests.cli.test_fs_class import (  # noqa: F401  (test_fs_class's sandbox: its fixtures, used by name)
     INVOCATIONS,
     RUN,
@@ -25,7 +28,8 @@ from tests.cli.test_fs_class import (  # noqa: F401  (test_fs_class's sandbox: i
     template_untouched,
     world,
 )
-from tests.run_helpers import unless_hung
+from tests.cli.test_run_integrity import examples_file
+from tests.run_helpers import unless_hung, write_jsonl
 
 
 def named_inputs(name: str, home: Path) -> list[str]:
@@ -106,3 +110,26 @@ def test_every_file_of_a_data_folder_is_a_fifo_once(request, dataset):
                 one_error_naming(res, folder)  # (0: a file of the other split, not read)
         (folder / file).unlink()
         (folder / file).write_bytes((clean / "data" / FOLDERS[dataset] / file).read_bytes())
+
+
+def piped(body: bytes) -> str:
+    """A path to an anonymous pipe holding `body`, its writer closed: what `<(cmd)` gives a command."""
+    r, w = os.pipe()
+    os.write(w, body)  # a few lines: within what a pipe holds
+    os.close(w)
+    return f"/dev/fd/{r}"
+
+
+def test_examples_and_predictions_from_pipes_score_as_from_files(tmp_path):
+    """A process substitution is a legitimate input: read once (the kept corpus's key and the format's sniffing
+    leave it alone), to the same figures as the files."""
+    examples = examples_file(tmp_path / "ex.jsonl", 3)
+    preds = write_jsonl(tmp_path / "pred.jsonl", [{"id": f"toy/{i}", "spans": [[0, 3]]} for i in range(3)])
+    figures = []
+    for ex, pr in ((str(examples), str(preds)), (piped(examples.read_bytes()), piped(preds.read_bytes()))):
+        out = tmp_path / f"{len(figures)}.json"
+        args = ["score", "--examples", ex, "--predictions", pr, "--bootstrap", "10", "--out", str(out)]
+        res = unless_hung(lambda args=args: CliRunner().invoke(main, args), "score from pipes")
+        assert res.exit_code == 0, res.output
+        figures.append(json.loads(out.read_text())["overall"])
+    assert figures[0] == figures[1] and figures[0]
