@@ -101,8 +101,7 @@ def card_configs(root: Path) -> list[dict[str, Any]]:
     card = root / "README.md"
     if not card.is_file():
         return []
-    with fs.open_input(card) as fh:
-        text = fh.read().decode("utf-8")
+    text = fs.read_input(card).decode("utf-8")
     if not text.startswith("---"):
         return []
     head = text[3:].split("\n---", 1)[0]
@@ -166,8 +165,7 @@ def text_lines(root: Path, name: str, dataset: str) -> list[str]:
     """The lines of a released UTF-8 text file (one example per line) without their newlines."""
     path = source_file(root, name, dataset, "a UTF-8 text file with one example per line")
     try:
-        with fs.open_input(path) as fh:
-            text = fh.read().decode("utf-8")
+        text = fs.read_input(path).decode("utf-8")
     except UnicodeDecodeError as err:
         raise SourceError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
     # Split on "\n" only: str.splitlines would also break at form feeds and Unicode separators inside a line.

@@ -234,8 +234,7 @@ def _cr_response(where: str, row: dict[str, str]) -> ResponseRow:
 
 def _cr_source(root: Path, source_id: str, task_type: str) -> SourceRow:
     path = source_file(root, f"{CR_SOURCES}/{source_id}.txt", "ragtruth", f"the grounding source of {source_id}")
-    with fs.open_input(path) as fh:
-        text = fh.read().decode("utf-8")
+    text = fs.read_input(path).decode("utf-8")
     if task_type == "Summary":
         return SourceRow(source_id=source_id, task_type=task_type, source_info=text)
     record = json_value(text, str(path), f"the {task_type} source record", error=SourceError)

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
+import shambench.fs as fs
 from shambench.errors import DataError
 from shambench.io import Journal, write_atomic, write_json
 from shambench.leaderboard.errortypes import type_cells
@@ -92,7 +93,7 @@ def checked_file(path: Path, limit: int) -> Path:
 def load_results(path: Path) -> Results:
     """A `results.json` validated against the results schema; DataError names the file and the field."""
     try:
-        return Results.model_validate_json(checked_file(path, MAX_RESULTS_BYTES).read_bytes())
+        return Results.model_validate_json(fs.read_input(checked_file(path, MAX_RESULTS_BYTES)))
     except ValidationError as err:
         first = err.errors()[0]
         where = ".".join(str(x) for x in first["loc"]) or "file"
@@ -285,7 +286,7 @@ def load_reported(path: str | Path) -> ReportedFile:
     if not path.is_file():
         raise DataError(f"{path}: reported scores not found (pass --reported FILE, or --no-reported)")
     try:
-        return ReportedFile.model_validate_json(path.read_bytes())
+        return ReportedFile.model_validate_json(fs.read_input(path, named=True))
     except ValidationError as err:
         first = err.errors()[0]
         where = ".".join(str(x) for x in first["loc"]) or "file"
@@ -631,7 +632,7 @@ def load_leaderboard(site_dir: str | Path) -> Leaderboard:
     if not path.is_file():
         raise DataError(f"{path}: not found (build the site first with `shambench leaderboard build`)")
     try:
-        return Leaderboard.model_validate_json(path.read_bytes())
+        return Leaderboard.model_validate_json(fs.read_input(path))
     except ValidationError as err:
         raise DataError(f"{path}: not a leaderboard ({err.errors()[0]['msg']})") from None
 

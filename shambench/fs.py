@@ -216,6 +216,12 @@ def open_input(path: str | Path, named: bool = False, idle: float | None = None)
     return io.BufferedReader(_IdleReader(fd, str(path), INPUT_IDLE_SECONDS if idle is None else idle))
 
 
+def read_input(path: str | Path, named: bool = False) -> bytes:
+    """The whole content of `path`, opened as `open_input` opens it."""
+    with open_input(path, named) as fh:
+        return fh.read()
+
+
 class _IdleReader(io.RawIOBase):
     """A FIFO's descriptor (non-blocking) read with a deadline on each wait for bytes."""
 

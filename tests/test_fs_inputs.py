@@ -5,6 +5,7 @@ asserted, each step under `unless_hung`."""
 
 from __future__ import annotations
 
+import ast
 import os
 import socket
 import threading
@@ -14,6 +15,8 @@ import pytest
 import shambench.fs as fs
 from shambench.errors import DataError
 from tests.run_helpers import unless_hung
+from tests.test_architecture import PACKAGE_DIRS, REPO
+from tests.test_fs_gate import GATE
 
 
 def test_a_regular_file_is_read_whole(tmp_path):
@@ -85,3 +88,55 @@ def test_devices_and_sockets_are_refused(tmp_path, named):
             fs.open_input(tmp_path / "s", named)
     finally:
         server.close()
+
+
+# Direct reads by path outside the opener, each with why it may stay: (file, call) -> reason.
+READS_ALLOWED = {
+    ("shambench/llm/presets.py", "read_text"): "the package's own presets.yaml (importlib.resources), not a user path",
+    ("shambench/llm/pricing.py", "read_text"): "the package's own pricing.yaml (importlib.resources)",
+    ("shambench/scoring/kept.py", "read_bytes"): "the source of shambench's own rule modules, hashed for a key",
+    ("shambench/runs/evaluate.py", "open"): "journal.open(): a run's journal (written through the gate), no file read",
+    ("shambench/runs/streamed.py", "open"): "self.open(): the streamed journal's, no file read",
+    ("detectors/miprov2_compile.py", "open"): "os.devnull opened for writing, to silence a library",
+    ("leaderboard/page.py", "read_text"): "the package's own page.css and page.js",
+    ("shambench/data/providers/file.py", "read_text"): "hashed after iter_jsonl read the same path through the opener "
+    "(which refuses a FIFO there)",
+}
+READ_METHODS = {"read_text", "read_bytes", "read_table", "read_parquet", "read_csv", "read_json", "load_dataset"}
+
+
+def read_call(node: ast.Call) -> str | None:
+    """The call as written when it opens a file by path for reading outside `shambench.fs`; None otherwise."""
+    func = node.func
+    if isinstance(func, ast.Name) and func.id == "open":
+        return "open"
+    if not isinstance(func, ast.Attribute):
+        return None
+    owner = func.value.id if isinstance(func.value, ast.Name) else None
+    if func.attr == "open" and owner not in ("fs", "os"):  # Path.open; os.open's flags are the write walk's
+        return "open"
+    if func.attr in READ_METHODS and not (node.args and _is_file_object(node.args[0])):
+        return func.attr
+    return None
+
+
+def _is_file_object(arg: ast.expr) -> bool:
+    return isinstance(arg, ast.Name) and arg.id == "fh"
+
+
+def reads_outside_opener() -> list[str]:
+    """`FILE:LINE: CALL` of every direct read by path outside the opener that `READS_ALLOWED` does not name."""
+    found = []
+    for folder in PACKAGE_DIRS.values():
+        for path in sorted(folder.rglob("*.py")):
+            if path == GATE:
+                continue
+            rel = path.relative_to(REPO).as_posix()
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Call) and (name := read_call(node)) and (rel, name) not in READS_ALLOWED:
+                    found.append(f"{rel}:{node.lineno}: {name}")
+    return found
+
+
+def test_every_read_goes_through_the_opener():
+    assert reads_outside_opener() == []

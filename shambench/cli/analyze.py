@@ -43,7 +43,7 @@ def _load_run(run_dir: Path) -> tuple[RunConfig, list[Example], dict[str, Any], 
     predictions = Journal(run_dir / JOURNAL).read()
     path = run_dir / RESULTS
     try:
-        results = Results.model_validate_json(path.read_text()) if path.exists() else None
+        results = Results.model_validate_json(fs.read_input(path)) if path.exists() else None
     except ValueError as err:
         raise DataError(f"{path}: not a results file ({err})") from None
     return config, examples, predictions, results or run_results(run_dir, examples)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+import shambench.fs as fs
 from shambench.cli.options import F, OutputFolder, data_selection, scoring
 
 if TYPE_CHECKING:
@@ -174,7 +175,7 @@ def submit(
     from shambench.runs.files import RESULTS
     from shambench.scoring.results import Results
 
-    results = Results.model_validate_json((run_dir / RESULTS).read_text(encoding="utf-8"))
+    results = Results.model_validate_json(fs.read_input(run_dir / RESULTS))
     click.echo(f"accepted: {name} -> {run_dir}" + (f" (added to {site_dir})" if site_dir else ""))
     if results.overall:
         o = results.overall

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+import shambench.fs as fs
 from shambench.reporting.highlight import PER_PAGE
 
 if TYPE_CHECKING:
@@ -132,7 +133,7 @@ def page_summary(
 
     lines = [f"run {run}"]
     if (run / RESULTS).is_file():
-        results = Results.model_validate_json((run / RESULTS).read_bytes())
+        results = Results.model_validate_json(fs.read_input(run / RESULTS))
         if results.overall is not None:
             o = results.overall
             lines.append(

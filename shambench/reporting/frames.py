@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import shambench.fs as fs
 from shambench.io import iter_lines, parse_json_line
 from shambench.reporting.naming import run_name
 from shambench.reporting.runfolders import walk_runs
@@ -56,7 +57,7 @@ def run_row(run_dir: Path, results: Results) -> dict[str, Any]:
 
 def read_results(run_dir: Path) -> Results:
     """The `results.json` of a run directory."""
-    return Results.model_validate_json((run_dir / RESULTS).read_text(encoding="utf-8"))
+    return Results.model_validate_json(fs.read_input(run_dir / RESULTS))
 
 
 def runs_df(root: str | Path) -> pd.DataFrame:

@@ -130,8 +130,7 @@ class _NotThisCorpus(ValueError):
 
 def _verified(folder: Path, name: str, claimed: dict) -> bytes:
     """The bytes of one file of a kept corpus, when they are what the folder's digest says."""
-    with fs.open_input(folder / name) as fh:
-        data = fh.read()
+    data = fs.read_input(folder / name)
     seal = claimed.get(name)
     if not isinstance(seal, str) or seal != _seal(folder, name, data).hex():
         raise _NotThisCorpus(f"{name} does not match its digest (edited, truncated or from another corpus)")
@@ -242,8 +241,7 @@ def _read_beside(folder: Path, name: str, context: str) -> bytes | None:
     warning."""
     path = folder / name
     try:
-        with fs.open_input(path) as fh:
-            data = fh.read()
+        data = fs.read_input(path)
     except (OSError, DataError):
         return None  # not kept (yet), or unreadable: computed again either way
     body = Sealer.opened(_beside_key(folder, name, context), data)
