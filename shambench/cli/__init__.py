@@ -90,13 +90,21 @@ class LazyGroup(click.Group):
                 raise
             raise click.UsageError(f"{err.message} Did you mean {close[0]!r}?", ctx) from None
 
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        stdout, stderr = sys.stdout, sys.stderr
+        if not isinstance(stdout, RedactingStream):
+            # Whatever the command line prints (tables, progress, warnings, a server's words, and the error line and
+            # usage errors click shows once the command has ended) passes the redactor and the terminal's filter.
+            sys.stdout, sys.stderr = RedactingStream(ReaderGoneStdout(stdout)), RedactingStream(stderr)
+        try:
+            return super().main(*args, **kwargs)
+        finally:
+            sys.stdout, sys.stderr = stdout, stderr
+
     def invoke(self, ctx: click.Context) -> Any:
         from shambench.errors import EndpointError, EndpointStopped
 
-        stdout, stderr, formatted = sys.stdout, sys.stderr, warnings.formatwarning
-        if not isinstance(stdout, RedactingStream):
-            # Whatever a command prints (tables, progress, errors, warnings, a server's words) passes the redactor.
-            sys.stdout, sys.stderr = RedactingStream(ReaderGoneStdout(stdout)), RedactingStream(stderr)
+        formatted = warnings.formatwarning
         warnings.formatwarning = warning_line
         try:
             with _loading_shown():
@@ -108,7 +116,7 @@ class LazyGroup(click.Group):
             click.echo("interrupted", err=True)
             raise click.exceptions.Exit(INTERRUPTED) from None
         finally:
-            sys.stdout, sys.stderr, warnings.formatwarning = stdout, stderr, formatted
+            warnings.formatwarning = formatted
 
 
 @contextlib.contextmanager

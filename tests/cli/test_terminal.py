@@ -81,10 +81,19 @@ def test_every_command_is_run():
     assert sorted(INVOCATIONS) == sorted(command_paths())
 
 
-@pytest.mark.parametrize("name", sorted(INVOCATIONS))
-def test_no_command_prints_a_control_character_from_its_inputs(name, world):
+# Beside each command's invocation, those that print an example's own texts or read the EXAMPLES file directly.
+MORE = {
+    "show": ["{work}/run", "--id", f"toy{HOSTILE}/0"],
+    "score": ["--examples", "{work}/ex.jsonl", "--predictions", "{work}/pred.jsonl", "--bootstrap", "10"],
+    "agreement": ["--examples", "{work}/ex.jsonl", "--bootstrap", "10"],
+}
+CASES = [(name, None) for name in sorted(INVOCATIONS)] + sorted(MORE.items())
+
+
+@pytest.mark.parametrize(("name", "invocation"), CASES)
+def test_no_command_prints_a_control_character_from_its_inputs(name, invocation, world):
     home, _ = world
-    res = run(name, home)
+    res = run(name, home, invocation)
     check_outcome(res)
     for stream in (res.stdout, res.stderr):
         found = RAW_CONTROL.search(COLOURS.sub("", stream))

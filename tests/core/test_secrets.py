@@ -211,6 +211,7 @@ def test_the_cli_terminal_is_redacted(key_in_env):
     import click
 
     from shambench.cli import LazyGroup
+    from shambench.cli.exits import UserError
 
     @click.group(cls=LazyGroup)
     def group() -> None:
@@ -221,6 +222,12 @@ def test_the_cli_terminal_is_redacted(key_in_env):
         click.echo(f"out {KEY}")
         click.echo(f"err {KEY}", err=True)
 
+    @group.command()
+    def fail() -> None:
+        raise UserError(f"bad {KEY}")  # shown by click once the command has ended
+
     result = CliRunner().invoke(group, ["leak"])
     assert result.exit_code == 0
     assert (result.stdout, result.stderr) == (f"out {MASK}\n", f"err {MASK}\n")
+    failed = CliRunner().invoke(group, ["fail"])
+    assert (failed.exit_code, failed.stderr) == (2, f"error: bad {MASK}\n")
