@@ -15,8 +15,7 @@ import pytest
 import shambench.fs as fs
 from shambench.errors import DataError
 from tests.run_helpers import unless_hung
-from tests.test_architecture import PACKAGE_DIRS, REPO
-from tests.test_fs_gate import GATE
+from tests.test_fs_gate import calls_outside_gate
 
 
 def test_a_regular_file_is_read_whole(tmp_path):
@@ -126,16 +125,7 @@ def _is_file_object(arg: ast.expr) -> bool:
 
 def reads_outside_opener() -> list[str]:
     """`FILE:LINE: CALL` of every direct read by path outside the opener that `READS_ALLOWED` does not name."""
-    found = []
-    for folder in PACKAGE_DIRS.values():
-        for path in sorted(folder.rglob("*.py")):
-            if path == GATE:
-                continue
-            rel = path.relative_to(REPO).as_posix()
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-                if isinstance(node, ast.Call) and (name := read_call(node)) and (rel, name) not in READS_ALLOWED:
-                    found.append(f"{rel}:{node.lineno}: {name}")
-    return found
+    return calls_outside_gate(read_call, READS_ALLOWED)
 
 
 def test_every_read_goes_through_the_opener():
