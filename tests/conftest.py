@@ -117,3 +117,12 @@ def command_line_settings():
     previous = use_process_settings(CommandLineSettings())
     yield
     use_process_settings(previous)
+
+
+def folder_tree(folder: Path) -> dict[str, bytes | str]:
+    """Every entry under `folder`: a file's bytes, a link's target, a folder as "dir"."""
+    out: dict[str, bytes | str] = {}
+    for p in sorted(folder.rglob("*")):
+        rel = p.relative_to(folder).as_posix()
+        out[rel] = f"-> {os.readlink(p)}" if p.is_symlink() else "dir" if p.is_dir() else p.read_bytes()
+    return out

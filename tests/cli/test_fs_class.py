@@ -38,6 +38,7 @@ from shambench.cli import main
 from tests import leaks
 from tests.cli.test_data_download import Through
 from tests.cli.test_run_integrity import examples_file
+from tests.conftest import folder_tree
 from tests.data.test_download import FileServer
 from tests.detectors.test_miprov2_compile import Script, invented, output_fields, write_examples
 from tests.detectors.tiny_models import require_models, save_tiny
@@ -144,15 +145,6 @@ def test_every_command_is_run():
     assert NOT_RUN.keys() <= set(command_paths()) and all(NOT_RUN.values())
 
 
-def snapshot(folder: Path) -> dict[str, bytes | str]:
-    """Every entry under `folder`: a file's bytes, a link's target, a folder as "dir"."""
-    out: dict[str, bytes | str] = {}
-    for p in sorted(folder.rglob("*")):
-        rel = p.relative_to(folder).as_posix()
-        out[rel] = f"-> {os.readlink(p)}" if p.is_symlink() else "dir" if p.is_dir() else p.read_bytes()
-    return out
-
-
 def make_template(home: Path, examples: Callable[[Path], Path]) -> Path:
     """The tool's folders as the commands find them, in `home`: a data folder with FAVABench's and Mu-SHROOM's
     fixtures, a cache that has seen a run and a kept corpus, a finished run and a second one, an EXAMPLES file
@@ -189,9 +181,9 @@ def template(tmp_path_factory):
 @pytest.fixture(scope="module", autouse=True)
 def template_untouched(template):
     """No command reaches the template through a copy of it (a path in a copied file would)."""
-    before = snapshot(template)
+    before = folder_tree(template)
     yield
-    assert snapshot(template) == before
+    assert folder_tree(template) == before
 
 
 @pytest.fixture
@@ -293,7 +285,7 @@ def clean_run(name: str, world, clean_runs) -> tuple[list[str], list[str]]:
     one leaves it unchanged, so a snapshot does not see it), both relative to its folders."""
     if name not in clean_runs:
         home, _ = world
-        before = snapshot(home)
+        before = folder_tree(home)
         opened: set[str] = set()
         connect = fs.sqlite_connect
 
@@ -306,7 +298,7 @@ def clean_run(name: str, world, clean_runs) -> tuple[list[str], list[str]]:
             res = run(name, home)
         # A clean run that fails exercises nothing: every invocation must do its work.
         check_outcome(res, (0,))
-        clean_runs[name] = (touched(before, snapshot(home)), sorted(opened))
+        clean_runs[name] = (touched(before, folder_tree(home)), sorted(opened))
     return clean_runs[name]
 
 
@@ -333,10 +325,10 @@ def test_a_link_planted_where_a_command_writes_is_never_followed(name, world, cl
             shutil.rmtree(target)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.symlink_to(outside / ("dir" if was_dir or "." not in target.name else "file.txt"))
-        before = snapshot(outside)
+        before = folder_tree(outside)
         res = run(name, home)
         check_outcome(res)
-        assert snapshot(outside) == before, f"{name} with a link at {place} changed the folder outside"
+        assert folder_tree(outside) == before, f"{name} with a link at {place} changed the folder outside"
 
 
 def refusing_writes_under(folder: Path, monkeypatch) -> None:
@@ -389,7 +381,7 @@ def test_a_read_only_folder_is_one_error_line(name, folder, world, clean_runs, t
     scratch = tmp_path / "clean"
     shutil.copytree(home, scratch, symlinks=True)
     places = what_it_touches(name, (scratch, outside), clean_runs)
-    before_home, before_outside = snapshot(home), snapshot(outside)
+    before_home, before_outside = folder_tree(home), folder_tree(outside)
     with monkeypatch.context() as patch:
         refusing_writes_under(home / folder, patch)
         res = run(name, home)
@@ -399,8 +391,8 @@ def test_a_read_only_folder_is_one_error_line(name, folder, world, clean_runs, t
     # command makes is kept in the cache.
     cache_only = folder == "cache" and name not in CACHE_IS_OUTPUT
     check_outcome(res, (2,) if writes_there and not cache_only else (0, 2))
-    assert snapshot(outside) == before_outside
-    assert {k: v for k, v in snapshot(home).items() if k.split("/")[0] == folder} == {
+    assert folder_tree(outside) == before_outside
+    assert {k: v for k, v in folder_tree(home).items() if k.split("/")[0] == folder} == {
         k: v for k, v in before_home.items() if k.split("/")[0] == folder
     }, f"{name} wrote into the read-only {folder} folder"
 
@@ -483,12 +475,12 @@ def test_a_hostile_server_is_one_line_and_nothing_leaves_the_tool_s_folders(name
         monkeypatch.setattr(api, "script", echo_key)
     else:
         monkeypatch.setattr(api, "faults", lambda req: Fault(fault))
-    before = snapshot(outside)
+    before = folder_tree(outside)
     where = {"work": home / "work", "data": home / "data", **SERVERS}
     res = CliRunner().invoke(main, [*name.split(), *(a.format(**where) for a in args)], terminal_width=200)
     # Items that failed for good are exit status 3 (the run is written, the failures summed up), as documented.
     check_outcome(res, (0, 2, 3))
-    assert snapshot(outside) == before
+    assert folder_tree(outside) == before
     files = [p for p in sorted(home.rglob("*")) if p.is_file() and not p.is_symlink()]
     assert leaks.leaks(SECRET, files, [res.output, res.stderr]) == []
 
@@ -522,10 +514,10 @@ def test_a_run_directory_given_as_a_link_to_a_folder_outside_is_never_written_th
     foreign = outside / "foreign_run"
     shutil.move(home / "work" / "run", foreign)
     (home / "work" / "run").symlink_to(foreign, target_is_directory=True)
-    before = snapshot(outside)
+    before = folder_tree(outside)
     res = run(name, home, RUN_DIR_INVOCATIONS[name])
     check_outcome(res)
-    assert snapshot(outside) == before, f"{name} wrote through the linked run directory"
+    assert folder_tree(outside) == before, f"{name} wrote through the linked run directory"
     if name in ("analyze", "eval", "score"):  # they write into the run directory: refused, naming the link
         assert res.exit_code == 2 and f"{home / 'work' / 'run'}: is a symbolic link" in res.stderr, res.stderr
     else:  # the others only read it, through the link (agreement to find the toy run has no annotators)

@@ -12,15 +12,7 @@ import pytest
 
 import shambench.fs as fs
 from shambench.errors import FolderError
-
-
-def tree(folder: Path) -> dict[str, bytes | str]:
-    """Every entry under `folder`: a file's bytes, a link's target, a folder as "dir"."""
-    out: dict[str, bytes | str] = {}
-    for p in sorted(folder.rglob("*")):
-        rel = p.relative_to(folder).as_posix()
-        out[rel] = f"-> {os.readlink(p)}" if p.is_symlink() else "dir" if p.is_dir() else p.read_bytes()
-    return out
+from tests.conftest import folder_tree
 
 
 @pytest.fixture
@@ -37,7 +29,7 @@ def test_write_bytes_makes_folders_and_replaces_whole(sandbox):
     root, _ = sandbox
     fs.write_bytes(root / "a" / "b" / "f.txt", b"one", root)
     fs.write_bytes(root / "a" / "b" / "f.txt", b"two", root)
-    assert tree(root) == {"a": "dir", "a/b": "dir", "a/b/f.txt": b"two"}  # no temporary file left
+    assert folder_tree(root) == {"a": "dir", "a/b": "dir", "a/b/f.txt": b"two"}  # no temporary file left
     mask = os.umask(0)
     os.umask(mask)
     assert (root / "a" / "b" / "f.txt").stat().st_mode & 0o777 == 0o666 & ~mask
@@ -49,12 +41,12 @@ def test_a_link_at_any_component_is_refused_and_its_target_untouched(sandbox, wh
     link = root / where
     link.parent.mkdir(parents=True, exist_ok=True)
     link.symlink_to(outside / "precious.txt" if where.endswith(".txt") else outside)
-    before = tree(outside)
+    before = folder_tree(outside)
     with pytest.raises(FolderError, match=f"^{link}: is a symbolic link; "):
         fs.write_bytes(root / "a" / "b" / "f.txt", b"x", root)
     with pytest.raises(FolderError, match="is a symbolic link"):
         fs.open_file(root / "a" / "b" / "f.txt", os.O_WRONLY | os.O_CREAT | os.O_APPEND, root)
-    assert tree(outside) == before
+    assert folder_tree(outside) == before
 
 
 @pytest.mark.parametrize("name", ["../escape/f", "x/../../escape/f", "/abs/f"])
@@ -73,13 +65,13 @@ def test_remove_tree_deletes_only_marked_real_folders(sandbox):
     (root / "unmarked").mkdir()
     (root / "planted").symlink_to(outside)
     (outside / ".mark").write_text("a marker at the link's target does not count\n")
-    before = tree(outside)
+    before = folder_tree(outside)
     assert fs.remove_tree(root / "mine", root, ".mark") is True
     assert fs.remove_tree(root / "unmarked", root, ".mark") is False
     assert fs.remove_tree(root / "planted", root, ".mark") is False
     assert fs.remove_tree(root / "absent", root, ".mark") is False
-    assert tree(root) == {"planted": f"-> {outside}", "unmarked": "dir"}
-    assert tree(outside) == before
+    assert folder_tree(root) == {"planted": f"-> {outside}", "unmarked": "dir"}
+    assert folder_tree(outside) == before
 
 
 def test_rename_refuses_a_link_at_the_destination(sandbox):
@@ -98,7 +90,7 @@ def test_unlink_removes_a_link_not_its_target(sandbox):
     (root / "link").symlink_to(outside / "precious.txt")
     fs.unlink(root / "link", root)
     fs.unlink(root / "absent", root)  # missing_ok
-    assert tree(root) == {} and (outside / "precious.txt").read_text() == "keep me\n"
+    assert folder_tree(root) == {} and (outside / "precious.txt").read_text() == "keep me\n"
 
 
 def test_a_file_with_another_hard_link_is_not_opened_for_writing(sandbox):
@@ -182,10 +174,10 @@ def test_sqlite_connect_refuses_a_link_at_the_database_its_side_files_or_its_fol
         (root / "c").mkdir()
     link = root / where
     link.symlink_to(outside if where == "c" else outside / "precious.txt")
-    before = tree(outside)
+    before = folder_tree(outside)
     with pytest.raises(FolderError, match=f"^{link}: is a symbolic link; "):
         fs.sqlite_connect(root / "c" / "db.sqlite", SCHEMA, root)
-    assert tree(outside) == before
+    assert folder_tree(outside) == before
 
 
 def test_sqlite_connect_refuses_a_side_file_with_another_hard_link(sandbox):
@@ -213,7 +205,7 @@ def test_a_folder_swapped_for_a_link_before_sqlite_opens_is_refused_before_any_w
         other.execute("CREATE TABLE kept (y)")
         other.commit()
         other.close()
-    before = tree(outside)
+    before = folder_tree(outside)
     real_connect = sqlite3.connect
 
     def racing(*args, **kwargs):
@@ -224,7 +216,7 @@ def test_a_folder_swapped_for_a_link_before_sqlite_opens_is_refused_before_any_w
     refused = "a folder on the way is a symbolic link" if there == "nothing" else f"SQLite opened {outside}/db.sqlite "
     with pytest.raises(FolderError, match=refused):
         fs.sqlite_connect(root / "c" / "db.sqlite", SCHEMA, root)
-    assert tree(outside) == before
+    assert folder_tree(outside) == before
 
 
 @pytest.mark.parametrize("there", ["nothing", "a file of its name"])
@@ -238,7 +230,7 @@ def test_a_folder_swapped_for_a_link_after_sqlite_opened_is_seen_in_the_files_it
     root, outside = sandbox
     if there != "nothing":
         (outside / "db.sqlite").write_bytes(b"")
-    before = tree(outside)
+    before = folder_tree(outside)
     real_check = fs._check_sqlite
 
     def racing(db, real, path, held, opened):
@@ -250,11 +242,11 @@ def test_a_folder_swapped_for_a_link_after_sqlite_opened_is_seen_in_the_files_it
     if there == "nothing":
         with pytest.raises(FolderError, match="db.sqlite: a folder on the way is a symbolic link"):
             fs.sqlite_connect(root / "c" / "db.sqlite", SCHEMA, root)
-        assert tree(outside) == before
+        assert folder_tree(outside) == before
     else:
         with pytest.raises(FolderError, match=rf"SQLite opened {outside}/db.sqlite-(wal|shm), not the file of that"):
             fs.sqlite_connect(root / "c" / "db.sqlite", SCHEMA, root)
-        after = tree(outside)
+        after = folder_tree(outside)
         assert {k: v for k, v in after.items() if k in before} == before  # the other file itself unchanged
         assert sorted(after.keys() - before.keys()) == ["db.sqlite-shm", "db.sqlite-wal"]  # the residue
     assert fs._open_files("db.sqlite") == {}  # the refused connection is closed
