@@ -278,7 +278,7 @@ def test_hostile_bodies_fail_their_files_alone_and_the_token_never_leaves_the_hu
     hub.cdn_host = "localhost"  # another host than the hub's
     monkeypatch.setenv("HF_TOKEN", "hf_the_users_token_1234")
     spec = HubFiles(repo_id="org/hostile", revision=commit, files=("*",))
-    result, failed, outside = cli(tmp_path, monkeypatch, source("hostile", spec), timeout=1.0)
+    result, failed, outside = cli(tmp_path, monkeypatch, source("hostile", spec), timeout=5.0)
     url = f"{hub.endpoint}/datasets/org/hostile/resolve/{commit}"
     folder = tmp_path / "data" / "hostile"
     assert failed == {
@@ -288,7 +288,7 @@ def test_hostile_bodies_fail_their_files_alone_and_the_token_never_leaves_the_hu
             f"{url}/announced.json: {1 << 30} bytes, larger than the {len(ANNOTATIONS)} bytes the hub lists for it"
         ),
         "hostile/slow.parquet": (
-            f"{url}/slow.parquet: transfer failed after 3 attempts (Timeout: no complete answer within 1 s (plus 1 s "
+            f"{url}/slow.parquet: transfer failed after 3 attempts (Timeout: no complete answer within 5 s (plus 1 s "
             f"per 16384 bytes received)); nothing installed for {folder / 'slow.parquet'}"
         ),
         "hostile/../escape.json": f"{folder / '../escape.json'}: leaves {folder}; refused",
@@ -323,7 +323,7 @@ def test_hostile_listings_and_a_gated_set_fail_their_repository_alone(hub, tmp_p
         sources.append(source(fault, HubFiles(repo_id=f"org/{fault}", revision="", files=("*.json",))))
     hub.repo("org/gated", gated=True).commit({"a.json": ANNOTATIONS})
     sources.append(source("gated", HubFiles(repo_id="org/gated", revision="", files=("*.json",), gated=True)))
-    result, failed, outside = cli(tmp_path, monkeypatch, *sources, max_size="1MB", timeout=1.0)
+    result, failed, outside = cli(tmp_path, monkeypatch, *sources, max_size="1MB", timeout=5.0)
 
     def tree(name: str) -> str:
         return f"{hub.endpoint}/api/datasets/org/{name}/tree/{hub.repos[f'org/{name}'].branches['main']}"
@@ -333,7 +333,7 @@ def test_hostile_listings_and_a_gated_set_fail_their_repository_alone(hub, tmp_p
         "deep/org/deep": f"{tree('deep')}?recursive=true: nested deeper than 64 levels; expected the hub's JSON reply",
         "endless/org/endless": f"{tree('endless')}?recursive=true: the hub's reply is larger than 1000000 bytes; "
         "refused",
-        "trickle/org/trickle": f"{tree('trickle')}?recursive=true: Timeout: no complete answer within 1 s (plus 1 s "
+        "trickle/org/trickle": f"{tree('trickle')}?recursive=true: Timeout: no complete answer within 5 s (plus 1 s "
         "per 16384 bytes received)",
         "not-a-listing/org/not-a-listing": f"{tree('not-a-listing')}?recursive=true: the hub's reply is not a listing of files "
         "(: Input should be a valid list)",
