@@ -193,6 +193,21 @@ _KINDS = {
 }
 
 
+def _irregular(kind: int) -> str:
+    """What a file of type `kind` (a `stat.S_IFMT` value, not a regular file) is, as every refusal says it."""
+    return f"not a regular file ({_KINDS.get(kind, 'a special file')})"
+
+
+def irregularity(path: str | Path) -> str | None:
+    """Why `open_input` would refuse `path` as a file of the tool's folders (`not a regular file (a FIFO)`; a
+    folder is one too), or None for a regular file (a link to one included, as `open_input` reads it); classified
+    without opening it, so a FIFO is never waited on. FileNotFoundError when nothing is there."""
+    kind = stat.S_IFMT(os.stat(path).st_mode)
+    if kind == stat.S_IFDIR:
+        return "not a regular file (a folder)"
+    return None if kind == stat.S_IFREG else _irregular(kind)
+
+
 def open_input(path: str | Path, named: bool = False, idle: float | None = None) -> io.BufferedReader:
     """The one way a file is opened for reading: without blocking at the open, then by what it is (fstat). A
     regular file is read as it is; a folder is IsADirectoryError. A FIFO or pipe is read only when `named` (a path
@@ -209,7 +224,7 @@ def open_input(path: str | Path, named: bool = False, idle: float | None = None)
             os.set_blocking(fd, True)
             return io.BufferedReader(io.FileIO(fd, "rb", closefd=True))
         if not (named and kind == stat.S_IFIFO):
-            raise DataError(f"{path}: not a regular file ({_KINDS.get(kind, 'a special file')})")
+            raise DataError(f"{path}: {_irregular(kind)}")
     except BaseException:
         os.close(fd)
         raise

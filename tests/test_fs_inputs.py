@@ -89,6 +89,26 @@ def test_devices_and_sockets_are_refused(tmp_path, named):
         server.close()
 
 
+def test_irregularity_classifies_as_the_opener_refuses_without_opening(tmp_path):
+    """What `data verify` says of a file: the opener's refusal, read from the file's type (a FIFO never opened)."""
+    (tmp_path / "f").write_text("x")
+    (tmp_path / "link").symlink_to(tmp_path / "f")  # read through, as the opener reads it
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "dir").mkdir()
+    got = {name: fs.irregularity(tmp_path / name) for name in ("f", "link", "fifo", "dir")}
+    assert got == {
+        "f": None,
+        "link": None,
+        "fifo": "not a regular file (a FIFO)",
+        "dir": "not a regular file (a folder)",
+    }
+    assert fs.irregularity("/dev/zero") == "not a regular file (a character device)"
+    with pytest.raises(DataError, match=r"not a regular file \(a FIFO\)$"):  # the same words as the opener's
+        fs.open_input(tmp_path / "fifo")
+    with pytest.raises(FileNotFoundError):
+        fs.irregularity(tmp_path / "missing")
+
+
 # Direct reads by path outside the opener, each with why it may stay: (file, call) -> reason.
 READS_ALLOWED = {
     ("shambench/llm/presets.py", "read_text"): "the package's own presets.yaml (importlib.resources), not a user path",

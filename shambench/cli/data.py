@@ -141,7 +141,8 @@ def verify(names: tuple[str, ...], data_dir: str | None) -> None:
     declare, Hugging Face files against the digests recorded when `data download` verified them.
 
     Default: every source whose folder is present. Each file is listed as ok, absent, unrecorded (placed by hand:
-    nothing to check it against offline) or mismatch; any mismatch makes the command exit with status 2.
+    nothing to check it against offline), mismatch or refused (not a regular file: a FIFO, a device); any
+    mismatch or refused file makes the command exit with status 2.
     """
     from shambench.data.adapter import adapters, resolve_data_dir
     from shambench.data.benchmark import split_names
@@ -168,11 +169,13 @@ def verify(names: tuple[str, ...], data_dir: str | None) -> None:
                 f"those `data download` fetches {'is' if absent == 1 else 'are'} absent",
                 markup=False,
             )
-    bad = [o for o in outcomes if o.status == "mismatch"]
-    if bad:
-        raise DataError(
-            f"{len(bad)} file(s) in {root} do not match their checksums: " + ", ".join(o.label for o in bad)
-        )
+    problems = [
+        f"{len(bad)} file(s) in {root} {says}: " + ", ".join(o.label for o in bad)
+        for status, says in (("mismatch", "do not match their checksums"), ("refused", "are not regular files"))
+        if (bad := [o for o in outcomes if o.status == status])
+    ]
+    if problems:
+        raise DataError("; ".join(problems))
     counts = {s: sum(o.status == s for o in outcomes) for s in ("ok", "unrecorded", "absent")}
     console.print(f"data dir: {root}: " + ", ".join(f"{n} {s}" for s, n in counts.items()), markup=False)
 

@@ -54,7 +54,7 @@ HUB_STAGING = ".shambench-hub"
 STAGING_MARK = ".shambench-staging"
 # (bytes so far, total bytes or None when the server does not say)
 ProgressHook = Callable[[int, "int | None"], None]
-Status = Literal["fetched", "present", "failed", "ok", "absent", "mismatch", "unrecorded"]
+Status = Literal["fetched", "present", "failed", "ok", "absent", "mismatch", "unrecorded", "refused"]
 GLOB = re.compile(r"[*?\[]")
 
 
@@ -106,7 +106,8 @@ class Outcome(BaseModel):
     path: str
     """The file, relative to the source folder (or the hub repository, when its listing failed)."""
     status: Status
-    """fetched / present / failed (download); ok / absent / mismatch / unrecorded (verify)."""
+    """fetched / present / failed (download); ok / absent / mismatch / unrecorded / refused (verify: a FIFO, a
+    device or a folder where the file should be, as the filesystem gate classifies it)."""
     detail: str = ""
     """The reason of a failure or mismatch, or a note (the commit a hub file was taken from)."""
 
@@ -576,20 +577,34 @@ def verify_source(adapter: Adapter, data_dir: Path) -> list[Outcome]:
                 str(p.relative_to(folder))
                 for pattern in remote.files
                 for p in base.glob("**/*")
-                if p.is_file() and fnmatch.fnmatchcase(str(p.relative_to(base)), pattern)
+                if not p.is_dir() and fnmatch.fnmatchcase(str(p.relative_to(base)), pattern)
             )
             note = f"not downloaded by shambench, so no digest from {remote.repo_id} to check it against offline"
-            outcomes += [Outcome(source=adapter.name, path=p, status="unrecorded", detail=note) for p in present]
+            outcomes += [_unchecked(adapter.name, folder, p, note) for p in present]
             if not present:
                 outcomes.append(Outcome(source=adapter.name, path=remote.repo_id, status="absent"))
     return outcomes
 
 
+def _refusal(source: str, folder: Path, path: str) -> Outcome | None:
+    """The outcome of a file the gate would not read (`fs.irregularity`) or that is missing; None for a regular one."""
+    try:
+        why = fs.irregularity(folder / path)
+    except FileNotFoundError:
+        return Outcome(source=source, path=path, status="absent")
+    return Outcome(source=source, path=path, status="refused", detail=why) if why else None
+
+
+def _unchecked(source: str, folder: Path, path: str, note: str) -> Outcome:
+    """A file placed by hand: unrecorded (nothing to check it against), or refused by what it is."""
+    return _refusal(source, folder, path) or Outcome(source=source, path=path, status="unrecorded", detail=note)
+
+
 def _verify_one(source: str, folder: Path, target: Target) -> Outcome:
-    dest = folder / target.path
-    if not dest.is_file():
-        return Outcome(source=source, path=target.path, status="absent")
-    problem = mismatch(target, digests(dest))
+    refused = _refusal(source, folder, target.path)
+    if refused:
+        return refused
+    problem = mismatch(target, digests(folder / target.path))
     if problem:
         return Outcome(source=source, path=target.path, status="mismatch", detail=problem)
     return Outcome(source=source, path=target.path, status="ok")

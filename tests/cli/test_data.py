@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -103,6 +104,31 @@ def test_verify_checks_a_downloaded_folder_and_finds_a_changed_file(fixture_serv
     assert f"  mismatch  mushroom/{FILES['test']}  SHA-256 mismatch (expected " in bad.stdout
     assert (
         bad.stderr.strip() == f"error: 1 file(s) in {tmp_path} do not match their checksums: mushroom/{FILES['test']}"
+    )
+
+
+def test_verify_says_a_fifo_or_a_folder_is_not_a_regular_file_and_checks_the_others(fixture_server, tmp_path):
+    """A FIFO or a folder where a data file should be is classified as the filesystem gate does (never opened, so
+    never waited on), not called absent; the other files are still checked, and the exit is 2."""
+    assert run("data", "download", "mushroom", "--data-dir", str(tmp_path), "--no-progress").exit_code == 0
+    test, validation = (tmp_path / "mushroom" / FILES[split] for split in ("test", "validation"))
+    test.unlink()
+    os.mkfifo(test)
+    bad = run("data", "verify", "mushroom", "--data-dir", str(tmp_path))
+    assert bad.exit_code == 2
+    assert bad.stdout.splitlines() == [
+        f"   refused  mushroom/{FILES['test']}  not a regular file (a FIFO)",
+        f"        ok  mushroom/{FILES['validation']}",
+    ]
+    assert bad.stderr.strip() == f"error: 1 file(s) in {tmp_path} are not regular files: mushroom/{FILES['test']}"
+    validation.write_text("{}\n")
+    test.unlink()
+    test.mkdir()
+    both = run("data", "verify", "mushroom", "--data-dir", str(tmp_path))
+    assert f"   refused  mushroom/{FILES['test']}  not a regular file (a folder)" in both.stdout
+    assert both.stderr.strip() == (
+        f"error: 1 file(s) in {tmp_path} do not match their checksums: mushroom/{FILES['validation']}; "
+        f"1 file(s) in {tmp_path} are not regular files: mushroom/{FILES['test']}"
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -194,6 +195,10 @@ def test_verify_reports_a_file_changed_after_download_and_files_placed_by_hand(h
     (outcome,) = verify_source(source("fava", spec), tmp_path / "other")
     assert outcome.status == "unrecorded" and outcome.path == "annotations.json"
     assert [o.status for o in verify_source(source("fava", spec), tmp_path / "none")] == ["absent"]
+    (by_hand / "annotations.json").unlink()
+    os.mkfifo(by_hand / "annotations.json")  # placed by hand, but not a file the gate would read
+    (outcome,) = verify_source(source("fava", spec), tmp_path / "other")
+    assert (outcome.status, outcome.detail) == ("refused", "not a regular file (a FIFO)")
 
 
 def test_a_card_and_json_data_are_fetched_as_listed(hub, tmp_path):
