@@ -17,6 +17,8 @@ from typing import Annotated, Any, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from shambench.documented import DOCUMENTED
+
 
 @dataclass(frozen=True)
 class Flag:
@@ -40,9 +42,10 @@ class Flag:
 
 
 class Section(BaseModel):
-    """A part of a run's description; fields given explicitly are in `model_fields_set`."""
+    """A part of a run's description; fields given explicitly are in `model_fields_set`. Its fields' docstrings
+    are read when needed (`shambench.documented`): by its JSON Schema and by the options the CLI makes of it."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = DOCUMENTED | ConfigDict(extra="forbid")
 
 
 class Limited(Section):

@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "shambench.sealing",
         "shambench.extras",
         "shambench.structured",
+        "shambench.documented",
         "shambench.selection_fields",
     ),
     ("shambench.scoring",),

@@ -117,20 +117,17 @@ DURATION = Duration()
 
 def base_url_option(func: F) -> F:
     """--base-url: an OpenAI-compatible server; refused when it carries credentials (user:password@)."""
-    fields = spec_fields()
-    return field_option("base_url", fields["base_url"][1], fields)(func)
+    return field_option("base_url")(func)
 
 
 def api_key_env_option(func: F) -> F:
     """--api-key-env: the environment variable holding the API key (never named by a file)."""
-    fields = spec_fields()
-    return field_option("api_key_env", fields["api_key_env"][1], fields)(func)
+    return field_option("api_key_env")(func)
 
 
 def data_dir_option(func: F) -> F:
     """--data-dir: where the corpora are."""
-    fields = spec_fields()
-    return field_option("data_dir", fields["data_dir"][1], fields)(func)
+    return field_option("data_dir")(func)
 
 
 def no_data_hint(root: Path) -> str:
@@ -147,14 +144,12 @@ def no_data_hint(root: Path) -> str:
 
 def split_option(func: F) -> F:
     """--split: which split of the adapters' data."""
-    fields = spec_fields()
-    return field_option("split", fields["split"][1], fields)(func)
+    return field_option("split")(func)
 
 
 def datasets_option(func: F) -> F:
     """--datasets/-d: which sources (default: the SHAM-Bench sources present)."""
-    fields = spec_fields()
-    return field_option("datasets", fields["datasets"][1], fields)(func)
+    return field_option("datasets")(func)
 
 
 class SuiteChoice(click.ParamType):
@@ -187,18 +182,22 @@ def suite_option(help: str) -> Callable[[F], F]:
     return click.option("--suite", type=SuiteChoice(), help=help)
 
 
-def spec_fields(spec: type[RunSpec] | None = None) -> dict[str, tuple[str | None, FieldInfo]]:
+def spec_fields(spec: type[RunSpec] | None = None, described: bool = True) -> dict[str, tuple[str | None, FieldInfo]]:
     """Every field of a run's spec by name, with its section (None: a field of the spec itself), in the order the
-    help lists them: the spec's own, then each section's in declaration order (those it inherits first)."""
+    help lists them: the spec's own, then each section's in declaration order (those it inherits first). With
+    `described`, each field has its docstring as its description (`shambench.documented.described_fields`, which
+    reads the models' source); an option's flag, type and default need only the fields themselves."""
+    from shambench.documented import described_fields
     from shambench.runs.spec import RunSpec
 
     spec = spec or RunSpec
+    fields_of = described_fields if described else lambda model: model.model_fields
     sections = spec.sections()
     fields: dict[str, tuple[str | None, FieldInfo]] = {
-        name: (None, info) for name, info in spec.model_fields.items() if name not in sections
+        name: (None, info) for name, info in fields_of(spec).items() if name not in sections
     }
     for section, model in sections.items():
-        fields.update({name: (section, info) for name, info in model.model_fields.items()})
+        fields.update({name: (section, info) for name, info in fields_of(model).items()})
     return fields
 
 
@@ -214,7 +213,7 @@ def field_help(info: FieldInfo, fields: dict[str, tuple[str | None, FieldInfo]])
 def flags_in(message: str) -> str:
     """A message of the core's with the run options it names in backquotes (`limit`) given as their flags
     (--limit): what the command line shows."""
-    fields = spec_fields()
+    fields = spec_fields(described=False)
     return re.sub(r"`(\w+)`", lambda m: flag_of(m[1], fields[m[1]][1]) if m[1] in fields else m[0], message)
 
 
@@ -230,14 +229,44 @@ def _flag(info: FieldInfo) -> Flag | None:
     return next((m for m in info.metadata if isinstance(m, Flag)), None)
 
 
-def field_option(name: str, info: FieldInfo, fields: dict[str, tuple[str | None, FieldInfo]]) -> Callable[[F], F]:
-    """The click option of one field, its help from the field's docstring (see `field_help`)."""
+class FieldOption(click.Option):
+    """The option of a run spec's field: its help, the field's docstring (`field_help`), is made when first read
+    (a help page, the docs), not when the command is made: reading docstrings parses the models' source, which a
+    command run with its options never needs."""
+
+    _help: str | None
+
+    def __init__(self, param_decls: Sequence[str], help_of: Callable[[], str], **attrs: Any):
+        super().__init__(param_decls, **attrs)
+        self._help_of: Callable[[], str] | None = help_of
+
+    @property
+    def help(self) -> str | None:
+        if self._help_of is not None:
+            self._help, self._help_of = self._help_of(), None
+        return self._help
+
+    @help.setter
+    def help(self, value: str | None) -> None:
+        # A help set later (or none, by click's own __init__) replaces the field's.
+        self._help, self._help_of = value, None
+
+
+def _help_of(name: str, spec: type[RunSpec] | None) -> str:
+    fields = spec_fields(spec)
+    return field_help(fields[name][1], fields)
+
+
+def field_option(name: str, spec: type[RunSpec] | None = None) -> Callable[[F], F]:
+    """The click option of the spec's field `name`, its help from the field's docstring (see `field_help`), read
+    when shown (`FieldOption`)."""
     import annotated_types
 
+    info = spec_fields(spec, described=False)[name][1]
     flag = _flag(info)
     kind = flag.kind if flag else None
     decls = [flag_of(name, info), *([flag.short] if flag and flag.short else []), name]
-    kwargs: dict[str, Any] = {"help": field_help(info, fields), "default": None}
+    kwargs: dict[str, Any] = {"cls": FieldOption, "help_of": functools.partial(_help_of, name, spec), "default": None}
     if flag and flag.metavar:
         kwargs["metavar"] = flag.metavar
     default = info.get_default(call_default_factory=True)
@@ -291,7 +320,7 @@ def spec_options(
     command as one keyword, `into`: the `RunSpec` they make (`RunSpec.of`; only the options given are set), or,
     for names of one section only, that section. One table: each option's flag, type and help come from its
     field."""
-    fields = spec_fields(spec)
+    fields = spec_fields(spec, described=False)
     chosen = [n for n in names] if names is not None else [n for n, (_, info) in fields.items() if _shown(info)]
     sections = {fields[n][0] for n in chosen}
 
@@ -311,7 +340,7 @@ def spec_options(
             return func(*args, **kwargs)
 
         for name in reversed(chosen):
-            wrapper = field_option(name, fields[name][1], fields)(wrapper)
+            wrapper = field_option(name, spec)(wrapper)
         return wrapper
 
     return decorate

@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
+from shambench.documented import DOCUMENTED
 from shambench.scoring.agreement import AgreementGroup
-from shambench.scoring.documented import DOCUMENTED
 from shambench.scoring.steps import MathGroup
 from shambench.scoring.typed import TypesGroup
 from shambench.selection_fields import Recorded

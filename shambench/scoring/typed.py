@@ -36,10 +36,10 @@ from typing import Protocol
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from shambench.documented import DOCUMENTED
 from shambench.scoring import metrics
 from shambench.scoring.arrays import runs
 from shambench.scoring.corpus import Corpus, Units
-from shambench.scoring.documented import DOCUMENTED
 
 TYPES_CONVENTION = (
     "per dataset and gold error type (a span's label, as its adapter maps the source's labels; a span with several "
