@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from shambench.adapters._released import source_file, validated
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.errors import SourceError
-from shambench.schema import Annotations, Example, Span, marked_by_more_than
+from shambench.schema import Annotations, Example, MarkedByMoreThan, Span
 from shambench.sources import PAPER_SOURCE, PublishedCount
 from shambench.structured import MAX_DATA_BYTES, json_file
 
@@ -206,9 +206,7 @@ def _types(labels: list[str]) -> list[str]:
     return labels
 
 
-def union(span_lists: list[list[Span]]) -> list[Span]:
-    """FaithBench's gold from several annotators: every span any of them marked."""
-    return marked_by_more_than(span_lists, 0.0)
+union = MarkedByMoreThan(share=0.0)  # FaithBench's gold from several annotators: every span any of them marked
 
 
 def _example(batch: int, sample: Sample, readers: list[str]) -> Example:

@@ -70,6 +70,7 @@ from __future__ import annotations
 import logging
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -78,7 +79,7 @@ from pydantic import BaseModel, ConfigDict
 
 from shambench.adapters._released import example_at, json_array_rows, source_file
 from shambench.data.adapter import Adapter, HubFiles, LoadResult, adapter
-from shambench.schema import Annotations, Span, marked_by_more_than
+from shambench.schema import Annotations, MarkedByMoreThan, Span
 from shambench.sources import PAPER_SOURCE, PublishedCount
 
 FILE = "annotations.json"
@@ -317,11 +318,10 @@ class FavaAdapter(Adapter):
         }
         return Annotations.leave_one_out(marked, self.gold_of, RULE.format(gold=GOLD_RULES[self.duplicates]))
 
-    def gold_of(self, span_lists: list[list[Span]]) -> list[Span]:
+    @property
+    def gold_of(self) -> Callable[[list[list[Span]]], list[Span]]:
         """The gold this adapter's `duplicates` rule builds from the span lists of a response's fitting rows."""
-        if self.duplicates == UNION:
-            return marked_by_more_than(span_lists, 0.0)
-        return span_lists[0] if span_lists else []
+        return MarkedByMoreThan(share=0.0) if self.duplicates == UNION else _first
 
     def _example(self, chosen: list[_Read], spans: list[tuple[int, int, str]], readings: Annotations):
         first = chosen[0]
@@ -342,6 +342,11 @@ class FavaAdapter(Adapter):
             annotations=readings,
             meta=meta,
         )
+
+
+def _first(span_lists: list[list[Span]]) -> list[Span]:
+    """The spans of the first list (the response's first other fitting row), none without any."""
+    return span_lists[0] if span_lists else []
 
 
 @dataclass

@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict
 from shambench.adapters._released import example_at, jsonl_rows, source_file
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.errors import SourceError
-from shambench.schema import Annotations, Example, Span, marked_by_more_than
+from shambench.schema import Annotations, Example, MarkedByMoreThan, Span
 from shambench.sources import PAPER_SOURCE, PublishedCount
 
 COMMIT = "7fea78a0e5af887d196931721147ace5b4c4d9a8"
@@ -195,9 +195,7 @@ def annotations_of(where: str, row: MushroomRow, boundaries: str = ORGANISERS) -
     )
 
 
-def majority(span_lists: list[list[Span]]) -> list[Span]:
-    """Mu-SHROOM's gold from several annotators: the characters more than half of them marked."""
-    return marked_by_more_than(span_lists, 0.5)
+majority = MarkedByMoreThan(share=0.5)  # Mu-SHROOM's gold from several annotators: what more than half marked
 
 
 def _trimmed(char: str) -> bool:

@@ -7,8 +7,11 @@ Stages and their input (the 1x size, times --scale):
   each run with an empty cache folder (segmentation included);
 - `items`: the same with the segmentation the warm-up run cached (the scorer's own work);
 - `spans`: the scorer on one response of 50 sentences with a predicted span on each of them (spans per prediction);
-- `annotators`: `Annotations.leave_one_out` with 2 annotators of one example, 3 spans each, majority rule (100x
-  is 200: more than MAX_ANNOTATORS = 256 is refused, since each reading carries the gold of all the others);
+- `annotators`: `Annotations.leave_one_out` with 2 annotators of one example, 3 spans each at random in 1,000
+  characters, Mu-SHROOM's rule (the majority of the others and their shares per character; 100x is 200: more than
+  MAX_ANNOTATORS = 256 is refused);
+- `apart`: the same with the union rule and every annotator's 3 spans apart from everyone else's, the worst case
+  for the readings' lists (each holds the others' 3 x (annotators - 1) pieces);
 - `locate`: placing 20 quoted strings (case changed, so the normalized pass runs) in a response of 20 sentences;
 - `lines`: `read_examples` of an EXAMPLES file of 1,000 lines.
 
@@ -40,7 +43,7 @@ from shambench.detection.locate import locate  # noqa: E402
 from shambench.memory import use_process_settings  # noqa: E402
 from shambench.paths import CACHE_ENV  # noqa: E402
 from shambench.records import read_examples  # noqa: E402
-from shambench.schema import Annotations, Example, Prediction, Span, marked_by_more_than  # noqa: E402
+from shambench.schema import Annotations, Example, MarkedByMoreThan, Prediction, Span  # noqa: E402
 from shambench.scoring.scorer import Scorer  # noqa: E402
 from shambench.scoring.text import WORKERS_ENV  # noqa: E402
 
@@ -130,7 +133,12 @@ def annotators_stage(n: int) -> Callable[[], object]:
     for a in range(n):
         starts = sorted(rng.sample(range(0, 1000, 10), 3))
         marked[f"a{a}"] = [Span(start=s, end=s + rng.randint(3, 30)) for s in starts]
-    return lambda: Annotations.leave_one_out(marked, lambda lists: marked_by_more_than(lists, 0.5), "majority")
+    return lambda: Annotations.leave_one_out(marked, MarkedByMoreThan(share=0.5), "majority", soft=True)
+
+
+def apart_stage(n: int) -> Callable[[], object]:
+    marked = {f"a{a}": [Span(start=(3 * a + k) * 20, end=(3 * a + k) * 20 + 10) for k in range(3)] for a in range(n)}
+    return lambda: Annotations.leave_one_out(marked, MarkedByMoreThan(share=0.0), "union")
 
 
 def locate_stage(n: int) -> Callable[[], object]:
@@ -150,7 +158,7 @@ def lines_stage(n: int, folder: Path) -> Callable[[], object]:
     return lambda: read_examples(path)
 
 
-BASES = {"cold": 100, "items": 100, "spans": 50, "annotators": 2, "locate": 20, "lines": 1000}
+BASES = {"cold": 100, "items": 100, "spans": 50, "annotators": 2, "apart": 2, "locate": 20, "lines": 1000}
 
 
 def measure(run: Callable[[], object]) -> tuple[float, int]:
@@ -194,6 +202,7 @@ STAGES: dict[str, Callable] = {
     "items": items_stage,
     "spans": spans_stage,
     "annotators": annotators_stage,
+    "apart": apart_stage,
     "locate": locate_stage,
     "lines": lines_stage,
 }

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -9,9 +11,11 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 
 from shambench.errors import SourceError
 
-# Annotators of one example that human agreement reads: each reading carries the gold of all the others, so the
-# work and the memory of an example grow with the square of its annotators (the released corpora have at most a
-# dozen; 256 take about 0.2 s of CPU).
+# Annotators of one example that human agreement reads. A counting rule's golds are derived in time linear in the
+# annotators, but each reading holds its others' gold as a list (`Reading.others`, as every EXAMPLES file and run
+# fingerprint has it): where annotators mark apart, that is annotators x pieces (2.2 MB at 256, 28 MB at 1,024), and
+# a rule that does not count is called once per annotator on the others' lists. The released corpora have at most
+# a dozen.
 MAX_ANNOTATORS = 256
 
 
@@ -194,21 +198,148 @@ class Annotations(BaseModel):
     ) -> Annotations:
         """The readings of the annotators in `marked` (id -> spans), each beside `gold_of` the others' spans
         (and, with `soft`, the others' shares per character); `reproduces_gold` compares `gold_of` every
-        annotator's spans with the `released` gold, character for character; SourceError past MAX_ANNOTATORS."""
+        annotator's spans with the `released` gold, character for character; SourceError past MAX_ANNOTATORS.
+
+        A `MarkedByMoreThan` rule's golds and the shares are derived from one count of all the annotators per
+        character, less each one's own marks (linear in the annotators); any other rule is called once per
+        annotator on the lists of the others."""
         if len(marked) > MAX_ANNOTATORS:
             raise SourceError(
                 f"{len(marked)} annotators of one example, more than the {MAX_ANNOTATORS} human agreement reads "
                 "(each one's gold is built from all the others)"
             )
+        own = [_coerced_spans(spans) for spans in marked.values()]
+        counted = _Counted(own) if len(own) > 1 else None
+        hard = counted.gold(gold_of.share) if counted and isinstance(gold_of, MarkedByMoreThan) else None
+        shares = counted.shares() if counted and soft else None
         readings = []
-        for annotator, spans in marked.items():
-            others = [s for other, s in marked.items() if other != annotator]
-            shares = [SoftSpan(start=a, end=b, prob=p) for a, b, p in covered_shares(others)] if soft else None
-            readings.append(Reading(annotator=annotator, spans=spans, others=gold_of(others), others_soft=shares))
+        for a, annotator in enumerate(marked):
+            if hard is not None:
+                others = hard[a]
+            else:
+                others = _coerced_spans(gold_of([s for other, s in marked.items() if other != annotator]))
+            readings.append(
+                Reading.model_construct(
+                    annotator=annotator,
+                    spans=own[a],
+                    others=others,
+                    others_soft=(shares[a] if shares else []) if soft else None,
+                )
+            )
         reproduces = None
         if released is not None:
             reproduces = _bounds(gold_of(list(marked.values()))) == _bounds(released)
         return cls(readings=readings, rule=rule, reproduces_gold=reproduces, unplaced=unplaced or {})
+
+
+class MarkedByMoreThan(BaseModel):
+    """A gold rule that counts: the characters more than `share` of the span lists cover (0 gives their union, 0.5
+    the majority), as `marked_by_more_than`; `Annotations.leave_one_out` derives its leave-one-out golds from
+    counts."""
+
+    model_config = ConfigDict(frozen=True)
+
+    share: float = Field(ge=0.0, le=1.0)
+    """The share of the lists that must cover a character, strictly more than."""
+
+    def __call__(self, span_lists: Sequence[Iterable[Span]]) -> list[Span]:
+        return marked_by_more_than(span_lists, self.share)
+
+
+class _Counted:
+    """The annotators of one example counted per segment (the run between two consecutive bounds of any of their
+    merged spans): what every annotator's others give is these counts less the annotator's own marks, which
+    differ from one shared list of pieces only inside the annotator's own spans and at their bounds."""
+
+    def __init__(self, own: list[list[Span]]) -> None:
+        self.own = own
+        deltas: dict[int, int] = {}
+        bounds: dict[int, int] = {}
+        for spans in own:
+            for span in spans:
+                deltas[span.start] = deltas.get(span.start, 0) + 1
+                deltas[span.end] = deltas.get(span.end, 0) - 1
+                bounds[span.start] = bounds.get(span.start, 0) + 1
+                bounds[span.end] = bounds.get(span.end, 0) + 1
+        self.positions = sorted(bounds)
+        # Per position, how many annotators have a bound there: where the annotator left out is the only one, the
+        # others' runs on either side are one run (the others' shares are split only at the others' bounds).
+        self.bounds = bounds
+        self.counts, count = [], 0
+        for position in self.positions[:-1]:
+            count += deltas[position]
+            self.counts.append(count)
+        self.others = len(own) - 1
+
+    def gold(self, share: float) -> list[list[Span]]:
+        """Per annotator, the characters more than `share` of the others cover (`marked_by_more_than` of the
+        others): outside the annotator's spans those the count passes, inside those the count less one passes."""
+        least = share * self.others
+        outside = _Pieces(self._runs([count > least for count in self.counts]))
+        inside = _Pieces(self._runs([count - 1 > least for count in self.counts]))
+        return [_assembled(spans, outside, inside, lambda _: True) for spans in self.own]
+
+    def shares(self) -> list[list[SoftSpan]]:
+        """Per annotator, the share of the others covering each run of characters between two of the others'
+        bounds (`covered_shares` of the others)."""
+        at, m = self.positions, self.others
+        # A segment every annotator covers lies inside each one's spans: it is never taken from `outside`.
+        outside = _Pieces(
+            [SoftSpan(start=at[k], end=at[k + 1], prob=c / m) for k, c in enumerate(self.counts) if 0 < c <= m]
+        )
+        inside = _Pieces(
+            [SoftSpan(start=at[k], end=at[k + 1], prob=(c - 1) / m) for k, c in enumerate(self.counts) if c > 1]
+        )
+        return [_assembled(spans, outside, inside, lambda p: self.bounds[p] == 1) for spans in self.own]
+
+    def _runs(self, passing: list[bool]) -> list[Span]:
+        """The merged spans of the segments that pass."""
+        runs: list[Span] = []
+        start = None
+        for k, passes in enumerate(passing):
+            if passes and start is None:
+                start = self.positions[k]
+            elif not passes and start is not None:
+                runs.append(Span(start=start, end=self.positions[k]))
+                start = None
+        if start is not None:
+            runs.append(Span(start=start, end=self.positions[-1]))
+        return runs
+
+
+class _Pieces:
+    """Sorted, disjoint ranges (spans or soft spans), to take those within a stretch of characters by bisection."""
+
+    def __init__(self, pieces: list[Any]) -> None:
+        self.pieces = pieces
+        self.starts = [p.start for p in pieces]
+        self.ends = [p.end for p in pieces]
+
+    def within(self, lo: int, hi: int) -> list[Any]:
+        """The pieces inside `[lo, hi)`, those across its ends cut there (the others shared, not copied)."""
+        taken = self.pieces[bisect_right(self.ends, lo) : bisect_left(self.starts, hi)]
+        if taken and taken[0].start < lo:
+            taken[0] = taken[0].model_copy(update={"start": lo})
+        if taken and taken[-1].end > hi:
+            taken[-1] = taken[-1].model_copy(update={"end": hi})
+        return taken
+
+
+def _assembled(own: list[Span], outside: _Pieces, inside: _Pieces, joins: Callable[[int], bool]) -> list[Any]:
+    """The `outside` pieces between the spans of `own` and the `inside` pieces within them, in order; two pieces
+    that meet at a bound of `own` where `joins` are one."""
+    stretches, lo = [], 0
+    for span in own:
+        stretches += [outside.within(lo, span.start), inside.within(span.start, span.end)]
+        lo = span.end
+    stretches.append(outside.within(lo, sys.maxsize))
+    out: list[Any] = []
+    for pieces in stretches:
+        if out and pieces and out[-1].end == pieces[0].start and joins(pieces[0].start):
+            out[-1] = out[-1].model_copy(update={"end": pieces[0].end})
+            pieces = pieces[1:]
+        out += pieces
+    return out
 
 
 def _bounds(spans: list[Span]) -> list[tuple[int, int]]:
