@@ -473,6 +473,57 @@ def sqlite_connect(
     return db
 
 
+def sqlite_reader(path: str | Path, schema: str, root: str | Path | None = None) -> sqlite3.Connection | None:
+    """A connection for a command that only reads the SQLite database `path` (`cache stats`): None when there is
+    none (nothing is made); `sqlite_connect`'s where its folder takes writes; where the disk refuses them (a
+    read-only mount), a read-only connection to the file the gate opened without following a link, checked as
+    `sqlite_connect` checks its own. SQLite cannot keep its write-ahead log's index beside a database there, so it
+    reads the file as immutable (nothing can change it on that disk), without a log left behind by a writer that
+    did not close."""
+    gate = Root(root_of(path, root))
+    with translated(path, "read"):
+        try:
+            with gate.parent(path, create=False) as (dir_fd, name):
+                os.lstat(name, dir_fd=dir_fd)
+                if _takes_writes(dir_fd, name, path):
+                    return sqlite_connect(path, schema, root)
+                return _read_only_sqlite(gate, path, dir_fd, name)
+        except FileNotFoundError:
+            return None
+
+
+def _takes_writes(dir_fd: int, name: str, path: str | Path) -> bool:
+    """Whether the database `name` in the folder `dir_fd` can be opened for writing, and its folder written (its
+    log is made there); False where the disk refuses (read-only, no permission)."""
+    try:
+        os.close(_opened(dir_fd, name, path, os.O_RDWR))
+    except OSError as err:
+        if err.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            return False
+        raise
+    return os.access(".", os.W_OK, dir_fd=dir_fd)
+
+
+def _read_only_sqlite(gate: Root, path: str | Path, dir_fd: int, name: str) -> sqlite3.Connection:
+    """A read-only, immutable connection to `name` in `dir_fd`, checked to be the file the gate opened."""
+    fd = _opened(dir_fd, name, path, os.O_RDONLY)
+    try:
+        real = os.path.join(gate.real, *gate.parts(path))
+        before = _open_files(name)
+        try:
+            db = sqlite3.connect(f"file:{quote(real)}?mode=ro&immutable=1", uri=True, isolation_level=None)
+        except sqlite3.Error as err:
+            raise _sqlite_refusal(path, err) from None
+        try:
+            _check_sqlite(db, real, path, (dir_fd, name, fd), before)
+        except BaseException:
+            db.close()
+            raise
+    finally:
+        os.close(fd)
+    return db
+
+
 def _sqlite_refusal(path: str | Path, err: sqlite3.Error) -> FolderError:
     """The one line for SQLite failing on the gate's file: a folder on the way now a link, or what SQLite said."""
     if _is_link(path):

@@ -24,18 +24,14 @@ def stats() -> None:
     """Where the caches are, how big, how many answers they hold per model and segmentations per convention."""
     from rich.table import Table
 
-    from shambench.llm.cache import ResponseCache
+    from shambench.llm.cache import cache_stats
     from shambench.reporting.console import make_console
     from shambench.scoring.kept import corpora_dir, corpora_stats
     from shambench.scoring.segcache import SegmentationStore
     from shambench.scoring.text import wait_for_writes
 
     wait_for_writes()  # what this process segmented, when the command is called from Python
-    cache = ResponseCache()
-    try:
-        s = cache.stats()
-    finally:
-        cache.close()
+    s = cache_stats()  # only read: works on a read-only cache folder, makes no cache where there is none
     table = Table(title="response cache", title_justify="left")
     table.add_column("model", overflow="fold")
     table.add_column("answers", justify="right")

@@ -113,6 +113,22 @@ class CacheStats(BaseModel):
     """Stored responses per model."""
 
 
+def cache_stats(path: str | Path | None = None) -> CacheStats:
+    """Entry counts per model and the size on disk of the response cache at `path` (default: `cache_path()`), read
+    without writing anything: an absent cache is empty, one in a read-only folder is read as it is
+    (`fs.sqlite_reader`)."""
+    path = Path(path) if path else cache_path()
+    db = fs.sqlite_reader(path, _SCHEMA)
+    rows = []
+    if db is not None:
+        try:
+            rows = db.execute("SELECT model, COUNT(*) FROM responses GROUP BY model ORDER BY model").fetchall()
+        finally:
+            db.close()
+    size = sum(p.stat().st_size for p in path.parent.glob(path.name + "*") if p.is_file())
+    return CacheStats(path=str(path), entries=sum(n for _, n in rows), size_bytes=size, by_model=dict(rows))
+
+
 class ResponseCache:
     """A thread-safe key → JSON record store in SQLite (WAL mode, one connection that all writes go through)."""
 
@@ -176,12 +192,9 @@ class ResponseCache:
         self._committed = time.monotonic()
 
     def stats(self) -> CacheStats:
-        """Entry counts per model and the size on disk."""
-        with self._lock:
-            self._commit()
-            rows = self._db.execute("SELECT model, COUNT(*) FROM responses GROUP BY model ORDER BY model").fetchall()
-        size = sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*") if p.is_file())
-        return CacheStats(path=str(self.path), entries=sum(n for _, n in rows), size_bytes=size, by_model=dict(rows))
+        """Entry counts per model and the size on disk, what is pending committed first."""
+        self.flush()
+        return cache_stats(self.path)
 
     def clear(self, model: str | None = None) -> int:
         """Delete every record (or those of one model); returns how many were deleted."""

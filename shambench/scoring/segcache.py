@@ -179,10 +179,13 @@ class SegmentationStore:
     def stats(self) -> SegmentationCacheStats:
         """Entries per convention and the size on disk (an absent cache is empty)."""
         by_convention: dict[str, int] = {}
-        if self.path.exists():
-            with self._connection() as db:
+        db = fs.sqlite_reader(self.path, _SCHEMA)  # only read: nothing made, a read-only cache read as it is
+        if db is not None:
+            try:
                 rows = db.execute("SELECT convention, COUNT(*) FROM segmentations GROUP BY convention ORDER BY 1")
                 by_convention = dict(rows.fetchall())
+            finally:
+                db.close()
         size = sum(p.stat().st_size for p in self._files())
         return SegmentationCacheStats(
             path=str(self.path), entries=sum(by_convention.values()), size_bytes=size, by_convention=by_convention

@@ -250,3 +250,37 @@ def test_a_folder_swapped_for_a_link_after_sqlite_opened_is_seen_in_the_files_it
         assert {k: v for k, v in after.items() if k in before} == before  # the other file itself unchanged
         assert sorted(after.keys() - before.keys()) == ["db.sqlite-shm", "db.sqlite-wal"]  # the residue
     assert fs._open_files("db.sqlite") == {}  # the refused connection is closed
+
+
+def test_sqlite_reader_makes_nothing_and_reads_a_database_the_disk_will_not_write(sandbox, monkeypatch):
+    """What `cache stats` reads with: no database is none (none made); a writable one is `sqlite_connect`'s; one
+    the disk refuses to write (os.open's write flags raising EROFS, as a read-only mount does: tests run as root)
+    is read as it is, read-only, changing nothing; a link at it is refused either way."""
+    root, outside = sandbox
+    path = root / "c" / "db.sqlite"
+    assert fs.sqlite_reader(path, SCHEMA, root) is None and not (root / "c").exists()
+    db = fs.sqlite_connect(path, SCHEMA, root)
+    db.execute("INSERT INTO t VALUES (1), (2)")
+    db.close()
+    writable = fs.sqlite_reader(path, SCHEMA, root)
+    assert writable.execute("PRAGMA journal_mode").fetchone() == ("wal",)  # sqlite_connect's
+    writable.close()
+    before = folder_tree(root)
+    real_open = os.open
+
+    def refuse(path, flags, *args, **kwargs):
+        if flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", refuse)
+    read_only = fs.sqlite_reader(path, SCHEMA, root)
+    assert read_only.execute("SELECT x FROM t ORDER BY x").fetchall() == [(1,), (2,)]
+    with pytest.raises(sqlite3.OperationalError, match="readonly"):
+        read_only.execute("INSERT INTO t VALUES (3)")
+    read_only.close()
+    assert folder_tree(root) == before
+    path.unlink()
+    path.symlink_to(outside / "precious.txt")
+    with pytest.raises(FolderError, match=f"^{path}: is a symbolic link; "):
+        fs.sqlite_reader(path, SCHEMA, root)
