@@ -123,7 +123,7 @@ def test_soft_spans_must_not_be_empty():
 
 def test_more_annotators_of_one_example_than_the_cap_is_an_input_error():
     from shambench.errors import SourceError
-    from shambench.schema import MAX_ANNOTATORS, Annotations
+    from shambench.schema import MAX_ANNOTATORS, Annotations, MarkedByMoreThan
 
     def majority(lists):
         return marked_by_more_than(lists, 0.5)
@@ -133,5 +133,6 @@ def test_more_annotators_of_one_example_than_the_cap_is_an_input_error():
     readings = Annotations.leave_one_out(marked, majority, "majority").readings
     assert len(readings) == MAX_ANNOTATORS and readings[-1].others == [Span(start=0, end=4)]
     marked["one more"] = []
-    with pytest.raises(SourceError, match=f"^{MAX_ANNOTATORS + 1} annotators of one example, more than the 256"):
-        Annotations.leave_one_out(marked, majority, "majority")
+    for rule in (majority, MarkedByMoreThan(share=0.5)):  # called per annotator, or counted
+        with pytest.raises(SourceError, match=f"^{MAX_ANNOTATORS + 1} annotators of one example, more than the 256"):
+            Annotations.leave_one_out(marked, rule, "majority")
