@@ -1,6 +1,6 @@
 """How each stage's cost grows with its input: time and peak memory at 1x, 10x and 100x on synthetic data.
 
-    .venv/bin/python benchmarks/bench_growth.py [--scale 1] [--stages items,spans,annotators,locate,lines]
+    .venv/bin/python benchmarks/bench_growth.py [--scale 1] [--stages items,spans,annotators,agreement,apart,locate,lines]
 
 Stages and their input (the 1x size, times --scale):
 - `cold`: the scorer (`Scorer(examples).score(predictions)`, 100 resamples) over 100 examples of four sentences,
@@ -10,7 +10,9 @@ Stages and their input (the 1x size, times --scale):
 - `annotators`: `Annotations.leave_one_out` with 2 annotators of one example, 3 spans each at random in 1,000
   characters, Mu-SHROOM's rule (the majority of the others and their shares per character; 100x is 200: more than
   MAX_ANNOTATORS = 256 is refused);
-- `apart`: the same with the union rule and every annotator's 3 spans apart from everyone else's, the worst case
+- `agreement`: the human agreement of one item of 1,000 characters read by 2 annotators as in `annotators`, soft
+  labels included (`Scorer([item]).agreement()`: the leave-one-out rows scored, IoU and Cor);
+- `apart`: `annotators` with the union rule and every annotator's 3 spans apart from everyone else's, the worst case
   for the readings' lists (each holds the others' 3 x (annotators - 1) pieces);
 - `locate`: placing 20 quoted strings (case changed, so the normalized pass runs) in a response of 20 sentences;
 - `lines`: `read_examples` of an EXAMPLES file of 1,000 lines.
@@ -43,7 +45,15 @@ from shambench.detection.locate import locate  # noqa: E402
 from shambench.memory import use_process_settings  # noqa: E402
 from shambench.paths import CACHE_ENV  # noqa: E402
 from shambench.records import read_examples  # noqa: E402
-from shambench.schema import Annotations, Example, MarkedByMoreThan, Prediction, Span  # noqa: E402
+from shambench.schema import (  # noqa: E402
+    Annotations,
+    Example,
+    MarkedByMoreThan,
+    Prediction,
+    SoftSpan,
+    Span,
+    covered_shares,
+)
 from shambench.scoring.scorer import Scorer  # noqa: E402
 from shambench.scoring.text import WORKERS_ENV  # noqa: E402
 
@@ -136,6 +146,26 @@ def annotators_stage(n: int) -> Callable[[], object]:
     return lambda: Annotations.leave_one_out(marked, MarkedByMoreThan(share=0.5), "majority", soft=True)
 
 
+def agreement_stage(n: int) -> Callable[[], object]:
+    rng = random.Random(0)
+    response = " ".join(sentence(rng, j) for j in range(20))[:1000]
+    marked = {}
+    for a in range(n):
+        starts = sorted(rng.sample(range(0, 960, 10), 3))
+        marked[f"a{a}"] = [Span(start=s, end=s + rng.randint(3, 30)) for s in starts]
+    rule = MarkedByMoreThan(share=0.5)
+    item = Example(
+        id="item",
+        task="open_qa",
+        dataset="synthetic",
+        response=response,
+        hallu_spans=rule(list(marked.values())),
+        soft_spans=[SoftSpan(start=a, end=b, prob=p) for a, b, p in covered_shares(list(marked.values()))],
+        annotations=Annotations.leave_one_out(marked, rule, "majority", soft=True),
+    )
+    return lambda: Scorer([item], n_resamples=100).agreement()
+
+
 def apart_stage(n: int) -> Callable[[], object]:
     marked = {f"a{a}": [Span(start=(3 * a + k) * 20, end=(3 * a + k) * 20 + 10) for k in range(3)] for a in range(n)}
     return lambda: Annotations.leave_one_out(marked, MarkedByMoreThan(share=0.0), "union")
@@ -158,7 +188,16 @@ def lines_stage(n: int, folder: Path) -> Callable[[], object]:
     return lambda: read_examples(path)
 
 
-BASES = {"cold": 100, "items": 100, "spans": 50, "annotators": 2, "apart": 2, "locate": 20, "lines": 1000}
+BASES = {
+    "cold": 100,
+    "items": 100,
+    "spans": 50,
+    "annotators": 2,
+    "agreement": 2,
+    "apart": 2,
+    "locate": 20,
+    "lines": 1000,
+}
 
 
 def measure(run: Callable[[], object]) -> tuple[float, int]:
@@ -202,6 +241,7 @@ STAGES: dict[str, Callable] = {
     "items": items_stage,
     "spans": spans_stage,
     "annotators": annotators_stage,
+    "agreement": agreement_stage,
     "apart": apart_stage,
     "locate": locate_stage,
     "lines": lines_stage,
