@@ -201,7 +201,7 @@ class Annotations(BaseModel):
         annotator's spans with the `released` gold, character for character; SourceError past MAX_ANNOTATORS.
 
         A `MarkedByMoreThan` rule's golds and the shares are derived from one count of all the annotators per
-        character, less each one's own marks (linear in the annotators); any other rule is called once per
+        segment of the response, less each one's own marks (linear in the annotators); any other rule is called once per
         annotator on the lists of the others."""
         if len(marked) > MAX_ANNOTATORS:
             raise SourceError(
@@ -218,6 +218,7 @@ class Annotations(BaseModel):
                 others = hard[a]
             else:
                 others = _coerced_spans(gold_of([s for other, s in marked.items() if other != annotator]))
+            # Made of merged spans already: validating the readings would walk every piece of every one again.
             readings.append(
                 Reading.model_construct(
                     annotator=annotator,
