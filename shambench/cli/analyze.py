@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,9 +25,11 @@ if TYPE_CHECKING:
     from shambench.scoring.typed import Recall, TypeScores
 
 
-def _default_folder() -> Path:
-    """./analysis, the folder of several runs' analysis, taken as --out's are (never among a user's own files)."""
-    return Path(OutputFolder().convert("analysis", None, click.get_current_context()))
+def _default_out() -> str:
+    """--out's default: RUN_DIR/analysis for one run, ./analysis for several. A default of an `OutputFolder` option
+    is converted as a folder given is: refused when it holds someone else's files, marked once written."""
+    runs: tuple[str, ...] = click.get_current_context().params.get("run_dirs") or ()  # read first: it was given
+    return os.path.join(runs[0], "analysis") if len(runs) == 1 else "analysis"
 
 
 def _load_run(run_dir: Path) -> tuple[RunConfig, list[Example], dict[str, Any], Results]:
@@ -54,6 +57,7 @@ def _load_run(run_dir: Path) -> tuple[RunConfig, list[Example], dict[str, Any], 
 @click.option(
     "--out",
     type=OutputFolder(),
+    default=_default_out,
     help="Output folder (default: RUN_DIR/analysis, or ./analysis for several runs).",
 )
 @click.option("--no-figures", is_flag=True, help="Write analysis.json only.")
@@ -69,7 +73,7 @@ def _load_run(run_dir: Path) -> tuple[RunConfig, list[Example], dict[str, Any], 
 @allow_failures_option
 def analyze(
     run_dirs: tuple[str, ...],
-    out: str | None,
+    out: str,
     no_figures: bool,
     categorise: bool,
     judge_preset: str,
@@ -103,10 +107,11 @@ def analyze(
         import_extra("matplotlib", "figures", "shambench analyze's figures (--no-figures writes analysis.json alone)")
     console = make_console()
     paths = [Path(d) for d in run_dirs]
-    named = Path(out) if out else (paths[0] if len(paths) == 1 else _default_folder())
-    out_dir = named if out or len(paths) > 1 else named / "analysis"
-    # Every write is confined to the folder named (the run directory itself, by default): never followed.
-    root = fs.folder_root(named)
+    out_dir = Path(out)
+    out_given = click.get_current_context().get_parameter_source("out") != click.core.ParameterSource.DEFAULT
+    # Every write is confined to the output folder's parent, the default one in a run to the run's parent: the
+    # run directory named is then reached by name, never followed (a link planted in a shared runs folder).
+    root = fs.folder_root(out_dir if out_given or len(paths) > 1 else paths[0])
     judge = None
     if categorise:
         from shambench.reporting.judge import Judge
@@ -138,7 +143,7 @@ def analyze(
         console.print(types_table(analyses, [label for label, _ in scored]))
     written = "analysis.json (with the definitions)" + ("" if no_figures else " and the figures")
     # the absolute folder: the default for several runs is ./analysis, which a bare "analysis" does not place
-    default = "" if out else " (the default folder; --out DIR writes elsewhere)"
+    default = "" if out_given else " (the default folder; --out DIR writes elsewhere)"
     console.print(f"{written} written to {out_dir.resolve()}{default}", soft_wrap=True)
     print_failures(console, failed, what="judgements", retry="retry them: run the same command again")
     finish(len(failed), allow_failures)

@@ -48,6 +48,25 @@ def test_every_output_folder_option_is_checked(path, param):
     assert isinstance(param.type, OutputFolder), f"{path} {param.opts}: an output folder is an OutputFolder"
 
 
+# Output folder options with no default the command line converts, each with why: none may write an unmarked folder.
+NO_DEFAULT_FOLDER = {
+    "shambench leaderboard schema": "its default is the leaderboard package's own folder, where the committed "
+    "schemas are regenerated in place (two files of fixed names among the package's modules): no output folder",
+}
+
+
+@pytest.mark.parametrize(("path", "param"), FOLDER_OUTPUTS, ids=[path for path, _ in FOLDER_OUTPUTS])
+def test_every_output_folder_is_given_or_a_default_taken_as_one(path, param):
+    """A folder the command writes when --out is not given is its option's default, so that click converts it as
+    a folder given (`OutputFolder`: refused among someone else's files, marked once written), never a path the
+    command makes up in its body (RUN_DIR/analysis was written unmarked)."""
+    default = param.to_info_dict()["default"]  # None when there is none (click's own sentinel left out)
+    assert param.required or default is not None or path in NO_DEFAULT_FOLDER, (
+        f"{path} {param.opts}: required, or a default (a callable one may read the arguments before it)"
+    )
+    assert NO_DEFAULT_FOLDER.keys() <= {p for p, _ in FOLDER_OUTPUTS} and all(NO_DEFAULT_FOLDER.values())
+
+
 def convert(folder, command: str = "leaderboard build") -> str:
     """`folder` as the --out of `command` takes it (its context closed: the mark left when it wrote there)."""
     ctx = click.Context(main, info_name="shambench")
@@ -180,3 +199,20 @@ def test_analyze_takes_its_default_folder_of_several_runs_as_an_output_folder(tm
         written = CliRunner().invoke(main, ["analyze", "r1", "r2", "--no-figures"])
         assert written.exit_code == 0, written.output
     assert sorted(p.name for p in (tmp_path / "analysis").iterdir()) == [".shambench-analyze", "analysis.json"]
+
+
+def test_analyze_of_one_run_takes_and_marks_run_dir_analysis(tmp_path):
+    from tests.run_helpers import eval_run, write_jsonl
+
+    examples = tmp_path / "ex.jsonl"
+    write_jsonl(examples, [{"id": "a", "dataset": "d", "task": "qa", "response": "Paris is big.", "hallu_spans": []}])
+    eval_run(examples, "overlap", tmp_path / "r1")
+    folder = tmp_path / "r1" / "analysis"
+    for _ in range(2):  # made and marked, then written again into the folder it marked
+        written = CliRunner().invoke(main, ["analyze", str(tmp_path / "r1"), "--no-figures"])
+        assert written.exit_code == 0, written.output
+        assert sorted(p.name for p in folder.iterdir()) == [".shambench-analyze", "analysis.json"]
+    (folder / ".shambench-analyze").unlink()  # as a folder of analysis.json someone else wrote
+    refused = CliRunner().invoke(main, ["analyze", str(tmp_path / "r1"), "--no-figures"])
+    assert refused.exit_code == 2
+    assert refused.stderr.startswith(f"error: {folder} holds analysis.json and no .shambench-analyze (the mark")
