@@ -11,7 +11,9 @@ It knows two kinds of secret:
   `Authorization` or Basic credential encoded whole); all of them matched by one expression built once per set of
   keys;
 - common key shapes, whoever's they are: OpenAI (`sk-...`), Hugging Face (`hf_...`), GitHub (`ghp_...`,
-  `github_pat_...`), AWS access key ids, Google API keys, and the token of a `Bearer` credential.
+  `github_pat_...`), AWS access key ids, Google API keys, the token of a `Bearer` credential, and the user name and
+  password of a URL (`http://user:pass@host`: the tool refuses such a base URL, but one read back from a doctored
+  config.json is quoted by the refusal).
 
 A server can echo the request's `Authorization` header into its reply's content or its error; a reply's content is
 written to the run's journal and printed. Redacting at the writers (`shambench.io`, the caches, the terminal
@@ -48,11 +50,13 @@ KEY_SHAPES = re.compile(
     r"|\b(?P<google>AIza)[0-9A-Za-z_\-]{35}"
     # a Bearer credential's token: 16 characters or more with a digit among them ("Bearer instruments" is prose)
     r"|(?P<bearer>\bBearer\s+)(?=[A-Za-z._~+/=\-]*[0-9])[A-Za-z0-9._~+/=\-]{16,}"
+    # a URL's user information, up to the `@` that ends it within the authority (a path's `@` is not one)
+    r"|(?P<url>\b[A-Za-z][A-Za-z0-9+.\-]*://)[^\s/?#@\[\]]+(?=@)"
 )
 
 # Every shape starts with one of these: a text holding none of them (almost every text) is not scanned by the full
 # expression, which costs several times more per character.
-SHAPE_MARKS = re.compile("sk-|hf_|gh[pousr]_|github_pat_|AKIA|AIza|Bearer")
+SHAPE_MARKS = re.compile("sk-|hf_|gh[pousr]_|github_pat_|AKIA|AIza|Bearer|://[^\\s/?#@]+@")
 
 DEEPEST_JSON = 4
 """How many times over a secret is looked for JSON-escaped by json.dumps's and orjson's conventions (a server's
@@ -211,6 +215,7 @@ def _matcher() -> tuple[tuple[str, ...], re.Pattern[str]] | None:
 
 def _masked_shape(match: re.Match[str]) -> str:
     kept = match.group("prefix") or match.group("aws") or match.group("google") or match.group("bearer")
+    kept = kept or match.group("url")
     return f"{kept}{MASK}"
 
 

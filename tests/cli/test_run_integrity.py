@@ -360,6 +360,20 @@ def test_credentials_in_the_base_url_are_refused_and_reach_no_file(openai_server
     assert not any("hunter2" in p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file())
 
 
+def test_credentials_in_a_doctored_config_are_not_repeated_by_the_refusal(openai_server, tmp_path):
+    # R21 of the attack reproductions: the resume refuses the recorded URL, quoting it, password and all.
+    examples = examples_file(tmp_path / "ex.jsonl", 2)
+    run = tmp_path / "run"
+    openai_server.faults = lambda req: Fault("500")
+    assert openai_eval(openai_server, examples, run).exit_code == 3
+    config = json.loads((run / "config.json").read_text())
+    config["params"]["base_url"] = openai_server.base_url.replace("http://", "http://alice:hunter2@")
+    (run / "config.json").write_text(json.dumps(config))
+    refused = invoke("--resume", run, "--no-progress")
+    assert refused.exit_code == 2 and "base_url=http://***@127.0.0.1:" in refused.stderr
+    assert "hunter2" not in refused.stderr + refused.output and "alice" not in refused.stderr
+
+
 @pytest.mark.parametrize("detector", ["openai", "prm"])
 def test_credentials_given_as_a_detector_parameter_are_refused_too(tmp_path, detector):
     examples = examples_file(tmp_path / "ex.jsonl", 1)

@@ -162,10 +162,18 @@ def test_a_sweep_plan_makes_the_key_given_to_its_cells_a_secret(monkeypatch, tmp
         ("gh ghp_abcdefghijklmnopqrstuvwxyz0123456789", "gh ghp_***"),
         ("aws AKIAIOSFODNN7EXAMPLE.", "aws AKIA***."),
         ("Authorization: Bearer abc123def456ghi789jkl", "Authorization: Bearer ***"),
+        # a URL's user information, whoever's: user and password, a token alone, any scheme, any case
+        ("base_url=http://alice:hunter2@127.0.0.1:8000/v1;", "base_url=http://***@127.0.0.1:8000/v1;"),
+        (
+            "see HTTPS://tok3n@api.example.com/v1 and git+ssh://git@host/x",
+            "see HTTPS://***@api.example.com/v1 and git+ssh://***@host/x",
+        ),
         # prose and placeholders are no keys
         ("pip install sk-learn, risk-free", "pip install sk-learn, risk-free"),
         ("the Bearer instruments and bearer bonds", "the Bearer instruments and bearer bonds"),
         ("EMPTY key, expected text", "EMPTY key, expected text"),
+        # an `@` in a URL's path or query, or in a mail address, is no user information
+        ("http://host/a@b?to=x@y mail a@b.org", "http://host/a@b?to=x@y mail a@b.org"),
     ],
 )
 def test_key_shapes(text, expected):
