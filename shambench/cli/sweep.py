@@ -124,8 +124,8 @@ def sweep(
     if refused:
         print_failures(console, failures, what="cells")
         raise UserError(
-            f"{len(refused)} cells cannot run as given (a parameter their detector refuses, or a folder that cannot "
-            "be written: see above): fix the sweep file or the folder"
+            f"{len(refused)} cells cannot run as given (a parameter their detector refuses, examples that cannot be "
+            "used, or a folder that cannot be written: see above): fix the sweep file, its examples or the folder"
         )
     print_failures(console, failures, what="cells", retry="retry them: run the same command again")
     finish(len(failures), allow_failures)

@@ -365,7 +365,10 @@ def test_cli_plan_run_and_failure_exit_status(tmp_path):
     # A parameter the detector refuses is a usage error: exit 2, and no "run again" advice.
     assert ran.exit_code == 2, ran.output
     assert "toy/random_rate=2: detector 'random': rate must be in [0, 1], got 2" in ran.output
-    assert "1 cells cannot run as given (a parameter their detector refuses, or a folder" in ran.output
+    assert (
+        "1 cells cannot run as given (a parameter their detector refuses, examples that cannot be used, or a folder"
+        in ran.output
+    )
     assert "run the same command again" not in ran.output
     assert (tmp_path / "runs" / "sweep" / "toy" / "all" / RESULTS).is_file()
     allowed = runner.invoke(main, ["sweep", str(spec), "--workers", "1", "--no-progress", "--allow-failures"])
@@ -373,6 +376,18 @@ def test_cli_plan_run_and_failure_exit_status(tmp_path):
 
     replanned = runner.invoke(main, ["sweep", str(spec), "--plan"])
     assert re.search(r"toy/all .* complete", replanned.output)
+
+
+def test_examples_that_cannot_be_used_fail_their_cells_as_a_usage_error(tmp_path):
+    # R26 of the attack reproductions: a line that is not JSON failed the cell as if it might pass next time
+    # (exit 3, "retry them: run the same command again"); the file must be mended first, as for eval (exit 2).
+    spec = write_sweep(tmp_path, "examples: [toy.jsonl]\nretries: 0\nleaderboard: false\ndetectors: [all, none]\n")
+    with (tmp_path / "toy.jsonl").open("a", encoding="utf-8") as f:
+        f.write("not json\n")
+    ran = CliRunner().invoke(main, ["sweep", str(spec), "--workers", "1", "--no-progress"])
+    assert ran.exit_code == 2, ran.output
+    assert "toy/all: " in ran.output and "toy.jsonl:" in ran.output and "not valid JSON" in ran.output
+    assert "2 cells cannot run as given" in ran.output and "run the same command again" not in ran.output
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 
 import shambench.fs as fs
 from shambench.detection.detector import Detector, Monitor, create_detector
-from shambench.errors import CellError, DataError, FolderError, ParameterError, described, message_of
+from shambench.errors import CellError, DataError, DownloadError, FolderError, ParameterError, described, message_of
 from shambench.io import Journal, read_regular, write_json
 from shambench.provenance import now_iso
 from shambench.runs.files import CONFIG, JOURNAL, RESULTS
@@ -131,8 +131,9 @@ class CellReport(BaseModel):
     error: str | None = None
     """Why the cell failed."""
     usage_error: bool = False
-    """It failed because its detector refused its parameters, or its folder cannot be written (a link on the way,
-    a read-only disk): a usage error, which running again cannot help."""
+    """It failed because its detector refused its parameters, its examples cannot be used (a line that is not an
+    example, a language no tokenizer reads, a selection of nothing), or its folder cannot be written (a link on the
+    way, a read-only disk): a usage error, which running again cannot help."""
 
 
 class SweepReport(BaseModel):
@@ -345,14 +346,16 @@ def run_cell(
         cell=cell.name, detector=cell.detector, params=cell.params, run_dir=str(cell.run_dir), status="done"
     )
     try:
+        shared = data.get(cell)
+    except DataError as err:  # its examples as given; a fetch that failed (context evidence) may work next time
+        return failed_cell(report, err, usage=not isinstance(err, DownloadError))
+    try:
         # One writer per run directory: another sweep (or an eval --resume) on this cell fails it at once.
         outcome, skipped = cell_outcome(
-            cell, data.get(cell), backend, data.plan.spec.retries, monitor, on_predictions, runs_root(data.plan)
+            cell, shared, backend, data.plan.spec.retries, monitor, on_predictions, runs_root(data.plan)
         )
     except (CellError, DataError) as err:
-        report.status, report.error = "failed", message_of(err)
-        report.usage_error = isinstance(err, ParameterError | FolderError)
-        return report
+        return failed_cell(report, err, usage=isinstance(err, ParameterError | FolderError))
     except Exception as err:  # one cell's unforeseen trouble must not stop the others or lose the report
         report.status, report.error = "failed", described(err)
         return report
@@ -362,6 +365,12 @@ def run_cell(
     report.predicted = outcome.predicted
     report.failed_predictions = results.failed_predictions
     report.token_f1 = results.overall.token.f1 if results.overall else None
+    return report
+
+
+def failed_cell(report: CellReport, err: Exception, usage: bool) -> CellReport:
+    """The report of a cell that failed with `err`; `usage`: running it again cannot help (see `usage_error`)."""
+    report.status, report.error, report.usage_error = "failed", message_of(err), usage
     return report
 
 
