@@ -19,6 +19,7 @@ from shambench.schema import Example
 from shambench.scoring.corpus import Corpus
 from shambench.scoring.kept import file_corpus
 from shambench.scoring.scorer import UNSCORED_EXAMPLE_FIELDS
+from shambench.scoring.text import example_language
 from shambench.sources import selections
 
 
@@ -97,8 +98,17 @@ def read_selection(
         fields = _benchmark_fields(bench)
     if kept_datasets is not None:
         read = (ex for ex in read if ex.dataset in kept_datasets)
-    selected = first_per_partition(read, selection.limit)
+    selected = segmentable(first_per_partition(read, selection.limit))
     return _not_empty(selected, _nothing_selected(kept_datasets)), {**fields, "limit": selection.limit}
+
+
+def segmentable(examples: Iterable[Example]) -> Iterator[Example]:
+    """`examples` as they are read; DataError naming the first whose `meta.lang` no tokenizer reads, as it is read:
+    before a detector that segments (overlap, the span taggers) or the scorer meets it, whichever comes first."""
+    usable: set[str] = set()
+    for ex in examples:
+        example_language(ex.id, ex.meta, usable)
+        yield ex
 
 
 def _benchmark_fields(bench: Benchmark) -> dict[str, Any]:
@@ -142,7 +152,7 @@ def select_datasets(
             if len(bench.errors) == 1 and name in bench.errors:
                 on_failed()
             return
-        selected = list(first_per_partition(bench.loads[name].examples, selection.limit, seen))
+        selected = list(segmentable(first_per_partition(bench.loads[name].examples, selection.limit, seen)))
         examples.extend(selected)
         on_selected(selected)
 

@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from shambench.errors import DataError, ScoringError
+from shambench.errors import ScoringError
 from shambench.memory import collector_paused
 from shambench.schema import Annotations, Example, Prediction
 from shambench.scoring.arrays import runs
-from shambench.scoring.text import Segmentation, Segmenter, convention, language_of, unknown_language
+from shambench.scoring.text import Segmentation, Segmenter, convention, example_language
 
 # Examples segmented together: large enough that a chunk of uncached texts is tokenised on every core, small enough
 # that its texts cost little memory (about 10 MB of real responses).
@@ -387,6 +387,7 @@ class Corpus:
         with_steps: dict[int, Example] = {}
         annotations = _ReadingsBuilder()
         languages: dict[str, dict[str, None]] = {}
+        usable: set[str] = set()
         tokens, units = _Axis(), _Axis()
         total = 0
         wide = False
@@ -425,10 +426,8 @@ class Corpus:
                     annotations.add(i, ex.annotations)
                 total += len(ex.response)
                 wide = wide or total > _INT32_MAX
-                lang = language_of(ex.meta)
-                if lang not in languages.setdefault(ex.partition, {}) and (why := unknown_language(lang)):
-                    raise DataError(f"example {ex.id!r}: {why}")
-                languages[ex.partition][lang] = None
+                lang = example_language(ex.id, ex.meta, usable)
+                languages.setdefault(ex.partition, {})[lang] = None
                 segmenter.add(ex.response, lang)
                 chunk.append(ex)
                 # int32 offsets while the corpus fits (halving the item arrays); a chunk past that goes int64.

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from shambench.errors import DataError
 from shambench.scoring.segcache import SegmentationStore, decode, encode, text_key, warn_rejected, warn_unusable
 
 if TYPE_CHECKING:
@@ -103,6 +104,17 @@ def language_of(meta: dict) -> str:
     (`en-US` and `en_GB` are `en`, `zh-Hans` and `zh_Hant` are `zh`: spaCy tokenises a language, not a region or
     script), else English."""
     return str(meta.get("lang") or DEFAULT_LANG).replace("_", "-").split("-")[0].strip().lower() or DEFAULT_LANG
+
+
+def example_language(example_id: str, meta: dict, usable: set[str]) -> str:
+    """The language an example is segmented in (`language_of`); DataError naming the example when spaCy has no
+    tokenizer for it. `usable` holds the languages found usable so far by the caller (each is looked up once)."""
+    lang = language_of(meta)
+    if lang not in usable:
+        if why := unknown_language(lang):
+            raise DataError(f"example {example_id!r}: {why}")
+        usable.add(lang)
+    return lang
 
 
 def unknown_language(lang: str) -> str | None:
