@@ -226,12 +226,45 @@ def kept_beside(corpus: Corpus, name: str, context: str, kind: type[Model], comp
     """`compute()`, or what an earlier `compute()` gave when it was kept beside the same corpus as `name`, for the
     same `context` (all else it depends on, versions included); what is computed is kept there, sealed. Nothing is
     kept beside a corpus that is not kept itself."""
+    return _kept(corpus, name, context, compute, lambda made: made.model_dump_json().encode(), kind.model_validate_json)
+
+
+def kept_arrays_beside(
+    corpus: Corpus, name: str, context: str, compute: Callable[[], dict[str, np.ndarray]]
+) -> dict[str, np.ndarray]:
+    """`kept_beside` for named arrays (kept as one `.npz`, read back with their own types and values)."""
+    return _kept(corpus, name, context, compute, _npz, _arrays_of)
+
+
+def _npz(arrays: dict[str, Any]) -> bytes:  # typed loosely for `savez`, as in `_save`
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+
+def _arrays_of(body: bytes) -> dict[str, np.ndarray]:
+    with np.load(io.BytesIO(body)) as npz:
+        return {name: npz[name] for name in npz.files}
+
+
+Made = TypeVar("Made")
+
+
+def _kept(
+    corpus: Corpus,
+    name: str,
+    context: str,
+    compute: Callable[[], Made],
+    dump: Callable[[Made], bytes],
+    load: Callable[[bytes], Made],
+) -> Made:
+    """What `kept_beside` says, for anything `dump` writes as bytes and `load` reads back."""
     body = _read_beside(corpus.kept, name, context) if corpus.kept is not None else None
     if body is not None:
-        return kind.model_validate_json(body)
+        return load(body)
     made = compute()
     if corpus.kept is not None:
-        _write_beside(corpus.kept, name, context, made.model_dump_json().encode())
+        _write_beside(corpus.kept, name, context, dump(made))
     return made
 
 

@@ -8,7 +8,7 @@ Segmentation is prepared once per `Scorer`; `Scorer.score` can be called again w
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 from importlib.metadata import version
@@ -24,7 +24,7 @@ from shambench.scoring.alternative import ALT_EPSILON
 from shambench.scoring.arrays import char_counts, max_scores
 from shambench.scoring.corpus import Corpus, Ranges, RowPredictions, Units, covered
 from shambench.scoring.extended import declarations, extended_group, joins_task, kept_apart, kept_apart_names
-from shambench.scoring.kept import kept_beside, rules_hash
+from shambench.scoring.kept import kept_arrays_beside, kept_beside, rules_hash
 from shambench.scoring.measures import AVERAGING, Group, figures, metric_conventions
 from shambench.scoring.results import (
     PRF,
@@ -59,11 +59,12 @@ KEPT_GOLD_SOFT_CHARS = 2_000_000
 # calls: a handful of arrays of 8 bytes a character exist at a time, however large the corpus.
 SOFT_RUN_CHARS = 500_000
 # The modules whose rules make the human agreement report of a corpus (those of the corpus itself are in its key).
-_AGREEMENT_MODULES = (
+_KEPT_RULES = (
     "shambench.scoring.agreement",
     "shambench.scoring.arrays",
     "shambench.scoring.metrics",
     "shambench.scoring.scorer",
+    "shambench.scoring.typed",
 )
 
 
@@ -88,12 +89,12 @@ def conventions(n_resamples: int, seed: int) -> dict[str, str]:
 
 
 @cache
-def _agreement_versions() -> str:
-    """The versions and rules that the human agreement figures and their rows depend on beyond the corpus (whose
-    key has its own rules). Once per process: each package version read parses its metadata (a scorer of a kept
+def _kept_versions() -> str:
+    """The versions and rules that what is kept beside a corpus (the human agreement figures and their rows, the
+    per-type draws) depends on beyond the corpus (whose key has its own rules). Once per process: each package version read parses its metadata (a scorer of a kept
     corpus asks three times, about 4 ms of CPU each)."""
     versions = "|".join(version(p) for p in ("numpy", "pydantic"))
-    return f"{shambench_version()}|{versions}|{rules_hash(_AGREEMENT_MODULES)}"
+    return f"{shambench_version()}|{versions}|{rules_hash(_KEPT_RULES)}"
 
 
 def _members(by_id: np.ndarray, codes: np.ndarray, names: list[str]) -> dict[str, np.ndarray]:
@@ -247,6 +248,12 @@ class Scorer:
         if name not in self._resamples:
             self._resamples[name] = metrics.Resamples(n, name, self.n_resamples, self.seed, self._keep_resamples)
         return self._resamples[name]
+
+    def kept_arrays(self, name: str, compute: Callable[[], dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+        """Arrays made from the corpus and this scorer's resamples alone: `compute()`, or read from beside a kept
+        corpus where they were made before with the same resamples, seed and versions."""
+        context = f"{self.n_resamples}|{self.seed}|{_kept_versions()}"
+        return kept_arrays_beside(self.corpus, f"{name}-{self.n_resamples}-{self.seed}.npz", context, compute)
 
     def units_of(self, example_id: str) -> list[tuple[int, int]]:
         """The sentence units (or steps) of an example, local offsets: what `sentence_labels` must label."""
@@ -415,7 +422,7 @@ class Scorer:
             self._human = kept_beside(
                 self.corpus,
                 f"agreement-{self.n_resamples}-{self.seed}.json",
-                f"{self.n_resamples}|{self.seed}|{_agreement_versions()}",
+                f"{self.n_resamples}|{self.seed}|{_kept_versions()}",
                 AgreementReport,
                 lambda: report(self.corpus, self._leave_one_out, self.n_resamples, self.seed),
             )
@@ -428,7 +435,7 @@ class Scorer:
         the annotators' own spans, which are then never read)."""
         from shambench.scoring.agreement import Rows, leave_one_out, rows_of
 
-        rows = kept_beside(self.corpus, "leave-one-out.json", _agreement_versions(), Rows, lambda: rows_of(self.corpus))
+        rows = kept_beside(self.corpus, "leave-one-out.json", _kept_versions(), Rows, lambda: rows_of(self.corpus))
         return leave_one_out(self.corpus, rows, lambda corpus: Scorer(corpus, self.n_resamples, self.seed))
 
     def _agreement_group(self, pa: _PredictionArrays) -> AgreementGroup | None:
@@ -455,7 +462,7 @@ class Scorer:
         alignment = kept_beside(
             self.corpus,
             "human-alignment.json",
-            _agreement_versions(),
+            _kept_versions(),
             HumanAlignment,
             lambda: human_alignment(loo, self.corpus),
         )

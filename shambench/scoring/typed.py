@@ -24,12 +24,13 @@ an interval on F1.
 
 Only the gold's columns and the prediction arrays the scorer already has are read: the gold of every type is
 prepared once per scorer (`TypedGold.of`), and each scoring resamples only the examples that have typed gold, with
-draws kept between scorings.
+their draws made once per scorer (`TypedGold.draws`), or read from beside a kept corpus where they were made before
+(`Source.kept_arrays`): they need no prediction.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -191,20 +192,23 @@ class _DatasetGold:
     """Per piece, its example's position among the members."""
     weights: dict[str, np.ndarray] = field(default_factory=dict)
     """Per type, the resamples' draw counts of the members with gold of the type (the only ones its sums read),
-    members × resamples (float32; this layout halves einsum's time against the resamples' own), kept once
-    drawn."""
+    members × resamples (float32; this layout halves einsum's time against the resamples' own), set once per
+    scorer (`types_group`)."""
     gold_sums: dict[str, np.ndarray] = field(default_factory=dict)
     """Per type, the resamples' gold characters and tokens (2 × resamples), kept once computed."""
 
-    def resampled(self, t: str, rows: np.ndarray, draws: Iterable[np.ndarray]) -> np.ndarray:
+    def drawn(self, draws: Iterable[np.ndarray]) -> dict[str, np.ndarray]:
+        """Per type, how often each member with gold of the type is drawn in each of the dataset's resamples
+        (`draws`: blocks of resamples × members), members × resamples in the draws' own integer type."""
+        blocks = list(draws)
+        return {
+            name: np.ascontiguousarray(np.concatenate([b[:, np.flatnonzero(g.chars > 0)] for b in blocks]).T)
+            for name, g in self.types.items()
+        }
+
+    def resampled(self, t: str, rows: np.ndarray) -> np.ndarray:
         """The sums of two per-member rows of type `t` (found characters and tokens, or the gold's) in every
         resample, over the members with gold of the type; rows of zeros (what `none` finds) cost nothing."""
-        if not self.weights:
-            cols = {name: np.flatnonzero(g.chars > 0) for name, g in self.types.items()}
-            blocks = list(draws)
-            for name, c in cols.items():
-                drawn = np.concatenate([b[:, c] for b in blocks], axis=0)
-                self.weights[name] = np.ascontiguousarray(drawn.T, dtype=np.float32)
         weights = self.weights[t]
         values = rows[:, self.types[t].chars > 0].astype(np.float32)
         if not values.any():
@@ -258,6 +262,14 @@ class TypedGold:
                 d, members, partitions, untyped, types, piece_starts, piece_ends, piece_member
             )
         return cls(dict(sorted(datasets.items())), words)
+
+    def draws(self, resamples: Callable[[str, int], Iterable[np.ndarray]]) -> dict[str, np.ndarray]:
+        """Every dataset's `drawn` counts by `dataset/type`, from its resamples as the group `types:<dataset>`."""
+        return {
+            f"{name}/{t}": counts
+            for name, ds in self.datasets.items()
+            for t, counts in ds.drawn(resamples(f"types:{name}", len(ds.members))).items()
+        }
 
 
 def _type_gold(
@@ -339,11 +351,14 @@ class Predicted:
 
 
 class Source(Protocol):
-    """What the figures read of the scorer: its corpus and its seeded resamples of a group (name, size)."""
+    """What the figures read of the scorer: its corpus, its seeded resamples of a group (name, size), and arrays
+    made from those alone, kept beside a kept corpus (name, how they are made)."""
 
     corpus: Corpus
 
     def bootstrap_weights(self, name: str, n: int) -> Iterable[np.ndarray]: ...
+
+    def kept_arrays(self, name: str, compute: Callable[[], dict[str, np.ndarray]]) -> dict[str, np.ndarray]: ...
 
 
 def types_group(gold: TypedGold | None, predicted: Predicted, scorer: Source) -> TypesGroup | None:
@@ -351,13 +366,17 @@ def types_group(gold: TypedGold | None, predicted: Predicted, scorer: Source) ->
     if gold is None:
         return None
     corpus, resamples = scorer.corpus, scorer.bootstrap_weights
+    if any(not ds.weights for ds in gold.datasets.values()):
+        drawn = scorer.kept_arrays("type-draws", lambda: gold.draws(resamples))
+        for name, ds in gold.datasets.items():
+            ds.weights = {t: drawn[f"{name}/{t}"].astype(np.float32) for t in ds.types}
     span_dataset = corpus.dataset_code[corpus.owner_of(predicted.starts)]
     datasets = {}
     for name, ds in gold.datasets.items():
         draws = resamples(f"types:{name}", len(ds.members))
         # The dataset's own predicted spans only: a smaller coverage to search.
         mine = span_dataset == ds.code
-        recalls = _recalls(ds, _Coverage(predicted.starts[mine], predicted.ends[mine]), predicted.token_hit, draws)
+        recalls = _recalls(ds, _Coverage(predicted.starts[mine], predicted.ends[mine]), predicted.token_hit)
         labelled = [(k, label) for k, label in predicted.labelled if mine[k]]
         typed = _typed(ds, labelled, predicted, corpus, gold.words, draws) if labelled else {}
         types = {
@@ -382,9 +401,7 @@ def types_group(gold: TypedGold | None, predicted: Predicted, scorer: Source) ->
     return TypesGroup(datasets=datasets)
 
 
-def _recalls(
-    ds: _DatasetGold, cover: _Coverage, token_hit: np.ndarray, draws: Iterable[np.ndarray]
-) -> dict[str, tuple[Recall, Recall]]:
+def _recalls(ds: _DatasetGold, cover: _Coverage, token_hit: np.ndarray) -> dict[str, tuple[Recall, Recall]]:
     """Per type, the pooled character and token recall with their intervals (every interval in one percentile
     call)."""
     m = len(ds.members)
@@ -397,8 +414,8 @@ def _recalls(
     hits, gold_sums, totals = [], [], []
     for k, (t, g) in enumerate(ds.types.items()):
         if t not in ds.gold_sums:
-            ds.gold_sums[t] = ds.resampled(t, np.stack([g.chars, g.tokens]), draws)
-        hits.append(ds.resampled(t, np.stack(found[2 * k : 2 * k + 2]), draws))
+            ds.gold_sums[t] = ds.resampled(t, np.stack([g.chars, g.tokens]))
+        hits.append(ds.resampled(t, np.stack(found[2 * k : 2 * k + 2])))
         gold_sums.append(ds.gold_sums[t])
         totals += [int(g.chars.sum()), int(g.tokens.sum())]
     recalls = [

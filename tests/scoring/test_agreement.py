@@ -385,7 +385,7 @@ def test_a_report_of_another_version_is_a_miss(tmp_path, computed, monkeypatch):
     expected = Scorer(corpus_of(), n_resamples=50).agreement()
     monkeypatch.setattr(scorer, "shambench_version", lambda: "99.0")
     # The versions are read once per process: read afresh, as the next process would, until the test ends.
-    monkeypatch.setattr(scorer, "_agreement_versions", functools.cache(scorer._agreement_versions.__wrapped__))
+    monkeypatch.setattr(scorer, "_kept_versions", functools.cache(scorer._kept_versions.__wrapped__))
     with pytest.warns(RuntimeWarning, match="not used, computed again.*another version") as caught:
         assert Scorer(corpus_of(), n_resamples=50).agreement() == expected
     # The report and its rows, one warning each.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import json
 
+import numpy as np
 import pytest
 from pydantic import BaseModel
 
@@ -255,3 +256,15 @@ def test_what_is_kept_beside_a_corpus_is_read_back_for_its_context_only(tmp_path
     for n in (5, 6):
         assert kept_module.kept_beside(loose, "count.json", "one", _Count, compute(n)) == _Count(n=n)
     assert made == [1, 3, 5, 6]
+
+
+def test_arrays_kept_beside_a_corpus_come_back_with_their_types_and_values(tmp_path):
+    path = tmp_path / "examples.jsonl"
+    write_examples(path, mixed_examples())
+    corpus = kept_module.file_corpus(path, None, reading(path)[0])
+    arrays = {"a/b c": np.array([[0, 1], [255, 2]], np.uint8), "d": np.array([0.5, -1.0])}
+    made = []
+    for _ in range(2):
+        got = kept_module.kept_arrays_beside(corpus, "x.npz", "one", lambda: made.append(1) or arrays)
+        assert got.keys() == arrays.keys() and made == [1]
+        assert all(got[k].dtype == v.dtype and np.array_equal(got[k], v) for k, v in arrays.items())

@@ -91,6 +91,36 @@ def test_rescoring_keeps_the_same_draws():
     assert Scorer(EXAMPLES, n_resamples=200).score(predictions).groups.types == first
 
 
+def test_a_kept_corpus_keeps_its_type_draws_and_scores_the_same(tmp_path, monkeypatch):
+    from shambench.runs.selection import corpus_to_score
+    from shambench.runs.spec import Selection
+    from shambench.scoring import typed
+
+    path = tmp_path / "examples.jsonl"
+    path.write_text("".join(e.model_dump_json(exclude_none=True) + "\n" for e in EXAMPLES), encoding="utf-8")
+    predictions = [Prediction(id="a", spans=[Span(start=3, end=8)]), Prediction(id="b", spans=[Span(start=3, end=5)])]
+    expected = Scorer(EXAMPLES, n_resamples=200).score(predictions).groups.types  # a corpus not kept: drawn
+    drawn = []
+    real = typed.TypedGold.draws
+    monkeypatch.setattr(typed.TypedGold, "draws", lambda self, resamples: drawn.append(1) or real(self, resamples))
+
+    def types():
+        corpus = corpus_to_score(Selection(examples_file=path))
+        assert corpus.kept is not None
+        return Scorer(corpus, n_resamples=200).score(predictions).groups.types, corpus.kept
+
+    for _ in range(2):
+        assert types()[0] == expected
+    folder = types()[1]
+    assert len(drawn) == 1 and [p.name for p in folder.glob("type-draws-*")] == ["type-draws-200-0.npz"]
+    # A damaged file is a miss: drawn again, the same figures.
+    kept = folder / "type-draws-200-0.npz"
+    kept.write_bytes(kept.read_bytes()[:-5])
+    with pytest.warns(RuntimeWarning, match="type-draws-200-0.npz not used, computed again"):
+        assert types()[0] == expected
+    assert len(drawn) == 2 and types()[0] == expected and len(drawn) == 2
+
+
 WORDS = st.lists(st.sampled_from(["ab", "c", "def", "gh"]), min_size=1, max_size=8)
 
 
