@@ -24,11 +24,16 @@ TOKEN = re.compile(r"\S+")
 
 
 def source_file(root: Path, name: str, dataset: str, expected: str) -> Path:
-    """The path of a released file; SourceError naming it and its expected content when it is missing."""
+    """The path of a released file; SourceError naming it and its expected content when it is missing or not a
+    file the filesystem gate reads (`fs.irregularity`: a FIFO is said to be one, not missing)."""
     path = root / name
-    if not path.is_file():
+    try:
+        problem = fs.irregularity(path)
+    except FileNotFoundError:
+        problem = "file not found"
+    if problem:
         raise SourceError(
-            f"{path}: file not found (expected {expected}; run `shambench data download {dataset}` or pass --data-dir)"
+            f"{path}: {problem} (expected {expected}; run `shambench data download {dataset}` or pass --data-dir)"
         )
     return path
 

@@ -16,6 +16,9 @@ from click.testing import CliRunner
 
 import shambench.fs as fs
 from shambench.cli import main
+from shambench.data.adapter import adapters
+from shambench.data.download import GLOB
+from shambench.errors import DataError
 from tests.cli.test_fs_class import (  # noqa: F401  (test_fs_class's sandbox: its fixtures, used by name)
     INVOCATIONS,
     RUN,
@@ -29,6 +32,7 @@ from tests.cli.test_fs_class import (  # noqa: F401  (test_fs_class's sandbox: i
     world,
 )
 from tests.cli.test_run_integrity import examples_file
+from tests.conftest import require_shared
 from tests.run_helpers import unless_hung, write_jsonl
 
 
@@ -112,6 +116,92 @@ def test_every_file_of_a_data_folder_is_a_fifo_once(request, dataset):
                 one_error_naming(res, folder)  # (0: a file of the other split, not read)
         (folder / file).unlink()
         (folder / file).write_bytes((clean / "data" / FOLDERS[dataset] / file).read_bytes())
+
+
+ADAPTER_FIXTURES = Path(__file__).parents[1] / "adapters" / "fixtures"
+
+
+def data_to_plant(adapter) -> tuple[Path, str, list[str]]:
+    """A data folder the adapter loads (its fixture, else the shared data: `require_shared`), the split it loads
+    there and, of the files that load read, the first of each kind (suffix: the files of one kind are read by one
+    function, Mu-SHROOM's 14 languages or Zhou's models), relative to the data folder (a pattern's first match
+    standing for it)."""
+    for data_dir in (ADAPTER_FIXTURES, require_shared()):
+        for split in ("test", *adapter.splits):
+            try:
+                loaded = adapter.load(data_dir, split) if adapter.available(data_dir) else None
+            except DataError:  # not this split here (Math-Shepherd's shared folder has only its sample)
+                continue
+            if loaded is not None:
+                root = adapter.root(data_dir)
+                found = (next(iter(sorted(root.glob(f))), None) if GLOB.search(f) else root / f for f in loaded.files)
+                kinds = {f.suffix: os.path.relpath(f, data_dir) for f in reversed([f for f in found if f])}
+                return data_dir, split, sorted(kinds.values())
+    raise AssertionError(f"{adapter.name}: no data to plant a FIFO in: add a fixture to {ADAPTER_FIXTURES}")
+
+
+def loaded_or_refusal(adapter, data_dir: Path, split: str):
+    """The adapter's load of `data_dir` past its `available` check, or the DataError it raised."""
+    try:
+        return adapter.load(data_dir, split)
+    except DataError as err:
+        return err
+
+
+def linked_copy(data_dir: Path, into: Path) -> Path:
+    """`data_dir` as a tree of folders and links to its files (nothing copied: the corpora are read in place)."""
+    for folder, _, files in os.walk(data_dir):
+        here = into / os.path.relpath(folder, data_dir)
+        here.mkdir(parents=True, exist_ok=True)
+        for name in files:
+            (here / name).symlink_to(Path(folder, name))
+    return into
+
+
+@pytest.mark.parametrize("name", sorted(e.name for e in adapters.entries()))
+def test_every_file_every_adapter_reads_is_a_fifo_once(name, tmp_path):
+    """Every registered adapter (a new one is covered, or fails here until it has data to load), every kind of
+    file its load reads, replaced by a FIFO nobody writes to in a copy of its data folder: never waited on. The load is
+    refused at once naming the FIFO, or the source is passed over as unavailable naming its folder (its
+    `available` takes regular files only), each exit 2 with one error line; or, where the source has another
+    release of that file, that one is read (exit 0: Mu-SHROOM's third-party copy of an organisers' file). And
+    `data verify` never calls it absent."""
+    adapter = adapters.create(name)
+    data_dir, split, files = data_to_plant(adapter)
+    assert files, f"{name}: its load names no file it read (LoadResult.files)"
+    mirror = linked_copy(data_dir, tmp_path / "data")
+    for file in files:
+        fifo = mirror / file
+        fifo.unlink()
+        os.mkfifo(fifo)
+        args = ["data", "dump", "-d", name, "--split", split, "--data-dir", str(mirror), "--out", "-"]
+        res = unless_hung(lambda args=args: CliRunner().invoke(main, args), f"{name} with {file} a FIFO")
+        check_outcome(res)
+        said = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+        named = [fifo, *(mirror / folder for folder in Path(file).parents if folder != Path("."))]
+        assert (
+            res.exit_code == 0
+            or f"{fifo}: not a regular file (a FIFO)" in said[0]
+            or (
+                any(f"{folder}: " in said[0] for folder in named)  # passed over: the FIFO's folder named
+            )
+        ), res.output
+        # past `available`: the reading itself refuses the FIFO by what it is, or passes over it as no file of its
+        # kind and says what it lacks (in the FIFO's folders, or another release in the source's own folder)
+        read = unless_hung(lambda: loaded_or_refusal(adapter, mirror, split), f"{name}.load with {file} a FIFO")
+        text = str(read)
+        assert (
+            not isinstance(read, DataError)
+            or f"{fifo}: not a regular file (a FIFO)" in text
+            or (any(text.startswith(f"{folder}") for folder in [*named[1:], adapter.root(mirror)]))
+        ), text
+        verify = CliRunner().invoke(main, ["data", "verify", name, "--data-dir", str(mirror)])
+        check_outcome(verify)  # a released file it declares: refused by what it is, the others still checked
+        label = f"{name}/{os.path.relpath(fifo, adapter.root(mirror))}"
+        said = [ln.split()[0] for ln in verify.stdout.splitlines() if ln.split()[1:2] == [label]]
+        assert said in ([], ["refused"]) and (verify.exit_code == 2) >= bool(said), verify.output
+        fifo.unlink()
+        fifo.symlink_to(data_dir / file)
 
 
 def piped(body: bytes) -> str:
