@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -125,6 +126,37 @@ def depth_of(value) -> int:
 @given(json_values, st.integers(min_value=1, max_value=8))
 def test_deeper_than_agrees_with_a_recursive_depth(value, limit):
     assert deeper_than(value, limit) == (depth_of(value) > limit)
+
+
+@given(json_values, st.integers(min_value=1, max_value=8), st.booleans())
+def test_json_value_refuses_exactly_what_nests_deeper_than_its_limit(value, limit, as_bytes):
+    """Whether the value is walked or, holding no more brackets than the limit, is not: the same answer."""
+    text = json.dumps(value)
+    data = text.encode() if as_bytes else text
+    if depth_of(value) > limit:
+        with pytest.raises(DataError, match=f"nested deeper than {limit} levels"):
+            json_value(data, "f", "x", max_depth=limit)
+    else:
+        assert json_value(data, "f", "x", max_depth=limit) == value
+
+
+# ASCII digits, digits of other scripts (which are no JSON digits), and a character UTF-8 writes in several bytes
+digit_texts = st.text(alphabet=st.sampled_from("0123456789" * 6 + "\u0660\uff11\u00b9-.e \u00e9\U0001f600\ud800"))
+
+
+@given(digit_texts)
+def test_a_run_of_19_digits_is_found_as_the_expression_finds_it(text):
+    """The translate-and-search check says what the expression [0-9]{19} says, of a text and of its UTF-8 bytes."""
+    expected = re.search("[0-9]{19}", text) is None
+    assert structured._orjson_reads_it_as_json(text) is expected
+    assert structured._orjson_reads_it_as_json(text.encode("utf-8", "surrogatepass")) is expected
+
+
+def test_runs_of_digits_by_hand():
+    assert structured._orjson_reads_it_as_json("1" * 18 + "x" + "2" * 18)
+    assert not structured._orjson_reads_it_as_json("x" + "9876543210" * 2)
+    assert structured._orjson_reads_it_as_json("\uff11" * 40)  # fullwidth digits: no JSON number
+    assert not structured._orjson_reads_it_as_json(b"[0." + b"1234567890" * 2 + b"]")
 
 
 # --- the class: every parse of structured input in the package goes through the one reader ------------------
