@@ -114,7 +114,7 @@ def known_secrets() -> frozenset[str]:
 def _sources() -> object:
     """What the known secrets are made of, cheaply compared: checked on every call of `redact`, since a variable
     may be set or changed at any time."""
-    return (len(_remembered), _key_envs, tuple(os.environ.get(name) for name in _key_envs))
+    return (len(_remembered), _key_envs, tuple(map(os.environ.get, _key_envs)))
 
 
 # JSON's two-character escapes; a character without one is written as itself unless an encoder escapes it as \uXXXX.
@@ -225,7 +225,7 @@ def redact(text: str) -> str:
     # The expression alone scans a text a few times slower than substring searches for the forms' openings (a
     # secret's forms share a few: its leading characters under each escaping, its base64 at each offset), and
     # almost no text holds one.
-    if matcher is not None and any(opening in text for opening in matcher[0]):
+    if matcher is not None and any(map(text.__contains__, matcher[0])):
         pattern = matcher[1]
         # Masking again until nothing matches: a form overlapping an earlier match (found leftmost) is masked too.
         text, found = pattern.subn(MASK, text)
