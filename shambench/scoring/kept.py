@@ -8,6 +8,7 @@ import hashlib
 import importlib
 import io
 import json
+import math
 import zipfile
 from collections.abc import Callable, Iterable
 from importlib.metadata import version
@@ -232,19 +233,26 @@ def kept_beside(corpus: Corpus, name: str, context: str, kind: type[Model], comp
 def kept_arrays_beside(
     corpus: Corpus, name: str, context: str, compute: Callable[[], dict[str, np.ndarray]]
 ) -> dict[str, np.ndarray]:
-    """`kept_beside` for named arrays (kept as one `.npz`, read back with their own types and values)."""
-    return _kept(corpus, name, context, compute, _npz, _arrays_of)
+    """`kept_beside` for named numeric arrays, read back with their own types, shapes and values (read-only)."""
+    return _kept(corpus, name, context, compute, _packed, _unpacked)
 
 
-def _npz(arrays: dict[str, Any]) -> bytes:  # typed loosely for `savez`, as in `_save`
-    buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
-    return buffer.getvalue()
+def _packed(arrays: dict[str, np.ndarray]) -> bytes:
+    """The arrays as a JSON header (each one's type and shape, in order) and their bytes: no zip archive, whose
+    checksum would repeat the seal's work on every read."""
+    header = json.dumps({name: [a.dtype.str, list(a.shape)] for name, a in arrays.items()}).encode()
+    data = b"".join(np.ascontiguousarray(a).tobytes() for a in arrays.values())
+    return len(header).to_bytes(8, "little") + header + data
 
 
-def _arrays_of(body: bytes) -> dict[str, np.ndarray]:
-    with np.load(io.BytesIO(body)) as npz:
-        return {name: npz[name] for name in npz.files}
+def _unpacked(body: bytes) -> dict[str, np.ndarray]:
+    size = int.from_bytes(body[:8], "little")
+    at, arrays = 8 + size, {}
+    for name, (kind, shape) in json.loads(body[8:at]).items():
+        dtype, count = np.dtype(kind), math.prod(shape)
+        arrays[name] = np.frombuffer(body, dtype, count, at).reshape(shape)
+        at += count * dtype.itemsize
+    return arrays
 
 
 Made = TypeVar("Made")

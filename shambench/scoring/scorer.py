@@ -253,7 +253,7 @@ class Scorer:
         """Arrays made from the corpus and this scorer's resamples alone: `compute()`, or read from beside a kept
         corpus where they were made before with the same resamples, seed and versions."""
         context = f"{self.n_resamples}|{self.seed}|{_kept_versions()}"
-        return kept_arrays_beside(self.corpus, f"{name}-{self.n_resamples}-{self.seed}.npz", context, compute)
+        return kept_arrays_beside(self.corpus, f"{name}-{self.n_resamples}-{self.seed}.bin", context, compute)
 
     def units_of(self, example_id: str) -> list[tuple[int, int]]:
         """The sentence units (or steps) of an example, local offsets: what `sentence_labels` must label."""

@@ -197,14 +197,21 @@ class _DatasetGold:
     gold_sums: dict[str, np.ndarray] = field(default_factory=dict)
     """Per type, the resamples' gold characters and tokens (2 × resamples), kept once computed."""
 
-    def drawn(self, draws: Iterable[np.ndarray]) -> dict[str, np.ndarray]:
-        """Per type, how often each member with gold of the type is drawn in each of the dataset's resamples
-        (`draws`: blocks of resamples × members), members × resamples in the draws' own integer type."""
-        blocks = list(draws)
-        return {
-            name: np.ascontiguousarray(np.concatenate([b[:, np.flatnonzero(g.chars > 0)] for b in blocks]).T)
-            for name, g in self.types.items()
-        }
+    def typed_members(self) -> np.ndarray:
+        """The members with gold of some type (positions among the members, in order)."""
+        return np.flatnonzero(np.any([g.chars > 0 for g in self.types.values()], axis=0))
+
+    def drawn(self, draws: Iterable[np.ndarray]) -> np.ndarray:
+        """How often each member with gold of some type (`typed_members`) is drawn in each of the dataset's
+        resamples (`draws`: blocks of resamples × members): members × resamples, in the draws' own integer type
+        (the types' members overlap: kept once, a type's rows are picked by `weigh`)."""
+        typed = self.typed_members()
+        return np.ascontiguousarray(np.concatenate([b[:, typed] for b in draws]).T)
+
+    def weigh(self, drawn: np.ndarray) -> None:
+        """Sets each type's `weights` from the `drawn` counts of the typed members: the rows of its own members."""
+        typed = self.typed_members()
+        self.weights = {t: drawn[np.flatnonzero(g.chars[typed] > 0)].astype(np.float32) for t, g in self.types.items()}
 
     def resampled(self, t: str, rows: np.ndarray) -> np.ndarray:
         """The sums of two per-member rows of type `t` (found characters and tokens, or the gold's) in every
@@ -264,12 +271,8 @@ class TypedGold:
         return cls(dict(sorted(datasets.items())), words)
 
     def draws(self, resamples: Callable[[str, int], Iterable[np.ndarray]]) -> dict[str, np.ndarray]:
-        """Every dataset's `drawn` counts by `dataset/type`, from its resamples as the group `types:<dataset>`."""
-        return {
-            f"{name}/{t}": counts
-            for name, ds in self.datasets.items()
-            for t, counts in ds.drawn(resamples(f"types:{name}", len(ds.members))).items()
-        }
+        """Every dataset's `drawn` counts, from its resamples as the group `types:<dataset>`."""
+        return {name: ds.drawn(resamples(f"types:{name}", len(ds.members))) for name, ds in self.datasets.items()}
 
 
 def _type_gold(
@@ -369,7 +372,7 @@ def types_group(gold: TypedGold | None, predicted: Predicted, scorer: Source) ->
     if any(not ds.weights for ds in gold.datasets.values()):
         drawn = scorer.kept_arrays("type-draws", lambda: gold.draws(resamples))
         for name, ds in gold.datasets.items():
-            ds.weights = {t: drawn[f"{name}/{t}"].astype(np.float32) for t in ds.types}
+            ds.weigh(drawn[name])
     span_dataset = corpus.dataset_code[corpus.owner_of(predicted.starts)]
     datasets = {}
     for name, ds in gold.datasets.items():

@@ -112,11 +112,11 @@ def test_a_kept_corpus_keeps_its_type_draws_and_scores_the_same(tmp_path, monkey
     for _ in range(2):
         assert types()[0] == expected
     folder = types()[1]
-    assert len(drawn) == 1 and [p.name for p in folder.glob("type-draws-*")] == ["type-draws-200-0.npz"]
+    assert len(drawn) == 1 and [p.name for p in folder.glob("type-draws-*")] == ["type-draws-200-0.bin"]
     # A damaged file is a miss: drawn again, the same figures.
-    kept = folder / "type-draws-200-0.npz"
+    kept = folder / "type-draws-200-0.bin"
     kept.write_bytes(kept.read_bytes()[:-5])
-    with pytest.warns(RuntimeWarning, match="type-draws-200-0.npz not used, computed again"):
+    with pytest.warns(RuntimeWarning, match="type-draws-200-0.bin not used, computed again"):
         assert types()[0] == expected
     assert len(drawn) == 2 and types()[0] == expected and len(drawn) == 2
 
