@@ -87,13 +87,15 @@ def deeper_than(value: Any, limit: int) -> bool:
     return False
 
 
-def _brackets(text: str | bytes) -> int:
-    """How many `[` and `{` `text` holds: no JSON value read from it nests deeper (each array or object it holds
-    opens with one of them), so a text of no more than the limit needs no walk of its value (a server's reply
-    holds a handful, and the walk was most of reading one)."""
+def _brackets(text: str | bytes, opening: str = "[{") -> int:
+    """How many of the `opening` characters `text` holds. Every array or object of a JSON value opens with a `[` or a
+    `{` of its text (every list, tuple, set or dict of a Python literal with a `[`, `(` or `{`, but a tuple without
+    parentheses, which only the whole literal can be), so no value read from a text nests deeper than that count
+    (plus one, for a literal): a text within the limit needs no walk of its value (a server's reply holds a handful
+    of them, and the walk was most of reading one)."""
     if isinstance(text, bytes):
-        return text.count(b"[") + text.count(b"{")
-    return text.count("[") + text.count("{")
+        return sum(text.count(ch.encode()) for ch in opening)
+    return sum(text.count(ch) for ch in opening)
 
 
 def _checked_depth(
@@ -268,4 +270,6 @@ def literal_value(
         raise _failure(where, None, f"not a Python literal ({err.msg})", expected, error) from None
     except (ValueError, TypeError, MemoryError, RecursionError) as err:
         raise _failure(where, None, f"not a Python literal ({type(err).__name__}: {err})", expected, error) from None
+    if _brackets(text, "[{(") + 1 <= max_depth:
+        return value
     return _checked_depth(value, where, expected, max_depth, error)

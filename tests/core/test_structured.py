@@ -140,6 +140,46 @@ def test_json_value_refuses_exactly_what_nests_deeper_than_its_limit(value, limi
         assert json_value(data, "f", "x", max_depth=limit) == value
 
 
+python_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(alphabet="a([{)]}'\\", max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.lists(inner, max_size=3).map(tuple)
+        | st.frozensets(st.integers(), max_size=2).map(set)
+        | st.dictionaries(st.text(max_size=2), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+def literal_depth(value) -> int:
+    if isinstance(value, dict):
+        return 1 + max(map(literal_depth, value.values()), default=0)
+    if isinstance(value, list | tuple | set):
+        return 1 + max(map(literal_depth, value), default=0)
+    return 0
+
+
+@given(python_values, st.integers(min_value=1, max_value=6), st.booleans())
+def test_literal_value_refuses_exactly_what_nests_deeper_than_its_limit(value, limit, bare):
+    """Walked or not (no more brackets than the limit), the same answer; a tuple written without its parentheses
+    (only the whole literal can be one) nests one level with no bracket of its own."""
+    text = repr(value)
+    if bare and isinstance(value, tuple) and len(value) > 1:
+        text = text[1:-1]
+    if literal_depth(value) > limit:
+        with pytest.raises(DataError, match=f"nested deeper than {limit} levels"):
+            literal_value(text, "f", "x", max_depth=limit)
+    else:
+        assert literal_value(text, "f", "x", max_depth=limit) == value
+
+
+def test_a_bare_tuple_is_one_level_without_a_bracket():
+    assert literal_value("1, [2]", "f", "x", max_depth=2) == (1, [2])
+    with pytest.raises(DataError, match="nested deeper than 1 levels"):
+        literal_value("1, [2]", "f", "x", max_depth=1)
+
+
 # ASCII digits, digits of other scripts (which are no JSON digits), and a character UTF-8 writes in several bytes
 digit_texts = st.text(alphabet=st.sampled_from("0123456789" * 6 + "\u0660\uff11\u00b9-.e \u00e9\U0001f600\ud800"))
 
