@@ -22,6 +22,7 @@ from typing import IO, Any, TypeVar
 import click
 
 from shambench.runs.failures import failure_lines
+from shambench.secrets import redact
 
 OK = 0
 USAGE = 2
@@ -31,6 +32,9 @@ INTERRUPTED = 130
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+# An error line quotes what it refuses (a value, a line of a file); a hostile input can make that megabytes long.
+ERROR_LINE_CHARS = 2000
+
 
 class UserError(click.ClickException):
     """A one-line error for bad input; exit status 2."""
@@ -38,7 +42,16 @@ class UserError(click.ClickException):
     exit_code = USAGE
 
     def show(self, file: IO[Any] | None = None) -> None:
-        click.secho(f"error: {self.format_message()}", fg="red", err=True)
+        click.secho(f"error: {shortened(self.format_message())}", fg="red", err=True)
+
+
+def shortened(message: str) -> str:
+    """`message` cut to ERROR_LINE_CHARS characters, saying how many were left out; redacted before it is cut, so
+    a key is never left half-shown where the cut falls inside it."""
+    message = redact(message)
+    if len(message) <= ERROR_LINE_CHARS:
+        return message
+    return f"{message[:ERROR_LINE_CHARS]}... ({len(message) - ERROR_LINE_CHARS:,} more characters)"
 
 
 ALLOW_FAILURES_HELP = "Exit 0 even when some items failed (the default is 3, so scripts notice)."
