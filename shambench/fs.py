@@ -25,6 +25,7 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 from shambench.errors import DataError, FolderError
@@ -448,15 +449,11 @@ def sqlite_connect(
         try:
             real = os.path.join(gate.real, *gate.parts(path))
             before = _open_files(name)
+            uri = f"file:{quote(real)}?mode=rw"
+            db = _connected(
+                path, (uri, real), (dir_fd, name, fd), before, timeout=timeout, check_same_thread=not threads
+            )
             try:
-                uri = f"file:{quote(real)}?mode=rw"
-                db = sqlite3.connect(
-                    uri, uri=True, timeout=timeout, isolation_level=None, check_same_thread=not threads
-                )
-            except sqlite3.Error as err:
-                raise _sqlite_refusal(path, err) from None
-            try:
-                _check_sqlite(db, real, path, (dir_fd, name, fd), before)
                 try:
                     for statement in ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", schema):
                         db.execute(statement)
@@ -510,17 +507,30 @@ def _read_only_sqlite(gate: Root, path: str | Path, dir_fd: int, name: str) -> s
     try:
         real = os.path.join(gate.real, *gate.parts(path))
         before = _open_files(name)
-        try:
-            db = sqlite3.connect(f"file:{quote(real)}?mode=ro&immutable=1", uri=True, isolation_level=None)
-        except sqlite3.Error as err:
-            raise _sqlite_refusal(path, err) from None
-        try:
-            _check_sqlite(db, real, path, (dir_fd, name, fd), before)
-        except BaseException:
-            db.close()
-            raise
+        return _connected(path, (f"file:{quote(real)}?mode=ro&immutable=1", real), (dir_fd, name, fd), before)
     finally:
         os.close(fd)
+
+
+def _connected(
+    path: str | Path,
+    target: tuple[str, str],
+    held: tuple[int, str, int | None],
+    before: dict[int, tuple[str, int, int]] | None,
+    **options: Any,
+) -> sqlite3.Connection:
+    """SQLite's connection to `target` (its URI, and the real path the gate reached), checked to be the file the
+    gate holds (`_check_sqlite`); closed and refused (FolderError) otherwise."""
+    uri, real = target
+    try:
+        db = sqlite3.connect(uri, uri=True, isolation_level=None, **options)
+    except sqlite3.Error as err:
+        raise _sqlite_refusal(path, err) from None
+    try:
+        _check_sqlite(db, real, path, held, before)
+    except BaseException:
+        db.close()
+        raise
     return db
 
 
