@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from shambench.adapters._released import source_file, validated
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.errors import SourceError
-from shambench.schema import Annotations, Example, MarkedByMoreThan, Span
+from shambench.schema import Annotations, Example, MarkedByMoreThan, Name, Span
 from shambench.sources import PAPER_SOURCE, PublishedCount
 from shambench.structured import MAX_DATA_BYTES, json_file
 
@@ -74,7 +74,7 @@ class Annotation(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    annotator_id: str = ""
+    annotator_id: Name = ""
     """The annotator's id (the same person keeps it across batches)."""
     label: list[str] | None = None
     """Label set, e.g. `["Unwanted", "Unwanted.Intrinsic"]`, `["Benign"]`; empty in 3 released annotations."""

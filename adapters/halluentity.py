@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict
 
 from shambench.adapters._released import example_at, jsonl_rows, source_file
 from shambench.data.adapter import Adapter, HubFiles, LoadResult, adapter
+from shambench.schema import Name
 from shambench.sources import PAPER_SOURCE, PublishedCount
 
 FILE = "HalluEntity.jsonl"
@@ -46,7 +47,7 @@ class HalluEntityRow(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    id: str | int | None = None
+    id: Name | int | None = None
     """The row's own id, when the release has one (else its 1-based row number is used)."""
     prompt: str
     """The request, e.g. `Tell me a bio of <name>`."""

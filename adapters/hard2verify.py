@@ -27,6 +27,7 @@ from shambench.adapters._released import data_rows, example_at, split_files
 from shambench.data.adapter import Adapter, HubFiles, LoadResult, adapter
 from shambench.data.steps import step_fields
 from shambench.errors import SourceError
+from shambench.schema import Name
 from shambench.structured import json_value
 
 log = logging.getLogger(__name__)
@@ -42,7 +43,7 @@ class EncryptedRow(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    unique_id: str | int
+    unique_id: Name | int
     """The response's id."""
     canary: str
     """Plain-text canary; its SHA-256 is the key of the other fields."""
@@ -59,7 +60,7 @@ class EncryptedRow(BaseModel):
 class Hard2VerifyRecord(BaseModel):
     """A decrypted row."""
 
-    unique_id: str
+    unique_id: Name
     """The response's id."""
     question: str
     """The problem."""

@@ -28,7 +28,7 @@ from shambench.adapters._released import example_at, jsonl_rows, parquet_rows
 from shambench.data.adapter import Adapter, HubFiles, LoadResult, RemoteFile, adapter
 from shambench.data.steps import step_fields
 from shambench.errors import SourceError
-from shambench.schema import Example
+from shambench.schema import Example, Name
 
 TASK = "math_step"
 SEPARATOR = "\n"
@@ -69,7 +69,7 @@ class RawRow(BaseModel):
     """Question and steps, each step ending in `ки`."""
     label: str
     """The same text with `+` or `-` in place of each marker."""
-    task: str = ""
+    task: Name = ""
     """`GSM8K` or `MATH`."""
 
 

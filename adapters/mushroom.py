@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict
 from shambench.adapters._released import example_at, jsonl_rows, source_file
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.errors import SourceError
-from shambench.schema import Annotations, Example, MarkedByMoreThan, Span
+from shambench.schema import Annotations, Example, MarkedByMoreThan, Name, Span
 from shambench.sources import PAPER_SOURCE, PublishedCount
 
 COMMIT = "7fea78a0e5af887d196931721147ace5b4c4d9a8"
@@ -71,7 +71,7 @@ class MushroomRow(BaseModel):
 
     model_config = ConfigDict(extra="ignore", protected_namespaces=())
 
-    id: str
+    id: Name
     """The organisers' item id, e.g. `tst-en-10`."""
     lang: str = ""
     """Language code (`EN`)."""
@@ -79,7 +79,7 @@ class MushroomRow(BaseModel):
     """The question put to the model."""
     model_output_text: str
     """The model's answer, whose characters are labelled."""
-    model_id: str = ""
+    model_id: Name = ""
     """Hugging Face id of the generating model."""
     hard_labels: list[tuple[int, int]]
     """Majority-vote hallucinated segments, `[start, end)`."""

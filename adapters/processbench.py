@@ -19,6 +19,7 @@ from shambench.adapters._released import example_at, json_array_rows, source_fil
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.data.steps import step_fields
 from shambench.errors import SourceError
+from shambench.schema import Name
 
 SUBSETS = ("gsm8k", "math", "olympiadbench", "omnimath")
 SEPARATOR = "\n\n"
@@ -38,7 +39,7 @@ class ProcessBenchRow(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    id: str
+    id: Name
     """`<subset>-<i>`."""
     generator: str = ""
     """The model that wrote the solution."""

@@ -36,7 +36,7 @@ from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.data.formats import PredictionsFormat, PredictionsRead, predictions_format
 from shambench.errors import DataError, SourceError
 from shambench.io import iter_lines, parse_json_line, validation_message
-from shambench.schema import Example, Prediction, Span
+from shambench.schema import Example, Name, Prediction, Span
 from shambench.sources import PAPER_SOURCE, PublishedCount
 from shambench.structured import json_value, literal_value
 
@@ -86,9 +86,9 @@ class ResponseRow(BaseModel):
 
     model_config = ConfigDict(extra="ignore", coerce_numbers_to_str=True, protected_namespaces=())
 
-    id: str
+    id: Name
     """Response id (FaithJudge rows: `<source_id>-<model>`)."""
-    source_id: str
+    source_id: Name
     """Id of the grounding source the response was generated from."""
     model: str
     """The generating LLM, e.g. `gpt-4-0613`."""
@@ -96,7 +96,7 @@ class ResponseRow(BaseModel):
     """Sampling temperature, when the layout records it."""
     labels: list[Label]
     """The hallucination labels."""
-    split: str
+    split: Name
     """`train` or `test`."""
     quality: str = "good"
     """`good`, or the quality issue (`incorrect_refusal`, `truncated`)."""
@@ -109,7 +109,7 @@ class SourceRow(BaseModel):
 
     model_config = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
 
-    source_id: str
+    source_id: Name
     """Id of the source."""
     task_type: str
     """`QA`, `Summary` or `Data2txt`."""
@@ -135,7 +135,7 @@ class FaithJudgeSource(BaseModel):
 
     model_config = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
 
-    source_id: str
+    source_id: Name
     """RAGTruth source id."""
     source: str | dict[str, Any]
     """The grounding record, shaped as `SourceRow.source_info`."""
@@ -397,7 +397,7 @@ class LabelledResponse(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    id: str
+    id: Name
     """The RAGTruth response id (a string, as response.jsonl writes it)."""
     labels: list[Label]
     """The predicted hallucination labels, as `response.jsonl` writes the gold ones."""

@@ -33,10 +33,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from shambench.adapters._released import csv_rows, source_file, spans_of_labels, text_lines
+from shambench.adapters._released import csv_rows, source_file, spans_of_labels, text_lines, validated
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.errors import SourceError
-from shambench.schema import Example, Span
+from shambench.schema import Example, Name, Span
 from shambench.sources import PublishedCount
 
 ANNOTATIONS = "hallucination_annotations_xsum_summaries.csv"
@@ -79,7 +79,7 @@ STRAY_NULL = "NULL row with stray span text"
 class AnnotatedSummary(BaseModel):
     """One summary (one system's summary of one BBC article) with each worker's spans placed on its text."""
 
-    bbcid: str
+    bbcid: Name
     """XSum document id of the article, as in Zhou et al.'s `.docid` files."""
     system: str
     """The summariser: BERTS2S, PtGen, TConvS2S, TranS2S, or `Gold` (the human-written reference summary)."""
@@ -192,9 +192,10 @@ def read_annotations(root: Path, systems: Collection[str] | None = None) -> Anno
         if systems is not None and row["system"] not in systems:
             continue
         key = (row["bbcid"], row["system"])
-        entry = summaries.setdefault(
-            key, AnnotatedSummary(bbcid=key[0], system=key[1], summary=row["summary"], workers={})
-        )
+        if key not in summaries:
+            fields = {"bbcid": key[0], "system": key[1], "summary": row["summary"], "workers": {}}
+            summaries[key] = validated(AnnotatedSummary, fields, where, EXPECTED)
+        entry = summaries[key]
         if row["summary"] != entry.summary:
             raise SourceError(f"{where}: summary differs from the earlier rows of bbcid {key[0]}, system {key[1]}")
         spans = entry.workers.setdefault(row["worker_id"], [])

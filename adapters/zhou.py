@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shambench.adapters import xsumfaith
-from shambench.adapters._released import TOKEN, spans_of_labels, text_lines
+from shambench.adapters._released import TOKEN, example_at, spans_of_labels, text_lines
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.errors import SourceError
 from shambench.schema import Annotations, Example, Span
@@ -197,8 +197,10 @@ def _system_examples(
             dropped[reason] += 1
             continue
         seen.add(key)
+        where = f"{root / system.file('docid' if 'docid' in columns else 'target')}:{lineno}"
         examples.append(
-            Example(
+            example_at(
+                where,
                 id=f"zhou/{system.corpus}-{system.name}/{key}",
                 dataset="zhou",
                 task=system.task,

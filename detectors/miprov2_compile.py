@@ -56,7 +56,7 @@ from shambench.llm.wire import Usage
 from shambench.provenance import now_iso, shambench_version
 from shambench.records import read_examples
 from shambench.runs.failures import FIRST_REASONS
-from shambench.schema import Example, Prediction
+from shambench.schema import Example, Name, Prediction
 from shambench.scoring.scorer import Scorer
 
 if TYPE_CHECKING:
@@ -87,7 +87,7 @@ class OptimizeConfig(BaseModel):
     trainsets, `0.2` for a file."""
     heldout_limit: int = Field(default=5, ge=1)
     """Held-out examples per task/dataset partition when they come from a split."""
-    datasets: list[str] | None = None
+    datasets: list[Name] | None = None
     """Adapters for split trainsets and held-out sets (None: every available SHAM-Bench source)."""
     data_dir: str | None = None
     """Data directory the adapters read."""

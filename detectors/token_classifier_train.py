@@ -32,7 +32,7 @@ import shambench.fs as fs
 from shambench.detection.detector import trainer
 from shambench.errors import DataError
 from shambench.io import write_json
-from shambench.schema import Example, Prediction, Span
+from shambench.schema import Example, Name, Prediction, Span
 
 ATTENTION_DROPOUT_KEYS = ("attention_dropout", "attention_probs_dropout_prob")
 """Config attributes that hold attention dropout (ModernBERT/Llama-style, BERT/RoBERTa-style)."""
@@ -45,7 +45,7 @@ class TrainConfig(BaseModel):
     """Base model: a local folder or a Hugging Face hub id (a new two-label head is added when it has none)."""
     out: str
     """Output folder for the model, checkpoints and reports."""
-    datasets: list[str] | None = None
+    datasets: list[Name] | None = None
     """Adapters whose non-test labelled splits are used."""
     examples_file: str | None = None
     """An EXAMPLES JSONL file used whole, instead of or beside the adapters."""

@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from shambench.io import write_atomic, write_json
 from shambench.reporting.naming import run_name
+from shambench.schema import Name
 from shambench.scoring.results import ExtendedView, Results
 
 PAGE = "extended.html"
@@ -29,7 +30,7 @@ DATA = "extended.json"
 class Row(BaseModel):
     """One run on the extended view."""
 
-    name: str
+    name: Name
     """Detector (spec) of the run, or its directory."""
     source: str
     """The run directory."""

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from shambench.io import write_atomic
 from shambench.reporting.ranks import RankStability
+from shambench.schema import Name
 from shambench.scoring.metrics import EMPTY_RULE_SENTENCE
 from shambench.scoring.results import SCHEMA_VERSION, RunInfo
 
@@ -91,9 +92,9 @@ class Coverage(BaseModel):
 class Entry(BaseModel):
     """One row of the leaderboard: a reproduced run (or submission), or a score reported in the paper."""
 
-    id: str
+    id: Name
     """Stable anchor of the row within the page (`run-3`, `paper-1`)."""
-    name: str
+    name: Name
     """Detector or submission name, shown as text."""
     kind: Literal["reproduced", "reported"]
     """`reproduced`: scored here from predictions; `reported`: copied from the SHAM-Bench paper, not re-run."""
@@ -117,7 +118,7 @@ class Entry(BaseModel):
     """Predicted, failed, missing and total examples of a reproduced row."""
     runs: int = 1
     """Run directories merged into the row (a sweep's cells of one configuration over several datasets)."""
-    family: str | None = None
+    family: Name | None = None
     """Detector family."""
     params: dict[str, Any] = Field(default_factory=dict)
     """Detector parameters."""
@@ -208,7 +209,7 @@ class HumanCell(BaseModel):
 class HumanReference(BaseModel):
     """The `human (one annotator vs the others)` reference row: labelled, never ranked."""
 
-    name: str = HUMAN_NAME
+    name: Name = HUMAN_NAME
     """The row's label."""
     convention: str
     """How the figures are computed (`groups.agreement` of the results)."""
@@ -240,9 +241,9 @@ class Leaderboard(BaseModel):
     none_scores: dict[str, float] | None = None
     """Overall span scores of the `none` baseline (nothing predicted) under each view (`f1`, `f1_with_gold`,
     `f1_pooled`), when the board holds a complete `none` row."""
-    tasks: list[str]
+    tasks: list[Name]
     """Task columns, in the paper's order."""
-    datasets: list[str]
+    datasets: list[Name]
     """Partition (`task/dataset`) columns."""
     entries: list[Entry]
     """Reproduced runs and submissions: ranked and reference rows by score, then partial, then incomplete ones."""

@@ -30,7 +30,7 @@ from shambench.runs.rundir import RunConfig, load_config, new_run_dir, stamped_c
 from shambench.runs.scoring import run_info
 from shambench.runs.selection import select_examples
 from shambench.runs.spec import Selection
-from shambench.schema import Prediction
+from shambench.schema import Name, Prediction
 from shambench.scoring.corpus import Corpus
 from shambench.scoring.scorer import Scorer
 from shambench.structured import yaml_file
@@ -41,7 +41,7 @@ class SubmissionMeta(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    family: str = "submission"
+    family: Name = "submission"
     """Detector family (`prompted`, `token-classifier`, `nli`, ...)."""
     params: dict[str, Any] = Field(default_factory=dict)
     """Parameters that define the system's output (model, threshold, ...)."""

@@ -2,14 +2,47 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from shambench.errors import SourceError
+
+# C0 and C1 controls, DEL, and the bidirectional overrides and isolates: in an id or a name they would reach a
+# terminal, a log or a page as a line break, an escape sequence or text shown in another order.
+CONTROL_CHARACTERS = "\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"
+_CONTROL = re.compile(f"[{CONTROL_CHARACTERS}]")
+
+
+def plain_name(value: str) -> str:
+    """`value` when it holds no control character; ValueError naming the first one otherwise."""
+    found = _CONTROL.search(value)
+    if found:
+        raise ValueError(
+            f"U+{ord(found[0]):04X} at position {found.start()}: an id or a name holds no control character (it "
+            "would be a line break or an escape sequence wherever it is shown)"
+        )
+    return value
+
+
+Name = Annotated[str, AfterValidator(plain_name)]
+"""The type of every id and name a model holds (example ids, task, dataset and partition names, annotators,
+detector, run and submission names): one line of text without control characters (`plain_name`), so that a name
+shown on a terminal, in a log line or on a page is shown as itself. `tests/core/test_names.py` fails on a model's
+id or name field of another type."""
 
 # Annotators of one example that human agreement reads. A counting rule's golds are derived in time linear in the
 # annotators, but each reading holds its others' gold as a list (`Reading.others`, as every EXAMPLES file and run
@@ -155,7 +188,7 @@ class Reading(BaseModel):
     """One annotator's spans on an example, beside the gold the source's own rule builds from the other annotators
     (what human agreement scores: this annotator as a prediction against that gold)."""
 
-    annotator: str
+    annotator: Name
     """The annotator's id in the source (or a stable stand-in where the source gives none)."""
     spans: list[Span] = Field(default_factory=list)
     """What this annotator marked as hallucinated (under the source's labels), sorted and merged; empty when
@@ -184,6 +217,13 @@ class Annotations(BaseModel):
     unplaced: dict[str, int] = Field(default_factory=dict)
     """Annotators' spans that could not be placed on the response as released, by reason (the reason says
     whether the span was left out of `readings` or moved)."""
+
+    @model_validator(mode="after")
+    def _annotators_named(self) -> Annotations:
+        # Readings made by `leave_one_out` are built without validation: their annotators' names are checked here.
+        for reading in self.readings:
+            plain_name(reading.annotator)
+        return self
 
     @classmethod
     def leave_one_out(
@@ -385,13 +425,13 @@ def _check_steps_ordered(example_id: str, steps: list[Step]) -> None:
 class Example(BaseModel):
     """One annotated response of a benchmark, in the schema every adapter produces."""
 
-    id: str
+    id: Name
     """Stable identifier, derived from the source's own ids (e.g. `ragtruth/12345`)."""
-    dataset: str
+    dataset: Name
     """Source corpus name, e.g. `ragtruth`, `faithbench`."""
-    task: str
+    task: Name
     """Task name, e.g. `context_qa`, `summ`, `open_qa`; partitions are `task/dataset`."""
-    split: str = "test"
+    split: Name = "test"
     """`test`, `dev` (the small validation set) or `train`."""
     question: str = ""
     """The user request or question; empty when the task has none (summarisation source is in `context`)."""
@@ -443,7 +483,7 @@ class Example(BaseModel):
 class Prediction(BaseModel):
     """What a detector says about one example."""
 
-    id: str
+    id: Name
     """The `Example.id` this prediction is for."""
     spans: list[Span] = Field(default_factory=list)
     """Predicted hallucinated character ranges of the response (thresholded), sorted and merged."""

@@ -18,6 +18,7 @@ from typing import Annotated, Any, TypedDict
 from pydantic import BaseModel, ConfigDict, Field
 
 from shambench.documented import DOCUMENTED
+from shambench.schema import Name
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ class Reading(Limited):
     """How the sources are read: which split, from where, and how many examples of each partition (a selection's,
     and a sweep file's for all its cells)."""
 
-    split: str = "test"
+    split: Name = "test"
     """Split: test, or dev (the validation set)."""
     data_dir: Annotated[Path | None, Flag(kind="dir")] = None
     """Folder holding the corpora (default: $SHAMBENCH_DATA_DIR, else the user cache directory)."""
@@ -68,7 +69,7 @@ class Reading(Limited):
 class Recorded(Limited):
     """What results.json records of a run's selection (beside its split, which a bare predictions file lacks)."""
 
-    datasets: Annotated[list[str] | None, Flag(short="-d", metavar="NAMES")] = None
+    datasets: Annotated[list[Name] | None, Flag(short="-d", metavar="NAMES")] = None
     """Comma-separated dataset names (see `shambench list datasets`); default: every SHAM-Bench source present."""
     examples_file: Annotated[Path | None, Flag(name="--examples", kind="file")] = None
     """An EXAMPLES JSONL file instead of `datasets` (one unified example per line)."""

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from shambench.registry import Registry
+from shambench.schema import Name
 
 DEFAULT_SUITE = "shambench"
 """The paper's suite: what `--datasets` left empty selects."""
@@ -55,11 +56,11 @@ class SharedTask(BaseModel):
 class Source(BaseModel):
     """What one registered adapter declares about itself (its class attributes, as the core reads them)."""
 
-    name: str
+    name: Name
     """The adapter's registered name."""
     suites: tuple[str, ...]
     """Its suite, then the further suites that select it."""
-    datasets: tuple[str, ...]
+    datasets: tuple[Name, ...]
     """The dataset names its examples carry, as `fnmatch` patterns."""
     kept_apart: str = ""
     """How the results' conventions name the partitions it keeps out of the paper's tasks and overall; empty when

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 from shambench.errors import DataError
 from shambench.paths import cache_dir
 from shambench.registry import Registry
-from shambench.schema import Example
+from shambench.schema import Example, Name
 from shambench.sources import DEFAULT_SUITE, PublishedCount, SharedTask, registry
 
 adapters = cast("Registry[Adapter]", registry)
@@ -38,7 +38,7 @@ class HubFiles(BaseModel):
     """Files of a Hugging Face dataset repository at a pinned commit, as `shambench data download` fetches them
     (listed through the hub's JSON API); each is verified against the size and digest the hub reports for that commit."""
 
-    repo_id: str
+    repo_id: Name
     """The dataset repository (`owner/name`)."""
     revision: str
     """The commit: 40 hex digits, or the short id the authors' page shows (resolved against the repository's

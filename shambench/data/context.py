@@ -21,7 +21,7 @@ from shambench.io import Journal
 from shambench.paths import cache_dir
 from shambench.provenance import now_iso
 from shambench.registry import Registry
-from shambench.schema import Example
+from shambench.schema import Example, Name
 
 providers: Registry[ContextProvider] = Registry(
     "context provider", "shambench.context_providers", "shambench.data.providers", listing="shambench list providers"
@@ -37,7 +37,7 @@ def content_hash(text: str) -> str:
 class ContextRecord(BaseModel):
     """The evidence one provider found for one example, with where it came from."""
 
-    id: str
+    id: Name
     """The example id."""
     context: str = ""
     """The evidence text; empty when the fetch failed."""

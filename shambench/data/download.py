@@ -43,6 +43,7 @@ from shambench.data.hub import MAX_REPLY_BYTES, HubAccess, hub_access, listed_fi
 from shambench.errors import DownloadError, FolderError
 from shambench.http import MIN_RATE, Client, Reply, TransportError
 from shambench.io import write_atomic
+from shambench.schema import Name
 from shambench.structured import json_file
 
 CHUNK = 1 << 16
@@ -71,7 +72,7 @@ class Target(BaseModel):
     """Expected SHA-256 of the content."""
     git_blob: str | None = None
     """Expected git blob id of the content."""
-    repo_id: str | None = None
+    repo_id: Name | None = None
     """The Hugging Face dataset repository, for a hub file."""
     commit: str | None = None
     """The commit a hub file is taken from."""
@@ -92,7 +93,7 @@ class Recorded(BaseModel):
     """Git blob id of the installed content."""
     url: str
     """Where it was fetched from."""
-    repo_id: str | None = None
+    repo_id: Name | None = None
     """The hub repository it came from, if any."""
     commit: str | None = None
     """The hub commit it came from, if any."""

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from shambench.io import iter_lines, parse_json_line
 from shambench.registry import Registry
-from shambench.schema import Prediction
+from shambench.schema import Name, Prediction
 
 
 class PredictionsRead(BaseModel):
@@ -28,7 +28,7 @@ class PredictionsRead(BaseModel):
     """Each prediction (ids already those of shambench's examples) with the file line it came from."""
     skipped: dict[str, int] = Field(default_factory=dict)
     """Ranges left out, by reason, as the format's own scorer leaves them out (e.g. empty ranges)."""
-    datasets: list[str] = Field(default_factory=list)
+    datasets: list[Name] = Field(default_factory=list)
     """The datasets the file's ids belong to: only their examples are scored."""
     conventions: dict[str, str] = Field(default_factory=dict)
     """How the file was read, recorded in results.json `conventions`."""

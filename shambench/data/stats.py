@@ -14,7 +14,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from shambench.data.benchmark import Benchmark
-from shambench.schema import Example
+from shambench.schema import Example, Name
 from shambench.scoring.text import TOKENIZER, Segmentation, language_of, segment_mixed
 from shambench.sources import PAPER_SOURCE, paper_counts, published_count
 
@@ -36,9 +36,9 @@ CONVENTIONS = {
 class GroupStats(BaseModel):
     """The Table-1 figures of one partition, or of all examples."""
 
-    task: str
+    task: Name
     """Task name, or `total`."""
-    dataset: str
+    dataset: Name
     """Dataset name; empty for the total."""
     count: int
     """Examples loaded."""
@@ -59,7 +59,7 @@ class GroupStats(BaseModel):
 class BenchmarkStats(BaseModel):
     """What `shambench data stats --json` prints."""
 
-    split: str
+    split: Name
     """The split described."""
     data_dir: str
     """Where the sources were read from."""

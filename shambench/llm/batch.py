@@ -30,7 +30,7 @@ from shambench.llm.endpoint import MAX_RESPONSE_BYTES_ENV, Endpoint
 from shambench.llm.pricing import cost_of
 from shambench.llm.route import Deferred, Route
 from shambench.llm.wire import Reply, Usage, error_message, reply_of
-from shambench.schema import Example
+from shambench.schema import Example, Name
 from shambench.structured import json_value
 
 if TYPE_CHECKING:  # the SDK is imported only by a run that talks to the Batch API
@@ -60,9 +60,9 @@ _API_ID = r"^[A-Za-z0-9_.:-]{1,200}$"
 class BatchRecord(BaseModel):
     """One batch submitted for a run."""
 
-    input_file_id: str = Field(pattern=_API_ID)
+    input_file_id: Name = Field(pattern=_API_ID)
     """The uploaded Batch JSONL file."""
-    id: str | None = Field(default=None, pattern=_API_ID)
+    id: Name | None = Field(default=None, pattern=_API_ID)
     """The batch id; None while the process that uploaded the file had not yet recorded the batch."""
     endpoint: str
     """Batch API endpoint of its requests."""

@@ -38,6 +38,7 @@ from shambench.http import CHUNK_BYTES, MIN_RATE, deadline, proxy_for, time_left
 from shambench.llm.endpoint import Endpoint
 from shambench.llm.loop import LoopThread
 from shambench.llm.wire import error_message
+from shambench.schema import Name
 from shambench.secrets import redact
 from shambench.structured import MAX_FIELD_CHARS, json_value
 
@@ -97,15 +98,15 @@ class BatchErrors(BaseModel):
 class Batch(BaseModel):
     """A batch as the API reports it: the fields a run reads (any other is ignored)."""
 
-    id: str = Field(pattern=API_ID)
+    id: Name = Field(pattern=API_ID)
     """The batch id."""
     status: str = Field(pattern=r"^[a-z_]{1,64}$")
     """`validating`, `in_progress`, `finalizing`, `completed`, `failed`, `expired`, `cancelling`, `cancelled`."""
-    input_file_id: str | None = None
+    input_file_id: Name | None = None
     """The uploaded Batch JSONL file it runs."""
-    output_file_id: str | None = Field(default=None, pattern=API_ID)
+    output_file_id: Name | None = Field(default=None, pattern=API_ID)
     """The file of its answers, once there is one."""
-    error_file_id: str | None = Field(default=None, pattern=API_ID)
+    error_file_id: Name | None = Field(default=None, pattern=API_ID)
     """The file of its failed requests, once there is one."""
     request_counts: RequestCounts | None = None
     """How many of its requests are done."""
@@ -116,7 +117,7 @@ class Batch(BaseModel):
 class FileObject(BaseModel):
     """An uploaded file, as the API reports it (its id is all a run reads)."""
 
-    id: str = Field(pattern=API_ID)
+    id: Name = Field(pattern=API_ID)
     """The file id."""
 
 
@@ -127,7 +128,7 @@ class BatchPage(BaseModel):
     """Its batches, each checked only when it is the one looked for."""
     has_more: bool = False
     """Whether a further page follows."""
-    last_id: str | None = None
+    last_id: Name | None = None
     """The cursor of the next page."""
 
 

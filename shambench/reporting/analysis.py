@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from pydantic import BaseModel, Field
 
-from shambench.schema import Example, Prediction, Span
+from shambench.schema import Example, Name, Prediction, Span
 from shambench.scoring.metrics import per_example_prf
 from shambench.scoring.text import Segmentation, language_of, segment_mixed
 from shambench.scoring.typed import TypesGroup
@@ -81,7 +81,7 @@ class RunAnalysis(BaseModel):
 
     run_dir: str
     """The run analysed."""
-    detector: str
+    detector: Name
     """The run's name: its detector, and the model an API detector asked for (`reporting.naming.run_name`)."""
     definitions: str = DEFINITIONS
     """How every figure is defined."""

@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 
 from shambench.detection.detector import Monitor
 from shambench.io import Journal
-from shambench.schema import Example, Span
+from shambench.schema import Example, Name, Span
 
 # Written from the SHAM-Bench paper's description of why detectors miss annotated hallucinations.
 CATEGORIES: dict[str, str] = {
@@ -49,11 +49,11 @@ JUDGEMENTS = "judgements.jsonl"
 class Judgement(BaseModel):
     """The judge's verdict on one missed gold span."""
 
-    id: str
+    id: Name
     """`<example id>@<start>-<end>`."""
-    example_id: str
+    example_id: Name
     """The example the span belongs to."""
-    partition: str
+    partition: Name
     """The example's `task/dataset`."""
     start: int
     """Span start in the response."""

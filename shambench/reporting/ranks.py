@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from shambench.schema import Prediction
+from shambench.schema import Name, Prediction
 from shambench.scoring import metrics
 from shambench.scoring.measures import MUSHROOM_METRIC
 
@@ -182,9 +182,9 @@ class RowRanks(BaseModel):
 
     model_config = ConfigDict(allow_inf_nan=False)
 
-    id: str
+    id: Name
     """The row's id (a board's anchor, or `A`/`B` in a comparison)."""
-    name: str
+    name: Name
     """The row's name."""
     figures: dict[str, float]
     """Per convention, the row's overall figure."""

@@ -36,7 +36,7 @@ from shambench.provenance import git_commit, now_iso, package_versions, shambenc
 from shambench.runs.files import CONFIG, JOURNAL, LOCK
 from shambench.runs.selection import select_examples
 from shambench.runs.spec import RunSpec, Selection
-from shambench.schema import Example
+from shambench.schema import Example, Name
 from shambench.selection_fields import Resolved
 
 MAX_CONFIG_BYTES = 64 * 1024 * 1024
@@ -50,9 +50,9 @@ class RunConfig(Resolved):
     # Keys this version no longer reads (a config.json written by an older one) are ignored, not refused.
     model_config = ConfigDict(extra="ignore")
 
-    detector: str
+    detector: Name
     """Detector spec as given (`NAME` or `NAME:ARG`)."""
-    family: str
+    family: Name
     """Detector family."""
     params: dict[str, Any] = Field(default_factory=dict)
     """Detector parameters that define its output (no secrets)."""

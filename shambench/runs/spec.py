@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import Field, field_validator
 
 from shambench.errors import DataError, SelectionError
+from shambench.schema import Name
 from shambench.secrets import NAMES_A_KEY
 from shambench.selection_fields import DatasetsOption, Flag, Resolved, Section, SelectionOptions
 
@@ -122,7 +123,7 @@ class RunSpec(Section):
     """A run: its detector, which examples (`selection`), how they are scored (`scoring`) and how the run is made
     (`execution`)."""
 
-    detector: Annotated[str | None, Flag(metavar="NAME")] = None
+    detector: Annotated[Name | None, Flag(metavar="NAME")] = None
     """Detector name, or NAME:ARG (see `shambench list detectors`)."""
     params: Annotated[dict[str, Any], Flag(name="--param", short="-p", kind="pairs")] = Field(default_factory=dict)
     """Detector parameter (repeatable)."""

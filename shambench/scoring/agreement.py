@@ -24,7 +24,7 @@ from typing import Protocol
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from shambench.schema import Prediction, Span
+from shambench.schema import Name, Prediction, Span
 from shambench.scoring import metrics
 from shambench.scoring.alternative import ALT_EPSILON, AlternativeTest, alternative_test, annotator_rows
 from shambench.scoring.arrays import runs
@@ -207,7 +207,7 @@ class Rows(BaseModel):
 
     examples: list[int]
     """Per row, the position of its item in the corpus (an item's rows together, items in corpus order)."""
-    ids: list[str]
+    ids: list[Name]
     """Per row, its id: the item's id, `#`, the left-out annotator's id."""
     golds: list[list[tuple[int, int]]]
     """Per row, the gold of the other annotators (`Reading.others`), as `(start, end)` ranges."""

@@ -21,6 +21,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from shambench.schema import Name
+
 ALT_EPSILON = 0.2
 """The paper's epsilon for skilled annotators (`--alt-epsilon` changes it)."""
 ALT_Q = 0.05
@@ -48,7 +50,7 @@ class AnnotatorTest(BaseModel):
 
     model_config = ConfigDict(allow_inf_nan=False)
 
-    annotator: str
+    annotator: Name
     """The annotator's id, as the source names them."""
     n: int
     """Items of the annotator with at least two other annotators."""

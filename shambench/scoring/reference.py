@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel
 
-from shambench.schema import Example, Prediction, Span
+from shambench.schema import Example, Name, Prediction, Span
 from shambench.scoring.text import sentences, tokens
 
 
@@ -44,9 +44,9 @@ class ReferencePRF(BaseModel):
 class ExampleReference(BaseModel):
     """One example's scores and the counts they come from."""
 
-    partition: str
+    partition: Name
     """The example's `task/dataset`."""
-    task: str
+    task: Name
     """The example's task."""
     token: ReferencePRF
     """Per-example token P/R/F1."""

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from shambench.documented import DOCUMENTED
+from shambench.schema import Name
 from shambench.scoring.agreement import AgreementGroup
 from shambench.scoring.steps import MathGroup
 from shambench.scoring.typed import TypesGroup
@@ -45,11 +46,11 @@ class PRF(_Documented):
 class ExampleScores(_Documented):
     """One example's own scores: a line of a run's `per_example.jsonl` (`shambench score --per-example`)."""
 
-    id: str
+    id: Name
     """The example id."""
-    dataset: str
+    dataset: Name
     """Its dataset."""
-    task: str
+    task: Name
     """Its task (the partition is `task/dataset`)."""
     status: str
     """`predicted`, `failed` (the detector recorded an error) or `missing` (no prediction): both scored as empty."""
@@ -134,7 +135,7 @@ class OverallLevel(_Documented):
 class Overall(_Documented):
     """SHAM-Bench overall scores: unweighted over tasks, step-level (math) tasks excluded."""
 
-    tasks: list[str]
+    tasks: list[Name]
     """The tasks that entered the mean."""
     token: OverallLevel
     """Span (token) level."""
@@ -148,9 +149,9 @@ class RunInfo(_Documented, Recorded):
     # Extra keys are kept (and allowed by the exported schema) so that plugins can record more.
     model_config = ConfigDict(extra="allow")
 
-    detector: str | None = None
+    detector: Name | None = None
     """Detector spec (`NAME` or `NAME:ARG`), or the submission name."""
-    family: str | None = None
+    family: Name | None = None
     """Detector family (`baseline`, `prompted`, `token-classifier`, ...)."""
     params: dict[str, Any] = Field(default_factory=dict)
     """Detector parameters that define its output (no secrets)."""
@@ -163,7 +164,7 @@ class RunInfo(_Documented, Recorded):
     `prompt`; API-backed detectors asking for JSON, as negotiated or forced; several are joined by `, `)."""
     origin: str = "run"
     """`run` (shambench eval), `submission` (leaderboard submit) or `predictions` (shambench score --predictions)."""
-    split: str | None = None
+    split: Name | None = None
     """Split of the adapters' data."""
     predictions_file: str | None = None
     """PRED JSONL file that was scored, for `shambench score --predictions`."""

@@ -22,7 +22,7 @@ from typing import TypeGuard
 import numpy as np
 from pydantic import BaseModel
 
-from shambench.schema import Example, Prediction
+from shambench.schema import Example, Name, Prediction
 from shambench.scoring.metrics import pooled_prf
 from shambench.sources import char_level_suites, suite_of
 
@@ -155,7 +155,7 @@ class ThresholdChoice(BaseModel):
 class SuiteScores(BaseModel):
     """One suite's summary: its datasets, ProcessBench-style mean F1 and threshold."""
 
-    datasets: list[str]
+    datasets: list[Name]
     """Dataset (subset) names of the suite."""
     mean_f1: float | None
     """Mean first-error balanced F1 over the datasets where it is defined."""

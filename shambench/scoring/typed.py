@@ -38,6 +38,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from shambench.documented import DOCUMENTED
+from shambench.schema import Name
 from shambench.scoring import metrics
 from shambench.scoring.arrays import runs
 from shambench.scoring.corpus import Corpus, Units
@@ -113,7 +114,7 @@ class DatasetTypes(BaseModel):
 
     n: int
     """Examples of the dataset scored."""
-    partitions: list[str]
+    partitions: list[Name]
     """Its `task/dataset` partitions in the run."""
     untyped_gold_spans: int
     """Gold spans without a type (in no type's figures; FELM's untyped false segments)."""

@@ -1,7 +1,8 @@
 """The terminal as a sink: the control sequences the tool writes (colours; a live display's cursor controls on a
 terminal) pass, every other control character is shown escaped, whoever wrote it. As a class: every command of the
 click group (`INVOCATIONS` of the filesystem class test) runs on folders whose EXAMPLES file, runs, predictions and
-evidence carry escape sequences, bidirectional overrides and HTML in their ids, dataset and task names and texts."""
+evidence carry escape sequences, bidirectional overrides and HTML in their texts, and HTML and the printable rest of
+those sequences in their ids, dataset and task names (which refuse control characters when read)."""
 
 from __future__ import annotations
 
@@ -57,14 +58,19 @@ def test_a_stream_the_environment_calls_a_terminal_takes_the_live_display_s_cont
     assert stream.stream.getvalue() == shown
 
 
+# What of `HOSTILE` an id or a name may carry: no control character (`shambench.schema.Name` refuses them when a
+# file is read, tests/core/test_names.py), so its escape sequences' printable rest and the markup.
+HOSTILE_NAME = RAW_CONTROL.sub("", HOSTILE)
+
+
 def hostile_examples(path: Path) -> Path:
-    """Three examples whose id, dataset, task, question and response carry `HOSTILE`."""
+    """Three examples whose question and response carry `HOSTILE`, and whose id, dataset and task `HOSTILE_NAME`."""
     rows = []
     for i in range(3):
         response = f"The river Ilsa{i}{HOSTILE} flows through Varn{i}."
         start = response.index("Varn")
         rows.append(
-            {"id": f"toy{HOSTILE}/{i}", "dataset": f"toy{HOSTILE}", "task": f"open_qa{HOSTILE}",
+            {"id": f"toy{HOSTILE_NAME}/{i}", "dataset": f"toy{HOSTILE_NAME}", "task": f"open_qa{HOSTILE_NAME}",
              "question": f"Where{HOSTILE}?", "response": response, "hallu_spans": [[start, start + len(f"Varn{i}")]]}
         )  # fmt: skip
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -83,7 +89,7 @@ def test_every_command_is_run():
 
 # Beside each command's invocation, those that print an example's own texts or read the EXAMPLES file directly.
 MORE = {
-    "show": ["{work}/run", "--id", f"toy{HOSTILE}/0"],
+    "show": ["{work}/run", "--id", f"toy{HOSTILE_NAME}/0"],
     "score": ["--examples", "{work}/ex.jsonl", "--predictions", "{work}/pred.jsonl", "--bootstrap", "10"],
     "agreement": ["--examples", "{work}/ex.jsonl", "--bootstrap", "10"],
 }
@@ -102,8 +108,16 @@ def test_no_command_prints_a_control_character_from_its_inputs(name, invocation,
     assert all("<script>alert(1)" not in p.read_text() for p in pages), name
 
 
-def test_names_from_a_file_are_shown_escaped_not_dropped(world):
+def test_a_name_with_a_control_character_in_a_file_is_refused_in_one_escaped_line(world):
+    """The names carry no control character (`HOSTILE_NAME`), so their printable rest is shown as it is; a file
+    whose dataset name holds `HOSTILE` is refused when read, in one line, which shows no raw control either."""
     home, _ = world
     res = run("score", home)
     assert res.exit_code == 0, res.output
-    assert "toy\\x1b[2J\\x1b]0;pwned" in res.stdout
+    assert "toy[2J]0;pwned" in res.stdout
+    examples = home / "work" / "ex.jsonl"
+    rows = [json.loads(line) for line in examples.read_text().splitlines()]
+    examples.write_text("".join(json.dumps({**r, "dataset": f"toy{HOSTILE}"}) + "\n" for r in rows))
+    refused = run("score", home, ["--examples", str(examples), "--predictions", "{work}/pred.jsonl"])
+    assert refused.exit_code == 2 and RAW_CONTROL.search(refused.output) is None, refused.output
+    assert refused.stderr.startswith(f"error: {examples}:1: dataset: U+001B at position 3: an id or a name holds no")

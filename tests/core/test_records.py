@@ -31,11 +31,15 @@ EXAMPLE = Example(id="a", dataset="toy", task="qa", response="Paris is in Italy.
 
 ranges = st.tuples(st.integers(0, 40), st.integers(1, 20)).map(lambda t: [t[0], t[0] + t[1]])
 finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
+# What an id may hold: anything but the control characters `shambench.schema.Name` refuses (tests/core/test_names.py).
+NAME_CHARACTERS = st.characters(
+    exclude_categories=("Cc",), exclude_characters="\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)
 
 
 @st.composite
 def prediction_objects(draw) -> dict:
-    obj: dict = {"id": draw(st.text(min_size=1, max_size=12))}
+    obj: dict = {"id": draw(st.text(NAME_CHARACTERS, min_size=1, max_size=12))}
     if draw(st.booleans()):
         obj["spans"] = draw(st.lists(ranges, max_size=4))
     if draw(st.booleans()):

@@ -34,7 +34,7 @@ from shambench.runs.spec import Scoring, Selection, spec_differences
 from shambench.runs.sweep.backends import Backend, run_tasks
 from shambench.runs.sweep.grid import SUMMARY, Cell, SweepPlan
 from shambench.runs.sweep.tasks import ShardOutput, predict_shard, score_shared
-from shambench.schema import Example
+from shambench.schema import Example, Name
 from shambench.scoring.results import ExampleScores, Results
 from shambench.scoring.text import Segmentation, language_of, segment_mixed
 
@@ -114,7 +114,7 @@ class CellReport(BaseModel):
 
     cell: str
     """`data/detector-label`."""
-    detector: str
+    detector: Name
     """Detector spec."""
     params: dict[str, Any]
     """Parameters from the sweep file."""

@@ -20,6 +20,7 @@ from shambench.errors import DataError
 from shambench.registry import checked_params, factory_parameters
 from shambench.runs.files import JOURNAL, RESULTS
 from shambench.runs.spec import CREDENTIAL_ROUTING, RunSpec, Selection
+from shambench.schema import Name
 from shambench.selection_fields import Reading
 from shambench.structured import yaml_file
 
@@ -33,7 +34,7 @@ class DetectorGrid(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    detector: str
+    detector: Name
     """Detector name, or NAME:ARG (see `shambench list detectors`)."""
     params: dict[str, Any] = Field(default_factory=dict)
     """Parameters given to every cell of this detector."""
@@ -81,7 +82,7 @@ class SweepSpec(Reading):
 
     detectors: list[DetectorGrid] = Field(min_length=1)
     """Detector entries: a name, or a mapping with `detector`, `params`, `grid` and `shard_size`."""
-    datasets: list[str] | None = None
+    datasets: list[Name] | None = None
     """Dataset names, one cell per dataset; left out (with no `examples`): every available SHAM-Bench dataset."""
     examples: list[str] = Field(default_factory=list)
     """EXAMPLES JSONL files, one cell per file (relative paths start at the sweep file's folder)."""

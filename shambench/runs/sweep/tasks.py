@@ -19,7 +19,7 @@ from shambench.runs.files import JOURNAL
 from shambench.runs.rundir import RunConfig
 from shambench.runs.scoring import score_predictions
 from shambench.runs.spec import Scoring
-from shambench.schema import Example
+from shambench.schema import Example, Name
 from shambench.scoring.results import ExampleScores, Results
 from shambench.scoring.text import remember
 from shambench.secrets import redact
@@ -28,11 +28,11 @@ from shambench.secrets import redact
 class ShardOutput(BaseModel):
     """What a worker returns for a shard: its journal lines and what the detector said about itself."""
 
-    family: str
+    family: Name
     """Detector family."""
     params: dict[str, Any]
     """The detector's full parameters (defaults included), for the run config."""
-    ids: list[str]
+    ids: list[Name]
     """The example id of each line."""
     lines: list[str]
     """One journal line (`model_line` of a `Prediction`) per example: serialised here, on the worker, so the
