@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from pydantic import BaseModel, ValidationError
@@ -18,6 +18,9 @@ from shambench.schema import Prediction
 from shambench.secrets import redact
 from shambench.structured import reject_constant
 
+if TYPE_CHECKING:
+    from pydantic_core import ErrorDetails
+
 
 def json_type(value: Any) -> str:
     """What kind of JSON value `value` is, as an error message names it (`an object`, `null`, `a number`, ...)."""
@@ -27,13 +30,14 @@ def json_type(value: Any) -> str:
 
 def validation_message(err: ValidationError) -> str:
     """A pydantic error as `field.path: message; ...`."""
-    parts = []
-    for e in err.errors():
-        loc = ".".join(str(x) for x in e["loc"]) or "record"
-        # A validator's own ValueError is already a sentence: without pydantic's "Value error, " before it.
-        msg = str(e["ctx"]["error"]) if e["type"] == "value_error" and "error" in e.get("ctx", {}) else e["msg"]
-        parts.append(f"{loc}: {msg}")
-    return "; ".join(parts)
+    return "; ".join(f"{'.'.join(str(x) for x in e['loc']) or 'record'}: {error_text(e)}" for e in err.errors())
+
+
+def error_text(error: ErrorDetails) -> str:
+    """What one error of a pydantic ValidationError says, without where."""
+    # A validator's own ValueError is already a sentence: without pydantic's "Value error, " before it.
+    ctx = error.get("ctx") or {}
+    return str(ctx["error"]) if error["type"] == "value_error" and "error" in ctx else error["msg"]
 
 
 MAX_DEPTH = 32

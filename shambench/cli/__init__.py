@@ -102,6 +102,9 @@ class LazyGroup(click.Group):
             sys.stdout, sys.stderr = stdout, stderr
 
     def invoke(self, ctx: click.Context) -> Any:
+        from pydantic import ValidationError
+
+        from shambench.cli.options import flags_in, refused_values
         from shambench.errors import EndpointError, EndpointStopped
 
         formatted = warnings.formatwarning
@@ -111,6 +114,8 @@ class LazyGroup(click.Group):
                 return super().invoke(ctx)
         except (*USER_ERRORS, EndpointError, EndpointStopped) as err:
             raise UserError(user_message(err)) from None
+        except ValidationError as err:  # a value given that a model refuses (a name with a control character)
+            raise UserError(flags_in(refused_values(err))) from None
         except KeyboardInterrupt:
             # click would print "Aborted!" and exit 1; 130 is what the documented statuses promise for Ctrl-C.
             click.echo("interrupted", err=True)

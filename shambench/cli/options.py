@@ -16,6 +16,7 @@ import click
 from shambench.structured import yaml_value
 
 if TYPE_CHECKING:
+    from pydantic import ValidationError
     from pydantic.fields import FieldInfo
     from rich.console import Console
 
@@ -360,6 +361,15 @@ def _made(given: dict[str, Any], sections: set[str | None], spec: type[RunSpec] 
         (section,) = sections
         return model.sections()[section](**given)  # type: ignore[index]
     return model.of(**given)
+
+
+def refused_values(err: ValidationError) -> str:
+    """What a model refused of the values a command was given, each named by its field in backquotes (shown as
+    its flag where it is a run option's: `flags_in`)."""
+    from shambench.io import error_text
+
+    named = ((next((x for x in reversed(e["loc"]) if isinstance(x, str)), "value"), e) for e in err.errors())
+    return "; ".join(f"`{field}`: {error_text(e)}" for field, e in named)
 
 
 data_selection = spec_options(["datasets", "examples_file", "split", "data_dir", "limit"], into="selection")

@@ -12,8 +12,9 @@ import re
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
-from shambench.cli import RedactingStream, terminal_text
+from shambench.cli import RedactingStream, main, terminal_text
 from tests.cli import test_fs_class as fs_class
 from tests.cli.test_fs_class import INVOCATIONS, check_outcome, command_paths, make_template, run
 
@@ -121,3 +122,23 @@ def test_a_name_with_a_control_character_in_a_file_is_refused_in_one_escaped_lin
     refused = run("score", home, ["--examples", str(examples), "--predictions", "{work}/pred.jsonl"])
     assert refused.exit_code == 2 and RAW_CONTROL.search(refused.output) is None, refused.output
     assert refused.stderr.startswith(f"error: {examples}:1: dataset: U+001B at position 3: an id or a name holds no")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["eval", "--detector", "no\nne", "--examples", "ex.jsonl"],
+        ["eval", "--detector", "none", "-d", "mush\x1b[2Jroom"],
+        ["optimize", "-d", "mush\x1b[2Jroom", "--out", "program.json"],
+        ["train", "token-classifier", "--train", "mush\x1b[2Jroom", "--out", "trained", "--base", "base"],
+    ],
+)
+def test_a_name_with_a_control_character_on_the_command_line_is_one_error_line(args, tmp_path, monkeypatch):
+    """A value no click type checks, refused by the model it fills (`shambench.schema.Name`): one line naming the
+    option, exit 2, never a traceback (the command line turns any model's refusal of a value into that line)."""
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(main, args)
+    check_outcome(res, (2,))
+    assert re.fullmatch(r"error: --\w+: U\+00(0A|1B) at position \d+: an id or a name holds no control character.*\n",
+                        res.stderr), res.output  # fmt: skip
+    assert RAW_CONTROL.search(res.output) is None
