@@ -228,6 +228,7 @@ ALLOWED = {
     ("shambench/io.py", "json.loads"): "parse_json_line's strict fallback (RecursionError caught)",
     ("shambench/llm/cache.py", "json.loads"): "a cache row whose seal was verified (or this process's own row)",
     ("shambench/scoring/kept.py", "orjson.loads"): "a kept corpus's names, read only after their digest matched",
+    ("shambench/scoring/kept.py", "json.loads"): "a kept arrays file's header, read only after its seal matched",
     ("adapters/_released.py", "csv.DictReader"): "csv_rows: fields capped at MAX_FIELD_CHARS, errors per line",
 }
 
