@@ -29,6 +29,10 @@ _CONTROL = re.compile(f"[{CONTROL_CHARACTERS}]")
 
 def plain_name(value: str) -> str:
     """`value` when it holds no control character; ValueError naming the first one otherwise."""
+    # Every character of CONTROL_CHARACTERS is one str.isprintable refuses (tests/core/test_names.py enumerates
+    # them): a printable value, nearly every id and name, is passed without the regex search.
+    if value.isprintable():
+        return value
     found = _CONTROL.search(value)
     if found:
         raise ValueError(

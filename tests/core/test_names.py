@@ -10,6 +10,7 @@ import inspect
 import json
 import pkgutil
 import re
+import sys
 import types
 import typing
 
@@ -20,7 +21,7 @@ from pydantic import AfterValidator, BaseModel
 import shambench
 from shambench.cli import main
 from shambench.errors import DataError
-from shambench.schema import Annotations, Example, Prediction, Reading, Span, plain_name
+from shambench.schema import CONTROL_CHARACTERS, Annotations, Example, Prediction, Reading, Span, plain_name
 
 # A field holding an id or a name, by its name.
 ID_OR_NAME = re.compile(
@@ -84,6 +85,20 @@ def test_a_control_character_in_an_id_or_name_is_refused(text, shown):
     with pytest.raises(ValueError, match=re.escape(shown)):
         Prediction(id=text)
     assert Example(id="ragtruth/12 é 中", task="summ", dataset="d", response="x").id == "ragtruth/12 é 中"
+
+
+def test_every_code_point_is_refused_exactly_when_it_is_a_control_character():
+    # plain_name passes a printable value without its regex: the whole of Unicode, one character after two letters
+    controls = re.compile(f"[{CONTROL_CHARACTERS}]")
+    refused = []
+    for code in range(sys.maxunicode + 1):
+        try:
+            plain_name("ab" + chr(code))
+        except ValueError as err:
+            assert str(err).startswith(f"U+{code:04X} at position 2: ")
+            refused.append(code)
+    assert refused == [code for code in range(sys.maxunicode + 1) if controls.match(chr(code))]
+    assert len(refused) == 32 + 1 + 32 + 5 + 4
 
 
 def test_an_annotator_named_with_a_control_character_is_refused_however_the_readings_are_made():
