@@ -15,6 +15,7 @@ import importlib
 import inspect
 import pkgutil
 import re
+import sys
 import threading
 import typing
 from collections.abc import Callable, Iterable
@@ -61,6 +62,24 @@ def _one_line(text: str, limit: int = 300) -> str:
     message may span lines or be long)."""
     folded = " ".join(text.split())
     return folded if len(folded) <= limit else folded[: limit - 1] + "…"
+
+
+# The installed packages' entry points, all groups, with the sys.path they were found on: listing them reads every
+# installed package's metadata whatever the group asked for, so the registries (sources, formats, detectors...) share
+# one listing per process, listed again only where sys.path changed.
+_installed: dict[tuple[str, ...], Any] = {}  # SelectableGroups before Python 3.12, EntryPoints from it
+_installed_lock = threading.Lock()
+
+
+def installed_entry_points(group: str) -> list[metadata.EntryPoint]:
+    """The entry points of `group` among the packages installed on sys.path."""
+    where = tuple(sys.path)
+    with _installed_lock:
+        if where not in _installed:
+            _installed.clear()
+            _installed[where] = metadata.entry_points()
+        listed = _installed[where]
+    return list(listed.select(group=group))
 
 
 def _builtin(origin: str) -> bool:
@@ -128,7 +147,7 @@ class Registry(Generic[T]):
             if self._entry_points_loaded:
                 return
             self._entry_points_loaded = True
-            for ep in metadata.entry_points(group=self.group):
+            for ep in installed_entry_points(self.group):
                 if ep.name in self._entries:
                     continue
                 try:

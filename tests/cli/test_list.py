@@ -62,12 +62,9 @@ def broken_plugins(tmp_path, monkeypatch):
             (tmp_path / f"{module}.py").write_text(textwrap.dedent(body))
             points.append(metadata.EntryPoint(f"broken-{kind}", f"{module}:factory", reg.group))
             monkeypatch.delitem(sys.modules, module, raising=False)
-    every = metadata.entry_points  # what other libraries ask for (spaCy's catalogue: all groups, at import)
-    monkeypatch.setattr(
-        registry.metadata,
-        "entry_points",
-        lambda group=None, **kw: [p for p in points if p.group == group] if group else every(**kw),
-    )
+    # The registries' listing of installed plugins, not importlib.metadata's, which other libraries read too
+    # (spaCy's catalogue: all groups, at import).
+    monkeypatch.setattr(registry, "installed_entry_points", lambda group: [p for p in points if p.group == group])
 
 
 def test_a_plugin_failing_at_import_in_any_way_is_recorded_on_one_line(broken_plugins):
@@ -88,7 +85,7 @@ def test_keyboard_interrupt_at_import_is_not_swallowed(tmp_path, monkeypatch):
     monkeypatch.setattr(detectors, "_entry_points_loaded", False)
     monkeypatch.setattr(detectors, "_broken", {})
     point = metadata.EntryPoint("ctrl-c", "interrupting_plugin:factory", detectors.group)
-    monkeypatch.setattr(registry.metadata, "entry_points", lambda group: [point] if group == detectors.group else [])
+    monkeypatch.setattr(registry, "installed_entry_points", lambda group: [point] if group == detectors.group else [])
     with pytest.raises(KeyboardInterrupt):
         detectors.entries()
 

@@ -7,6 +7,8 @@ from importlib import metadata
 import pytest
 
 from shambench import registry
+from shambench.data.adapter import adapters
+from shambench.data.formats import formats
 from shambench.detection.detector import create_detector, detectors
 from shambench.errors import NameClashError, ParameterError, UnknownPluginError
 
@@ -42,11 +44,12 @@ def scans(monkeypatch):
     ]
     calls = []
 
-    def entry_points(group):
-        calls.append(group)
-        return [p for p in points if p.group == group]
+    def entry_points(**params):
+        calls.append(params)
+        return metadata.EntryPoints(points).select(**params)
 
     monkeypatch.setattr(registry.metadata, "entry_points", entry_points)
+    monkeypatch.setattr(registry, "_installed", {})  # nothing listed yet in this process
     return calls
 
 
@@ -55,12 +58,26 @@ def test_entry_points_are_scanned_only_on_a_miss(scans):
     assert detectors.get("overlap").name == "overlap"
     assert scans == []  # built-in names never list entry points
     assert detectors.get("extra").origin == f"{__name__}:extra_detector"
-    assert scans == [GROUP]
+    assert scans == [{}]  # every group in one listing
     detectors.get("extra")
     with pytest.raises(UnknownPluginError, match="did you mean 'extra'"):
         detectors.get("extr")
     detectors.entries()
-    assert scans == [GROUP]  # listed once per process
+    assert scans == [{}]  # listed once per process
+
+
+def test_the_registries_share_one_listing_per_sys_path(scans, monkeypatch, tmp_path):
+    for reg in (adapters, formats):
+        reg.entries()  # built-ins loaded before the snapshot
+        monkeypatch.setattr(reg, "_entries", dict(reg._entries))
+        monkeypatch.setattr(reg, "_entry_points_loaded", False)
+    assert detectors.get("extra").origin == f"{__name__}:extra_detector"
+    assert "extra" not in {e.name for e in adapters.entries()} | {e.name for e in formats.entries()}
+    assert scans == [{}]  # the sources' and the formats' registries read the detectors' listing
+    monkeypatch.syspath_prepend(str(tmp_path))  # where a package may be installed that was not listed
+    monkeypatch.setattr(detectors, "_entry_points_loaded", False)
+    detectors.entries()
+    assert scans == [{}, {}]
 
 
 def test_a_broken_plugin_is_reported_by_name_and_spares_the_others(scans):
