@@ -5,20 +5,14 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    ProgressColumn,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
-
 from shambench.detection.detector import Monitor
 from shambench.reporting.console import styled
 
+# rich.progress (and the live display it brings) is imported where a display is made: every command installs a
+# LoadStatus, and most (score, a run's scoring) never show one.
 if TYPE_CHECKING:
+    from rich.progress import Progress, ProgressColumn
+
     from shambench.runs.sweep import CellReport, SweepPlan
 
 
@@ -27,6 +21,8 @@ def progress_display(*columns: str | ProgressColumn, enabled: bool = True, trans
     often a file: `eval > out.txt` would end with the last frame of the bar). The stream is the one of the moment
     it is made (a library that silences stderr later does not hide it). `enabled` false (--no-progress) shows
     nothing; `transient`: erased once it stops (and never written where stderr is not a terminal)."""
+    from rich.progress import Progress
+
     from shambench.reporting.console import make_console
 
     console = make_console(stderr=True)
@@ -43,6 +39,8 @@ def progress_display(*columns: str | ProgressColumn, enabled: bool = True, trans
 
 def counting_progress(enabled: bool = True) -> Progress:
     """The house progress display: description, bar, done/total, elapsed, remaining, and a `stats` text field."""
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
     return progress_display(
         # markup=False: a detector or run name is printed as it is, whatever brackets it holds.
         TextColumn("{task.description}", style="bold", markup=False),
@@ -149,7 +147,7 @@ class LoadStatus:
 
     def _started(self, what: str) -> Progress | None:
         import click
-        from rich.progress import SpinnerColumn
+        from rich.progress import SpinnerColumn, TextColumn
 
         ctx = click.get_current_context(silent=True)
         if ctx is not None and ctx.params.get("no_progress"):
