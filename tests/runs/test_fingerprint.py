@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import Any, get_args, get_origin
 
 import pytest
 from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
 from shambench.cli import main
 from shambench.io import write_jsonl
 from shambench.runs.rundir import (
+    _PART_KEYS,
     EXAMPLE_PARTS,
     FINGERPRINT,
     changed_parts,
@@ -23,7 +26,7 @@ from shambench.runs.rundir import (
     fingerprints,
     load_config,
 )
-from shambench.schema import Example
+from shambench.schema import Annotations, Example, Reading, SoftSpan, Span, Step
 
 EXAMPLES = [
     Example(id="a", dataset="toy", task="summ", response="Paris is in Italy.", hallu_spans=[[12, 17]]),
@@ -159,7 +162,15 @@ def examples(draw, i: int = 0) -> Example:
     optional = {
         "soft_spans": [{"start": 0, "end": end, "prob": draw(st.floats(0, 1))}],
         "steps": [{"start": 0, "end": end, "label": draw(st.integers(0, 1))}],
-        "annotations": {"readings": [reading], "rule": draw(texts), "reproduces_gold": draw(st.booleans())},
+        "annotations": {
+            "readings": [reading],
+            "rule": draw(texts),
+            "reproduces_gold": draw(st.booleans()),
+            # a reason named like a part's first field is a key inside a part (`_PART_KEYS`)
+            "unplaced": draw(
+                st.dictionaries(st.sampled_from(["meta", "steps", "question", "moved"]) | texts, st.integers())
+            ),
+        },
     }
     kept = draw(st.sets(st.sampled_from(sorted(optional))))
     return Example.model_validate(
@@ -194,3 +205,34 @@ def test_fingerprints_of_a_subclass_with_fields_of_its_own():
     tagged = [Tagged(**ex.model_dump()) for ex in EXAMPLES]
     assert fingerprints(tagged) == (examples_hash(tagged), parts_by_definition(tagged))
     assert fingerprints(tagged)[0] != fingerprints(EXAMPLES)[0]  # the tag is in the whole hash
+
+
+def nested_models(annotation) -> set[type[BaseModel]]:
+    """The pydantic models an annotation holds, at any depth of containers or unions."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return {annotation} | {m for f in annotation.model_fields.values() for m in nested_models(f.annotation)}
+    return {m for arg in get_args(annotation) for m in nested_models(arg)}
+
+
+def free_keys(annotation) -> bool:
+    """Whether an annotation holds a mapping or an untyped value, whose keys are not field names."""
+    return get_origin(annotation) is dict or annotation is Any or any(free_keys(arg) for arg in get_args(annotation))
+
+
+def test_no_key_inside_the_parts_before_meta_is_taken_for_a_part():
+    # fingerprints cuts each example's JSON at the first ',"<first field of a part>":' after the previous part: a
+    # model inside a part with a field of such a name, or free keys, would be cut there
+    firsts = {key.decode()[2:-2] for key in _PART_KEYS}
+    inside = set().union(*(nested_models(f.annotation) for n, f in Example.model_fields.items() if n != "meta"))
+    assert inside == {Span, SoftSpan, Step, Reading, Annotations}
+    assert not firsts & {name for model in inside for name in model.model_fields}
+    free = {(m.__name__, n) for m in inside for n, f in m.model_fields.items() if free_keys(f.annotation)}
+    assert free == {("Annotations", "unplaced")}  # serialized by part when a key of it is "meta"
+    assert not [n for n, f in Example.model_fields.items() if n not in ("meta", "context") and free_keys(f.annotation)]
+
+
+def test_an_unplaced_reason_named_meta_is_in_the_annotators_part():
+    ex = Example.model_validate(
+        {**EXAMPLES[0].model_dump(), "annotations": {"readings": [], "rule": "r", "unplaced": {"x": 1, "meta": 2}}}
+    )
+    assert fingerprints([ex]) == (examples_hash([ex]), parts_by_definition([ex]))
