@@ -253,7 +253,10 @@ class Annotations(BaseModel):
                 "(each one's gold is built from all the others)"
             )
         own = [_coerced_spans(spans) for spans in marked.values()]
-        counted = _Counted(own) if len(own) > 1 else None
+        # counted only for what reads the counts: a MarkedByMoreThan rule's golds, the shares (zhou's rule is
+        # neither: counting its 2,000 examples' annotators cost 2,000 _Counted built for nothing)
+        reads_counts = soft or isinstance(gold_of, MarkedByMoreThan)
+        counted = _Counted(own) if len(own) > 1 and reads_counts else None
         hard = counted.gold(gold_of.share) if counted and isinstance(gold_of, MarkedByMoreThan) else None
         shares = counted.shares() if counted and soft else None
         readings = []
