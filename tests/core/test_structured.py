@@ -6,7 +6,6 @@ from __future__ import annotations
 import ast
 import json
 import re
-from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -24,8 +23,8 @@ from shambench.structured import (
     yaml_file,
     yaml_value,
 )
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.test_architecture import REPO
+from tests.test_fs_gate import calls_outside_gate
 
 
 def nested(depth: int) -> str:
@@ -233,26 +232,13 @@ ALLOWED = {
 }
 
 
-def parses_in(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            owner = node.func.value
-            if isinstance(owner, ast.Name) and (owner.id, node.func.attr) in PARSERS:
-                found.add(f"{owner.id}.{node.func.attr}")
-    return found
-
-
-def package_files() -> list[Path]:
-    return [
-        p for folder in ("shambench", "adapters", "detectors", "leaderboard") for p in (REPO / folder).rglob("*.py")
-    ]
+def parse_call(node: ast.Call) -> str | None:
+    """The call as written (`json.loads`) when it is one of PARSERS; None otherwise."""
+    owner = node.func.value if isinstance(node.func, ast.Attribute) else None
+    if isinstance(owner, ast.Name) and isinstance(node.func, ast.Attribute) and (owner.id, node.func.attr) in PARSERS:
+        return f"{owner.id}.{node.func.attr}"
+    return None
 
 
 def test_no_module_parses_structured_input_but_through_the_reader():
-    stray = {
-        (str(p.relative_to(REPO)), call) for p in package_files() if p.name != "structured.py" for call in parses_in(p)
-    }
-    assert stray - set(ALLOWED) == set()
-    assert set(ALLOWED) - stray == set(), "an allowed parse is gone: drop it from ALLOWED"
+    assert calls_outside_gate(parse_call, ALLOWED, gate=REPO / "shambench" / "structured.py") == []
