@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from shambench.cli import main
+from tests.cli.commands import every_command
 from tests.conftest import require_shared
 
 REPO = Path(__file__).resolve().parents[1]
@@ -118,16 +119,9 @@ def unknown_names(args: list[str], defined: tuple[str, ...] = ()) -> list[str]:
     return wrong
 
 
-def help_texts(command: click.Command = main, ctx: click.Context | None = None) -> list[tuple[str, str]]:
+def help_texts() -> list[tuple[str, str]]:
     """(command path, help text) of the command line and every command below it."""
-    ctx = ctx or click.Context(main, info_name="shambench")
-    found = [(ctx.command_path, command.help or "")]
-    if isinstance(command, click.Group):
-        for name in command.list_commands(ctx):
-            sub = command.get_command(ctx, name)
-            assert sub is not None
-            found += help_texts(sub, click.Context(sub, info_name=name, parent=ctx))
-    return found
+    return [(path, command.help or "") for path, command in every_command()]
 
 
 def help_examples(text: str) -> list[str]:

@@ -28,7 +28,6 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-import click
 import pytest
 from click.testing import CliRunner
 
@@ -37,6 +36,7 @@ from shambench import secrets
 from shambench.cli import main
 from shambench.llm.cache import ResponseCache
 from tests import leaks
+from tests.cli.commands import runnable_commands
 from tests.cli.test_data_download import Through
 from tests.cli.test_run_integrity import examples_file
 from tests.conftest import folder_tree
@@ -123,17 +123,6 @@ CACHE_IS_OUTPUT = {"cache clear", "data add-context"}
 TRANSIENT = {"data download": ["data/.shambench-hub", "data/.shambench-hub/fava-uw"]}
 
 
-def command_paths(group: click.Group = main, prefix: str = "") -> list[str]:
-    """Every command of the CLI, as `group sub`, through every group."""
-    ctx = click.Context(group)
-    out = []
-    for name in group.list_commands(ctx):
-        cmd = group.get_command(ctx, name)
-        path = f"{prefix}{name}"
-        out += command_paths(cmd, f"{path} ") if isinstance(cmd, click.Group) else [path]
-    return out
-
-
 # Commands the class tests leave out, each with its reason: none, every command of the group is run.
 NOT_RUN: dict[str, str] = {}
 RUN = sorted(INVOCATIONS.keys() - NOT_RUN.keys())
@@ -141,9 +130,9 @@ RUN = sorted(INVOCATIONS.keys() - NOT_RUN.keys())
 
 def test_every_command_is_run():
     """The commands both class tests run (`RUN`) are the click group's, less `NOT_RUN`, which names commands only."""
-    assert sorted(RUN) == sorted(set(command_paths()) - NOT_RUN.keys())
-    assert sorted(INVOCATIONS) == sorted(command_paths())
-    assert NOT_RUN.keys() <= set(command_paths()) and all(NOT_RUN.values())
+    assert sorted(RUN) == sorted(set(list(runnable_commands())) - NOT_RUN.keys())
+    assert sorted(INVOCATIONS) == sorted(list(runnable_commands()))
+    assert NOT_RUN.keys() <= set(list(runnable_commands())) and all(NOT_RUN.values())
 
 
 def make_template(home: Path, examples: Callable[[Path], Path]) -> Path:
@@ -452,7 +441,7 @@ SECRET = leaks.ODD_KEY
 
 
 def test_every_command_is_classed_as_talking_to_a_server_or_not():
-    assert sorted([*TALKING, *NO_SERVER]) == sorted(command_paths())
+    assert sorted([*TALKING, *NO_SERVER]) == sorted(list(runnable_commands()))
     assert not TALKING.keys() & NO_SERVER.keys() and all(NO_SERVER.values())
 
 

@@ -11,18 +11,9 @@ from click.testing import CliRunner
 
 from shambench.cli import UserError, main
 from shambench.cli.options import OutputFolder
+from tests.cli.commands import every_command
 
 FIXTURES = Path(__file__).parents[1] / "adapters" / "fixtures"
-
-
-def every_command(command: click.Command = main, ctx: click.Context | None = None):
-    """(command path, command) of the command line and every command below it."""
-    ctx = ctx or click.Context(main, info_name="shambench")
-    yield ctx.command_path, command
-    if isinstance(command, click.Group):
-        for name in command.list_commands(ctx):
-            sub = command.get_command(ctx, name)
-            yield from every_command(sub, click.Context(sub, info_name=name, parent=ctx))
 
 
 FOLDER_OUTPUTS = [

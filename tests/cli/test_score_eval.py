@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from shambench.cli import main
 from shambench.io import write_jsonl
 from shambench.schema import Example, Prediction
+from tests.cli.commands import every_command
 
 # Tokens of "Paris is in Italy.": Paris [0,5) is [6,8) in [9,11) Italy [12,17) . [17,18); gold "Italy".
 EXAMPLES = [
@@ -354,19 +355,8 @@ def test_python_dash_m_help_equals_the_console_script(tmp_path):
         assert f"  {name} " in module.stdout
 
 
-def all_command_paths(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
-    ctx = click.Context(group)
-    paths = []
-    for name in group.list_commands(ctx):
-        cmd = group.get_command(ctx, name)
-        paths.append((*prefix, name))
-        if isinstance(cmd, click.Group):
-            paths.extend(all_command_paths(cmd, (*prefix, name)))
-    return paths
-
-
 def test_every_subcommand_has_help():
-    paths = all_command_paths(main)
+    paths = [tuple(path.split()[1:]) for path, _ in every_command() if path != "shambench"]
     assert {("score",), ("eval",), ("list",), ("list", "detectors"), ("list", "datasets")} <= set(paths)
     for path in paths:
         result = invoke(*path, "--help")

@@ -16,7 +16,8 @@ from click.testing import CliRunner
 
 from shambench.cli import RedactingStream, main, terminal_text
 from tests.cli import test_fs_class as fs_class
-from tests.cli.test_fs_class import INVOCATIONS, check_outcome, command_paths, make_template, run
+from tests.cli.commands import runnable_commands
+from tests.cli.test_fs_class import INVOCATIONS, check_outcome, make_template, run
 
 # The filesystem class test's fixtures: its stand-ins on 127.0.0.1 and the copy of `template` each command runs on.
 api, fava_on_the_hub, no_network, world = fs_class.api, fs_class.fava_on_the_hub, fs_class.no_network, fs_class.world
@@ -85,7 +86,7 @@ def template(tmp_path_factory):
 
 
 def test_every_command_is_run():
-    assert sorted(INVOCATIONS) == sorted(command_paths())
+    assert sorted(INVOCATIONS) == sorted(list(runnable_commands()))
 
 
 # Beside each command's invocation, those that print an example's own texts or read the EXAMPLES file directly.

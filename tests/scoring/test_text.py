@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from functools import cache
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -186,56 +185,6 @@ def test_language_of_reads_meta_lang_in_lower_case_and_defaults_to_english():
 def test_language_of_keeps_the_primary_subtag_of_regional_and_script_codes():
     codes = ["en-US", "en_GB", "zh_Hans", "zh-Hant-TW", "PT-br", " de "]
     assert [text.language_of({"lang": c}) for c in codes] == ["en", "en", "zh", "zh", "pt", "de"]
-
-
-def _odd_language_files(tmp_path):
-    rows = [
-        {
-            "id": "fine",
-            "dataset": "d",
-            "task": "summ",
-            "response": "Hello there.",
-            "hallu_spans": [],
-            "meta": {"lang": "en-US"},
-        },
-        {"id": "odd", "dataset": "d", "task": "summ", "response": "Qq qq.", "hallu_spans": [], "meta": {"lang": "qq"}},
-    ]
-    examples = tmp_path / "examples.jsonl"
-    examples.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    predictions = tmp_path / "predictions.jsonl"
-    predictions.write_text('{"id": "fine", "spans": []}\n{"id": "odd", "spans": []}\n', encoding="utf-8")
-    sweep = tmp_path / "sweep.yaml"
-    sweep.write_text(f"examples: [{examples}]\nruns: {tmp_path / 'swept'}\ndetectors:\n  - detector: overlap\n")
-    return examples, predictions, sweep
-
-
-# Every command that reads an EXAMPLES file, with detectors that segment (overlap) and that do not (random): the
-# language is checked where the file is read, before a detector or the scorer meets it (R13 of the attack
-# reproductions: `eval --detector overlap` printed spaCy's ImportError instead).
-EXAMPLES_COMMANDS = {
-    "score": lambda e, p, s, t: ["score", "--examples", e, "--predictions", p, "--bootstrap", 10],
-    "eval overlap": lambda e, p, s, t: ["eval", "--detector", "overlap", "--examples", e, "--run-dir", t / "r"],
-    "eval random": lambda e, p, s, t: ["eval", "--detector", "random", "--examples", e, "--run-dir", t / "r"],
-    "sweep": lambda e, p, s, t: ["sweep", s, "--workers", "1", "--no-progress"],
-    "submit": lambda e, p, s, t: ["leaderboard", "submit", p, "--name", "x", "--examples", e, "--runs-dir", t / "b"],
-    "agreement": lambda e, p, s, t: ["agreement", "--examples", e, "--bootstrap", 10],
-}
-
-
-@pytest.mark.parametrize("command", sorted(EXAMPLES_COMMANDS))
-def test_an_unknown_language_is_a_one_line_error_naming_the_example(tmp_path, command):
-    from click.testing import CliRunner
-
-    from shambench.cli import main
-
-    args = EXAMPLES_COMMANDS[command](*_odd_language_files(tmp_path), tmp_path)
-    result = CliRunner().invoke(main, list(map(str, args)))
-    assert result.exit_code == 2, result.output
-    assert "Traceback" not in result.output and not isinstance(result.exception, ImportError)
-    lines = result.output.splitlines()
-    assert len([x for x in lines if x.startswith("error:")]) == 1, result.output
-    assert any("example 'odd': meta.lang 'qq' is not a language spaCy can tokenise" in x for x in lines)
-    assert "ImportError" not in result.output and "run the same command again" not in result.output
 
 
 def test_usable_languages_are_known_as_such():
