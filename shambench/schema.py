@@ -19,17 +19,15 @@ from pydantic import (
     model_validator,
 )
 
+from shambench.controls import IN_NAMES
 from shambench.errors import SourceError
 
-# C0 and C1 controls, DEL, and the bidirectional overrides and isolates: in an id or a name they would reach a
-# terminal, a log or a page as a line break, an escape sequence or text shown in another order.
-CONTROL_CHARACTERS = "\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"
-_CONTROL = re.compile(f"[{CONTROL_CHARACTERS}]")
+_CONTROL = re.compile(f"[{IN_NAMES}]")
 
 
 def plain_name(value: str) -> str:
     """`value` when it holds no control character; ValueError naming the first one otherwise."""
-    # Every character of CONTROL_CHARACTERS is one str.isprintable refuses (tests/core/test_names.py enumerates
+    # Every character of IN_NAMES is one str.isprintable refuses (tests/core/test_names.py enumerates
     # them): a printable value, nearly every id and name, is passed without the regex search.
     if value.isprintable():
         return value

@@ -20,7 +20,14 @@ PACKAGE_DIRS = {
 }
 # The core's layers, lowest first: a module may import its own layer and those below it.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("shambench.errors", "shambench.memory", "shambench.paths", "shambench.schema", "shambench.secrets"),
+    (
+        "shambench.controls",
+        "shambench.errors",
+        "shambench.memory",
+        "shambench.paths",
+        "shambench.schema",
+        "shambench.secrets",
+    ),
     (
         "shambench.fs",
         "shambench.io",

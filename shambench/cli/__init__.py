@@ -16,6 +16,7 @@ from typing import IO, Any, NoReturn
 import click
 
 from shambench.cli.exits import INTERRUPTED, UserError
+from shambench.controls import FOREIGN
 from shambench.errors import ChangedDataError, DataError, RunDirError, SelectionError, UnknownPluginError, message_of
 from shambench.secrets import redact
 
@@ -145,11 +146,8 @@ def warning_line(message: Warning | str, *args: Any, **kwargs: Any) -> str:
 # shown, moved up a line, the line erased, a return to its start.
 _COLOURS = r"\x1b\[[0-9;]*m"
 _LIVE = r"\x1b\[\?25[hl]|\x1b\[[0-9]*[AK]|\r"
-# Every other C0 and C1 control character (line feed and tab are text), DEL, and the bidirectional overrides and
-# isolates, which reorder what a reader sees.
-_CONTROLS = "\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"
-_ANY_CONTROL = re.compile(f"[{_CONTROLS}]")
-_SEQUENCES = re.compile(f"(?P<colours>{_COLOURS})|(?P<live>{_LIVE})|[{_CONTROLS}]")
+_ANY_CONTROL = re.compile(f"[{FOREIGN}]")
+_SEQUENCES = re.compile(f"(?P<colours>{_COLOURS})|(?P<live>{_LIVE})|[{FOREIGN}]")
 
 
 def _escaped(text: str) -> str:
