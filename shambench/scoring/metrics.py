@@ -104,14 +104,36 @@ def _sorted_within_items(values: np.ndarray, item: np.ndarray) -> tuple[np.ndarr
     return order, owner, new
 
 
+def _counted_within_items(values: np.ndarray, item: np.ndarray, n_items: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per item and distinct value (in increasing order), how many of the item's values equal it (items × distinct
+    values), and each value's place in that table (flattened); None when the table would hold more cells than there
+    are values (many distinct values) or a NaN is among them (which no other value equals, itself included).
+
+    Soft labels take a few distinct values: counted in a table, no sort within items is needed."""
+    distinct = np.unique(values)
+    if n_items * len(distinct) > len(values) or (len(distinct) and np.isnan(distinct[-1])):
+        return None
+    place = item * len(distinct) + np.searchsorted(distinct, values)
+    return np.bincount(place, minlength=n_items * len(distinct)).reshape(n_items, len(distinct)), place
+
+
 def _distinct_per_item(values: np.ndarray, item: np.ndarray, n_items: int) -> np.ndarray:
     """Per item, how many distinct values it has (as a set of floats counts them)."""
+    counted = _counted_within_items(values, item, n_items)
+    if counted is not None:
+        return np.count_nonzero(counted[0], axis=1)
     _, owner, new = _sorted_within_items(values, item)
     return np.bincount(owner[new], minlength=n_items)
 
 
 def _average_ranks(values: np.ndarray, item: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Each value's 1-based rank within its item, ties given the mean of the ranks they span."""
+    counted = _counted_within_items(values, item, len(lengths))
+    if counted is not None:
+        table, place = counted
+        # The values of its item below it, then the mean of the places its ties span (as from a sort, below).
+        below = np.cumsum(table, axis=1) - table
+        return (below + (table + 1) / 2).ravel()[place]
     order, owner, new = _sorted_within_items(values, item)
     firsts = np.flatnonzero(new)
     sizes = np.diff(np.append(firsts, len(values)))

@@ -7,7 +7,7 @@ import zlib
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from shambench.scoring import metrics
@@ -120,6 +120,27 @@ def test_spearman_equals_scipys(pairs):
     assume(len(set(np.round(a, 8))) > 1 and len(set(np.round(b, 8))) > 1)
     # The same rho up to the order of the sums (per-item sums here, BLAS's dot product in scipy's).
     assert metrics.cor(a, b) == pytest.approx(spearmanr(a, b).correlation, abs=1e-12)
+
+
+VALUES = st.sampled_from([0.0, -0.0, 0.25, 1 / 3, 1.0]) | st.floats(0, 1) | st.just(math.nan)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(VALUES, max_size=12), min_size=1, max_size=6))
+@example([[0.1, 0.2, 0.3, 0.4], [0.5, 0.6, 0.7, 0.8], [0.9]])  # more distinct values than items can tabulate
+@example([[0.0, 1.0, 0.0, 1.0, 0.0], [1.0, 1.0, -0.0], [0.5, 0.0]])  # a few distinct values: counted in a table
+def test_ranks_and_distinct_values_within_items_are_those_of_each_item_alone(items):
+    # Within its item: the values below it, then the mean of the places its ties span; a NaN equals no value.
+    values = np.array([v for item in items for v in item], float)
+    lengths = np.array([len(item) for item in items])
+    item = np.repeat(np.arange(len(items)), lengths)
+    expected = [sum(x < v for x in it) + (sum(x == v for x in it) + 1) / 2 for it in items for v in it]
+    ranks = metrics._average_ranks(values, item, lengths)
+    assert [r for r, v in zip(ranks.tolist(), values.tolist()) if v == v] == [
+        e for e, v in zip(expected, values) if v == v
+    ]
+    distinct = [len({v for v in it if v == v}) + sum(v != v for v in it) for it in items]
+    assert metrics._distinct_per_item(values, item, len(items)).tolist() == distinct
 
 
 @settings(max_examples=60, deadline=None)
