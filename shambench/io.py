@@ -44,9 +44,12 @@ MAX_DEPTH = 32
 """Deepest nesting of arrays and objects accepted in one JSON record (a span list inside `meta` is depth 4)."""
 
 
-# Digits as "0", exponent markers as "e", anything else as " ": the shapes of a line's numbers, found in one pass
-# (a regex scan costs more than parsing the line). Readers of a line share one translation of it.
-NUMBER_SHAPES = bytes(48 if 48 <= b <= 57 else 101 if b in (69, 101) else 32 for b in range(256))
+# Digits as "0", exponent markers as "e", opening brackets (`[`, `{`) as "[", anything else as " ": the shapes of a
+# line's numbers and how deep it may nest, found in one pass (a regex scan costs more than parsing the line).
+# Readers of a line share one translation of it.
+NUMBER_SHAPES = bytes(
+    48 if 48 <= b <= 57 else 101 if b in (69, 101) else 91 if b in (91, 123) else 32 for b in range(256)
+)
 # A run of 19 digits may be an integer outside 64 bits (below -2**63 or past 2**64), which orjson reads as a float
 # and `json` keeps exact; it may also overflow a float to infinity.
 LONG_DIGIT_RUN = b"0" * 19
@@ -59,15 +62,21 @@ def parse_json_line(line: bytes | str, shapes: bytes | None = None) -> Any:
     refuses or might read differently (lone surrogates, NaN, deep nesting, integers past 64 bits, bad bytes) is read
     again by `json`, whose acceptance and messages are the rule. `shapes`: the line's bytes translated by
     `NUMBER_SHAPES`, when the caller has them already."""
+    return json_line(line, shapes)[0]
+
+
+def json_line(line: bytes | str, shapes: bytes | None = None) -> tuple[Any, bool]:
+    """`parse_json_line`'s value, and whether orjson read it: such a value holds no infinite number (orjson refuses
+    a number that overflows a float, which `json` reads as infinity), so a reader need not look for one."""
     raw = line.encode("utf-8", "surrogatepass") if isinstance(line, str) else line
     if shapes is None:
         shapes = raw.translate(NUMBER_SHAPES)
     if LONG_DIGIT_RUN not in shapes:
         try:
-            return orjson.loads(raw)
+            return orjson.loads(raw), True
         except orjson.JSONDecodeError:
             pass
-    return _parse_json_strictly(line)
+    return _parse_json_strictly(line), False
 
 
 def _parse_json_strictly(line: bytes | str) -> Any:

@@ -24,6 +24,7 @@ from shambench.io import (
     NUMBER_SHAPES,
     iter_jsonl,
     iter_lines,
+    json_line,
     json_type,
     parse_json_line,
     validation_message,
@@ -115,18 +116,22 @@ def _range_problem(field: str, i: int, item: Any) -> str | None:
     return None
 
 
-def may_hide_problems(raw: bytes, shapes: bytes) -> bool:
+def may_hide_problems(raw: bytes, shapes: bytes, finite: bool = False) -> bool:
     """Whether a valid JSON line nests deeper than `MAX_DEPTH` or may hold an infinite number (only an exponent
     or a run of 19 or more digits overflows; NaN and Infinity are refused as the line is read). Only such lines
     need their values walked, which costs more than reading them. `shapes`: the line translated by
-    `io.NUMBER_SHAPES`."""
-    many_brackets = raw.count(b"[") + raw.count(b"{") > MAX_DEPTH
-    if not (many_brackets or b"0e" in shapes or LONG_DIGIT_RUN in shapes):
+    `io.NUMBER_SHAPES`; `finite`: its value holds no infinite number (`io.json_line`), only its nesting is in
+    doubt."""
+    many_brackets = shapes.count(b"[") > MAX_DEPTH
+    if not (many_brackets or (not finite and (b"0e" in shapes or LONG_DIGIT_RUN in shapes))):
         return False
     # Looked at again without its strings (ids and texts with digits, brackets of their own).
     bare = _JSON_STRING.sub(b"", raw)
-    bare_shapes = bare.translate(NUMBER_SHAPES)
-    return b"0e" in bare_shapes or LONG_DIGIT_RUN in bare_shapes or _nesting(bare) > MAX_DEPTH
+    if not finite:
+        bare_shapes = bare.translate(NUMBER_SHAPES)
+        if b"0e" in bare_shapes or LONG_DIGIT_RUN in bare_shapes:
+            return True
+    return _nesting(bare) > MAX_DEPTH
 
 
 # A JSON string (its escapes included), and the bytes that are not brackets.
@@ -205,7 +210,8 @@ def parse_line(line: bytes | str, model: type[BaseModel], drop: Sequence[str] = 
     if isinstance(line, str):
         return parse_record(parse_json_line(line), model, drop)
     shapes = line.translate(NUMBER_SHAPES)
-    return parse_record(parse_json_line(line, shapes), model, drop, may_hide_problems(line, shapes))
+    value, finite = json_line(line, shapes)
+    return parse_record(value, model, drop, may_hide_problems(line, shapes, finite))
 
 
 def iter_records(path: str | Path, model: type[BaseModel], drop: Sequence[str] = ()) -> Iterator[tuple[int, Any]]:

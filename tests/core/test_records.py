@@ -236,6 +236,12 @@ def test_only_numbers_and_nesting_outside_strings_call_for_a_walk():
     assert _hides(b'{"id": "x", "meta": {"t": 1e999}}') is True
     assert _hides(b'{"id": "x", "meta": {"t": 10000000000000000000}}') is True
     assert _hides(b'{"id": "x\\"[[", "meta": {"t": 2E5}}') is True
+    # A value orjson read holds no infinite number (it refuses one that overflows): only its nesting is in doubt.
+    for line, deep in (
+        (b'{"id": "x", "meta": {"t": 2E5}}', False),
+        (b'{"t": ' + b"[" * 40 + b"1e5" + b"]" * 40 + b"}", True),
+    ):
+        assert may_hide_problems(line, line.translate(NUMBER_SHAPES), finite=True) is deep
 
 
 def test_a_file_is_read_with_the_collector_paused_and_left_as_it_was(tmp_path, monkeypatch, command_line_settings):
