@@ -87,16 +87,33 @@ def _same_in_orjson(value: Any) -> bool:
     floats that both print without an exponent below 1 (json writes 1e-05 where orjson writes 0.00001), and lists
     and string-keyed dicts of those. Anything else (non-finite floats, huge integers, other key or value types)
     is left to json."""
+    # Walked with a stack, not by recursion: every request's key walks its whole body (a few dozen values, most of
+    # them strings), and a call (and a generator) per value cost more than orjson's writing and the hash together.
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        kind = type(item)
+        if kind is str:
+            continue
+        if kind is dict or (kind is not list and isinstance(item, dict)):
+            if not all(map(str.__instancecheck__, item)):
+                return False
+            pending.extend(item.values())
+        elif kind is list or isinstance(item, list | tuple):
+            pending.extend(item)
+        elif not _same_scalar(item):
+            return False
+    return True
+
+
+def _same_scalar(value: Any) -> bool:
+    """`_same_in_orjson` of a value that is no list, tuple or dict."""
     if isinstance(value, str) or value is None or isinstance(value, bool):
         return True
     if isinstance(value, int):
         return -(2**63) <= value < 2**64
     if isinstance(value, float):
         return value == 0 or (math.isfinite(value) and abs(value) >= 1e-4)
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and _same_in_orjson(v) for k, v in value.items())
-    if isinstance(value, list | tuple):
-        return all(_same_in_orjson(v) for v in value)
     return False
 
 
