@@ -99,6 +99,53 @@ def test_a_key_variable_read_later_is_still_known(monkeypatch):
     assert redact("x late-secret-1234 y") == f"x {MASK} y"
 
 
+def test_a_key_variable_changed_or_unset_later_is_followed(monkeypatch):
+    # The redactor compares the variables' stored values on every call: a change made any way os.environ offers
+    # (setting, deleting, os.environb) is seen at the next call.
+    monkeypatch.setattr(secrets, "_key_envs", secrets._key_envs)
+    remember_key_env("SHAMBENCH_TEST_MOVING_KEY")
+    monkeypatch.setenv("SHAMBENCH_TEST_MOVING_KEY", "first-secret-1234")
+    assert redact("a first-secret-1234 b second-secret-5678") == f"a {MASK} b second-secret-5678"
+    os.environb[b"SHAMBENCH_TEST_MOVING_KEY"] = b"second-secret-5678"
+    assert redact("a first-secret-1234 b second-secret-5678") == f"a first-secret-1234 b {MASK}"
+    del os.environ["SHAMBENCH_TEST_MOVING_KEY"]
+    assert redact("a first-secret-1234 b second-secret-5678") == "a first-secret-1234 b second-secret-5678"
+
+
+def test_an_environment_mapping_of_another_kind_is_read_by_its_get(monkeypatch):
+    # e.g. os.environ replaced by a plain dict: no stored mapping to read, its `get` is the one way
+    monkeypatch.setattr(secrets, "_key_envs", secrets._key_envs)
+    remember_key_env("SHAMBENCH_TEST_DICT_KEY")
+    monkeypatch.setattr(os, "environ", {"SHAMBENCH_TEST_DICT_KEY": "dict-secret-1234"})
+    assert redact("x dict-secret-1234 y") == f"x {MASK} y"
+
+
+FRAGMENTS = st.sampled_from(
+    ["sk-", "hf_", "gh", "ghp_", "gho_", "ghr_", "github_pat_", "AKIA", "AIza", "Bearer ", "://", "@", "/", " ", "x"]
+)
+SHAPED_TEXTS = st.lists(FRAGMENTS | st.text(alphabet="aZ09_-.:/@ \n", max_size=20), max_size=12).map("".join)
+
+
+@given(SHAPED_TEXTS)
+def test_a_text_the_shapes_match_is_never_passed_over(text):
+    assert secrets.KEY_SHAPES.search(text) is None or secrets.may_hold_shape(text)
+
+
+@settings(max_examples=60, deadline=None)
+@given(key=KEYS, pieces=st.lists(st.sampled_from(["", " ", "x", "\\", '"', "%2"]) | KEYS, max_size=6))
+def test_a_form_is_found_exactly_where_the_expression_finds_one(key, pieces):
+    # Pieces of the key's forms (their openings without the rest, and whole) around other text: the search at
+    # the openings answers as a scan of the whole text by the expression does.
+    forms = sorted(leaks.encodings(key).values())
+    text = "".join(forms[len(p) % len(forms)][: len(p) + 4] + p for p in pieces) + forms[len(pieces) % len(forms)]
+    in_use = (*secrets._key_envs, "SHAMBENCH_TEST_KEY")
+    with mock.patch.dict(os.environ, {"SHAMBENCH_TEST_KEY": key}), mock.patch.object(secrets, "_key_envs", in_use):
+        matcher = secrets._matcher()
+        assert matcher is not None
+        assert secrets._holds_form(text, matcher) == (matcher[1].search(text) is not None)
+        assert secrets._holds_form(text[:-1], matcher) == (matcher[1].search(text[:-1]) is not None)
+
+
 # Every class field in the packages that names a key variable, found in the source (so a module only an extra
 # imports is read too): (file, class, field, annotation).
 ROOT = Path(__file__).parents[2]
@@ -192,7 +239,7 @@ def test_text_without_keys_is_unchanged(text):
     # No key variable is set to anything in this text, and hypothesis' text is too short and too random to hold
     # a key shape (16 key characters after a prefix) by chance, barring the prefixes themselves, excluded here.
     matcher = secrets._matcher()
-    if secrets.SHAPE_MARKS.search(text) or (matcher and matcher[1].search(text)):
+    if secrets.may_hold_shape(text) or (matcher and matcher[1].search(text)):
         return
     assert redact(text) == text
 
