@@ -78,8 +78,28 @@ def load_prices() -> dict[str, Price]:
 
 def price_of(model: str, prices: dict[str, Price] | None = None) -> Price | None:
     """The price of a model: its exact name, else without a `provider/` prefix, else the longest listed prefix
-    (so a dated snapshot such as `gpt-5-mini-2025-08-07` is priced as `gpt-5-mini`)."""
-    prices = load_prices() if prices is None else prices
+    (so a dated snapshot such as `gpt-5-mini-2025-08-07` is priced as `gpt-5-mini`); `prices`: the price table
+    (default `load_prices()`)."""
+    if prices is not None:
+        return _listed_price(model, prices)
+    global _priced
+    table = load_prices()
+    priced_from, found = _priced
+    if priced_from is not table:
+        found = {}
+        _priced = (table, found)
+    if model not in found:
+        found[model] = _listed_price(model, table)
+    return found[model]
+
+
+# Each model's price in the table `load_prices` returned, and that table: every request's cost asks for the
+# same model's price, and a model the table does not name is looked for as a prefix of every name in it.
+_priced: tuple[dict[str, Price] | None, dict[str, Price | None]] = (None, {})
+
+
+def _listed_price(model: str, prices: dict[str, Price]) -> Price | None:
+    """`price_of` in the table `prices`."""
     for name in (model, model.rsplit("/", 1)[-1]):
         if name in prices:
             return prices[name]
