@@ -180,7 +180,11 @@ class ResponseCache:
 
     def put(self, key: str, model: str, value: dict[str, Any]) -> None:
         """Store (or replace) the record under `key`; committed with the next batch."""
-        text = redact(json.dumps(value, ensure_ascii=False))
+        self.put_json(key, model, json.dumps(value, ensure_ascii=False))
+
+    def put_json(self, key: str, model: str, text: str) -> None:
+        """Store (or replace) the record whose JSON text is `text` under `key`; committed with the next batch."""
+        text = redact(text)
         with self._lock:
             self._pending[key] = (key, model, sealed(key, text), time.time())
             if len(self._pending) >= BATCH_SIZE or time.monotonic() - self._committed > self.batch_seconds:

@@ -9,7 +9,7 @@ import pytest
 
 from shambench.errors import AuthenticationStopped, EndpointError, MalformedReply, ServerUnreachable
 from shambench.llm.cache import ResponseCache
-from shambench.llm.client import LLMClient, LLMError
+from shambench.llm.client import Completion, LLMClient, LLMError, cache_record
 from shambench.llm.endpoint import DEFAULT_MAX_RESPONSE_BYTES, Endpoint, endpoint_url
 from shambench.llm.wire import Usage, parse_reply
 from tests.openai_server import MALFORMED_200, Fault, OpenAIServer
@@ -286,3 +286,23 @@ def test_usages_add_up_field_by_field_and_keep_the_fields_of_their_own_class():
     total = OptimisationUsage(lm_calls=3, unparsed=1, failures=["boom"], requests=5).plus(one)
     assert type(total) is OptimisationUsage
     assert (total.lm_calls, total.unparsed, total.failures, total.requests, total.cost) == (3, 1, ["boom"], 7, 0.25)
+
+
+def test_a_reply_cached_reads_back_as_it_was():
+    # Text with an escape and a quote, log-probabilities (a finite number, which a reply's must be)
+    top = '[{"token": "hi", "logprob": -0.1, "top_logprobs": [{"token": "hi", "logprob": -1e-7}, {"token": "yo", "logprob": -2.5}]}]'
+    text = (
+        '{"model": "m", "choices": [{"message": {"content": "h\\u00e9 \\"x\\""}, "finish_reason": "stop", '
+        f'"logprobs": {{"content": {top}}}}}]}}'
+    )
+    reply = parse_reply("chat", text, "m")
+    assert (reply.text, reply.top_logprobs) == ('hé "x"', {"hi": -1e-7, "yo": -2.5})
+    record = json.loads(cache_record(reply))
+    assert record == {
+        "text": 'hé "x"',
+        "reasoning": None,
+        "finish_reason": "stop",
+        "top_logprobs": reply.top_logprobs,
+        "served_model": "m",
+    }
+    assert Completion(**record, usage=Usage(), key="k").top_logprobs == {"hi": -1e-7, "yo": -2.5}
