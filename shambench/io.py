@@ -127,7 +127,9 @@ def iter_jsonl(path: str | Path, named: bool = False) -> Iterator[tuple[int, dic
 
 def model_line(obj: BaseModel) -> str:
     """One compact JSON line for a model, without unset optional fields."""
-    return obj.model_dump_json(exclude_none=True) + "\n"
+    # model_dump_json's own text, by its serializer directly: the method's keyword handling cost a journal line
+    # 6.7k of its 31k instructions.
+    return obj.__pydantic_serializer__.to_json(obj, exclude_none=True).decode() + "\n"
 
 
 def open_regular(path: str | Path, flags: int, root: str | Path | None = None) -> int:
