@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from shambench.adapters._released import source_file, validated
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.errors import SourceError
-from shambench.schema import Annotations, Example, MarkedByMoreThan, Name, Span
+from shambench.schema import BUILT_WHEN_USED, Annotations, Example, MarkedByMoreThan, Name, Span
 from shambench.sources import PAPER_SOURCE, PublishedCount
 from shambench.structured import MAX_DATA_BYTES, json_file
 
@@ -72,7 +72,7 @@ _SHA256 = {
 class Annotation(BaseModel):
     """One span marked by one annotator."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = BUILT_WHEN_USED | ConfigDict(extra="ignore")
 
     annotator_id: Name = ""
     """The annotator's id (the same person keeps it across batches)."""
@@ -89,7 +89,7 @@ class Annotation(BaseModel):
 class Sample(BaseModel):
     """One summary with its annotations."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = BUILT_WHEN_USED | ConfigDict(extra="ignore")
 
     sample_id: int
     """Index within its batch (restarts in every batch)."""
@@ -105,6 +105,8 @@ class Sample(BaseModel):
 
 class Batch(BaseModel):
     """The content of one `batch_<n>.json`."""
+
+    model_config = BUILT_WHEN_USED
 
     samples: list[Sample]
     """The batch's samples (50 in every released batch)."""

@@ -79,7 +79,7 @@ from pydantic import BaseModel, ConfigDict
 
 from shambench.adapters._released import example_at, json_array_rows, source_file
 from shambench.data.adapter import Adapter, HubFiles, LoadResult, adapter
-from shambench.schema import Annotations, MarkedByMoreThan, Span
+from shambench.schema import BUILT_WHEN_USED, Annotations, MarkedByMoreThan, Span
 from shambench.sources import PAPER_SOURCE, PublishedCount
 
 FILE = "annotations.json"
@@ -128,7 +128,7 @@ GOLD_RULES = {
 class FavaRow(BaseModel):
     """One record of `annotations.json` (fields this adapter reads; the rest are ignored)."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = BUILT_WHEN_USED | ConfigDict(extra="ignore")
 
     prompt: str
     """The user's question."""
@@ -142,6 +142,8 @@ class FavaRow(BaseModel):
 
 class Tagged(BaseModel):
     """What the tags of one `annotated` string say."""
+
+    model_config = BUILT_WHEN_USED
 
     clean: str
     """The response text the tags wrap (corrections removed)."""

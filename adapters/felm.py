@@ -44,7 +44,7 @@ from shambench.adapters._released import example_at, jsonl_rows, placement_outco
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.detection.locate import Placement, locate
 from shambench.errors import SourceError
-from shambench.schema import Example
+from shambench.schema import BUILT_WHEN_USED, Example
 from shambench.sources import PublishedCount
 
 TASK = "open_qa_long"
@@ -79,6 +79,8 @@ AMBIGUOUS = "text occurs more than once in the response (placed after the previo
 
 class FelmRow(BaseModel):
     """One line of a FELM file: a prompt, ChatGPT's response and its labelled segments."""
+
+    model_config = BUILT_WHEN_USED
 
     index: str
     """The row's number within its domain's file."""

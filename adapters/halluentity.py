@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict
 
 from shambench.adapters._released import example_at, jsonl_rows, source_file
 from shambench.data.adapter import Adapter, HubFiles, LoadResult, adapter
-from shambench.schema import Name
+from shambench.schema import BUILT_WHEN_USED, Name
 from shambench.sources import PAPER_SOURCE, PublishedCount
 
 FILE = "HalluEntity.jsonl"
@@ -45,7 +45,7 @@ def subject_of(prompt: str) -> str | None:
 class HalluEntityRow(BaseModel):
     """One line of `HalluEntity.jsonl` (fields this adapter reads; the rest are ignored)."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = BUILT_WHEN_USED | ConfigDict(extra="ignore")
 
     id: Name | int | None = None
     """The row's own id, when the release has one (else its 1-based row number is used)."""

@@ -27,7 +27,7 @@ from shambench.adapters._released import data_rows, example_at, split_files
 from shambench.data.adapter import Adapter, HubFiles, LoadResult, adapter
 from shambench.data.steps import step_fields
 from shambench.errors import SourceError
-from shambench.schema import Name
+from shambench.schema import BUILT_WHEN_USED, Name
 from shambench.structured import json_value
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ EXPECTED = "Hard2Verify rows with unique_id, canary and the four encrypted field
 class EncryptedRow(BaseModel):
     """One released row, before decryption."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = BUILT_WHEN_USED | ConfigDict(extra="ignore")
 
     unique_id: Name | int
     """The response's id."""
@@ -59,6 +59,8 @@ class EncryptedRow(BaseModel):
 
 class Hard2VerifyRecord(BaseModel):
     """A decrypted row."""
+
+    model_config = BUILT_WHEN_USED
 
     unique_id: Name
     """The response's id."""

@@ -28,7 +28,7 @@ from shambench.adapters._released import example_at, jsonl_rows, parquet_rows
 from shambench.data.adapter import Adapter, HubFiles, LoadResult, RemoteFile, adapter
 from shambench.data.steps import step_fields
 from shambench.errors import SourceError
-from shambench.schema import Example, Name
+from shambench.schema import BUILT_WHEN_USED, Example, Name
 
 TASK = "math_step"
 SEPARATOR = "\n"
@@ -63,7 +63,7 @@ LEAKED = "annotation leaked into the prompt (TRL's twelve prefixes)"
 class RawRow(BaseModel):
     """One raw Math-Shepherd line."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = BUILT_WHEN_USED | ConfigDict(extra="ignore")
 
     input: str
     """Question and steps, each step ending in `ки`."""
@@ -76,7 +76,7 @@ class RawRow(BaseModel):
 class TrlRow(BaseModel):
     """One row of TRL's conversion."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = BUILT_WHEN_USED | ConfigDict(extra="ignore")
 
     prompt: str
     """The question."""

@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict
 from shambench.adapters._released import example_at, jsonl_rows, source_file
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.errors import SourceError
-from shambench.schema import Annotations, Example, MarkedByMoreThan, Name, Span
+from shambench.schema import BUILT_WHEN_USED, Annotations, Example, MarkedByMoreThan, Name, Span
 from shambench.sources import PAPER_SOURCE, PublishedCount
 
 COMMIT = "7fea78a0e5af887d196931721147ace5b4c4d9a8"
@@ -58,6 +58,8 @@ _ASCII_TRIMMED = frozenset(string.punctuation + string.whitespace)
 class SoftLabel(BaseModel):
     """One released soft-label segment."""
 
+    model_config = BUILT_WHEN_USED
+
     start: int
     """First character of the segment."""
     end: int
@@ -69,7 +71,7 @@ class SoftLabel(BaseModel):
 class MushroomRow(BaseModel):
     """One line of a labelled Mu-SHROOM file (fields this adapter reads; the rest are ignored)."""
 
-    model_config = ConfigDict(extra="ignore", protected_namespaces=())
+    model_config = BUILT_WHEN_USED | ConfigDict(extra="ignore", protected_namespaces=())
 
     id: Name
     """The organisers' item id, e.g. `tst-en-10`."""

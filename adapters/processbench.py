@@ -19,7 +19,7 @@ from shambench.adapters._released import example_at, json_array_rows, source_fil
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.data.steps import step_fields
 from shambench.errors import SourceError
-from shambench.schema import Name
+from shambench.schema import BUILT_WHEN_USED, Name
 
 SUBSETS = ("gsm8k", "math", "olympiadbench", "omnimath")
 SEPARATOR = "\n\n"
@@ -37,7 +37,7 @@ SHA256 = {
 class ProcessBenchRow(BaseModel):
     """One ProcessBench record."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = BUILT_WHEN_USED | ConfigDict(extra="ignore")
 
     id: Name
     """`<subset>-<i>`."""

@@ -36,7 +36,7 @@ from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.data.formats import PredictionsFormat, PredictionsRead, predictions_format
 from shambench.errors import DataError, SourceError
 from shambench.io import iter_lines, parse_json_line, validation_message
-from shambench.schema import Example, Name, Prediction, Span
+from shambench.schema import BUILT_WHEN_USED, Example, Name, Prediction, Span
 from shambench.sources import PAPER_SOURCE, PublishedCount
 from shambench.structured import json_value, literal_value
 
@@ -69,7 +69,7 @@ LABEL_TYPES = ("Evident Conflict", "Subtle Conflict", "Evident Baseless Info", "
 class Label(BaseModel):
     """One released hallucination label of a response."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = BUILT_WHEN_USED | ConfigDict(extra="ignore")
 
     start: int
     """Offset of the first character in the response."""
@@ -84,7 +84,7 @@ class Label(BaseModel):
 class ResponseRow(BaseModel):
     """One annotated response (a line of `response.jsonl`, or its equivalent in the other layouts)."""
 
-    model_config = ConfigDict(extra="ignore", coerce_numbers_to_str=True, protected_namespaces=())
+    model_config = BUILT_WHEN_USED | ConfigDict(extra="ignore", coerce_numbers_to_str=True, protected_namespaces=())
 
     id: Name
     """Response id (FaithJudge rows: `<source_id>-<model>`)."""
@@ -107,7 +107,7 @@ class ResponseRow(BaseModel):
 class SourceRow(BaseModel):
     """One line of `source_info.jsonl`: the grounding record shared by a source's responses."""
 
-    model_config = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
+    model_config = BUILT_WHEN_USED | ConfigDict(extra="ignore", coerce_numbers_to_str=True)
 
     source_id: Name
     """Id of the source."""
@@ -120,7 +120,7 @@ class SourceRow(BaseModel):
 class FaithJudgeResponse(BaseModel):
     """One response inside a FaithJudge source line."""
 
-    model_config = ConfigDict(extra="ignore", protected_namespaces=())
+    model_config = BUILT_WHEN_USED | ConfigDict(extra="ignore", protected_namespaces=())
 
     model: str
     """The generating LLM."""
@@ -133,7 +133,7 @@ class FaithJudgeResponse(BaseModel):
 class FaithJudgeSource(BaseModel):
     """One line of a FaithJudge file: a source with its responses."""
 
-    model_config = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
+    model_config = BUILT_WHEN_USED | ConfigDict(extra="ignore", coerce_numbers_to_str=True)
 
     source_id: Name
     """RAGTruth source id."""
@@ -395,7 +395,7 @@ LABEL_FORMAT_READING = (
 class LabelledResponse(BaseModel):
     """A predictions line in RAGTruth's label format: a response id and its labels."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = BUILT_WHEN_USED | ConfigDict(extra="ignore")
 
     id: Name
     """The RAGTruth response id (a string, as response.jsonl writes it)."""

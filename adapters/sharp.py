@@ -37,7 +37,7 @@ from shambench.adapters._released import data_rows, example_at, split_files
 from shambench.data.adapter import Adapter, HubFiles, LoadResult, adapter
 from shambench.data.steps import step_fields
 from shambench.errors import SourceError
-from shambench.schema import Example
+from shambench.schema import BUILT_WHEN_USED, Example
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ NOT_ANSWER = "annotation differs from the answer beyond whitespace"
 class StepRow(BaseModel):
     """A step-view row."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = BUILT_WHEN_USED | ConfigDict(extra="ignore")
 
     question: str
     """The problem."""
@@ -72,7 +72,7 @@ class StepRow(BaseModel):
 class SpanRow(BaseModel):
     """A span-view row."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = BUILT_WHEN_USED | ConfigDict(extra="ignore")
 
     question: str
     """The problem."""

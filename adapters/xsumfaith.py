@@ -36,7 +36,7 @@ from pydantic import BaseModel, Field
 from shambench.adapters._released import csv_rows, source_file, spans_of_labels, text_lines, validated
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.errors import SourceError
-from shambench.schema import Example, Name, Span
+from shambench.schema import BUILT_WHEN_USED, Example, Name, Span
 from shambench.sources import PublishedCount
 
 ANNOTATIONS = "hallucination_annotations_xsum_summaries.csv"
@@ -78,6 +78,8 @@ STRAY_NULL = "NULL row with stray span text"
 
 class AnnotatedSummary(BaseModel):
     """One summary (one system's summary of one BBC article) with each worker's spans placed on its text."""
+
+    model_config = BUILT_WHEN_USED
 
     bbcid: Name
     """XSum document id of the article, as in Zhou et al.'s `.docid` files."""
@@ -123,6 +125,8 @@ def majority_labels(summary: str, span_lists: Sequence[Sequence[Span]]) -> list[
 
 class Annotations(BaseModel):
     """The whole annotation file: every summary with its workers' spans, and an account of every span row."""
+
+    model_config = BUILT_WHEN_USED
 
     summaries: list[AnnotatedSummary]
     """One per (BBC id, system), in the order of their first row in the file."""

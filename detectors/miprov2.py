@@ -35,7 +35,7 @@ from shambench.detection.detector import detectors
 from shambench.errors import DataError
 from shambench.llm.wire import Usage
 from shambench.paths import cache_dir
-from shambench.schema import Example
+from shambench.schema import BUILT_WHEN_USED, Example
 from shambench.secrets import NAMES_A_KEY
 from shambench.structured import json_file
 
@@ -52,6 +52,8 @@ NONE = "(none)"
 class Demo(BaseModel):
     """One worked example shown to the model before the case."""
 
+    model_config = BUILT_WHEN_USED
+
     question: str
     """The question or instruction (`(none)` when the task has none)."""
     context: str
@@ -64,6 +66,8 @@ class Demo(BaseModel):
 
 class Prompt(BaseModel):
     """What a DSPy span program shows the model: its instructions and demos."""
+
+    model_config = BUILT_WHEN_USED
 
     instructions: str
     """The signature's instructions (the part MIPROv2 rewrites)."""
@@ -95,6 +99,8 @@ class OptimisationUsage(Usage):
 class Scores(BaseModel):
     """Per-example token F1 (SHAM-Bench), averaged over a set of examples, before and after optimisation."""
 
+    model_config = BUILT_WHEN_USED
+
     n: int
     """Examples."""
     base: float
@@ -105,6 +111,8 @@ class Scores(BaseModel):
 
 class ProgramFile(BaseModel):
     """A saved MIPROv2 span program (`shambench optimize --out`), read by `--detector miprov2:FILE`."""
+
+    model_config = BUILT_WHEN_USED
 
     format: Literal["shambench-miprov2"] = FORMAT
     """Marks the file as a shambench MIPROv2 program."""

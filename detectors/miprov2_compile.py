@@ -56,7 +56,7 @@ from shambench.llm.wire import Usage
 from shambench.provenance import now_iso, shambench_version
 from shambench.records import read_examples
 from shambench.runs.failures import FIRST_REASONS
-from shambench.schema import Example, Name, Prediction
+from shambench.schema import BUILT_WHEN_USED, Example, Name, Prediction
 from shambench.scoring.scorer import Scorer
 
 if TYPE_CHECKING:
@@ -75,6 +75,8 @@ def default_out(base: str) -> Path:
 
 class OptimizeConfig(BaseModel):
     """Everything that defines an optimisation run."""
+
+    model_config = BUILT_WHEN_USED
 
     base: str
     """Prompted preset to start from (endpoint, model and generation parameters)."""

@@ -32,7 +32,7 @@ import shambench.fs as fs
 from shambench.detection.detector import trainer
 from shambench.errors import DataError
 from shambench.io import write_json
-from shambench.schema import Example, Name, Prediction, Span
+from shambench.schema import BUILT_WHEN_USED, Example, Name, Prediction, Span
 
 ATTENTION_DROPOUT_KEYS = ("attention_dropout", "attention_probs_dropout_prob")
 """Config attributes that hold attention dropout (ModernBERT/Llama-style, BERT/RoBERTa-style)."""
@@ -40,6 +40,8 @@ ATTENTION_DROPOUT_KEYS = ("attention_dropout", "attention_probs_dropout_prob")
 
 class TrainConfig(BaseModel):
     """Everything that defines a training run, written to `train_config.json` in the output folder."""
+
+    model_config = BUILT_WHEN_USED
 
     base: str
     """Base model: a local folder or a Hugging Face hub id (a new two-label head is added when it has none)."""
@@ -82,6 +84,8 @@ class TrainConfig(BaseModel):
 
 class TrainSummary(BaseModel):
     """What a training run produced."""
+
+    model_config = BUILT_WHEN_USED
 
     out: str
     """Output folder."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from shambench.leaderboard.schema import Entry, Leaderboard, TypeCell
+from shambench.schema import BUILT_WHEN_USED
 from shambench.scoring.results import Results
 
 NOTE = (
@@ -43,6 +44,8 @@ def type_cells(results: Results) -> dict[str, dict[str, TypeCell]]:
 
 class TypeTable(BaseModel):
     """One source's table on the page."""
+
+    model_config = BUILT_WHEN_USED
 
     source: str
     """The dataset name."""

@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from shambench.io import write_atomic, write_json
 from shambench.reporting.naming import run_name
-from shambench.schema import Name
+from shambench.schema import BUILT_WHEN_USED, Name
 from shambench.scoring.results import ExtendedView, Results
 
 PAGE = "extended.html"
@@ -29,6 +29,8 @@ DATA = "extended.json"
 
 class Row(BaseModel):
     """One run on the extended view."""
+
+    model_config = BUILT_WHEN_USED
 
     name: Name
     """Detector (spec) of the run, or its directory."""
@@ -54,6 +56,8 @@ class Row(BaseModel):
 
 class ExtendedBoard(BaseModel):
     """What `extended.json` holds."""
+
+    model_config = BUILT_WHEN_USED
 
     convention: str
     """How the groups and the overall are computed."""

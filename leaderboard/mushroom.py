@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from shambench.io import write_atomic
 from shambench.leaderboard.schema import HUMAN_NAME
 from shambench.reporting.naming import run_name
-from shambench.schema import Name
+from shambench.schema import BUILT_WHEN_USED, Name
 from shambench.scoring.results import Results
 from shambench.scoring.shared_task import row_of
 from shambench.sources import source_of
@@ -35,6 +35,8 @@ VIEW = "mushroom"
 
 class Row(BaseModel):
     """One row of a language's table."""
+
+    model_config = BUILT_WHEN_USED
 
     name: Name
     """Run (detector and run directory) or the organisers' row name."""

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from shambench.io import write_atomic
 from shambench.reporting.ranks import RankStability
-from shambench.schema import Name
+from shambench.schema import BUILT_WHEN_USED, Name
 from shambench.scoring.metrics import EMPTY_RULE_SENTENCE
 from shambench.scoring.results import SCHEMA_VERSION, RunInfo
 
@@ -37,7 +37,7 @@ class Cell(BaseModel):
     level also the registered metrics' views (`shambench.scoring.measures`), a view beyond the two below as a further
     key."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = BUILT_WHEN_USED | ConfigDict(extra="allow")
 
     f1: float
     """Per-example F1 averaged over the group's examples (for `overall`: the mean over tasks)."""
@@ -64,6 +64,8 @@ class Cell(BaseModel):
 class Level(BaseModel):
     """An entry's scores at one level: span (token F1) or sentence."""
 
+    model_config = BUILT_WHEN_USED
+
     overall: Cell | None = None
     """Unweighted mean over the tasks (step-level tasks excluded); None when no such task was scored."""
     overall_std: float | None = None
@@ -79,6 +81,8 @@ class Level(BaseModel):
 class Coverage(BaseModel):
     """How much of its selected data a run predicted: what `complete` is decided from."""
 
+    model_config = BUILT_WHEN_USED
+
     total: int
     """Examples the run selected and scored."""
     predicted: int
@@ -91,6 +95,8 @@ class Coverage(BaseModel):
 
 class Entry(BaseModel):
     """One row of the leaderboard: a reproduced run (or submission), or a score reported in the paper."""
+
+    model_config = BUILT_WHEN_USED
 
     id: Name
     """Stable anchor of the row within the page (`run-3`, `paper-1`)."""
@@ -158,6 +164,8 @@ HUMAN_NAME = "human (one annotator vs the others)"
 class AgreementCell(BaseModel):
     """One entry on one partition with annotators: its like-for-like span F1 beside the human figure."""
 
+    model_config = BUILT_WHEN_USED
+
     items: int
     """Items with at least two annotators."""
     f1: float
@@ -180,6 +188,8 @@ class AgreementCell(BaseModel):
 class TypeCell(BaseModel):
     """One entry on one gold error type of one source (`groups.types` of its results)."""
 
+    model_config = BUILT_WHEN_USED
+
     gold_chars: int
     """Gold characters of the type (whitespace left out)."""
     char_recall: float
@@ -197,6 +207,8 @@ class TypeCell(BaseModel):
 class HumanCell(BaseModel):
     """The human reference on one partition."""
 
+    model_config = BUILT_WHEN_USED
+
     items: int
     """Items with at least two annotators."""
     f1: float
@@ -209,6 +221,8 @@ class HumanCell(BaseModel):
 class HumanReference(BaseModel):
     """The `human (one annotator vs the others)` reference row: labelled, never ranked."""
 
+    model_config = BUILT_WHEN_USED
+
     name: Name = HUMAN_NAME
     """The row's label."""
     convention: str
@@ -219,6 +233,8 @@ class HumanReference(BaseModel):
 
 class Leaderboard(BaseModel):
     """The built leaderboard: reproduced runs ranked by overall span F1, and the paper's rows kept apart."""
+
+    model_config = BUILT_WHEN_USED
 
     schema_version: str = LEADERBOARD_VERSION
     """Version of this schema; bumped on any incompatible change."""

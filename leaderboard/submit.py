@@ -30,7 +30,7 @@ from shambench.runs.rundir import RunConfig, load_config, new_run_dir, stamped_c
 from shambench.runs.scoring import run_info
 from shambench.runs.selection import select_examples
 from shambench.runs.spec import Selection
-from shambench.schema import Name, Prediction
+from shambench.schema import BUILT_WHEN_USED, Name, Prediction
 from shambench.scoring.corpus import Corpus
 from shambench.scoring.scorer import Scorer
 from shambench.structured import yaml_file
@@ -39,7 +39,7 @@ from shambench.structured import yaml_file
 class SubmissionMeta(BaseModel):
     """What a submitter says about the system (the `--meta` JSON or YAML file)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = BUILT_WHEN_USED | ConfigDict(extra="forbid")
 
     family: Name = "submission"
     """Detector family (`prompted`, `token-classifier`, `nli`, ...)."""

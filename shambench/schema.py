@@ -46,6 +46,13 @@ detector, run and submission names): one line of text without control characters
 shown on a terminal, in a log line or on a page is shown as itself. `tests/core/test_names.py` fails on a model's
 id or name field of another type."""
 
+BUILT_WHEN_USED = ConfigDict(defer_build=True)
+"""The config every model of the package starts from (`BUILT_WHEN_USED | ConfigDict(...)`; and the module-level
+type adapters'): its validator and serializer are made the first time it validates or serializes, not when its
+module is imported. A command imports many models it never uses (the adapters' raw rows, the step-level suites'
+figures, the sections of a run's spec in `--help`), and a model nested in one that is used is made inside it.
+`tests/core/test_models_built_when_used.py` fails on a model that does not."""
+
 # Annotators of one example that human agreement reads. A counting rule's golds are derived in time linear in the
 # annotators, but each reading holds its others' gold as a list (`Reading.others`, as every EXAMPLES file and run
 # fingerprint has it): where annotators mark apart, that is annotators x pieces (2.2 MB at 256, 28 MB at 1,024), and
@@ -57,7 +64,7 @@ MAX_ANNOTATORS = 256
 class Span(BaseModel):
     """A half-open character range `[start, end)` of a response."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = BUILT_WHEN_USED | ConfigDict(frozen=True)
 
     start: int = Field(ge=0)
     """Offset of the first character (0-based, Python code points)."""
@@ -157,7 +164,7 @@ def covered_shares(span_lists: Sequence[Iterable[Span]]) -> list[tuple[int, int,
 class SoftSpan(BaseModel):
     """A character range with the share of annotators who marked it (Mu-SHROOM soft labels)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = BUILT_WHEN_USED | ConfigDict(frozen=True)
 
     start: int = Field(ge=0)
     """Offset of the first character."""
@@ -176,7 +183,7 @@ class SoftSpan(BaseModel):
 class Step(BaseModel):
     """One reasoning step of a step-level (math) response, as a character range with its gold verdict."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = BUILT_WHEN_USED | ConfigDict(frozen=True)
 
     start: int = Field(ge=0)
     """Offset of the step's first character in the response."""
@@ -189,6 +196,8 @@ class Step(BaseModel):
 class Reading(BaseModel):
     """One annotator's spans on an example, beside the gold the source's own rule builds from the other annotators
     (what human agreement scores: this annotator as a prediction against that gold)."""
+
+    model_config = BUILT_WHEN_USED
 
     annotator: Name
     """The annotator's id in the source (or a stable stand-in where the source gives none)."""
@@ -209,6 +218,8 @@ class Reading(BaseModel):
 
 class Annotations(BaseModel):
     """The individual annotators of an example, read by its source's adapter, for human agreement."""
+
+    model_config = BUILT_WHEN_USED
 
     readings: list[Reading]
     """One per annotator who read the example (those who marked nothing included), in the source's order."""
@@ -283,7 +294,7 @@ class MarkedByMoreThan(BaseModel):
     the majority), as `marked_by_more_than`; `Annotations.leave_one_out` derives its leave-one-out golds from
     counts."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = BUILT_WHEN_USED | ConfigDict(frozen=True)
 
     share: float = Field(ge=0.0, le=1.0)
     """The share of the lists that must cover a character, strictly more than."""
@@ -404,7 +415,7 @@ def _coerced_spans(value: Any) -> list[Span]:
     return merge_spans([Span.coerce(v) for v in value or []])
 
 
-_SPAN_LIST = TypeAdapter(list[Span])
+_SPAN_LIST = TypeAdapter(list[Span], config=BUILT_WHEN_USED)
 
 
 def _check_inside(kind: str, example_id: str, ranges: list[Any], length: int) -> None:
@@ -429,6 +440,8 @@ def _check_steps_ordered(example_id: str, steps: list[Step]) -> None:
 
 class Example(BaseModel):
     """One annotated response of a benchmark, in the schema every adapter produces."""
+
+    model_config = BUILT_WHEN_USED
 
     id: Name
     """Stable identifier, derived from the source's own ids (e.g. `ragtruth/12345`)."""
@@ -487,6 +500,8 @@ class Example(BaseModel):
 
 class Prediction(BaseModel):
     """What a detector says about one example."""
+
+    model_config = BUILT_WHEN_USED
 
     id: Name
     """The `Example.id` this prediction is for."""

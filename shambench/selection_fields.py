@@ -18,7 +18,7 @@ from typing import Annotated, Any, TypedDict
 from pydantic import BaseModel, ConfigDict, Field
 
 from shambench.documented import DOCUMENTED
-from shambench.schema import Name
+from shambench.schema import BUILT_WHEN_USED, Name
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class Section(BaseModel):
     """A part of a run's description; fields given explicitly are in `model_fields_set`. Its fields' docstrings
     are read when needed (`shambench.documented`): by its JSON Schema and by the options the CLI makes of it."""
 
-    model_config = DOCUMENTED | ConfigDict(extra="forbid")
+    model_config = BUILT_WHEN_USED | DOCUMENTED | ConfigDict(extra="forbid")
 
 
 class Limited(Section):

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from shambench.registry import Registry
-from shambench.schema import Name
+from shambench.schema import BUILT_WHEN_USED, Name
 
 DEFAULT_SUITE = "shambench"
 """The paper's suite: what `--datasets` left empty selects."""
@@ -33,6 +33,8 @@ registry: Registry[Any] = Registry("dataset", "shambench.adapters", "shambench.a
 class PublishedCount(BaseModel):
     """How many examples a paper or a release reports for one partition, and where."""
 
+    model_config = BUILT_WHEN_USED
+
     count: int
     """The reported count, in the partition's unit (one example per response)."""
     source: str
@@ -42,6 +44,8 @@ class PublishedCount(BaseModel):
 class SharedTask(BaseModel):
     """A shared task whose own view (one row per dataset: its official IoU and Cor beside span F1, and their mean
     over rows) a source is shown in."""
+
+    model_config = BUILT_WHEN_USED
 
     group: str
     """The view's key in `Results.groups`."""
@@ -55,6 +59,8 @@ class SharedTask(BaseModel):
 
 class Source(BaseModel):
     """What one registered adapter declares about itself (its class attributes, as the core reads them)."""
+
+    model_config = BUILT_WHEN_USED
 
     name: Name
     """The adapter's registered name."""

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 from shambench.errors import DataError
 from shambench.paths import cache_dir
 from shambench.registry import Registry
-from shambench.schema import Example, Name
+from shambench.schema import BUILT_WHEN_USED, Example, Name
 from shambench.sources import DEFAULT_SUITE, PublishedCount, SharedTask, registry
 
 adapters = cast("Registry[Adapter]", registry)
@@ -22,6 +22,8 @@ DATA_DIR_ENV = "SHAMBENCH_DATA_DIR"
 
 class RemoteFile(BaseModel):
     """A released file at its original public location, as `shambench data download` fetches it."""
+
+    model_config = BUILT_WHEN_USED
 
     url: str
     """Original location (GitHub raw file, Hugging Face hub resolve URL, ...)."""
@@ -37,6 +39,8 @@ class RemoteFile(BaseModel):
 class HubFiles(BaseModel):
     """Files of a Hugging Face dataset repository at a pinned commit, as `shambench data download` fetches them
     (listed through the hub's JSON API); each is verified against the size and digest the hub reports for that commit."""
+
+    model_config = BUILT_WHEN_USED
 
     repo_id: Name
     """The dataset repository (`owner/name`)."""
@@ -61,6 +65,8 @@ class HubFiles(BaseModel):
 
 class LoadResult(BaseModel):
     """What an adapter read: the examples and an account of every row it did not keep."""
+
+    model_config = BUILT_WHEN_USED
 
     examples: list[Example]
     """The unified examples, in the source's own order."""

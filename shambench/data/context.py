@@ -21,7 +21,7 @@ from shambench.io import Journal
 from shambench.paths import cache_dir
 from shambench.provenance import now_iso
 from shambench.registry import Registry
-from shambench.schema import Example, Name
+from shambench.schema import BUILT_WHEN_USED, Example, Name
 
 providers: Registry[ContextProvider] = Registry(
     "context provider", "shambench.context_providers", "shambench.data.providers", listing="shambench list providers"
@@ -36,6 +36,8 @@ def content_hash(text: str) -> str:
 
 class ContextRecord(BaseModel):
     """The evidence one provider found for one example, with where it came from."""
+
+    model_config = BUILT_WHEN_USED
 
     id: Name
     """The example id."""

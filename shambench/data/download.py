@@ -43,7 +43,7 @@ from shambench.data.hub import MAX_REPLY_BYTES, HubAccess, hub_access, listed_fi
 from shambench.errors import DownloadError, FolderError
 from shambench.http import MIN_RATE, Client, Reply, TransportError
 from shambench.io import write_atomic
-from shambench.schema import Name
+from shambench.schema import BUILT_WHEN_USED, Name
 from shambench.structured import json_file
 
 CHUNK = 1 << 16
@@ -61,6 +61,8 @@ GLOB = re.compile(r"[*?\[]")
 
 class Target(BaseModel):
     """One released file as the download installs it: where its bytes come from, where they go, what they must be."""
+
+    model_config = BUILT_WHEN_USED
 
     url: str
     """Where the bytes come from (named in every error)."""
@@ -83,6 +85,8 @@ class Target(BaseModel):
 class Recorded(BaseModel):
     """What a source folder's manifest keeps of an installed file, to re-verify it cheaply."""
 
+    model_config = BUILT_WHEN_USED
+
     size: int
     """Size in bytes when installed."""
     mtime_ns: int
@@ -101,6 +105,8 @@ class Recorded(BaseModel):
 
 class Outcome(BaseModel):
     """What happened to one file in `data download` or `data verify`."""
+
+    model_config = BUILT_WHEN_USED
 
     source: str
     """The adapter's name."""

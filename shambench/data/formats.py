@@ -16,13 +16,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from shambench.io import iter_lines, parse_json_line
 from shambench.registry import Registry
-from shambench.schema import Name, Prediction
+from shambench.schema import BUILT_WHEN_USED, Name, Prediction
 
 
 class PredictionsRead(BaseModel):
     """What a format reader made of a file: the predictions, and what it left out and why."""
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = BUILT_WHEN_USED | ConfigDict(arbitrary_types_allowed=True)
 
     predictions: list[tuple[int, Prediction]]
     """Each prediction (ids already those of shambench's examples) with the file line it came from."""

@@ -28,6 +28,7 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from shambench.data.adapter import HubFiles
 from shambench.errors import DownloadError, MalformedReply
 from shambench.http import Client, Reply, TransportError
+from shambench.schema import BUILT_WHEN_USED
 from shambench.secrets import remember
 from shambench.structured import MAX_FIELD_CHARS, json_value
 
@@ -43,6 +44,8 @@ NEXT_LINK = re.compile(r'<([^>]*)>\s*;\s*rel="?next"?')
 
 class HubAccess(BaseModel):
     """How the hub is reached: its endpoint, and the user's token, which is sent to that endpoint's origin only."""
+
+    model_config = BUILT_WHEN_USED
 
     endpoint: str
     """The hub's base URL (`$HF_ENDPOINT`, else huggingface_hub's default), without a trailing slash."""
@@ -76,6 +79,8 @@ def hub_access() -> HubAccess:
 class ListedLfs(BaseModel):
     """What the hub lists of a file kept in LFS."""
 
+    model_config = BUILT_WHEN_USED
+
     oid: str
     """The SHA-256 of the file's content."""
     size: int = Field(ge=0)
@@ -84,6 +89,8 @@ class ListedLfs(BaseModel):
 
 class Listed(BaseModel):
     """One entry of the hub's listing of a repository's tree."""
+
+    model_config = BUILT_WHEN_USED
 
     type: str
     """`file` or `directory`."""
@@ -97,7 +104,7 @@ class Listed(BaseModel):
     """The LFS object of a file kept in LFS."""
 
 
-_ENTRIES = TypeAdapter(list[Listed])
+_ENTRIES = TypeAdapter(list[Listed], config=BUILT_WHEN_USED)
 
 
 def gated_message(spec: HubFiles) -> str:

@@ -14,7 +14,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from shambench.data.benchmark import Benchmark
-from shambench.schema import Example, Name
+from shambench.schema import BUILT_WHEN_USED, Example, Name
 from shambench.scoring.text import TOKENIZER, Segmentation, language_of, segment_mixed
 from shambench.sources import PAPER_SOURCE, paper_counts, published_count
 
@@ -35,6 +35,8 @@ CONVENTIONS = {
 
 class GroupStats(BaseModel):
     """The Table-1 figures of one partition, or of all examples."""
+
+    model_config = BUILT_WHEN_USED
 
     task: Name
     """Task name, or `total`."""
@@ -58,6 +60,8 @@ class GroupStats(BaseModel):
 
 class BenchmarkStats(BaseModel):
     """What `shambench data stats --json` prints."""
+
+    model_config = BUILT_WHEN_USED
 
     split: Name
     """The split described."""

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
-from shambench.schema import Span
+from shambench.schema import BUILT_WHEN_USED, Span
 
 MIN_SIMILARITY = 0.8
 # Character pairs (needle length x window length, summed over the windows compared) the fuzzy pass may spend on one
@@ -38,6 +38,8 @@ _WRAPPING = " \t\r\n\"'`“”‘’"
 
 class Placement(BaseModel):
     """Where one quoted string was found in the response."""
+
+    model_config = BUILT_WHEN_USED
 
     text: str
     """The string as the model gave it."""

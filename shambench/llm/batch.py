@@ -30,7 +30,7 @@ from shambench.llm.endpoint import MAX_RESPONSE_BYTES_ENV, Endpoint
 from shambench.llm.pricing import cost_of
 from shambench.llm.route import Deferred, Route
 from shambench.llm.wire import Reply, Usage, error_message, reply_of
-from shambench.schema import Example, Name
+from shambench.schema import BUILT_WHEN_USED, Example, Name
 from shambench.structured import json_value
 
 if TYPE_CHECKING:  # the SDK is imported only by a run that talks to the Batch API
@@ -59,6 +59,8 @@ _API_ID = r"^[A-Za-z0-9_.:-]{1,200}$"
 
 class BatchRecord(BaseModel):
     """One batch submitted for a run."""
+
+    model_config = BUILT_WHEN_USED
 
     input_file_id: Name = Field(pattern=_API_ID)
     """The uploaded Batch JSONL file."""
@@ -90,6 +92,8 @@ class BatchRecord(BaseModel):
 
 class Answer(BaseModel):
     """One request's outcome in a batch: the response body, or why there is none."""
+
+    model_config = BUILT_WHEN_USED
 
     body: dict[str, Any] | None = None
     """The response body (a chat completion), when the item succeeded."""
@@ -283,6 +287,8 @@ def line_answer(
 
 class BatchAnswers(BaseModel):
     """What a finished batch's files say about its requests."""
+
+    model_config = BUILT_WHEN_USED
 
     answers: dict[str, Answer]
     """Each request of the batch (by cache key): its answer, or why it has none."""

@@ -38,7 +38,7 @@ from shambench.http import CHUNK_BYTES, MIN_RATE, deadline, proxy_for, time_left
 from shambench.llm.endpoint import Endpoint
 from shambench.llm.loop import LoopThread
 from shambench.llm.wire import error_message
-from shambench.schema import Name
+from shambench.schema import BUILT_WHEN_USED, Name
 from shambench.secrets import redact
 from shambench.structured import MAX_FIELD_CHARS, json_value
 
@@ -71,6 +71,8 @@ class WaitOver(Exception):
 class RequestCounts(BaseModel):
     """A batch's request counts."""
 
+    model_config = BUILT_WHEN_USED
+
     total: int = 0
     """Requests in the batch."""
     completed: int = 0
@@ -82,6 +84,8 @@ class RequestCounts(BaseModel):
 class ItemError(BaseModel):
     """One error of a failed batch (e.g. its input file's validation)."""
 
+    model_config = BUILT_WHEN_USED
+
     code: str | None = None
     """The error's code."""
     message: str | None = None
@@ -91,12 +95,16 @@ class ItemError(BaseModel):
 class BatchErrors(BaseModel):
     """A failed batch's errors."""
 
+    model_config = BUILT_WHEN_USED
+
     data: list[ItemError] = Field(default_factory=list)
     """The errors, in the API's order."""
 
 
 class Batch(BaseModel):
     """A batch as the API reports it: the fields a run reads (any other is ignored)."""
+
+    model_config = BUILT_WHEN_USED
 
     id: Name = Field(pattern=API_ID)
     """The batch id."""
@@ -117,12 +125,16 @@ class Batch(BaseModel):
 class FileObject(BaseModel):
     """An uploaded file, as the API reports it (its id is all a run reads)."""
 
+    model_config = BUILT_WHEN_USED
+
     id: Name = Field(pattern=API_ID)
     """The file id."""
 
 
 class BatchPage(BaseModel):
     """A page of the batch list."""
+
+    model_config = BUILT_WHEN_USED
 
     data: list[dict[str, Any]] = Field(default_factory=list)
     """Its batches, each checked only when it is the one looked for."""

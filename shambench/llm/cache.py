@@ -29,6 +29,7 @@ from pydantic import BaseModel
 
 import shambench.fs as fs
 from shambench.paths import cache_dir
+from shambench.schema import BUILT_WHEN_USED
 from shambench.sealing import Sealer
 from shambench.secrets import redact
 
@@ -119,6 +120,8 @@ def _same_scalar(value: Any) -> bool:
 
 class CacheStats(BaseModel):
     """What `shambench cache stats` reports."""
+
+    model_config = BUILT_WHEN_USED
 
     path: str
     """The cache file."""

@@ -106,6 +106,7 @@ from shambench.llm.retry import (
 )
 from shambench.llm.route import Budget, Deferred, Route
 from shambench.llm.wire import Reply, Usage, error_message, parse_reply, wire_body
+from shambench.schema import BUILT_WHEN_USED
 from shambench.secrets import redact
 from shambench.structured import json_value
 
@@ -127,6 +128,8 @@ _FINISHED = object()
 
 class Completion(BaseModel):
     """A model's answer to one request."""
+
+    model_config = BUILT_WHEN_USED
 
     text: str
     """The message content (chat) or completion text."""

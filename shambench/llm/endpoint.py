@@ -16,6 +16,7 @@ from typing import Annotated, Any, TypedDict, TypeVar, Unpack
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from shambench.errors import DataError, EndpointError
+from shambench.schema import BUILT_WHEN_USED
 from shambench.secrets import NAMES_A_KEY, remember_key_env
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
@@ -73,7 +74,9 @@ def default_max_response_bytes() -> int:
 class Endpoint(BaseModel):
     """Which server and model to call, and how hard to push it (nothing here changes a model's answer)."""
 
-    model_config = ConfigDict(use_attribute_docstrings=True)  # the docstrings document the factories' options
+    model_config = BUILT_WHEN_USED | ConfigDict(
+        use_attribute_docstrings=True
+    )  # the docstrings document the factories' options
 
     model: str
     """Model name as the server knows it, e.g. `gpt-5-mini` or `Qwen/Qwen3-4B`."""

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from shambench.errors import DataError
 from shambench.llm.endpoint import Endpoint, EndpointOptions, endpoint_of, endpoint_options
 from shambench.llm.negotiation import STRUCTURED_SETTINGS
+from shambench.schema import BUILT_WHEN_USED
 from shambench.secrets import NAMES_A_KEY
 from shambench.structured import yaml_value
 
@@ -41,6 +42,8 @@ GENERATION_KEYS = frozenset(
 
 class Preset(BaseModel):
     """A named model configuration, read from `presets.yaml`."""
+
+    model_config = BUILT_WHEN_USED
 
     description: str
     """One line for `shambench list detectors`."""

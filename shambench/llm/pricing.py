@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field, ValidationError
 from shambench.errors import (
     DataError,
 )
+from shambench.schema import BUILT_WHEN_USED
 from shambench.structured import yaml_file, yaml_value
 
 PRICING_ENV = "SHAMBENCH_PRICING"
@@ -26,6 +27,8 @@ BATCH_DISCOUNT = 0.5
 
 class Price(BaseModel):
     """US dollars per million tokens."""
+
+    model_config = BUILT_WHEN_USED
 
     input: float = Field(ge=0)
     """Per million prompt tokens."""

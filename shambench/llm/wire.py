@@ -13,6 +13,7 @@ from shambench.errors import (
 )
 from shambench.io import json_type
 from shambench.llm.pricing import cost_of
+from shambench.schema import BUILT_WHEN_USED
 from shambench.structured import json_value
 
 # A token count above this in one reply is a server's garbage, not a bill.
@@ -22,6 +23,8 @@ MAX_REPLY_TOKENS = 100_000_000
 class Usage(BaseModel):
     """What answering one item consumed in this run (a cache hit consumes no tokens and costs nothing), or, added
     up (`plus`), what many did."""
+
+    model_config = BUILT_WHEN_USED
 
     input_tokens: int = 0
     """Prompt tokens billed."""
@@ -45,6 +48,8 @@ class Usage(BaseModel):
 
 class Reply(BaseModel):
     """The validated content of one HTTP-200 completion body."""
+
+    model_config = BUILT_WHEN_USED
 
     text: str
     """The message content (chat), completion text, or joined `output_text` parts (responses)."""

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from pydantic import BaseModel, Field
 
-from shambench.schema import Example, Name, Prediction, Span
+from shambench.schema import BUILT_WHEN_USED, Example, Name, Prediction, Span
 from shambench.scoring.metrics import per_example_prf
 from shambench.scoring.text import Segmentation, language_of, segment_mixed
 from shambench.scoring.typed import TypesGroup
@@ -33,6 +33,8 @@ RATE_BINS = tuple(round(x, 1) for x in np.linspace(0.0, 1.0, 11))
 class Boundary(BaseModel):
     """Boundary disagreement on recovered gold spans, in tokens."""
 
+    model_config = BUILT_WHEN_USED
+
     over_share: float
     """Share of recovered gold spans whose overlapping prediction runs past them."""
     over_mean: float | None
@@ -45,6 +47,8 @@ class Boundary(BaseModel):
 
 class GroupAnalysis(BaseModel):
     """The analysis of one partition (`task/dataset`) or task of a run."""
+
+    model_config = BUILT_WHEN_USED
 
     n_examples: int
     """Examples analysed."""
@@ -78,6 +82,8 @@ class GroupAnalysis(BaseModel):
 
 class RunAnalysis(BaseModel):
     """The analysis of one run directory."""
+
+    model_config = BUILT_WHEN_USED
 
     run_dir: str
     """The run analysed."""

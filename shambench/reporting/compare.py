@@ -28,7 +28,7 @@ from pydantic import BaseModel
 from shambench.errors import DataError
 from shambench.reporting.naming import run_name
 from shambench.reporting.ranks import RankStability, pair_stability
-from shambench.schema import Example, Prediction
+from shambench.schema import BUILT_WHEN_USED, Example, Prediction
 from shambench.scoring import metrics
 
 LEVEL_NAMES = {"token": "span", "sentence": "sentence"}
@@ -41,6 +41,8 @@ CONVENTION = (
 
 class Difference(BaseModel):
     """A - B for one group and level."""
+
+    model_config = BUILT_WHEN_USED
 
     group: str
     """A task name, or `overall`."""
@@ -63,6 +65,8 @@ class Difference(BaseModel):
 class RunCounts(BaseModel):
     """How many of a run's examples have a successful prediction, a failed one, or none."""
 
+    model_config = BUILT_WHEN_USED
+
     predicted: int
     """Examples with a successful prediction."""
     failed: int
@@ -82,6 +86,8 @@ def run_counts(examples: Sequence[Example], predictions: Sequence[Prediction]) -
 
 class Comparison(BaseModel):
     """The paired comparison of two runs."""
+
+    model_config = BUILT_WHEN_USED
 
     run_a: str
     """Run A (its detector name or directory)."""

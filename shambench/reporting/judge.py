@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 
 from shambench.detection.detector import Monitor
 from shambench.io import Journal
-from shambench.schema import Example, Name, Span
+from shambench.schema import BUILT_WHEN_USED, Example, Name, Span
 
 # Written from the SHAM-Bench paper's description of why detectors miss annotated hallucinations.
 CATEGORIES: dict[str, str] = {
@@ -48,6 +48,8 @@ JUDGEMENTS = "judgements.jsonl"
 
 class Judgement(BaseModel):
     """The judge's verdict on one missed gold span."""
+
+    model_config = BUILT_WHEN_USED
 
     id: Name
     """`<example id>@<start>-<end>`."""

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from shambench.schema import Name, Prediction
+from shambench.schema import BUILT_WHEN_USED, Name, Prediction
 from shambench.scoring import metrics
 from shambench.scoring.measures import MUSHROOM_METRIC
 
@@ -180,7 +180,7 @@ def kendall_tau_b(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarr
 class RowRanks(BaseModel):
     """One row under every convention."""
 
-    model_config = ConfigDict(allow_inf_nan=False)
+    model_config = BUILT_WHEN_USED | ConfigDict(allow_inf_nan=False)
 
     id: Name
     """The row's id (a board's anchor, or `A`/`B` in a comparison)."""
@@ -199,6 +199,8 @@ class RowRanks(BaseModel):
 class Tau(BaseModel):
     """Kendall's tau-b between the figures of two conventions."""
 
+    model_config = BUILT_WHEN_USED
+
     a: str
     """A convention."""
     b: str
@@ -209,6 +211,8 @@ class Tau(BaseModel):
 
 class PairOrder(BaseModel):
     """Whether a row stays above another."""
+
+    model_config = BUILT_WHEN_USED
 
     above: str
     """The id of the row ranked higher by the board."""
@@ -226,6 +230,8 @@ class PairOrder(BaseModel):
 
 class RankStability(BaseModel):
     """The rows' ranks under each convention, their agreement, rank intervals and which orders hold."""
+
+    model_config = BUILT_WHEN_USED
 
     conventions: dict[str, str]
     """The conventions compared (those every row has), each with how it is computed."""

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 
 from shambench.errors import DataError
 from shambench.runs.files import CONFIG, JOURNAL, RESULTS
+from shambench.schema import BUILT_WHEN_USED
 
 LINKED_FOLDER = "a symbolic link: run folders are opened, never followed"
 """Why a linked folder below the folders given is passed over."""
@@ -27,6 +28,8 @@ UNSCORED = f"no {RESULTS}: the run was not finished or not scored"
 
 class RunFolders(BaseModel):
     """The runs found below some folders, and the run folders passed over."""
+
+    model_config = BUILT_WHEN_USED
 
     results: list[Path] = Field(default_factory=list)
     """Every `results.json` found, sorted."""

@@ -55,7 +55,7 @@ from shambench.llm.wire import wire_body
 from shambench.provenance import now_iso
 from shambench.runs.files import BATCHES
 from shambench.runs.runner import run_predictions
-from shambench.schema import Example, Prediction
+from shambench.schema import BUILT_WHEN_USED, Example, Prediction
 
 if TYPE_CHECKING:  # the SDK is imported only when a batch is talked to (`BatchRun.api`)
     from shambench.llm.batchapi import Batch, BatchAPI
@@ -66,6 +66,8 @@ MAX_STATE_BYTES = 64 * 1024 * 1024
 
 class BatchState(BaseModel):
     """`batches.json` of a run directory: every batch the run submitted, in order."""
+
+    model_config = BUILT_WHEN_USED
 
     by_batch: bool = False
     """The run goes by batch: recorded before its first upload, so a process killed after the upload and before
@@ -79,6 +81,8 @@ DEFAULT_TIMEOUT = 26 * 3600.0
 
 class BatchSettings(BaseModel):
     """How a batch run waits and spends."""
+
+    model_config = BUILT_WHEN_USED
 
     wait: bool = True
     """Wait for the batch and finish the run; False submits and returns (`--no-wait`)."""
@@ -95,6 +99,8 @@ class BatchSettings(BaseModel):
 
 class BatchOutcome(BaseModel):
     """How a batch run ended."""
+
+    model_config = BUILT_WHEN_USED
 
     detached: str | None = None
     """The id of a batch left running (`--no-wait`, or not finished yet), when the run is not finished."""
@@ -138,6 +144,8 @@ def has_batches(run_dir: Path) -> bool:
 
 class Estimate(BaseModel):
     """What a run is about to send and what it should cost (`--dry-run`)."""
+
+    model_config = BUILT_WHEN_USED
 
     model: str
     """Model the requests go to."""

@@ -24,7 +24,7 @@ from typing import Protocol
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from shambench.schema import Name, Prediction, Span
+from shambench.schema import BUILT_WHEN_USED, Name, Prediction, Span
 from shambench.scoring import metrics
 from shambench.scoring.alternative import ALT_EPSILON, AlternativeTest, alternative_test, annotator_rows
 from shambench.scoring.arrays import runs
@@ -70,7 +70,7 @@ def conventions(n_resamples: int, seed: int) -> dict[str, str]:
 class Level(BaseModel):
     """Precision, recall and F1 of one level, with a bootstrap interval of F1 over items."""
 
-    model_config = ConfigDict(allow_inf_nan=False)
+    model_config = BUILT_WHEN_USED | ConfigDict(allow_inf_nan=False)
 
     p: float
     """Precision."""
@@ -85,7 +85,7 @@ class Level(BaseModel):
 class Figures(BaseModel):
     """The agreement metrics of one partition, for annotators or for a detector against the same golds."""
 
-    model_config = ConfigDict(allow_inf_nan=False)
+    model_config = BUILT_WHEN_USED | ConfigDict(allow_inf_nan=False)
 
     token: Level
     """Per-example token P/R/F1: mean over an item's annotators, then over items."""
@@ -102,6 +102,8 @@ class Figures(BaseModel):
 class Reproduction(BaseModel):
     """How often the source's rule over all annotators gives the released gold."""
 
+    model_config = BUILT_WHEN_USED
+
     checked: int
     """Items where it was checked."""
     reproduced: int
@@ -112,6 +114,8 @@ class Reproduction(BaseModel):
 
 class Range(BaseModel):
     """The smallest and largest number of annotators of the scored items."""
+
+    model_config = BUILT_WHEN_USED
 
     min: int
     """Fewest annotators of an item."""
@@ -143,6 +147,8 @@ class PartitionAgreement(Figures):
 class AgreementReport(BaseModel):
     """What `shambench agreement` writes: per partition with annotators, its human figures."""
 
+    model_config = BUILT_WHEN_USED
+
     partitions: dict[str, PartitionAgreement]
     """Per `task/dataset` partition with at least one item of two or more annotators, in name order."""
     without_annotators: list[str]
@@ -153,6 +159,8 @@ class AgreementReport(BaseModel):
 
 class LikeForLike(BaseModel):
     """A detector and the annotators on one partition, against the same leave-one-out golds."""
+
+    model_config = BUILT_WHEN_USED
 
     items: int
     """Items scored."""
@@ -169,6 +177,8 @@ class LikeForLike(BaseModel):
 
 class AgreementGroup(BaseModel):
     """`Results.groups.agreement`: the like-for-like view of every partition with annotators."""
+
+    model_config = BUILT_WHEN_USED
 
     convention: str
     """How the figures are computed."""
@@ -204,6 +214,8 @@ class RowScorer(Protocol):
 class Rows(BaseModel):
     """The leave-one-out rows of a corpus's items with at least two annotators, as `Corpus.retargeted` reads
     them: what scoring a prediction against the annotators' golds needs, without the annotators' own spans."""
+
+    model_config = BUILT_WHEN_USED
 
     examples: list[int]
     """Per row, the position of its item in the corpus (an item's rows together, items in corpus order)."""
@@ -402,6 +414,8 @@ class HumanAlignment(BaseModel):
     """Per leave-one-out row, its annotator's own alignment with the others' gold: what the alternative annotator
     test sets the detector's beside. It needs no prediction, so a scorer of a kept corpus keeps it beside the corpus
     (made again, it is the annotators' spans scored row by row: about a third of a warm 6k `score`)."""
+
+    model_config = BUILT_WHEN_USED
 
     iou: list[float | None]
     """Per row, the IoU of the annotator's spans with the others' soft gold; None where the row has none."""

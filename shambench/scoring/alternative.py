@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from shambench.schema import Name
+from shambench.schema import BUILT_WHEN_USED, Name
 
 ALT_EPSILON = 0.2
 """The paper's epsilon for skilled annotators (`--alt-epsilon` changes it)."""
@@ -48,7 +48,7 @@ CONVENTION = (
 class AnnotatorTest(BaseModel):
     """The test against one annotator."""
 
-    model_config = ConfigDict(allow_inf_nan=False)
+    model_config = BUILT_WHEN_USED | ConfigDict(allow_inf_nan=False)
 
     annotator: Name
     """The annotator's id, as the source names them."""
@@ -73,7 +73,7 @@ class AnnotatorTest(BaseModel):
 class AlternativeTest(BaseModel):
     """The alternative annotator test of a detector on one partition."""
 
-    model_config = ConfigDict(allow_inf_nan=False)
+    model_config = BUILT_WHEN_USED | ConfigDict(allow_inf_nan=False)
 
     metric: str
     """The alignment S: `iou` (Mu-SHROOM partitions) or `token_f1` (the others)."""

@@ -26,12 +26,14 @@ from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel
 
-from shambench.schema import Example, Name, Prediction, Span
+from shambench.schema import BUILT_WHEN_USED, Example, Name, Prediction, Span
 from shambench.scoring.text import sentences, tokens
 
 
 class ReferencePRF(BaseModel):
     """Precision, recall and F1 of one example or one group, under the convention of the enclosing key."""
+
+    model_config = BUILT_WHEN_USED
 
     precision: float
     """Precision."""
@@ -43,6 +45,8 @@ class ReferencePRF(BaseModel):
 
 class ExampleReference(BaseModel):
     """One example's scores and the counts they come from."""
+
+    model_config = BUILT_WHEN_USED
 
     partition: Name
     """The example's `task/dataset`."""
@@ -61,6 +65,8 @@ class ExampleReference(BaseModel):
 class GroupReference(BaseModel):
     """A partition's or a task's scores."""
 
+    model_config = BUILT_WHEN_USED
+
     n: int
     """Number of examples."""
     token: ReferencePRF
@@ -75,6 +81,8 @@ class GroupReference(BaseModel):
 
 class Reference(BaseModel):
     """Every figure the definition gives for a set of examples and predictions."""
+
+    model_config = BUILT_WHEN_USED
 
     partitions: dict[str, GroupReference]
     """By `task/dataset`."""

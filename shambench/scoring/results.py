@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from shambench.documented import DOCUMENTED
-from shambench.schema import Name
+from shambench.schema import BUILT_WHEN_USED, Name
 from shambench.scoring.agreement import AgreementGroup
 from shambench.scoring.steps import MathGroup
 from shambench.scoring.typed import TypesGroup
@@ -27,7 +27,7 @@ class _Documented(BaseModel):
     NaN and infinity are refused: every number in results.json is a finite number, and a field that may be
     absent says so with `| None` (null) in its type."""
 
-    model_config = DOCUMENTED | ConfigDict(allow_inf_nan=False)
+    model_config = BUILT_WHEN_USED | DOCUMENTED | ConfigDict(allow_inf_nan=False)
 
 
 class PRF(_Documented):
@@ -211,6 +211,8 @@ SHARED_TASK_CONVENTION = (
 class LanguageScores(BaseModel):
     """The shared task's figures and the span F1s of one language."""
 
+    model_config = BUILT_WHEN_USED
+
     n: int
     """Items scored."""
     iou: float
@@ -225,6 +227,8 @@ class LanguageScores(BaseModel):
 
 class SharedTaskView(BaseModel):
     """Per language scores and their mean over languages."""
+
+    model_config = BUILT_WHEN_USED
 
     convention: str = SHARED_TASK_CONVENTION
     """How the figures are computed."""
@@ -245,6 +249,8 @@ EXTENDED_CONVENTION = (
 
 class ExtendedView(BaseModel):
     """The extended suite's scores: per group and their overall, apart from the paper's."""
+
+    model_config = BUILT_WHEN_USED
 
     convention: str = EXTENDED_CONVENTION
     """How the figures are computed."""

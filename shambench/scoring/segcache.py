@@ -26,6 +26,7 @@ from pydantic import BaseModel
 
 import shambench.fs as fs
 from shambench.paths import cache_dir
+from shambench.schema import BUILT_WHEN_USED
 from shambench.scoring.arrays import runs
 from shambench.sealing import Sealer
 
@@ -118,6 +119,8 @@ def _items_fit(flat: np.ndarray, where: np.ndarray, counts: np.ndarray, lengths:
 
 class SegmentationCacheStats(BaseModel):
     """What `shambench cache stats` reports about the segmentation cache."""
+
+    model_config = BUILT_WHEN_USED
 
     path: str
     """The cache file."""

@@ -22,7 +22,7 @@ from typing import TypeGuard
 import numpy as np
 from pydantic import BaseModel
 
-from shambench.schema import Example, Name, Prediction
+from shambench.schema import BUILT_WHEN_USED, Example, Name, Prediction
 from shambench.scoring.metrics import pooled_prf
 from shambench.sources import char_level_suites, suite_of
 
@@ -67,6 +67,8 @@ CONVENTIONS = {
 class Rates(BaseModel):
     """Balanced metrics of one level (positive class = correct), as percentages."""
 
+    model_config = BUILT_WHEN_USED
+
     tpr: float | None
     """Recall on the correct class (acc_correct); None without correct items."""
     tnr: float | None
@@ -100,6 +102,8 @@ class Rates(BaseModel):
 class CharScores(BaseModel):
     """Math-Shepherd character and case level scores, as percentages."""
 
+    model_config = BUILT_WHEN_USED
+
     precision: float
     """Micro character precision."""
     recall: float
@@ -118,6 +122,8 @@ class CharScores(BaseModel):
 
 class MathScores(BaseModel):
     """Step-level verification scores of one dataset (subset)."""
+
+    model_config = BUILT_WHEN_USED
 
     n: int
     """Responses scored."""
@@ -142,6 +148,8 @@ class MathScores(BaseModel):
 class ThresholdChoice(BaseModel):
     """The PRM threshold chosen on a suite's tuning subset."""
 
+    model_config = BUILT_WHEN_USED
+
     threshold: float
     """The chosen threshold: a step is correct iff its score is at or above it."""
     objective: float
@@ -155,6 +163,8 @@ class ThresholdChoice(BaseModel):
 class SuiteScores(BaseModel):
     """One suite's summary: its datasets, ProcessBench-style mean F1 and threshold."""
 
+    model_config = BUILT_WHEN_USED
+
     datasets: list[Name]
     """Dataset (subset) names of the suite."""
     mean_f1: float | None
@@ -165,6 +175,8 @@ class SuiteScores(BaseModel):
 
 class MathGroup(BaseModel):
     """All step-level results of a run: `Results.groups.math`."""
+
+    model_config = BUILT_WHEN_USED
 
     conventions: dict[str, str]
     """How every number of the group is computed."""

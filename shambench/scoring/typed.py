@@ -38,7 +38,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from shambench.documented import DOCUMENTED
-from shambench.schema import Name
+from shambench.schema import BUILT_WHEN_USED, Name
 from shambench.scoring import metrics
 from shambench.scoring.arrays import runs
 from shambench.scoring.corpus import Corpus, Units
@@ -57,7 +57,7 @@ TYPES_CONVENTION = (
 class Recall(BaseModel):
     """A pooled recall with its bootstrap interval."""
 
-    model_config = DOCUMENTED | ConfigDict(allow_inf_nan=False)
+    model_config = BUILT_WHEN_USED | DOCUMENTED | ConfigDict(allow_inf_nan=False)
 
     recall: float
     """Found gold units of the type / all gold units of the type, pooled over the examples (0 when the type's
@@ -69,7 +69,7 @@ class Recall(BaseModel):
 class TypedPRF(BaseModel):
     """Type-aware pooled precision, recall and F1: predicted spans of one type against gold spans of that type."""
 
-    model_config = DOCUMENTED | ConfigDict(allow_inf_nan=False)
+    model_config = BUILT_WHEN_USED | DOCUMENTED | ConfigDict(allow_inf_nan=False)
 
     precision: float
     """Units of predicted spans of the type that gold spans of the type also cover / units of predicted spans of
@@ -85,7 +85,7 @@ class TypedPRF(BaseModel):
 class TypeScores(BaseModel):
     """One gold error type of one dataset."""
 
-    model_config = DOCUMENTED | ConfigDict(allow_inf_nan=False)
+    model_config = BUILT_WHEN_USED | DOCUMENTED | ConfigDict(allow_inf_nan=False)
 
     n_examples: int
     """Examples with a gold span of the type."""
@@ -110,7 +110,7 @@ class TypeScores(BaseModel):
 class DatasetTypes(BaseModel):
     """The per-type figures of one dataset (source)."""
 
-    model_config = DOCUMENTED | ConfigDict(allow_inf_nan=False)
+    model_config = BUILT_WHEN_USED | DOCUMENTED | ConfigDict(allow_inf_nan=False)
 
     n: int
     """Examples of the dataset scored."""
@@ -127,7 +127,7 @@ class DatasetTypes(BaseModel):
 class TypesGroup(BaseModel):
     """Per error type figures of every dataset whose gold spans carry types."""
 
-    model_config = DOCUMENTED
+    model_config = BUILT_WHEN_USED | DOCUMENTED
 
     convention: str = TYPES_CONVENTION
     """How the figures are computed."""

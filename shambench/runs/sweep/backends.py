@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from shambench.errors import DataError, ParameterError, described
 from shambench.extras import import_extra
 from shambench.http import TransportError, reach_scheduler
+from shambench.schema import BUILT_WHEN_USED
 
 # Seconds a scheduler has to accept a connection and answer its handshake.
 SCHEDULER_DEADLINE = 30.0
@@ -143,6 +144,8 @@ def make_backend(name: str, workers: int, scheduler: str | None = None) -> Backe
 
 class TaskFailure(BaseModel):
     """A task that failed on every attempt."""
+
+    model_config = BUILT_WHEN_USED
 
     index: int
     """Position of the call in the list given to `run_tasks`."""

@@ -34,7 +34,7 @@ from shambench.runs.spec import Scoring, Selection, spec_differences
 from shambench.runs.sweep.backends import Backend, run_tasks
 from shambench.runs.sweep.grid import SUMMARY, Cell, SweepPlan
 from shambench.runs.sweep.tasks import ShardOutput, predict_shard, score_shared
-from shambench.schema import Example, Name
+from shambench.schema import BUILT_WHEN_USED, Example, Name
 from shambench.scoring.results import ExampleScores, Results
 from shambench.scoring.text import Segmentation, language_of, segment_mixed
 
@@ -112,6 +112,8 @@ def journal_outputs(
 class CellReport(BaseModel):
     """What became of one cell in a sweep."""
 
+    model_config = BUILT_WHEN_USED
+
     cell: str
     """`data/detector-label`."""
     detector: Name
@@ -138,6 +140,8 @@ class CellReport(BaseModel):
 
 class SweepReport(BaseModel):
     """The outcome of a sweep, written to `sweep.json` in the runs folder."""
+
+    model_config = BUILT_WHEN_USED
 
     started_at: str
     """UTC start, ISO 8601."""

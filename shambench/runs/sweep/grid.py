@@ -20,7 +20,7 @@ from shambench.errors import DataError
 from shambench.registry import checked_params, factory_parameters
 from shambench.runs.files import JOURNAL, RESULTS
 from shambench.runs.spec import CREDENTIAL_ROUTING, RunSpec, Selection
-from shambench.schema import Name
+from shambench.schema import BUILT_WHEN_USED, Name
 from shambench.selection_fields import Reading
 from shambench.structured import yaml_file
 
@@ -32,7 +32,7 @@ MAX_CELLS = 10_000
 class DetectorGrid(BaseModel):
     """One detector entry of a sweep file: fixed parameters and parameters swept over (one cell per combination)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = BUILT_WHEN_USED | ConfigDict(extra="forbid")
 
     detector: Name
     """Detector name, or NAME:ARG (see `shambench list detectors`)."""
@@ -128,6 +128,8 @@ def read_spec(path: str | Path) -> SweepSpec:
 class DataItem(BaseModel):
     """The data of a cell: one dataset or one EXAMPLES file, read as the sweep file says."""
 
+    model_config = BUILT_WHEN_USED
+
     label: str
     """Folder name of the data in the runs folder (what tells two data items apart)."""
     selection: Selection
@@ -142,6 +144,8 @@ class DataItem(BaseModel):
 
 class Cell(BaseModel):
     """One detector configuration on one data item: one run directory, and the run it holds."""
+
+    model_config = BUILT_WHEN_USED
 
     spec: RunSpec
     """The cell's run: its detector, the sweep file's parameters, the command line's endpoint (for a detector that
@@ -175,6 +179,8 @@ class Cell(BaseModel):
 
 class SweepPlan(BaseModel):
     """A sweep file resolved: every cell with its run directory, and the settings the driver uses."""
+
+    model_config = BUILT_WHEN_USED
 
     spec: SweepSpec
     """The sweep file as read."""

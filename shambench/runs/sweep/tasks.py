@@ -19,7 +19,7 @@ from shambench.runs.files import JOURNAL
 from shambench.runs.rundir import RunConfig
 from shambench.runs.scoring import score_predictions
 from shambench.runs.spec import Scoring
-from shambench.schema import Example, Name
+from shambench.schema import BUILT_WHEN_USED, Example, Name
 from shambench.scoring.results import ExampleScores, Results
 from shambench.scoring.text import remember
 from shambench.secrets import redact
@@ -27,6 +27,8 @@ from shambench.secrets import redact
 
 class ShardOutput(BaseModel):
     """What a worker returns for a shard: its journal lines and what the detector said about itself."""
+
+    model_config = BUILT_WHEN_USED
 
     family: Name
     """Detector family."""
