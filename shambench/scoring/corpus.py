@@ -371,6 +371,8 @@ class Corpus:
     kept: Path | None = None
     """The folder this corpus is kept in (`file_corpus`), beside which what is computed from the corpus alone is
     kept too (`kept_beside`); None when it is not kept."""
+    reread: bool = False
+    """Whether it was read from that folder: its file was scored before, and is likely to be scored again."""
 
     @classmethod
     def of(cls, examples: Iterable[Example]) -> Corpus:

@@ -11,6 +11,7 @@ import json
 import math
 import zipfile
 from collections.abc import Callable, Iterable
+from functools import cache
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any, TypeVar
@@ -25,6 +26,7 @@ from shambench.memory import collector_paused
 from shambench.paths import cache_dir
 from shambench.schema import Example
 from shambench.scoring.corpus import Corpus, Readings, Units
+from shambench.scoring.metrics import Resamples
 from shambench.sealing import Sealer
 from shambench.structured import json_file
 
@@ -189,7 +191,7 @@ def file_corpus(path: str | Path, limit: int | None, examples: Callable[[], Iter
     if folder.is_dir():
         try:
             corpus = _load(folder)
-            corpus.kept = folder
+            corpus.kept, corpus.reread = folder, True
             return corpus
         except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as err:
             Sealer(f"stored corpus {folder} not used, rebuilt from the file").reject(str(err), stacklevel=3)
@@ -227,14 +229,41 @@ def kept_beside(corpus: Corpus, name: str, context: str, kind: type[Model], comp
     """`compute()`, or what an earlier `compute()` gave when it was kept beside the same corpus as `name`, for the
     same `context` (all else it depends on, versions included); what is computed is kept there, sealed. Nothing is
     kept beside a corpus that is not kept itself."""
-    return _kept(corpus, name, context, compute, lambda made: made.model_dump_json().encode(), kind.model_validate_json)
+    return _kept(
+        corpus, name, context, compute, (lambda made: made.model_dump_json().encode(), kind.model_validate_json)
+    )
 
 
 def kept_arrays_beside(
-    corpus: Corpus, name: str, context: str, compute: Callable[[], dict[str, np.ndarray]]
+    corpus: Corpus,
+    name: str,
+    context: str,
+    compute: Callable[[], dict[str, np.ndarray]],
+    sealer: Sealer | None = None,
 ) -> dict[str, np.ndarray]:
-    """`kept_beside` for named numeric arrays, read back with their own types, shapes and values (read-only)."""
-    return _kept(corpus, name, context, compute, _packed, _unpacked)
+    """`kept_beside` for named numeric arrays, read back with their own types, shapes and values (read-only).
+    `sealer`: the one warning of a family of such files, when not one for each file."""
+    return _kept(corpus, name, context, compute, (_packed, _unpacked), sealer)
+
+
+def kept_draws(resamples: Resamples, corpus: Corpus, context: str) -> None:
+    """Keep a group's resamples beside a kept corpus, or take them from there where they were kept before (one byte
+    per example and resample, sealed; `context`: all else they depend on, versions included): they depend on the
+    group's name and size, the number of resamples and the seed alone, and reading them back costs a fraction of
+    drawing them, the largest cost of scoring a kept corpus again."""
+    # Group names may hold any printable character (a `/`): a digest of the name names the file.
+    group = hashlib.blake2b(resamples.name.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+    name = f"draws-{group}-{resamples.n}-{resamples.n_resamples}-{resamples.seed}.bin"
+    drawn = kept_arrays_beside(
+        corpus, name, context, lambda: {"counts": resamples.counts()}, _draws_sealer(corpus.kept)
+    )
+    resamples.keep_counts(drawn["counts"])
+
+
+@cache
+def _draws_sealer(folder: Path | None) -> Sealer:
+    """The one warning of the draws kept beside a corpus, however many fail: a new version fails them all."""
+    return Sealer(f"kept draws in {folder} not used, computed again")
 
 
 def _packed(arrays: dict[str, np.ndarray]) -> bytes:
@@ -263,11 +292,13 @@ def _kept(
     name: str,
     context: str,
     compute: Callable[[], Made],
-    dump: Callable[[Made], bytes],
-    load: Callable[[bytes], Made],
+    coding: tuple[Callable[[Made], bytes], Callable[[bytes], Made]],
+    sealer: Sealer | None = None,
 ) -> Made:
-    """What `kept_beside` says, for anything `dump` writes as bytes and `load` reads back."""
-    body = _read_beside(corpus.kept, name, context) if corpus.kept is not None else None
+    """What `kept_beside` says, for anything `coding`'s dump writes as bytes and its load reads back (`sealer`: see
+    `kept_arrays_beside`)."""
+    dump, load = coding
+    body = _read_beside(corpus.kept, name, context, sealer) if corpus.kept is not None else None
     if body is not None:
         return load(body)
     made = compute()
@@ -276,10 +307,10 @@ def _kept(
     return made
 
 
-def _read_beside(folder: Path, name: str, context: str) -> bytes | None:
+def _read_beside(folder: Path, name: str, context: str, sealer: Sealer | None) -> bytes | None:
     """The body of a file kept beside a corpus, or None. A file that is not what its seal says (edited, truncated,
     moved from another corpus's folder, or written for another context or version) is a miss: deleted, with one
-    warning."""
+    warning (`sealer`'s, when given)."""
     path = folder / name
     try:
         data = fs.read_input(path)
@@ -288,7 +319,7 @@ def _read_beside(folder: Path, name: str, context: str) -> bytes | None:
     body = Sealer.opened(_beside_key(folder, name, context), data)
     if body is not None:
         return body
-    Sealer(f"kept {path} not used, computed again").reject(
+    (sealer or Sealer(f"kept {path} not used, computed again")).reject(
         "it does not match its seal (edited, truncated, moved from another corpus or written by another version)",
         stacklevel=4,
     )

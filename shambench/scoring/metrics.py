@@ -235,14 +235,23 @@ class Resamples:
         self._kept = list(blocks)
         return iter(self._kept)
 
+    def counts(self) -> np.ndarray:
+        """Every resample's draw counts as one matrix (resamples × n), in the blocks' widest integer type."""
+        blocks = list(self)
+        return np.concatenate(blocks) if blocks else np.empty((0, self.n), np.uint8)
+
+    def keep_counts(self, counts: np.ndarray) -> None:
+        """Keep `counts` (what `counts()` of the same resamples gave before) as the blocks, instead of drawing them:
+        the same rows in the same blocks, so every product over them is the same."""
+        self._kept = [counts[lo : lo + _BLOCK] for lo in range(0, len(counts), _BLOCK)]
+
 
 def bootstrap_weights(n: int, name: str, n_resamples: int, seed: int) -> np.ndarray:
     """How often each of `n` examples is drawn in each seeded resample, as one float32 matrix (resamples × n).
 
     The dense form of `Resamples`, for small groups and tests; the scorer iterates `Resamples` instead.
     """
-    blocks = list(_drawn_counts(n, name, n_resamples, seed))
-    return np.concatenate(blocks).astype(np.float32) if blocks else np.empty((0, n), np.float32)
+    return Resamples(n, name, n_resamples, seed, keep=False).counts().astype(np.float32)
 
 
 def bootstrap_replicates(values: np.ndarray, weights: np.ndarray | Iterable[np.ndarray]) -> np.ndarray:

@@ -24,7 +24,7 @@ from shambench.scoring.alternative import ALT_EPSILON
 from shambench.scoring.arrays import char_counts, max_scores
 from shambench.scoring.corpus import Corpus, Ranges, RowPredictions, Units, covered
 from shambench.scoring.extended import declarations, extended_group, joins_task, kept_apart, kept_apart_names
-from shambench.scoring.kept import kept_arrays_beside, kept_beside, rules_hash
+from shambench.scoring.kept import kept_arrays_beside, kept_beside, kept_draws, rules_hash
 from shambench.scoring.measures import AVERAGING, Group, figures, metric_conventions
 from shambench.scoring.results import (
     PRF,
@@ -215,6 +215,8 @@ class Scorer:
             if all(int(i) in corpus.with_steps for i in idx)
         }
         self._resamples: dict[str, metrics.Resamples] = {}
+        # Draws depend on no corpus: kept beside a kept one scored again, or the source of a rows corpus (`_rows_scorer`).
+        self.draws_beside = self.corpus if self.corpus.reread else None
         self._gold_soft: dict[int, metrics.SoftVectors] = {}
         self._gold_soft_chars = 0
         self._human: AgreementReport | None = None
@@ -244,9 +246,13 @@ class Scorer:
         return vectors
 
     def bootstrap_weights(self, name: str, n: int) -> metrics.Resamples:
-        """The seeded resamples of the group `name` of `n` examples (see `metrics.Resamples`)."""
+        """The seeded resamples of the group `name` of `n` examples (`metrics.Resamples`), kept in memory where they
+        fit, and then beside a kept corpus scored again (`kept_draws`): a file scored once never pays for keeping them."""
         if name not in self._resamples:
-            self._resamples[name] = metrics.Resamples(n, name, self.n_resamples, self.seed, self._keep_resamples)
+            resamples = metrics.Resamples(n, name, self.n_resamples, self.seed, self._keep_resamples)
+            if self._keep_resamples and self.draws_beside is not None:
+                kept_draws(resamples, self.draws_beside, f"{self.n_resamples}|{self.seed}|{_kept_versions()}")
+            self._resamples[name] = resamples
         return self._resamples[name]
 
     def kept_arrays(self, name: str, compute: Callable[[], dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -436,7 +442,13 @@ class Scorer:
         from shambench.scoring.agreement import Rows, leave_one_out, rows_of
 
         rows = kept_beside(self.corpus, "leave-one-out.json", _kept_versions(), Rows, lambda: rows_of(self.corpus))
-        return leave_one_out(self.corpus, rows, lambda corpus: Scorer(corpus, self.n_resamples, self.seed))
+        return leave_one_out(self.corpus, rows, self._rows_scorer)
+
+    def _rows_scorer(self, rows: Corpus) -> Scorer:
+        """A scorer of rows made from this corpus (the leave-one-out golds), keeping its draws beside this corpus."""
+        scorer = Scorer(rows, self.n_resamples, self.seed)
+        scorer.draws_beside = self.draws_beside
+        return scorer
 
     def _agreement_group(self, pa: _PredictionArrays) -> AgreementGroup | None:
         """The detector against the leave-one-out golds, beside the human figure, where annotators are known."""

@@ -268,3 +268,36 @@ def test_arrays_kept_beside_a_corpus_come_back_with_their_types_and_values(tmp_p
         got = kept_module.kept_arrays_beside(corpus, "x.npz", "one", lambda: made.append(1) or arrays)
         assert got.keys() == arrays.keys() and made == [1]
         assert all(got[k].dtype == v.dtype and np.array_equal(got[k], v) for k, v in arrays.items())
+
+
+def test_a_kept_corpus_scored_again_keeps_the_draws_of_its_groups_and_scores_the_same(tmp_path, monkeypatch):
+    from shambench.scoring import metrics
+    from tests.scoring.test_corpus import annotated_examples
+
+    examples = mixed_examples() + annotated_examples()
+    path = tmp_path / "examples.jsonl"
+    write_examples(path, examples)
+    whole = scores(Scorer(examples, n_resamples=50), MIXED_PREDICTIONS)  # a corpus not kept: drawn
+    drawn: list[str] = []
+    real = metrics._drawn_counts
+    monkeypatch.setattr(metrics, "_drawn_counts", lambda n, name, *rest: drawn.append(name) or real(n, name, *rest))
+
+    def scored() -> str:
+        corpus = kept_module.file_corpus(path, None, reading(path)[0])
+        return scores(Scorer(corpus, n_resamples=50), MIXED_PREDICTIONS)
+
+    folder = kept_module.corpora_dir() / kept_module.file_key(path, None)
+    # Scored once: the corpus is kept, its draws are not (a file scored once never pays for them).
+    assert scored() == whole and not list(folder.glob("draws-*"))
+    groups = sorted(drawn)
+    # The leave-one-out rows' scorer keeps its groups' draws beside the corpus they come from.
+    assert "summ/x" in groups and any(g.startswith("agreement:") for g in groups)
+    assert scored() == whole and sorted(drawn) == sorted(groups * 2)  # scored again: drawn and kept
+    files = sorted(folder.glob("draws-*-50-0.bin"))
+    assert len(files) == len(groups) == len(set(groups))
+    assert scored() == whole and len(drawn) == 2 * len(groups)  # read back: nothing drawn again
+    # A damaged file is a miss: that group is drawn again, with the same figures.
+    files[0].write_bytes(files[0].read_bytes()[:-5])
+    with pytest.warns(RuntimeWarning, match="kept draws in .* not used, computed again"):
+        assert scored() == whole
+    assert len(drawn) == 2 * len(groups) + 1

@@ -108,6 +108,11 @@ def test_resamples_in_blocks_give_the_replicates_of_one_dense_matrix_exactly(n):
         # Kept blocks are the same objects on the next pass; unkept ones are drawn again.
         assert (list(resamples)[0] is blocks[0]) == keep
     assert np.array_equal(metrics.bootstrap_weights(n, "summ/toy", 150, seed=5), dense)
+    # Counts kept elsewhere come back as the same blocks: the same replicates, nothing drawn.
+    kept = metrics.Resamples(n, "other name", 1, seed=0)
+    kept.keep_counts(metrics.Resamples(n, "summ/toy", 150, seed=5, keep=False).counts())
+    assert [b.shape for b in kept] == [(64, n), (64, n), (22, n)]
+    assert np.array_equal(metrics.bootstrap_replicates(values, kept), before)
 
 
 @settings(max_examples=80, deadline=None)
