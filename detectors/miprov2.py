@@ -35,8 +35,7 @@ from shambench.detection.detector import detectors
 from shambench.errors import DataError
 from shambench.llm.wire import Usage
 from shambench.paths import cache_dir
-from shambench.schema import BUILT_WHEN_USED, Example
-from shambench.secrets import NAMES_A_KEY
+from shambench.schema import BUILT_WHEN_USED, NAMES_A_KEY, Example
 from shambench.structured import json_file
 
 from .prompted import PromptedDetector, make_prompted, presets

@@ -21,6 +21,7 @@ from pydantic import (
 
 from shambench.controls import IN_NAMES
 from shambench.errors import SourceError
+from shambench.secrets import registered_key_env
 
 _CONTROL = re.compile(f"[{IN_NAMES}]")
 
@@ -52,6 +53,11 @@ type adapters'): its validator and serializer are made the first time it validat
 module is imported. A command imports many models it never uses (the adapters' raw rows, the step-level suites'
 figures, the sections of a run's spec in `--help`), and a model nested in one that is used is made inside it.
 `tests/core/test_models_built_when_used.py` fails on a model that does not."""
+
+NAMES_A_KEY = AfterValidator(registered_key_env)
+"""Metadata of every model field that names an environment variable holding a key (`Annotated[str, NAMES_A_KEY]`):
+the process that builds the model (a sweep's driver, which writes what its workers' requests brought back, without
+reading the key itself) knows the key as a secret from then on, not only the process that reads it."""
 
 # Annotators of one example that human agreement reads. A counting rule's golds are derived in time linear in the
 # annotators, but each reading holds its others' gold as a list (`Reading.others`, as every EXAMPLES file and run

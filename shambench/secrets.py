@@ -30,8 +30,6 @@ import re
 import threading
 from urllib.parse import quote, quote_plus
 
-from pydantic import AfterValidator
-
 MASK = "***"
 """What stands in for a secret."""
 
@@ -97,15 +95,9 @@ def remember_key_env(name: str | None) -> None:
 
 def registered_key_env(name: str | None) -> str | None:
     """`name`, once `remember_key_env` has made its value a secret: the validator of every field that names a key
-    variable (`NAMES_A_KEY`)."""
+    variable (`shambench.schema.NAMES_A_KEY`)."""
     remember_key_env(name)
     return name
-
-
-NAMES_A_KEY = AfterValidator(registered_key_env)
-"""Metadata of every model field that names an environment variable holding a key (`Annotated[str, NAMES_A_KEY]`):
-the process that builds the model (a sweep's driver, which writes what its workers' requests brought back, without
-reading the key itself) knows the key as a secret from then on, not only the process that reads it."""
 
 
 def known_secrets() -> frozenset[str]:

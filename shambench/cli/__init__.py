@@ -11,7 +11,8 @@ import sys
 import threading
 import warnings
 from collections.abc import Iterator
-from typing import IO, Any, NoReturn
+from gettext import gettext
+from typing import IO, Any, NamedTuple, NoReturn
 
 import click
 
@@ -20,22 +21,74 @@ from shambench.controls import FOREIGN
 from shambench.errors import ChangedDataError, DataError, RunDirError, SelectionError, UnknownPluginError, message_of
 from shambench.secrets import redact
 
-# name -> "module:attribute"; each module imports its heavy dependencies inside the command body.
+
+class LazyCommand(NamedTuple):
+    """A subcommand imported when it is run or asked for its own help."""
+
+    target: str
+    """Where it is: "module:attribute"."""
+    summary: str
+    """The first paragraph of its help, from which its short help in the group's listing is made."""
+
+
+# name -> where the command is ("module:attribute") and the first paragraph of its help. Each module imports its heavy
+# dependencies inside the command body, and `shambench --help` lists the commands from these summaries without
+# importing any: the options of eval, score... are made from RunSpec's fields, and importing every command module
+# for its short help imported pydantic and the models (twice the instructions of dec8690's `--help`,
+# benchmarks/RESULTS.md). tests/cli/test_entry.py checks each summary against its command's help.
 COMMANDS = {
-    "score": "shambench.cli.score:score",
-    "agreement": "shambench.cli.agreement:agreement_command",
-    "eval": "shambench.cli.eval:eval_command",
-    "list": "shambench.cli.listing:list_group",
-    "data": "shambench.cli.data:data_group",
-    "leaderboard": "shambench.cli.leaderboard:leaderboard_group",
-    "compare": "shambench.cli.compare:compare",
-    "cache": "shambench.cli.cache:cache_group",
-    "analyze": "shambench.cli.analyze:analyze",
-    "show": "shambench.cli.show:show",
-    "sweep": "shambench.cli.sweep:sweep",
-    "optimize": "shambench.cli.optimize:optimize",
-    "train": "shambench.cli.train:train_group",
-    "batch": "shambench.cli.batch:batch_group",
+    "score": LazyCommand(
+        "shambench.cli.score:score",
+        "Score predictions, or rescore RUN_DIR from its journal (never calls the detector).",
+    ),
+    "agreement": LazyCommand(
+        "shambench.cli.agreement:agreement_command",
+        "Human agreement: each annotator scored against the gold the source builds from the other annotators.",
+    ),
+    "eval": LazyCommand(
+        "shambench.cli.eval:eval_command", "Run a detector over examples, write a run directory and print the scores."
+    ),
+    "list": LazyCommand(
+        "shambench.cli.listing:list_group",
+        "List the registered detectors, datasets, prediction formats or context providers (built-in and installed plugins).",
+    ),
+    "data": LazyCommand(
+        "shambench.cli.data:data_group",
+        "Fetch the corpora, describe them (SHAM-Bench Table 1), dump or export the unified examples.",
+    ),
+    "leaderboard": LazyCommand(
+        "shambench.cli.leaderboard:leaderboard_group",
+        "Build the static leaderboard page, add submissions to it, export its JSON Schemas.",
+    ),
+    "compare": LazyCommand(
+        "shambench.cli.compare:compare",
+        "Compare two runs: F1 of A minus F1 of B, overall and per task, with a 95% interval and a p-value.",
+    ),
+    "cache": LazyCommand(
+        "shambench.cli.cache:cache_group",
+        "Inspect or empty the response cache of API-backed detectors and the segmentation cache.",
+    ),
+    "analyze": LazyCommand(
+        "shambench.cli.analyze:analyze",
+        "Explain a run's errors: which gold spans were found, how far boundaries are off, false alarms, and predicted against gold hallucination rates. Several RUN_DIRS are analysed side by side.",
+    ),
+    "show": LazyCommand(
+        "shambench.cli.show:show",
+        "Print one example of RUN_DIR with gold and predicted spans highlighted, or write them all as a page.",
+    ),
+    "sweep": LazyCommand(
+        "shambench.cli.sweep:sweep",
+        "Run every detector of SWEEP.yaml on every dataset, one run directory per cell, then build the leaderboard.",
+    ),
+    "optimize": LazyCommand(
+        "shambench.cli.optimize:optimize",
+        "Optimise the prompt of a prompted detector with DSPy's MIPROv2 and save the program.",
+    ),
+    "train": LazyCommand(
+        "shambench.cli.train:train_group",
+        "Fine-tune a detector on the benchmark's non-test data (needs `pip install 'shambench[models]'`).",
+    ),
+    "batch": LazyCommand("shambench.cli.batch:batch_group", "Batches of runs made with `shambench eval --batch`."),
 }
 
 # Errors whose message already says what is wrong (file, line, id): shown as one line, exit status 2.
@@ -63,7 +116,7 @@ def user_message(err: Exception) -> str:
 class LazyGroup(click.Group):
     """A click group whose subcommands are imported on demand, and which turns user errors into one line."""
 
-    def __init__(self, *args: Any, lazy: dict[str, str] | None = None, **kwargs: Any):
+    def __init__(self, *args: Any, lazy: dict[str, LazyCommand] | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.lazy = lazy or {}
 
@@ -72,9 +125,25 @@ class LazyGroup(click.Group):
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name in self.lazy:
-            module, attr = self.lazy[name].split(":")
+            module, attr = self.lazy[name].target.split(":")
             return getattr(importlib.import_module(module), attr)
         return super().get_command(ctx, name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands and their short help as click lists them, a lazy one's made from its summary without
+        importing it."""
+        listed = [
+            (
+                name,
+                click.Command(name, help=self.lazy[name].summary) if name in self.lazy else self.get_command(ctx, name),
+            )
+            for name in self.list_commands(ctx)
+        ]
+        rows = [(name, cmd) for name, cmd in listed if cmd is not None and not cmd.hidden]
+        if rows:
+            limit = formatter.width - 6 - max(len(name) for name, _ in rows)
+            with formatter.section(gettext("Commands")):
+                formatter.write_dl([(name, cmd.get_short_help_str(limit)) for name, cmd in rows])
 
     def resolve_command(
         self, ctx: click.Context, args: list[str]

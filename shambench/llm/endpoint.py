@@ -16,8 +16,8 @@ from typing import Annotated, Any, TypedDict, TypeVar, Unpack
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from shambench.errors import DataError, EndpointError
-from shambench.schema import BUILT_WHEN_USED
-from shambench.secrets import NAMES_A_KEY, remember_key_env
+from shambench.schema import BUILT_WHEN_USED, NAMES_A_KEY
+from shambench.secrets import remember_key_env
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 OPENAI_URL = "https://api.openai.com/v1"

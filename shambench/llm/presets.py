@@ -18,8 +18,7 @@ from pydantic import BaseModel, Field
 from shambench.errors import DataError
 from shambench.llm.endpoint import Endpoint, EndpointOptions, endpoint_of, endpoint_options
 from shambench.llm.negotiation import STRUCTURED_SETTINGS
-from shambench.schema import BUILT_WHEN_USED
-from shambench.secrets import NAMES_A_KEY
+from shambench.schema import BUILT_WHEN_USED, NAMES_A_KEY
 from shambench.structured import yaml_value
 
 # Request-body parameters a preset or `-p` may set (anything else is a typo until proven otherwise).

@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import Field, field_validator
 
 from shambench.errors import DataError, SelectionError
-from shambench.schema import Name
-from shambench.secrets import NAMES_A_KEY
+from shambench.schema import NAMES_A_KEY, Name
 from shambench.selection_fields import DatasetsOption, Flag, Resolved, Section, SelectionOptions
 
 if TYPE_CHECKING:

@@ -1,5 +1,6 @@
 """The installed `shambench` command (`shambench.cli.run`): its exit skips the interpreter's teardown, and loses
-nothing on the way out: the status, buffered output, exit handlers, and threads still working."""
+nothing on the way out: the status, buffered output, exit handlers, and threads still working. Its `--help` lists
+every command without importing any."""
 
 from __future__ import annotations
 
@@ -90,3 +91,37 @@ def test_a_mistyped_command_gets_the_nearest_name():
     assert res.exit_code == 2 and res.stderr.splitlines()[-1] == "Error: No such command 'evl'. Did you mean 'eval'?"
     assert CliRunner().invoke(main, ["data", "stat"]).stderr.splitlines()[-1].endswith("Did you mean 'stats'?")
     assert CliRunner().invoke(main, ["zzzz"]).stderr.splitlines()[-1] == "Error: No such command 'zzzz'."
+
+
+def test_each_command_summary_is_the_first_paragraph_of_its_help():
+    import click
+
+    from shambench.cli import COMMANDS, main
+
+    ctx = click.Context(main)
+    for name, lazy in COMMANDS.items():
+        command = main.get_command(ctx, name)
+        assert lazy.summary.split() == command.help.partition("\n\n")[0].split(), name
+        assert not command.hidden and not command.deprecated and command.short_help is None, name
+
+
+def test_the_help_lists_every_command_as_click_would_without_importing_one():
+    import click
+
+    from shambench.cli import COMMANDS, main
+
+    # In a fresh process: the group's help, and what it imported.
+    code = (
+        "import sys\nfrom shambench.cli import main\n"
+        "try:\n    main(['--help'], prog_name='shambench', terminal_width={width})\nexcept SystemExit:\n    pass\n"
+        "print('|'.join(m for m in sys.modules if m.startswith(('pydantic', 'shambench.cli.'))))"
+    )
+    ctx = click.Context(main)
+    imported = click.Group("shambench", commands={name: main.get_command(ctx, name) for name in COMMANDS})
+    for width in (40, 80, 200):
+        done = subprocess.run([sys.executable, "-c", code.format(width=width)], capture_output=True, text=True)
+        shown, modules = done.stdout.rsplit("\n", 2)[:2]
+        assert sorted(modules.split("|")) == ["shambench.cli.exits"]
+        formatter = click.HelpFormatter(width=width)
+        imported.format_commands(click.Context(imported, terminal_width=width), formatter)
+        assert shown.endswith(formatter.getvalue().rstrip("\n"))
