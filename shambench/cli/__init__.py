@@ -10,7 +10,7 @@ import re
 import sys
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from gettext import gettext
 from typing import IO, Any, NamedTuple, NoReturn
 
@@ -197,10 +197,22 @@ class LazyGroup(click.Group):
 @contextlib.contextmanager
 def _loading_shown() -> Iterator[None]:
     """Every command that loads sources says which one it is reading (a status line on the terminal)."""
-    from shambench.cli.progress import LoadStatus
     from shambench.data.loading import watched_by
 
-    with watched_by(LoadStatus()):
+    status: list[Callable[[str | None], None]] = []
+
+    def shown(what: str | None) -> None:
+        # The status line's module (with rich and the detectors' registry) is imported when a first source is read:
+        # a command that reads none, such as a subcommand's --help, does not pay for it.
+        if not status:
+            if what is None:
+                return
+            from shambench.cli.progress import LoadStatus
+
+            status.append(LoadStatus())
+        status[0](what)
+
+    with watched_by(shown):
         yield
 
 

@@ -125,3 +125,14 @@ def test_the_help_lists_every_command_as_click_would_without_importing_one():
         formatter = click.HelpFormatter(width=width)
         imported.format_commands(click.Context(imported, terminal_width=width), formatter)
         assert shown.endswith(formatter.getvalue().rstrip("\n"))
+
+
+def test_a_command_that_reads_no_source_imports_no_status_line():
+    # The loading status line (rich, the detectors' registry) is imported when a first source is read.
+    code = (
+        "import sys\nfrom shambench.cli import main\n"
+        "try:\n    main(['eval', '--help'], prog_name='shambench')\nexcept SystemExit:\n    pass\n"
+        "print('|'.join(m for m in sys.modules if m == 'rich' or m == 'shambench.cli.progress'))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert "--detector" in done.stdout and done.stdout.splitlines()[-1] == ""
