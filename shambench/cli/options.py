@@ -13,8 +13,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from shambench.structured import yaml_value
-
 if TYPE_CHECKING:
     from pydantic import ValidationError
     from pydantic.fields import FieldInfo
@@ -416,6 +414,10 @@ def emit_json(obj: Any, out: str | None, as_json: bool, console: Console) -> Non
 
 def parse_params(pairs: tuple[str, ...]) -> dict:
     """`KEY=VALUE` pairs as a dict; values are read as YAML scalars (numbers, booleans, strings)."""
+    # Imported here, not with the module: every command's options come from this module, and the structured reader
+    # brings YAML, SQLite and the filesystem gate, which a command's --help does not need.
+    from shambench.structured import yaml_value
+
     out = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")

@@ -127,12 +127,13 @@ def test_the_help_lists_every_command_as_click_would_without_importing_one():
         assert shown.endswith(formatter.getvalue().rstrip("\n"))
 
 
-def test_a_command_that_reads_no_source_imports_no_status_line():
-    # The loading status line (rich, the detectors' registry) is imported when a first source is read.
+def test_a_commands_help_imports_neither_the_status_line_nor_the_structured_reader():
+    # The loading status line (rich, the detectors' registry) is imported when a first source is read, the
+    # structured reader (YAML, SQLite, the filesystem gate) when a value is read.
     code = (
         "import sys\nfrom shambench.cli import main\n"
         "try:\n    main(['eval', '--help'], prog_name='shambench')\nexcept SystemExit:\n    pass\n"
-        "print('|'.join(m for m in sys.modules if m == 'rich' or m == 'shambench.cli.progress'))"
+        "print('|'.join(m for m in ('rich', 'shambench.cli.progress', 'shambench.structured', 'yaml') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert "--detector" in done.stdout and done.stdout.splitlines()[-1] == ""
