@@ -21,6 +21,7 @@ huggingface_hub, downloads use only its URLs and token.
 from __future__ import annotations
 
 import asyncio
+import collections
 import urllib.parse
 import urllib.request
 from collections.abc import Awaitable, Iterator
@@ -55,14 +56,106 @@ def deadline(seconds: float) -> asyncio.Timeout:
     return asyncio.timeout(seconds)
 
 
+class _Expiry:
+    """One request's place in its loop's `_Deadlines`."""
+
+    __slots__ = ("cancelling", "done", "fired", "task", "when")
+
+    def __init__(self, when: float, task: asyncio.Task[Any]):
+        self.when, self.task, self.cancelling = when, task, task.cancelling()
+        self.done = self.fired = False
+
+
+class _Deadlines:
+    """The deadlines of one event loop's API requests. A client gives each of its requests the same time, so they
+    pass in the order the requests began: one timer, set for the oldest request still open, serves them all, where
+    an `asyncio.timeout` each (a timer in the loop's heap, compared in Python) cost a request 35k instructions."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop = loop
+        self._open: collections.deque[_Expiry] = collections.deque()
+        self._timer: asyncio.TimerHandle | None = None
+
+    def open(self, seconds: float, task: asyncio.Task[Any]) -> _Expiry | None:
+        """The expiry of a request of `task` that must end within `seconds`; None when it would pass before one
+        already open (the caller then takes an `asyncio.timeout` of its own)."""
+        when = self.loop.time() + seconds
+        if self._open and when < self._open[-1].when:
+            return None
+        expiry = _Expiry(when, task)
+        self._open.append(expiry)
+        # A timer is pending whenever a request is open, set no later than the oldest one's deadline.
+        if self._timer is None:
+            self._timer = self.loop.call_at(when, self._pass)
+        return expiry
+
+    def close(self, expiry: _Expiry) -> None:
+        """The request of `expiry` has left its deadline."""
+        expiry.done = True
+        while self._open and self._open[0].done:
+            self._open.popleft()
+
+    def _pass(self) -> None:
+        """Cancel every open request whose deadline has passed, and set the timer for the next."""
+        now = self.loop.time()
+        while self._open and (self._open[0].done or self._open[0].when <= now):
+            expiry = self._open.popleft()
+            if not expiry.done:
+                expiry.fired = True
+                expiry.task.cancel()
+        self._timer = self.loop.call_at(self._open[0].when, self._pass) if self._open else None
+
+
+class _RequestDeadline:
+    """`async with`: a request's deadline of `seconds` in its loop's `_Deadlines`; a TimeoutError once they have
+    passed, as `asyncio.timeout` raises it (a cancellation from elsewhere passes through as it is)."""
+
+    def __init__(self, clock: Clock, seconds: float):
+        self._clock, self._seconds = clock, seconds
+        self._deadlines: _Deadlines | None = None
+        self._expiry: _Expiry | None = None
+        self._fallback: asyncio.Timeout | None = None
+
+    async def __aenter__(self) -> None:
+        task = asyncio.current_task()
+        self._deadlines = self._clock.deadlines()
+        self._expiry = self._deadlines.open(self._seconds, task) if task is not None else None
+        if self._expiry is None:
+            self._fallback = asyncio.timeout(self._seconds)
+            await self._fallback.__aenter__()
+
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: Any) -> None:
+        if self._fallback is not None:
+            await self._fallback.__aexit__(kind, error, trace)
+            return
+        expiry, deadlines = self._expiry, self._deadlines
+        assert expiry is not None and deadlines is not None
+        deadlines.close(expiry)
+        # As asyncio.timeout does: the cancel its deadline made is taken back, and becomes a TimeoutError unless
+        # another cancel was asked for meanwhile.
+        if expiry.fired and expiry.task.uncancel() <= expiry.cancelling and kind is asyncio.CancelledError:
+            raise TimeoutError from error
+
+
 class Clock:
     """What an API client's waits run on: the deadline of each request and the pause before a retry. This one is
     the running event loop's clock; a test gives the client one that moves only when the test says
     (`tests/manual_clock.py`), so which request meets its deadline never depends on how busy the machine is."""
 
+    def __init__(self) -> None:
+        self._deadlines: _Deadlines | None = None
+
     def deadline(self, seconds: float) -> AbstractAsyncContextManager[Any]:
-        """An API request's `deadline` of `seconds`."""
-        return deadline(seconds)
+        """An API request's deadline of `seconds` (see `deadline`), kept with the others of its loop."""
+        return _RequestDeadline(self, seconds)
+
+    def deadlines(self) -> _Deadlines:
+        """The deadlines of the running loop's requests (made anew when the clock serves another loop: the last
+        loop's are kept by the requests still in them)."""
+        loop = asyncio.get_running_loop()
+        if self._deadlines is None or self._deadlines.loop is not loop:
+            self._deadlines = _Deadlines(loop)
+        return self._deadlines
 
     async def sleep(self, seconds: float) -> None:
         """Wait `seconds` (the pause before a retry)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import socket
 import threading
@@ -13,6 +14,7 @@ import pytest
 from shambench.errors import MalformedReply
 from shambench.http import (
     Client,
+    Clock,
     ConnectError,
     StatusError,
     Timeout,
@@ -21,6 +23,7 @@ from shambench.http import (
     reach_scheduler,
     time_left,
 )
+from tests.run_helpers import HANG_SECONDS
 
 BODY = bytes(range(256)) * 40  # 10,240 bytes
 # A hostile body ends on its own after this many bytes or seconds, so that a client without its bounds fails the
@@ -198,3 +201,68 @@ def test_a_request_has_its_timeout_plus_a_second_per_min_rate_bytes_received():
     # Started at 10 with a 60 s timeout; at 15, with 32 KiB received at 16 KiB/s: 60 + 2 - 5 = 57 s left.
     assert time_left(10.0, 15.0, 60.0, 32 * 1024, 16 * 1024) == 57.0
     assert time_left(10.0, 75.0, 60.0, 0, 16 * 1024) == -5.0  # nothing received: past its deadline
+
+
+# --- the deadlines of API requests (Clock.deadline): one timer per loop for requests that pass in order ------------
+
+
+async def _within(clock: Clock, seconds: float, step) -> str:
+    """'done' when `step` finished within the deadline, 'timeout' when the deadline ended it (and the task then
+    goes on: a later await is not cancelled)."""
+    try:
+        async with clock.deadline(seconds):
+            await step()
+    except TimeoutError:
+        await asyncio.sleep(0)
+        return "timeout"
+    return "done"
+
+
+def test_requests_end_each_at_its_own_deadline():
+    async def run() -> list[str]:
+        clock, never, timed_out = Clock(), asyncio.Event(), asyncio.Event()
+
+        async def after_the_timeout() -> None:
+            await timed_out.wait()
+
+        async def hung() -> None:
+            try:
+                await never.wait()
+            finally:
+                timed_out.set()
+
+        # The oldest ends at once and leaves; the timer set for its deadline passes it on to the next one's.
+        quick = await _within(clock, 0.05, lambda: asyncio.sleep(0))
+        await asyncio.sleep(0.02)
+        stuck = asyncio.create_task(_within(clock, 0.05, hung))
+        waiting = asyncio.create_task(_within(clock, 60, after_the_timeout))  # goes on once `stuck` has ended
+        async with asyncio.timeout(HANG_SECONDS):  # a deadline that never passes fails the test, not hangs it
+            return [quick, *await asyncio.gather(stuck, waiting)]
+
+    assert asyncio.run(run()) == ["done", "timeout", "done"]
+
+
+def test_a_shorter_deadline_after_a_longer_one_still_passes():
+    # It would pass before the one already open: it gets its own timer.
+    async def run() -> list[str]:
+        clock, never, release = Clock(), asyncio.Event(), asyncio.Event()
+        longer = asyncio.create_task(_within(clock, 60, release.wait))
+        await asyncio.sleep(0)
+        async with asyncio.timeout(HANG_SECONDS):
+            shorter = await _within(clock, 0.05, never.wait)
+        release.set()
+        return [await longer, shorter]
+
+    assert asyncio.run(run()) == ["done", "timeout"]
+
+
+def test_a_cancel_from_elsewhere_is_no_timeout():
+    async def run() -> None:
+        clock, never = Clock(), asyncio.Event()
+        request = asyncio.create_task(_within(clock, 60, never.wait))
+        await asyncio.sleep(0)
+        request.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await request
+
+    asyncio.run(run())
