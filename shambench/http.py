@@ -76,7 +76,7 @@ class _Deadlines:
         self._open: collections.deque[_Expiry] = collections.deque()
         self._timer: asyncio.TimerHandle | None = None
 
-    def open(self, seconds: float, task: asyncio.Task[Any]) -> _Expiry | None:
+    def admit(self, seconds: float, task: asyncio.Task[Any]) -> _Expiry | None:
         """The expiry of a request of `task` that must end within `seconds`; None when it would pass before one
         already open (the caller then takes an `asyncio.timeout` of its own)."""
         when = self.loop.time() + seconds
@@ -84,8 +84,11 @@ class _Deadlines:
             return None
         expiry = _Expiry(when, task)
         self._open.append(expiry)
-        # A timer is pending whenever a request is open, set no later than the oldest one's deadline.
-        if self._timer is None:
+        # A timer is pending whenever a request is open, set no later than the oldest one's deadline. The timer of
+        # a longer request that has already ended may still be pending, set for later than this one's deadline.
+        if self._timer is None or when < self._timer.when():
+            if self._timer is not None:
+                self._timer.cancel()
             self._timer = self.loop.call_at(when, self._pass)
         return expiry
 
@@ -119,7 +122,7 @@ class _RequestDeadline:
     async def __aenter__(self) -> None:
         task = asyncio.current_task()
         self._deadlines = self._clock.deadlines()
-        self._expiry = self._deadlines.open(self._seconds, task) if task is not None else None
+        self._expiry = self._deadlines.admit(self._seconds, task) if task is not None else None
         if self._expiry is None:
             self._fallback = asyncio.timeout(self._seconds)
             await self._fallback.__aenter__()

@@ -218,6 +218,10 @@ async def _within(clock: Clock, seconds: float, step) -> str:
     return "done"
 
 
+async def at_once() -> None:
+    """A step that ends without waiting for anything."""
+
+
 def test_requests_end_each_at_its_own_deadline():
     async def run() -> list[str]:
         clock, never, timed_out = Clock(), asyncio.Event(), asyncio.Event()
@@ -231,8 +235,9 @@ def test_requests_end_each_at_its_own_deadline():
             finally:
                 timed_out.set()
 
-        # The oldest ends at once and leaves; the timer set for its deadline passes it on to the next one's.
-        quick = await _within(clock, 0.05, lambda: asyncio.sleep(0))
+        # The oldest ends at once and leaves; the timer set for its deadline passes it on to the next one's. It
+        # ends without giving the loop a turn, so however busy the machine its deadline cannot pass first.
+        quick = await _within(clock, 0.05, at_once)
         await asyncio.sleep(0.02)
         stuck = asyncio.create_task(_within(clock, 0.05, hung))
         waiting = asyncio.create_task(_within(clock, 60, after_the_timeout))  # goes on once `stuck` has ended
@@ -254,6 +259,17 @@ def test_a_shorter_deadline_after_a_longer_one_still_passes():
         return [await longer, shorter]
 
     assert asyncio.run(run()) == ["done", "timeout"]
+
+
+def test_a_shorter_deadline_after_a_longer_one_has_ended_passes_on_time():
+    # The longer request's timer is still pending when it ends; the shorter one's deadline comes first.
+    async def run() -> str:
+        clock, never = Clock(), asyncio.Event()
+        assert await _within(clock, HANG_SECONDS * 2, at_once) == "done"
+        async with asyncio.timeout(HANG_SECONDS):
+            return await _within(clock, 0.05, never.wait)
+
+    assert asyncio.run(run()) == "timeout"
 
 
 def test_a_cancel_from_elsewhere_is_no_timeout():
