@@ -71,14 +71,16 @@ class ProgressMonitor(Monitor):
 
     def done(self, item: Any) -> None:
         """One prediction (or context record) is finished."""
-        if item.error is not None:
-            self.counters["failed"] = self.counters.get("failed", 0) + 1
-        self.progress.advance(self.task)
-        self._refresh()
+        # The counters' text is made again only when one changed: a prediction without an error changes none.
+        if item.error is None:
+            self.progress.advance(self.task)
+            return
+        self.counters["failed"] = self.counters.get("failed", 0) + 1
+        self._refresh(advance=1)
 
-    def _refresh(self) -> None:
+    def _refresh(self, advance: int = 0) -> None:
         stats = " ".join(f"{k}={_fmt(v)}" for k, v in sorted(self.counters.items()) if v)
-        self.progress.update(self.task, stats=stats)
+        self.progress.update(self.task, advance=advance, stats=stats)
 
     def __enter__(self) -> ProgressMonitor:
         self.progress.start()

@@ -6,12 +6,13 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 from click.testing import CliRunner
 
 import shambench
 from shambench.cli import main
-from shambench.cli.progress import progress_display
+from shambench.cli.progress import ProgressMonitor, progress_display
 from tests.conftest import modules_matching
 
 PACKAGE = Path(shambench.__file__).parent
@@ -64,3 +65,14 @@ def test_sources_loading_are_named_on_a_terminal(tmp_path):
 def test_no_status_where_stderr_is_no_terminal():
     stats = invoke("data", "stats", "-d", "mushroom,favabench", "--data-dir", str(FIXTURES))
     assert stats.exit_code == 0 and stats.stderr == ""
+
+
+def test_the_bar_counts_every_prediction_and_its_text_the_counters():
+    monitor = ProgressMonitor(4, "run", enabled=False)
+    monitor.count("cache_hits")
+    for error in (None, "timeout", None, None):
+        monitor.done(SimpleNamespace(error=error))
+    monitor.count("retries", 2)
+    (task,) = monitor.progress.tasks
+    assert task.completed == 4
+    assert task.fields["stats"] == "cache_hits=1 failed=1 retries=2"
