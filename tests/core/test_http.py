@@ -238,7 +238,6 @@ def test_requests_end_each_at_its_own_deadline():
         # The oldest ends at once and leaves; the timer set for its deadline passes it on to the next one's. It
         # ends without giving the loop a turn, so however busy the machine its deadline cannot pass first.
         quick = await _within(clock, 0.05, at_once)
-        await asyncio.sleep(0.02)
         stuck = asyncio.create_task(_within(clock, 0.05, hung))
         waiting = asyncio.create_task(_within(clock, 60, after_the_timeout))  # goes on once `stuck` has ended
         async with asyncio.timeout(HANG_SECONDS):  # a deadline that never passes fails the test, not hangs it
