@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -10,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from shambench.adapters import fava
 from shambench.adapters.fava import DUPLICATE, EMPTY, FILE, MISMATCH, UNTAGGED, parse_annotated, spans_on_output
 from shambench.data.adapter import adapters
 from shambench.errors import SourceError
@@ -64,6 +67,25 @@ def test_spans_move_onto_output_across_whitespace_and_end_of_sequence_artefacts(
     # output has a leading space and a double space: "sing." moves from [6, 11) to [8, 13).
     assert spans_on_output(tagged, " Frogs  sing.") == [(8, 13, "invented")]
     assert spans_on_output(tagged, "Frogs dance.") is None
+
+
+def test_the_space_table_agrees_with_str_isspace_on_every_code_point():
+    last = len(fava._SPACE) - 1
+    assert [bool(fava._SPACE[min(c, last)]) for c in range(sys.maxunicode + 1)] == [
+        chr(c).isspace() for c in range(sys.maxunicode + 1)
+    ]
+
+
+# Any character, white space of every kind, the artefacts' pieces, lone surrogates and characters beyond the BMP.
+TEXTS = st.text(st.one_of(st.characters(), st.sampled_from([" ", "\u3000", "\x85", "\u2029", "<", "/", "s", ">"])))
+
+
+@given(TEXTS)
+def test_kept_positions_are_those_of_the_characters_neither_space_nor_artefact(text):
+    artefact = {i for m in re.finditer(r"</?s>", text) for i in range(m.start(), m.end())}
+    assert fava._kept_positions(text).tolist() == [
+        i for i, c in enumerate(text) if not c.isspace() and i not in artefact
+    ]
 
 
 WORD = st.text(alphabet="abcdefgh ", min_size=1, max_size=8)
