@@ -6,6 +6,7 @@ import csv
 import io
 import re
 from collections.abc import Iterator, Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -178,17 +179,25 @@ def text_lines(root: Path, name: str, dataset: str) -> list[str]:
     return lines[:-1] if lines[-1] == "" else lines
 
 
+@lru_cache(maxsize=64)
+def token_bounds(text: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The starts and the ends of the whitespace tokens of `text`. Kept for the last few texts: a summary's tokens
+    are asked for again for each of its annotators' readings (Zhou's and XSumFaith's majority of the others)."""
+    bounds = [m.span() for m in TOKEN.finditer(text)]
+    return tuple(start for start, _ in bounds), tuple(end for _, end in bounds)
+
+
 def spans_of_labels(target: str, labels: list[str]) -> list[Span]:
     """Character spans of `target` covering each run of consecutive whitespace tokens labelled `1` (the spaces
     inside a run belong to it)."""
     spans: list[Span] = []
     run_start: int | None = None
     run_end = 0
-    for match, label in zip(TOKEN.finditer(target), labels):
+    for start, end, label in zip(*token_bounds(target), labels):
         if label == "1":
             if run_start is None:
-                run_start = match.start()
-            run_end = match.end()
+                run_start = start
+            run_end = end
         elif run_start is not None:
             spans.append(Span(start=run_start, end=run_end))
             run_start = None

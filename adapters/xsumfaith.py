@@ -25,7 +25,6 @@ Ids are `xsumfaith/gold/<BBC id>`.
 from __future__ import annotations
 
 import bisect
-import re
 from collections import Counter
 from collections.abc import Collection, Sequence
 from pathlib import Path
@@ -33,7 +32,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from shambench.adapters._released import csv_rows, source_file, spans_of_labels, text_lines, validated
+from shambench.adapters._released import csv_rows, source_file, spans_of_labels, text_lines, token_bounds, validated
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.errors import SourceError
 from shambench.schema import BUILT_WHEN_USED, Example, Name, Span
@@ -64,7 +63,6 @@ _COLUMNS = (
     "worker_id",
 )
 _TYPES = ("intrinsic", "extrinsic")
-_TOKEN = re.compile(r"\S+")
 
 Method = Literal["offset", "nearest", "unescaped"]
 
@@ -103,9 +101,8 @@ class AnnotatedSummary(BaseModel):
 def token_votes(summary: str, span_lists: Sequence[Sequence[Span]]) -> list[int]:
     """Per whitespace token of `summary`, how many of the span lists (one per worker) mark at least one of its
     characters."""
-    tokens = list(_TOKEN.finditer(summary))
-    starts, ends = [m.start() for m in tokens], [m.end() for m in tokens]
-    votes = [0] * len(tokens)
+    starts, ends = token_bounds(summary)
+    votes = [0] * len(starts)
     for spans in span_lists:
         marked: set[int] = set()
         for s in spans:
