@@ -78,6 +78,7 @@ from shambench.errors import (
     ShambenchError,
 )
 from shambench.http import LOOP_CLOCK, Clock, open_session, proxy_for, read_body
+from shambench.io import model_json
 from shambench.llm.cache import ResponseCache, cache_key
 from shambench.llm.endpoint import (
     MAX_RESPONSE_BYTES_ENV,
@@ -654,7 +655,7 @@ def _taker(items: Iterator[T]) -> Callable[[], Awaitable[T | Ended]]:
 def cache_record(reply: Reply) -> str:
     """The JSON text the response cache keeps of `reply` (all of it but its usage), written by its serializer: a
     request's reply dumped to a dict that json then wrote cost 44k instructions, this 10k."""
-    return reply.__pydantic_serializer__.to_json(reply, exclude=_NOT_CACHED).decode()
+    return model_json(reply, exclude=_NOT_CACHED).decode()
 
 
 def given_up(failure: Failure, attempts: int) -> LLMError:

@@ -31,7 +31,7 @@ from pydantic_core import to_jsonable_python
 import shambench.fs as fs
 from shambench.detection.detector import Detector
 from shambench.errors import ChangedDataError, DataError, RunDirError
-from shambench.io import Journal, open_regular, read_regular, write_json
+from shambench.io import Journal, model_json, open_regular, read_regular, write_json
 from shambench.provenance import git_commit, now_iso, package_versions, shambench_version
 from shambench.runs.files import CONFIG, JOURNAL, LOCK
 from shambench.runs.selection import select_examples
@@ -170,7 +170,7 @@ def fingerprints(examples: Sequence[Example]) -> tuple[str, dict[str, str]]:
         if type(ex) is not Example or (ex.annotations is not None and "meta" in ex.annotations.unplaced):
             _by_part(ex, whole, parts)
             continue
-        text = ex.__pydantic_serializer__.to_json(ex, exclude=_CONTEXT)
+        text = model_json(ex, exclude=_CONTEXT)
         whole.update(text + b"\n")
         at = 0  # where the part opens: its "{", or the comma before its first key
         for h, key in ends:
@@ -184,8 +184,7 @@ def fingerprints(examples: Sequence[Example]) -> tuple[str, dict[str, str]]:
 def _by_part(ex: Example, whole: Any, parts: dict[str, Any]) -> None:
     """Hash `ex` into `whole` and `parts` serializing each part apart (an Example subclass: its own fields are in
     its whole JSON, in no part)."""
-    serializer = ex.__pydantic_serializer__
-    pieces = [serializer.to_json(ex, include=fields) for fields in EXAMPLE_PARTS.values()]
+    pieces = [model_json(ex, include=fields) for fields in EXAMPLE_PARTS.values()]
     for h, piece in zip(parts.values(), pieces, strict=True):
         h.update(piece + b"\n")
     if type(ex) is Example:
