@@ -12,7 +12,7 @@ import threading
 import warnings
 from collections.abc import Callable, Iterator
 from gettext import gettext
-from typing import IO, Any, NamedTuple, NoReturn
+from typing import IO, TYPE_CHECKING, Any, NamedTuple, NoReturn, TypeGuard
 
 import click
 
@@ -20,6 +20,9 @@ from shambench.cli.exits import INTERRUPTED, UserError
 from shambench.controls import FOREIGN
 from shambench.errors import ChangedDataError, DataError, RunDirError, SelectionError, UnknownPluginError, message_of
 from shambench.secrets import redact
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 
 class LazyCommand(NamedTuple):
@@ -172,9 +175,6 @@ class LazyGroup(click.Group):
             sys.stdout, sys.stderr = stdout, stderr
 
     def invoke(self, ctx: click.Context) -> Any:
-        from pydantic import ValidationError
-
-        from shambench.cli.options import flags_in, refused_values
         from shambench.errors import EndpointError, EndpointStopped
 
         formatted = warnings.formatwarning
@@ -184,7 +184,12 @@ class LazyGroup(click.Group):
                 return super().invoke(ctx)
         except (*USER_ERRORS, EndpointError, EndpointStopped) as err:
             raise UserError(user_message(err)) from None
-        except ValidationError as err:  # a value given that a model refuses (a name with a control character)
+        except Exception as err:
+            if not _refused_by_a_model(err):
+                raise
+            from shambench.cli.options import flags_in, refused_values
+
+            # a value given that a model refuses (a name with a control character)
             raise UserError(flags_in(refused_values(err))) from None
         except KeyboardInterrupt:
             # click would print "Aborted!" and exit 1; 130 is what the documented statuses promise for Ctrl-C.
@@ -192,6 +197,14 @@ class LazyGroup(click.Group):
             raise click.exceptions.Exit(INTERRUPTED) from None
         finally:
             warnings.formatwarning = formatted
+
+
+def _refused_by_a_model(err: Exception) -> TypeGuard[ValidationError]:
+    """Whether `err` is pydantic's refusal of a value. Only a command that has imported pydantic can raise one:
+    one that has not (a subcommand's `--help`, which the run options no longer make from the models) does not import
+    it to find out."""
+    pydantic = sys.modules.get("pydantic")
+    return pydantic is not None and isinstance(err, pydantic.ValidationError)
 
 
 @contextlib.contextmanager

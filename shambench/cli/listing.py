@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.table import Table
 
 from shambench.cli.options import data_dir_option, no_data_hint
-from shambench.registry import Registry
 from shambench.reporting.console import make_console
+
+if TYPE_CHECKING:
+    from shambench.registry import Registry
 
 
 @click.group("list")
@@ -22,6 +23,8 @@ def list_group() -> None:
 def _table(title: str, rows: Sequence[tuple[str, ...]], columns: tuple[str, ...], registry: Registry[Any]) -> None:
     """The table of a registry's plugins, then one line on standard error for each installed plugin that failed
     to load (it is left out of the table; the rest of the command works)."""
+    from rich.table import Table
+
     table = Table(title=title, title_justify="left")
     for col in columns:
         table.add_column(col, overflow="fold")
@@ -61,6 +64,8 @@ def list_detectors(name: str | None) -> None:
     if entry.info.get("family"):
         console.print(f"family: {entry.info['family']}", soft_wrap=True)
     if params:
+        from rich.table import Table
+
         table = Table(title=f"parameters (shambench eval --detector {name} -p KEY=VALUE)", title_justify="left")
         for col in ("parameter", "type", "default", "description"):
             table.add_column(col, overflow="fold")

@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import click
 
@@ -181,22 +181,51 @@ def suite_option(help: str) -> Callable[[F], F]:
     return click.option("--suite", type=SuiteChoice(), help=help)
 
 
-def spec_fields(spec: type[RunSpec] | None = None, described: bool = True) -> dict[str, tuple[str | None, FieldInfo]]:
+class OptionRow(NamedTuple):
+    """A run option as the command line makes it, in a form read without pydantic: the rows of `RunSpec`'s fields
+    are written out in `shambench/cli/option_table.py` (`python -m shambench.cli.options` rewrites it), which the
+    commands' options and their `--help` read; tests/cli/test_options.py checks it against the fields
+    (`option_rows`). Importing pydantic and the spec's models to make the options nearly tripled the instructions of
+    `eval --help` (benchmarks/RESULTS.md)."""
+
+    section: str | None
+    """The section of the spec holding the field (None: a field of the spec itself)."""
+    flags: tuple[str, ...]
+    """The option's flag, then its one-letter alias if it has one."""
+    kind: str | None
+    """How the value is read: `bool` (a flag), `int`, `float`, or the field's `Flag.kind`; None: as text."""
+    low: float | None
+    """The least value a number may take (the field's `ge` or `gt`), if it has one."""
+    low_open: bool
+    """Whether `low` itself is refused (a `gt` bound)."""
+    default: Any
+    """What the command gets when the option is not given (the spec then leaves the field at its own default)."""
+    show_default: bool
+    """Whether the help shows the default."""
+    metavar: str | None
+    """What the help shows for the value, when not its type's name."""
+    inverse: bool
+    """A flag that sets its boolean field to False (`--keep-going` for `fail_fast`)."""
+    shown: bool
+    """Whether `eval` has an option of its own for it (False: `resume`, set by `--resume RUN_DIR`)."""
+    help: str
+    """The option's help (`field_help`)."""
+
+
+def spec_fields(spec: type[RunSpec] | None = None) -> dict[str, tuple[str | None, FieldInfo]]:
     """Every field of a run's spec by name, with its section (None: a field of the spec itself), in the order the
-    help lists them: the spec's own, then each section's in declaration order (those it inherits first). With
-    `described`, each field has its docstring as its description (`shambench.documented.described_fields`, which
-    reads the models' source); an option's flag, type and default need only the fields themselves."""
+    help lists them: the spec's own, then each section's in declaration order (those it inherits first); each with
+    its docstring as its description (`shambench.documented.described_fields`, which reads the models' source)."""
     from shambench.documented import described_fields
     from shambench.runs.spec import RunSpec
 
     spec = spec or RunSpec
-    fields_of = described_fields if described else lambda model: model.model_fields
     sections = spec.sections()
     fields: dict[str, tuple[str | None, FieldInfo]] = {
-        name: (None, info) for name, info in fields_of(spec).items() if name not in sections
+        name: (None, info) for name, info in described_fields(spec).items() if name not in sections
     }
     for section, model in sections.items():
-        fields.update({name: (section, info) for name, info in fields_of(model).items()})
+        fields.update({name: (section, info) for name, info in described_fields(model).items()})
     return fields
 
 
@@ -212,8 +241,8 @@ def field_help(info: FieldInfo, fields: dict[str, tuple[str | None, FieldInfo]])
 def flags_in(message: str) -> str:
     """A message of the core's with the run options it names in backquotes (`limit`) given as their flags
     (--limit): what the command line shows."""
-    fields = spec_fields(described=False)
-    return re.sub(r"`(\w+)`", lambda m: flag_of(m[1], fields[m[1]][1]) if m[1] in fields else m[0], message)
+    rows = spec_rows()
+    return re.sub(r"`(\w+)`", lambda m: rows[m[1]].flags[0] if m[1] in rows else m[0], message)
 
 
 def flag_of(name: str, info: FieldInfo) -> str:
@@ -228,69 +257,53 @@ def _flag(info: FieldInfo) -> Flag | None:
     return next((m for m in info.metadata if isinstance(m, Flag)), None)
 
 
-class FieldOption(click.Option):
-    """The option of a run spec's field: its help, the field's docstring (`field_help`), is made when first read
-    (a help page, the docs), not when the command is made: reading docstrings parses the models' source, which a
-    command run with its options never needs."""
-
-    _help: str | None
-
-    def __init__(self, param_decls: Sequence[str], help_of: Callable[[], str], **attrs: Any):
-        super().__init__(param_decls, **attrs)
-        self._help_of: Callable[[], str] | None = help_of
-
-    @property
-    def help(self) -> str | None:
-        if self._help_of is not None:
-            self._help, self._help_of = self._help_of(), None
-        return self._help
-
-    @help.setter
-    def help(self, value: str | None) -> None:
-        # A help set later (or none, by click's own __init__) replaces the field's.
-        self._help, self._help_of = value, None
-
-
-def _help_of(name: str, spec: type[RunSpec] | None) -> str:
+def option_rows(spec: type[RunSpec] | None = None) -> dict[str, OptionRow]:
+    """The option of each field of the spec (`RunSpec` when none), made from the field: its type and bound, its
+    default, its `Flag` and its docstring."""
     fields = spec_fields(spec)
-    return field_help(fields[name][1], fields)
+    return {name: _row_of(name, section, info, fields) for name, (section, info) in fields.items()}
 
 
-def field_option(name: str, spec: type[RunSpec] | None = None) -> Callable[[F], F]:
-    """The click option of the spec's field `name`, its help from the field's docstring (see `field_help`), read
-    when shown (`FieldOption`)."""
+def _row_of(
+    name: str, section: str | None, info: FieldInfo, fields: dict[str, tuple[str | None, FieldInfo]]
+) -> OptionRow:
     import annotated_types
 
-    info = spec_fields(spec, described=False)[name][1]
     flag = _flag(info)
-    kind = flag.kind if flag else None
-    decls = [flag_of(name, info), *([flag.short] if flag and flag.short else []), name]
-    kwargs: dict[str, Any] = {"cls": FieldOption, "help_of": functools.partial(_help_of, name, spec), "default": None}
-    if flag and flag.metavar:
-        kwargs["metavar"] = flag.metavar
-    default = info.get_default(call_default_factory=True)
+    base = _base_type(info.annotation)
+    number = base.__name__ if base in (int, float) else None
+    kind = "bool" if base is bool else (flag.kind if flag and flag.kind else number)
     bounds = {type(m): m for m in info.metadata}
     low = bounds.get(annotated_types.Ge) or bounds.get(annotated_types.Gt)
-    low_value = getattr(low, "ge", getattr(low, "gt", None))
-    base = _base_type(info.annotation)
-    if base is bool:
-        kwargs.update(is_flag=True, default=False)
-    elif kind == "pairs":
-        kwargs.update(multiple=True, metavar=kwargs.get("metavar", "KEY=VALUE"), default=())
-    elif kind == "duration":
-        kwargs.update(type=DURATION, default=f"{default / 3600:g}h", show_default=True)
-    elif kind in ("dir", "file"):
-        kwargs["type"] = click.Path(file_okay=kind == "file", dir_okay=kind == "dir")
-    elif kind == "base_url":
-        kwargs["callback"] = _checked_base_url
-    elif kind == "suite":
-        kwargs["type"] = SuiteChoice()
-    elif base in (int, float):
-        ranged = click.IntRange if base is int else click.FloatRange
-        kwargs["type"] = ranged(min=low_value, min_open=isinstance(low, annotated_types.Gt)) if low else base
-    if "show_default" not in kwargs and default is not None and not isinstance(default, bool | dict | list):
-        kwargs.update(default=str(default) if isinstance(default, Path) else default, show_default=True)
-    return click.option(*decls, **kwargs)
+    value = info.get_default(call_default_factory=True)
+    default, shown_default = _default_of(kind, value)
+    return OptionRow(
+        section=section,
+        flags=(flag_of(name, info), *([flag.short] if flag and flag.short else [])),
+        kind=kind,
+        low=getattr(low, "ge", getattr(low, "gt", None)) if kind == number else None,
+        low_open=isinstance(low, annotated_types.Gt) and kind == number,
+        default=default,
+        show_default=shown_default,
+        metavar=(flag.metavar if flag else None) or ("KEY=VALUE" if kind == "pairs" else None),
+        inverse=bool(flag and flag.inverse),
+        shown=flag is None or flag.option,
+        help=field_help(info, fields),
+    )
+
+
+def _default_of(kind: str | None, value: Any) -> tuple[Any, bool]:
+    """What a command gets for an option not given, and whether its help shows it: the field's default, as text
+    for a path and a duration; none shown for a flag, a list or a mapping."""
+    if kind == "bool":
+        return False, False
+    if kind == "pairs":
+        return (), False
+    if kind == "duration":
+        return f"{value / 3600:g}h", True
+    if value is None or isinstance(value, bool | dict | list):
+        return None, False
+    return (str(value) if isinstance(value, Path) else value), True
 
 
 def _base_type(annotation: Any) -> Any:
@@ -303,13 +316,85 @@ def _base_type(annotation: Any) -> Any:
     return annotation
 
 
-def given_value(info: FieldInfo, value: Any) -> Any:
+def spec_rows(spec: type[RunSpec] | None = None) -> dict[str, OptionRow]:
+    """The options of a run spec's fields: `RunSpec`'s as written in `shambench/cli/option_table.py`, another
+    spec's (a subclass adding fields) made from its fields."""
+    return option_rows(spec) if spec is not None else _written_rows()
+
+
+@functools.cache
+def _written_rows() -> dict[str, OptionRow]:
+    from shambench.cli.option_table import OPTIONS
+
+    return {name: OptionRow(**row) for name, row in OPTIONS.items()}
+
+
+def option_table_text(spec: type[RunSpec] | None = None) -> str:
+    """The text of `shambench/cli/option_table.py`: the option rows of `RunSpec`'s fields (or `spec`'s) as Python
+    data (an `OptionRow`'s fields by name), which imports nothing."""
+    lines = [
+        '"""The option of each field of `RunSpec`, each an `OptionRow`\'s fields by name (`shambench.cli.options`): what',
+        "the command line reads to make its run options and their help without importing pydantic. Written from the",
+        "fields by `python -m shambench.cli.options`, not by hand; tests/cli/test_options.py checks that it is up to",
+        'date.\n"""',
+        "",
+        "from typing import Any",
+        "",
+        "OPTIONS: dict[str, dict[str, Any]] = {",
+    ]
+    for name, row in option_rows(spec).items():
+        lines.append(f"    {_literal(name)}: {{")
+        lines.extend(f"        {_literal(field)}: {_literal(value)}," for field, value in row._asdict().items())
+        lines.append("    },")
+    return "\n".join([*lines, "}", ""])
+
+
+def _literal(value: Any) -> str:
+    """A value of a row as Python source: strings with double quotes, as the rest of the package writes them."""
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, tuple):
+        return "(" + ", ".join(map(_literal, value)) + ("," if len(value) == 1 else "") + ")"
+    return repr(value)
+
+
+def field_option(name: str) -> Callable[[F], F]:
+    """The click option of `RunSpec`'s field `name` (`spec_rows`)."""
+    return _option(name, spec_rows()[name])
+
+
+def _option(name: str, row: OptionRow) -> Callable[[F], F]:
+    """The click option of a row: its flags, the type its kind reads, its default and help."""
+    kwargs: dict[str, Any] = {"default": row.default, "help": row.help}
+    if row.show_default:
+        kwargs["show_default"] = True
+    if row.metavar:
+        kwargs["metavar"] = row.metavar
+    if row.kind == "bool":
+        kwargs["is_flag"] = True
+    elif row.kind == "pairs":
+        kwargs["multiple"] = True
+    elif row.kind == "duration":
+        kwargs["type"] = DURATION
+    elif row.kind in ("dir", "file"):
+        kwargs["type"] = click.Path(file_okay=row.kind == "file", dir_okay=row.kind == "dir")
+    elif row.kind == "base_url":
+        kwargs["callback"] = _checked_base_url
+    elif row.kind == "suite":
+        kwargs["type"] = SuiteChoice()
+    elif row.kind == "int":
+        kwargs["type"] = int if row.low is None else click.IntRange(min=int(row.low), min_open=row.low_open)
+    elif row.kind == "float":
+        kwargs["type"] = float if row.low is None else click.FloatRange(min=row.low, min_open=row.low_open)
+    return click.option(*row.flags, name, **kwargs)
+
+
+def given_value(row: OptionRow, value: Any) -> Any:
     """What a given option's value sets its field to: `parse_params` of KEY=VALUE pairs, the opposite of an
     inverse flag's."""
-    flag = _flag(info)
-    if flag and flag.kind == "pairs":
+    if row.kind == "pairs":
         return parse_params(value)
-    return not value if flag and flag.inverse else value
+    return not value if row.inverse else value
 
 
 def spec_options(
@@ -318,10 +403,10 @@ def spec_options(
     """The click options of a run spec's fields (`names`, else every field a `Flag` does not hide), passed to the
     command as one keyword, `into`: the `RunSpec` they make (`RunSpec.of`; only the options given are set), or,
     for names of one section only, that section. One table: each option's flag, type and help come from its
-    field."""
-    fields = spec_fields(spec, described=False)
-    chosen = [n for n in names] if names is not None else [n for n, (_, info) in fields.items() if _shown(info)]
-    sections = {fields[n][0] for n in chosen}
+    field (`spec_rows`)."""
+    rows = spec_rows(spec)
+    chosen = list(names) if names is not None else [name for name, row in rows.items() if row.shown]
+    sections = {rows[name].section for name in chosen}
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(func)
@@ -331,7 +416,7 @@ def spec_options(
             ctx = click.get_current_context()
             values = {name: kwargs.pop(name) for name in chosen}
             given = {
-                name: given_value(fields[name][1], value)
+                name: given_value(rows[name], value)
                 for name, value in values.items()
                 if ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)
             }
@@ -339,15 +424,10 @@ def spec_options(
             return func(*args, **kwargs)
 
         for name in reversed(chosen):
-            wrapper = field_option(name, spec)(wrapper)
+            wrapper = _option(name, rows[name])(wrapper)
         return wrapper
 
     return decorate
-
-
-def _shown(info: FieldInfo) -> bool:
-    flag = _flag(info)
-    return flag is None or flag.option
 
 
 def _made(given: dict[str, Any], sections: set[str | None], spec: type[RunSpec] | None) -> Any:
@@ -370,11 +450,15 @@ def refused_values(err: ValidationError) -> str:
     return "; ".join(f"`{field}`: {error_text(e)}" for field, e in named)
 
 
-data_selection = spec_options(["datasets", "examples_file", "split", "data_dir", "limit"], into="selection")
-"""--datasets/--examples/--split/--data-dir/--limit: which examples to use, as the command's `selection`."""
-scoring = spec_options(["n_resamples", "seed", "alt_epsilon"], into="scoring")
-"""--bootstrap/--seed/--alt-epsilon: confidence-interval and alternative-annotator-test settings, as the command's
-`scoring`."""
+def data_selection(func: Callable[..., Any]) -> Callable[..., Any]:
+    """--datasets/--examples/--split/--data-dir/--limit: which examples to use, as the command's `selection`."""
+    return spec_options(["datasets", "examples_file", "split", "data_dir", "limit"], into="selection")(func)
+
+
+def scoring(func: Callable[..., Any]) -> Callable[..., Any]:
+    """--bootstrap/--seed/--alt-epsilon: confidence-interval and alternative-annotator-test settings, as the
+    command's `scoring`."""
+    return spec_options(["n_resamples", "seed", "alt_epsilon"], into="scoring")(func)
 
 
 def json_outputs(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -436,3 +520,13 @@ def given_options(ctx: click.Context, *names: str) -> list[str]:
         for p in ctx.command.params
         if p.name in names and ctx.get_parameter_source(p.name) not in (None, click.core.ParameterSource.DEFAULT)
     ]
+
+
+if __name__ == "__main__":
+    # `python -m shambench.cli.options [FILE]`: rewrites the table (or writes it to FILE), after a field of the
+    # spec has changed.
+    import sys
+
+    from shambench.io import write_atomic
+
+    write_atomic(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).with_name("option_table.py"), option_table_text())

@@ -1,5 +1,5 @@
 """`RunSpec`: the one description of a run. `shambench eval` builds it from its options (generated from these
-fields: `shambench.cli.options.spec_options`), `evaluate()` takes it (or its fields as keywords, `EvalOptions`),
+fields: `shambench.cli.options.spec_options`, through the table `python -m shambench.cli.options` writes), `evaluate()` takes it (or its fields as keywords, `EvalOptions`),
 config.json embeds it, a resume compares the recorded run with the one asked for (`spec_differences`), and a sweep
 expands its grid into specs.
 

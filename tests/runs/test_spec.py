@@ -14,7 +14,7 @@ from pydantic import Field
 
 import shambench
 from shambench.cli import main
-from shambench.cli.options import field_help, spec_fields, spec_options
+from shambench.cli.options import field_help, option_table_text, spec_fields, spec_options
 from shambench.errors import DataError
 from shambench.runs.spec import EvalOptions, Execution, RunSpec, Selection
 from tests.run_helpers import TIMES, write_jsonl
@@ -130,6 +130,9 @@ def test_adding_a_field_adds_the_option_to_the_command_line_and_the_python_api()
     def command(spec: RunSpec) -> None:
         got.append(spec)
 
+    # `shambench eval` reads RunSpec's options from a table written from the fields (`python -m
+    # shambench.cli.options` rewrites it; tests/cli/test_options.py says when it must): the field makes its row.
+    assert '"shuffle_seed": {' in option_table_text(ShuffledSpec)
     shown = CliRunner().invoke(command, ["--help"])
     assert "--shuffle-seed INTEGER RANGE" in shown.output
     assert "Run the pending examples in an order shuffled with this seed." in " ".join(shown.output.split())
