@@ -188,27 +188,27 @@ class OptionRow(NamedTuple):
     (`option_rows`). Importing pydantic and the spec's models to make the options nearly tripled the instructions of
     `eval --help` (benchmarks/RESULTS.md)."""
 
-    section: str | None
-    """The section of the spec holding the field (None: a field of the spec itself)."""
     flags: tuple[str, ...]
     """The option's flag, then its one-letter alias if it has one."""
-    kind: str | None
+    section: str | None = None
+    """The section of the spec holding the field (None: a field of the spec itself)."""
+    kind: str | None = None
     """How the value is read: `bool` (a flag), `int`, `float`, or the field's `Flag.kind`; None: as text."""
-    low: float | None
+    low: float | None = None
     """The least value a number may take (the field's `ge` or `gt`), if it has one."""
-    low_open: bool
+    low_open: bool = False
     """Whether `low` itself is refused (a `gt` bound)."""
-    default: Any
+    default: Any = None
     """What the command gets when the option is not given (the spec then leaves the field at its own default)."""
-    show_default: bool
+    show_default: bool = False
     """Whether the help shows the default."""
-    metavar: str | None
+    metavar: str | None = None
     """What the help shows for the value, when not its type's name."""
-    inverse: bool
+    inverse: bool = False
     """A flag that sets its boolean field to False (`--keep-going` for `fail_fast`)."""
-    shown: bool
+    shown: bool = True
     """Whether `eval` has an option of its own for it (False: `resume`, set by `--resume RUN_DIR`)."""
-    help: str
+    help: str = ""
     """The option's help (`field_help`)."""
 
 
@@ -278,8 +278,8 @@ def _row_of(
     value = info.get_default(call_default_factory=True)
     default, shown_default = _default_of(kind, value)
     return OptionRow(
-        section=section,
         flags=(flag_of(name, info), *([flag.short] if flag and flag.short else [])),
+        section=section,
         kind=kind,
         low=getattr(low, "ge", getattr(low, "gt", None)) if kind == number else None,
         low_open=isinstance(low, annotated_types.Gt) and kind == number,
@@ -331,31 +331,27 @@ def _written_rows() -> dict[str, OptionRow]:
 
 def option_table_text(spec: type[RunSpec] | None = None) -> str:
     """The text of `shambench/cli/option_table.py`: the option rows of `RunSpec`'s fields (or `spec`'s) as Python
-    data (an `OptionRow`'s fields by name), which imports nothing."""
+    data, one line each: the fields of its `OptionRow` that are not at their defaults, by name."""
     lines = [
-        '"""The option of each field of `RunSpec`, each an `OptionRow`\'s fields by name (`shambench.cli.options`): what',
-        "the command line reads to make its run options and their help without importing pydantic. Written from the",
-        "fields by `python -m shambench.cli.options`, not by hand; tests/cli/test_options.py checks that it is up to",
-        'date.\n"""',
+        '"""The option of each field of `RunSpec`: the fields of its `OptionRow` (`shambench.cli.options`) that are not',
+        "at their defaults. What the command line reads to make its run options and their help without importing",
+        "pydantic. Written from the fields by `python -m shambench.cli.options`, not by hand (nor by the formatter:",
+        "pyproject.toml excludes it); tests/cli/test_options.py checks that it is up to date.",
+        '"""',
         "",
         "from typing import Any",
         "",
         "OPTIONS: dict[str, dict[str, Any]] = {",
+        *(f"    {name!r}: {_given(row)!r}," for name, row in option_rows(spec).items()),
+        "}",
     ]
-    for name, row in option_rows(spec).items():
-        lines.append(f"    {_literal(name)}: {{")
-        lines.extend(f"        {_literal(field)}: {_literal(value)}," for field, value in row._asdict().items())
-        lines.append("    },")
-    return "\n".join([*lines, "}", ""])
+    return "\n".join([*lines, ""])
 
 
-def _literal(value: Any) -> str:
-    """A value of a row as Python source: strings with double quotes, as the rest of the package writes them."""
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, tuple):
-        return "(" + ", ".join(map(_literal, value)) + ("," if len(value) == 1 else "") + ")"
-    return repr(value)
+def _given(row: OptionRow) -> dict[str, Any]:
+    """The fields of a row that are not at their defaults."""
+    defaults = OptionRow._field_defaults
+    return {field: value for field, value in row._asdict().items() if field not in defaults or value != defaults[field]}
 
 
 def field_option(name: str) -> Callable[[F], F]:

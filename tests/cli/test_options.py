@@ -42,7 +42,14 @@ def test_a_row_says_what_its_field_declares():
     )
     assert rows["datasets"].flags == ("--datasets", "-d") and rows["datasets"].section == "selection"
     assert (rows["runs_root"].flags, rows["runs_root"].kind, rows["runs_root"].default) == (("--runs",), "dir", "runs")
-    assert rows["params"][2:8] == ("pairs", None, False, (), False, "KEY=VALUE")
+    params = rows["params"]
+    assert (params.kind, params.low, params.default, params.show_default, params.metavar) == (
+        "pairs",
+        None,
+        (),
+        False,
+        "KEY=VALUE",
+    )
     assert (
         rows["fail_fast"].inverse and rows["fail_fast"].kind == "bool" and rows["fail_fast"].flags == ("--keep-going",)
     )

@@ -132,7 +132,7 @@ def test_adding_a_field_adds_the_option_to_the_command_line_and_the_python_api()
 
     # `shambench eval` reads RunSpec's options from a table written from the fields (`python -m
     # shambench.cli.options` rewrites it; tests/cli/test_options.py says when it must): the field makes its row.
-    assert '"shuffle_seed": {' in option_table_text(ShuffledSpec)
+    assert "'shuffle_seed': {'flags': ('--shuffle-seed',)" in option_table_text(ShuffledSpec)
     shown = CliRunner().invoke(command, ["--help"])
     assert "--shuffle-seed INTEGER RANGE" in shown.output
     assert "Run the pending examples in an order shuffled with this seed." in " ".join(shown.output.split())
