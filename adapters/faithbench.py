@@ -22,12 +22,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from shambench.adapters._released import source_file, validated
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.errors import SourceError
-from shambench.schema import BUILT_WHEN_USED, Annotations, Example, MarkedByMoreThan, Name, Span
+from shambench.schema import Annotations, Example, MarkedByMoreThan, Model, Name, Span
 from shambench.sources import PAPER_SOURCE, PublishedCount
 from shambench.structured import MAX_DATA_BYTES, json_file
 
@@ -69,10 +69,10 @@ _SHA256 = {
 }
 
 
-class Annotation(BaseModel):
+class Annotation(Model):
     """One span marked by one annotator."""
 
-    model_config = BUILT_WHEN_USED | ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore")
 
     annotator_id: Name = ""
     """The annotator's id (the same person keeps it across batches)."""
@@ -86,10 +86,10 @@ class Annotation(BaseModel):
     """Offset one past the last marked character."""
 
 
-class Sample(BaseModel):
+class Sample(Model):
     """One summary with its annotations."""
 
-    model_config = BUILT_WHEN_USED | ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore")
 
     sample_id: int
     """Index within its batch (restarts in every batch)."""
@@ -103,10 +103,8 @@ class Sample(BaseModel):
     """Summarizer name, detector predictions and the raw sample id."""
 
 
-class Batch(BaseModel):
+class Batch(Model):
     """The content of one `batch_<n>.json`."""
-
-    model_config = BUILT_WHEN_USED
 
     samples: list[Sample]
     """The batch's samples (50 in every released batch)."""

@@ -76,11 +76,11 @@ from functools import cached_property
 from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
 from shambench.adapters._released import example_at, json_array_rows, source_file
 from shambench.data.adapter import Adapter, HubFiles, LoadResult, adapter
-from shambench.schema import BUILT_WHEN_USED, Annotations, MarkedByMoreThan, Span
+from shambench.schema import Annotations, MarkedByMoreThan, Model, Span
 from shambench.sources import PAPER_SOURCE, PublishedCount
 
 FILE = "annotations.json"
@@ -126,10 +126,10 @@ GOLD_RULES = {
 }
 
 
-class FavaRow(BaseModel):
+class FavaRow(Model):
     """One record of `annotations.json` (fields this adapter reads; the rest are ignored)."""
 
-    model_config = BUILT_WHEN_USED | ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore")
 
     prompt: str
     """The user's question."""
@@ -141,10 +141,8 @@ class FavaRow(BaseModel):
     """The model that wrote the response."""
 
 
-class Tagged(BaseModel):
+class Tagged(Model):
     """What the tags of one `annotated` string say."""
-
-    model_config = BUILT_WHEN_USED
 
     clean: str
     """The response text the tags wrap (corrections removed)."""

@@ -38,13 +38,11 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from pydantic import BaseModel
-
 from shambench.adapters._released import example_at, jsonl_rows, placement_outcomes, source_file
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.detection.locate import Placement, locate
 from shambench.errors import SourceError
-from shambench.schema import BUILT_WHEN_USED, Example
+from shambench.schema import Example, Model
 from shambench.sources import PublishedCount
 
 TASK = "open_qa_long"
@@ -77,10 +75,8 @@ NOT_FOUND = "not found in its response"
 AMBIGUOUS = "text occurs more than once in the response (placed after the previous segment)"
 
 
-class FelmRow(BaseModel):
+class FelmRow(Model):
     """One line of a FELM file: a prompt, ChatGPT's response and its labelled segments."""
-
-    model_config = BUILT_WHEN_USED
 
     index: str
     """The row's number within its domain's file."""

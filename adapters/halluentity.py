@@ -19,11 +19,11 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
 from shambench.adapters._released import example_at, jsonl_rows, source_file
 from shambench.data.adapter import Adapter, HubFiles, LoadResult, adapter
-from shambench.schema import BUILT_WHEN_USED, Name
+from shambench.schema import Model, Name
 from shambench.sources import PAPER_SOURCE, PublishedCount
 
 FILE = "HalluEntity.jsonl"
@@ -42,10 +42,10 @@ def subject_of(prompt: str) -> str | None:
     return match.group(1).strip() if match else None
 
 
-class HalluEntityRow(BaseModel):
+class HalluEntityRow(Model):
     """One line of `HalluEntity.jsonl` (fields this adapter reads; the rest are ignored)."""
 
-    model_config = BUILT_WHEN_USED | ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore")
 
     id: Name | int | None = None
     """The row's own id, when the release has one (else its 1-based row number is used)."""

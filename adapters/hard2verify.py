@@ -21,13 +21,13 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
 from shambench.adapters._released import data_rows, example_at, split_files
 from shambench.data.adapter import Adapter, HubFiles, LoadResult, adapter
 from shambench.data.steps import step_fields
 from shambench.errors import SourceError
-from shambench.schema import BUILT_WHEN_USED, Name
+from shambench.schema import Model, Name
 from shambench.structured import json_value
 
 log = logging.getLogger(__name__)
@@ -38,10 +38,10 @@ ENCRYPTED = ("question", "model_response_by_step", "human_labels", "human_labels
 EXPECTED = "Hard2Verify rows with unique_id, canary and the four encrypted fields"
 
 
-class EncryptedRow(BaseModel):
+class EncryptedRow(Model):
     """One released row, before decryption."""
 
-    model_config = BUILT_WHEN_USED | ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore")
 
     unique_id: Name | int
     """The response's id."""
@@ -57,10 +57,8 @@ class EncryptedRow(BaseModel):
     """Encrypted first incorrect step index (-1 for none)."""
 
 
-class Hard2VerifyRecord(BaseModel):
+class Hard2VerifyRecord(Model):
     """A decrypted row."""
-
-    model_config = BUILT_WHEN_USED
 
     unique_id: Name
     """The response's id."""

@@ -22,13 +22,13 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
 from shambench.adapters._released import example_at, jsonl_rows, parquet_rows
 from shambench.data.adapter import Adapter, HubFiles, LoadResult, RemoteFile, adapter
 from shambench.data.steps import step_fields
 from shambench.errors import SourceError
-from shambench.schema import BUILT_WHEN_USED, Example, Name
+from shambench.schema import Example, Model, Name
 
 TASK = "math_step"
 SEPARATOR = "\n"
@@ -60,10 +60,10 @@ LEAKED_PREFIXES = (
 LEAKED = "annotation leaked into the prompt (TRL's twelve prefixes)"
 
 
-class RawRow(BaseModel):
+class RawRow(Model):
     """One raw Math-Shepherd line."""
 
-    model_config = BUILT_WHEN_USED | ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore")
 
     input: str
     """Question and steps, each step ending in `ки`."""
@@ -73,10 +73,10 @@ class RawRow(BaseModel):
     """`GSM8K` or `MATH`."""
 
 
-class TrlRow(BaseModel):
+class TrlRow(Model):
     """One row of TRL's conversion."""
 
-    model_config = BUILT_WHEN_USED | ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore")
 
     prompt: str
     """The question."""

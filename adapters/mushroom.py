@@ -27,12 +27,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
 from shambench.adapters._released import example_at, jsonl_rows, source_file
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.errors import SourceError
-from shambench.schema import BUILT_WHEN_USED, Annotations, Example, MarkedByMoreThan, Name, Span
+from shambench.schema import Annotations, Example, MarkedByMoreThan, Model, Name, Span
 from shambench.sources import PAPER_SOURCE, PublishedCount
 
 COMMIT = "7fea78a0e5af887d196931721147ace5b4c4d9a8"
@@ -55,10 +55,8 @@ OUTSIDE = "span starts past the answer (left out)"
 _ASCII_TRIMMED = frozenset(string.punctuation + string.whitespace)
 
 
-class SoftLabel(BaseModel):
+class SoftLabel(Model):
     """One released soft-label segment."""
-
-    model_config = BUILT_WHEN_USED
 
     start: int
     """First character of the segment."""
@@ -68,10 +66,10 @@ class SoftLabel(BaseModel):
     """Share of annotators who marked these characters."""
 
 
-class MushroomRow(BaseModel):
+class MushroomRow(Model):
     """One line of a labelled Mu-SHROOM file (fields this adapter reads; the rest are ignored)."""
 
-    model_config = BUILT_WHEN_USED | ConfigDict(extra="ignore", protected_namespaces=())
+    model_config = ConfigDict(extra="ignore", protected_namespaces=())
 
     id: Name
     """The organisers' item id, e.g. `tst-en-10`."""

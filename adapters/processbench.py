@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from shambench.adapters._released import example_at, json_array_rows, source_file
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.data.steps import step_fields
 from shambench.errors import SourceError
-from shambench.schema import BUILT_WHEN_USED, Name
+from shambench.schema import Model, Name
 
 SUBSETS = ("gsm8k", "math", "olympiadbench", "omnimath")
 SEPARATOR = "\n\n"
@@ -34,10 +34,10 @@ SHA256 = {
 }
 
 
-class ProcessBenchRow(BaseModel):
+class ProcessBenchRow(Model):
     """One ProcessBench record."""
 
-    model_config = BUILT_WHEN_USED | ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore")
 
     id: Name
     """`<subset>-<i>`."""

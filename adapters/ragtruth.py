@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ConfigDict, ValidationError
 
 import shambench.fs as fs
 from shambench.adapters._released import csv_rows, jsonl_rows, source_file, validated
@@ -36,7 +36,7 @@ from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.data.formats import PredictionsFormat, PredictionsRead, predictions_format
 from shambench.errors import DataError, SourceError
 from shambench.io import iter_lines, parse_json_line, validation_message
-from shambench.schema import BUILT_WHEN_USED, Example, Name, Prediction, Span
+from shambench.schema import Example, Model, Name, Prediction, Span
 from shambench.sources import PAPER_SOURCE, PublishedCount
 from shambench.structured import json_value, literal_value
 
@@ -66,10 +66,10 @@ LABEL_TYPES = ("Evident Conflict", "Subtle Conflict", "Evident Baseless Info", "
 """RAGTruth's label types, each span's error type as released."""
 
 
-class Label(BaseModel):
+class Label(Model):
     """One released hallucination label of a response."""
 
-    model_config = BUILT_WHEN_USED | ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore")
 
     start: int
     """Offset of the first character in the response."""
@@ -81,10 +81,10 @@ class Label(BaseModel):
     """Evident Conflict, Subtle Conflict, Evident Baseless Info or Subtle Baseless Info."""
 
 
-class ResponseRow(BaseModel):
+class ResponseRow(Model):
     """One annotated response (a line of `response.jsonl`, or its equivalent in the other layouts)."""
 
-    model_config = BUILT_WHEN_USED | ConfigDict(extra="ignore", coerce_numbers_to_str=True, protected_namespaces=())
+    model_config = ConfigDict(extra="ignore", coerce_numbers_to_str=True, protected_namespaces=())
 
     id: Name
     """Response id (FaithJudge rows: `<source_id>-<model>`)."""
@@ -104,10 +104,10 @@ class ResponseRow(BaseModel):
     """The model output the labels index into."""
 
 
-class SourceRow(BaseModel):
+class SourceRow(Model):
     """One line of `source_info.jsonl`: the grounding record shared by a source's responses."""
 
-    model_config = BUILT_WHEN_USED | ConfigDict(extra="ignore", coerce_numbers_to_str=True)
+    model_config = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
 
     source_id: Name
     """Id of the source."""
@@ -117,10 +117,10 @@ class SourceRow(BaseModel):
     """QA: `{question, passages}`; Summary: the article; Data2txt: the Yelp business record."""
 
 
-class FaithJudgeResponse(BaseModel):
+class FaithJudgeResponse(Model):
     """One response inside a FaithJudge source line."""
 
-    model_config = BUILT_WHEN_USED | ConfigDict(extra="ignore", protected_namespaces=())
+    model_config = ConfigDict(extra="ignore", protected_namespaces=())
 
     model: str
     """The generating LLM."""
@@ -130,10 +130,10 @@ class FaithJudgeResponse(BaseModel):
     """The model output."""
 
 
-class FaithJudgeSource(BaseModel):
+class FaithJudgeSource(Model):
     """One line of a FaithJudge file: a source with its responses."""
 
-    model_config = BUILT_WHEN_USED | ConfigDict(extra="ignore", coerce_numbers_to_str=True)
+    model_config = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
 
     source_id: Name
     """RAGTruth source id."""
@@ -392,10 +392,10 @@ LABEL_FORMAT_READING = (
 )
 
 
-class LabelledResponse(BaseModel):
+class LabelledResponse(Model):
     """A predictions line in RAGTruth's label format: a response id and its labels."""
 
-    model_config = BUILT_WHEN_USED | ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore")
 
     id: Name
     """The RAGTruth response id (a string, as response.jsonl writes it)."""

@@ -31,13 +31,13 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
 from shambench.adapters._released import data_rows, example_at, split_files
 from shambench.data.adapter import Adapter, HubFiles, LoadResult, adapter
 from shambench.data.steps import step_fields
 from shambench.errors import SourceError
-from shambench.schema import BUILT_WHEN_USED, Example
+from shambench.schema import Example, Model
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +56,10 @@ MORE_LABELS = "step view has more labelled steps than the answer has steps"
 NOT_ANSWER = "annotation differs from the answer beyond whitespace"
 
 
-class StepRow(BaseModel):
+class StepRow(Model):
     """A step-view row."""
 
-    model_config = BUILT_WHEN_USED | ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore")
 
     question: str
     """The problem."""
@@ -69,10 +69,10 @@ class StepRow(BaseModel):
     """1 sound, 0 hallucinated."""
 
 
-class SpanRow(BaseModel):
+class SpanRow(Model):
     """A span-view row."""
 
-    model_config = BUILT_WHEN_USED | ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore")
 
     question: str
     """The problem."""

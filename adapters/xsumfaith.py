@@ -30,12 +30,12 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from shambench.adapters._released import csv_rows, source_file, spans_of_labels, text_lines, token_bounds, validated
 from shambench.data.adapter import Adapter, LoadResult, RemoteFile, adapter
 from shambench.errors import SourceError
-from shambench.schema import BUILT_WHEN_USED, Example, Name, Span
+from shambench.schema import Example, Model, Name, Span
 from shambench.sources import PublishedCount
 
 ANNOTATIONS = "hallucination_annotations_xsum_summaries.csv"
@@ -74,10 +74,8 @@ TIED = "two occurrences equally near the offset"
 STRAY_NULL = "NULL row with stray span text"
 
 
-class AnnotatedSummary(BaseModel):
+class AnnotatedSummary(Model):
     """One summary (one system's summary of one BBC article) with each worker's spans placed on its text."""
-
-    model_config = BUILT_WHEN_USED
 
     bbcid: Name
     """XSum document id of the article, as in Zhou et al.'s `.docid` files."""
@@ -120,10 +118,8 @@ def majority_labels(summary: str, span_lists: Sequence[Sequence[Span]]) -> list[
     return ["1" if 2 * votes > len(span_lists) else "0" for votes in token_votes(summary, span_lists)]
 
 
-class Annotations(BaseModel):
+class Annotations(Model):
     """The whole annotation file: every summary with its workers' spans, and an account of every span row."""
-
-    model_config = BUILT_WHEN_USED
 
     summaries: list[AnnotatedSummary]
     """One per (BBC id, system), in the order of their first row in the file."""

@@ -29,13 +29,13 @@ from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
 from platformdirs import user_data_dir
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from shambench.detection.detector import detectors
 from shambench.errors import DataError
 from shambench.llm.wire import Usage
 from shambench.paths import cache_dir
-from shambench.schema import BUILT_WHEN_USED, NAMES_A_KEY, Example
+from shambench.schema import NAMES_A_KEY, Example, Model
 from shambench.structured import json_file
 
 from .prompted import PromptedDetector, make_prompted, presets
@@ -48,10 +48,8 @@ NONE = "(none)"
 """What an empty question or context is shown as (the prompted detectors' convention)."""
 
 
-class Demo(BaseModel):
+class Demo(Model):
     """One worked example shown to the model before the case."""
-
-    model_config = BUILT_WHEN_USED
 
     question: str
     """The question or instruction (`(none)` when the task has none)."""
@@ -63,10 +61,8 @@ class Demo(BaseModel):
     """Its unsupported substrings, in order."""
 
 
-class Prompt(BaseModel):
+class Prompt(Model):
     """What a DSPy span program shows the model: its instructions and demos."""
-
-    model_config = BUILT_WHEN_USED
 
     instructions: str
     """The signature's instructions (the part MIPROv2 rewrites)."""
@@ -95,10 +91,8 @@ class OptimisationUsage(Usage):
     """The reasons of the first few failed calls."""
 
 
-class Scores(BaseModel):
+class Scores(Model):
     """Per-example token F1 (SHAM-Bench), averaged over a set of examples, before and after optimisation."""
-
-    model_config = BUILT_WHEN_USED
 
     n: int
     """Examples."""
@@ -108,10 +102,8 @@ class Scores(BaseModel):
     """The optimised program."""
 
 
-class ProgramFile(BaseModel):
+class ProgramFile(Model):
     """A saved MIPROv2 span program (`shambench optimize --out`), read by `--detector miprov2:FILE`."""
-
-    model_config = BUILT_WHEN_USED
 
     format: Literal["shambench-miprov2"] = FORMAT
     """Marks the file as a shambench MIPROv2 program."""

@@ -30,7 +30,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from shambench.detection.detector import Monitor, optimizer
 from shambench.detectors.miprov2 import (
@@ -56,7 +56,7 @@ from shambench.llm.wire import Usage
 from shambench.provenance import now_iso, shambench_version
 from shambench.records import read_examples
 from shambench.runs.failures import FIRST_REASONS
-from shambench.schema import BUILT_WHEN_USED, Example, Name, Prediction
+from shambench.schema import Example, Model, Name, Prediction
 from shambench.scoring.scorer import Scorer
 
 if TYPE_CHECKING:
@@ -73,10 +73,8 @@ def default_out(base: str) -> Path:
     return preset_program_path(base)
 
 
-class OptimizeConfig(BaseModel):
+class OptimizeConfig(Model):
     """Everything that defines an optimisation run."""
-
-    model_config = BUILT_WHEN_USED
 
     base: str
     """Prompted preset to start from (endpoint, model and generation parameters)."""

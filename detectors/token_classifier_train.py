@@ -26,22 +26,20 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 import shambench.fs as fs
 from shambench.detection.detector import trainer
 from shambench.errors import DataError
 from shambench.io import write_json
-from shambench.schema import BUILT_WHEN_USED, Example, Name, Prediction, Span
+from shambench.schema import Example, Model, Name, Prediction, Span
 
 ATTENTION_DROPOUT_KEYS = ("attention_dropout", "attention_probs_dropout_prob")
 """Config attributes that hold attention dropout (ModernBERT/Llama-style, BERT/RoBERTa-style)."""
 
 
-class TrainConfig(BaseModel):
+class TrainConfig(Model):
     """Everything that defines a training run, written to `train_config.json` in the output folder."""
-
-    model_config = BUILT_WHEN_USED
 
     base: str
     """Base model: a local folder or a Hugging Face hub id (a new two-label head is added when it has none)."""
@@ -82,10 +80,8 @@ class TrainConfig(BaseModel):
     """Torch device: auto, cpu, cuda, cuda:N or mps."""
 
 
-class TrainSummary(BaseModel):
+class TrainSummary(Model):
     """What a training run produced."""
-
-    model_config = BUILT_WHEN_USED
 
     out: str
     """Output folder."""

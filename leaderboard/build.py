@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import Field, ValidationError
 
 import shambench.fs as fs
 from shambench.errors import DataError
@@ -32,7 +32,7 @@ from shambench.provenance import now_iso, shambench_version
 from shambench.reporting.naming import run_name
 from shambench.reporting.runfolders import display_path, run_folders
 from shambench.runs.files import JOURNAL
-from shambench.schema import BUILT_WHEN_USED, Example, Prediction
+from shambench.schema import Example, Model, Prediction
 from shambench.scoring.agreement import LIKE_FOR_LIKE
 from shambench.scoring.extended import kept_apart
 from shambench.scoring.measures import Metric, figure_of, registered
@@ -45,10 +45,8 @@ SITE_HTML = "index.html"
 DEFAULT_REPORTED = Path(__file__).resolve().parent / "reported_f1.json"
 
 
-class ReportedScores(BaseModel):
+class ReportedScores(Model):
     """One detector at one level in `reported_f1.json`."""
-
-    model_config = BUILT_WHEN_USED
 
     tasks: dict[str, float]
     """Per-task F1."""
@@ -60,10 +58,8 @@ class ReportedScores(BaseModel):
     """Per-partition F1, keyed `task/dataset`."""
 
 
-class ReportedFile(BaseModel):
+class ReportedFile(Model):
     """The layout of `reported_f1.json`: the paper's F1 per detector, span and sentence level."""
-
-    model_config = BUILT_WHEN_USED
 
     source: str
     """Citation of the tables the numbers come from."""

@@ -7,10 +7,8 @@ tokens with their intervals, and the type-aware F1 where its spans are labelled 
 
 from __future__ import annotations
 
-from pydantic import BaseModel
-
 from shambench.leaderboard.schema import Entry, Leaderboard, TypeCell
-from shambench.schema import BUILT_WHEN_USED
+from shambench.schema import Model
 from shambench.scoring.results import Results
 
 NOTE = (
@@ -42,10 +40,8 @@ def type_cells(results: Results) -> dict[str, dict[str, TypeCell]]:
     }
 
 
-class TypeTable(BaseModel):
+class TypeTable(Model):
     """One source's table on the page."""
-
-    model_config = BUILT_WHEN_USED
 
     source: str
     """The dataset name."""

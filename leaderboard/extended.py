@@ -16,21 +16,17 @@ import html
 from collections.abc import Sequence
 from pathlib import Path
 
-from pydantic import BaseModel
-
 from shambench.io import write_atomic, write_json
 from shambench.reporting.naming import run_name
-from shambench.schema import BUILT_WHEN_USED, Name
+from shambench.schema import Model, Name
 from shambench.scoring.results import ExtendedView, Results
 
 PAGE = "extended.html"
 DATA = "extended.json"
 
 
-class Row(BaseModel):
+class Row(Model):
     """One run on the extended view."""
-
-    model_config = BUILT_WHEN_USED
 
     name: Name
     """Detector (spec) of the run, or its directory."""
@@ -54,10 +50,8 @@ class Row(BaseModel):
     """Rank among the ranked rows; None for the others."""
 
 
-class ExtendedBoard(BaseModel):
+class ExtendedBoard(Model):
     """What `extended.json` holds."""
-
-    model_config = BUILT_WHEN_USED
 
     convention: str
     """How the groups and the overall are computed."""

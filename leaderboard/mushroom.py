@@ -16,12 +16,10 @@ import html
 from collections.abc import Sequence
 from pathlib import Path
 
-from pydantic import BaseModel
-
 from shambench.io import write_atomic
 from shambench.leaderboard.schema import HUMAN_NAME
 from shambench.reporting.naming import run_name
-from shambench.schema import BUILT_WHEN_USED, Name
+from shambench.schema import Model, Name
 from shambench.scoring.results import Results
 from shambench.scoring.shared_task import row_of
 from shambench.sources import source_of
@@ -33,10 +31,8 @@ PAGE = "mushroom.html"
 VIEW = "mushroom"
 
 
-class Row(BaseModel):
+class Row(Model):
     """One row of a language's table."""
-
-    model_config = BUILT_WHEN_USED
 
     name: Name
     """Run (detector and run directory) or the organisers' row name."""

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from shambench.io import write_atomic
 from shambench.reporting.ranks import RankStability
-from shambench.schema import BUILT_WHEN_USED, Name
+from shambench.schema import Model, Name
 from shambench.scoring.metrics import EMPTY_RULE_SENTENCE
 from shambench.scoring.results import SCHEMA_VERSION, RunInfo
 
@@ -32,12 +32,12 @@ TASK_ORDER = ("open_qa", "context_qa", "data2txt", "open_bio", "summ", "mt")
 Standing = Literal["ranked", "reference", "partial", "incomplete", "reported"]
 
 
-class Cell(BaseModel):
+class Cell(Model):
     """One score of an entry: F1 and, where known, precision, recall, its 95% interval and the example count; at span
     level also the registered metrics' views (`shambench.scoring.measures`), a view beyond the two below as a further
     key."""
 
-    model_config = BUILT_WHEN_USED | ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow")
 
     f1: float
     """Per-example F1 averaged over the group's examples (for `overall`: the mean over tasks)."""
@@ -61,10 +61,8 @@ class Cell(BaseModel):
         return getattr(self, key, None)
 
 
-class Level(BaseModel):
+class Level(Model):
     """An entry's scores at one level: span (token F1) or sentence."""
-
-    model_config = BUILT_WHEN_USED
 
     overall: Cell | None = None
     """Unweighted mean over the tasks (step-level tasks excluded); None when no such task was scored."""
@@ -78,10 +76,8 @@ class Level(BaseModel):
     """Per partition, keyed `task/dataset`."""
 
 
-class Coverage(BaseModel):
+class Coverage(Model):
     """How much of its selected data a run predicted: what `complete` is decided from."""
-
-    model_config = BUILT_WHEN_USED
 
     total: int
     """Examples the run selected and scored."""
@@ -93,10 +89,8 @@ class Coverage(BaseModel):
     """Examples with no prediction at all (scored as empty)."""
 
 
-class Entry(BaseModel):
+class Entry(Model):
     """One row of the leaderboard: a reproduced run (or submission), or a score reported in the paper."""
-
-    model_config = BUILT_WHEN_USED
 
     id: Name
     """Stable anchor of the row within the page (`run-3`, `paper-1`)."""
@@ -161,10 +155,8 @@ class Entry(BaseModel):
 HUMAN_NAME = "human (one annotator vs the others)"
 
 
-class AgreementCell(BaseModel):
+class AgreementCell(Model):
     """One entry on one partition with annotators: its like-for-like span F1 beside the human figure."""
-
-    model_config = BUILT_WHEN_USED
 
     items: int
     """Items with at least two annotators."""
@@ -185,10 +177,8 @@ class AgreementCell(BaseModel):
     """Its winning rate: the share of tested annotators the detector can replace."""
 
 
-class TypeCell(BaseModel):
+class TypeCell(Model):
     """One entry on one gold error type of one source (`groups.types` of its results)."""
-
-    model_config = BUILT_WHEN_USED
 
     gold_chars: int
     """Gold characters of the type (whitespace left out)."""
@@ -204,10 +194,8 @@ class TypeCell(BaseModel):
     """Type-aware character F1 of the entry's spans labelled with the type; None when its spans carry no labels."""
 
 
-class HumanCell(BaseModel):
+class HumanCell(Model):
     """The human reference on one partition."""
-
-    model_config = BUILT_WHEN_USED
 
     items: int
     """Items with at least two annotators."""
@@ -218,10 +206,8 @@ class HumanCell(BaseModel):
     """95% bootstrap interval over items."""
 
 
-class HumanReference(BaseModel):
+class HumanReference(Model):
     """The `human (one annotator vs the others)` reference row: labelled, never ranked."""
-
-    model_config = BUILT_WHEN_USED
 
     name: Name = HUMAN_NAME
     """The row's label."""
@@ -231,10 +217,8 @@ class HumanReference(BaseModel):
     """Per partition whose source releases its annotators."""
 
 
-class Leaderboard(BaseModel):
+class Leaderboard(Model):
     """The built leaderboard: reproduced runs ranked by overall span F1, and the paper's rows kept apart."""
-
-    model_config = BUILT_WHEN_USED
 
     schema_version: str = LEADERBOARD_VERSION
     """Version of this schema; bumped on any incompatible change."""

@@ -15,7 +15,7 @@ from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
 import shambench.fs as fs
 from shambench.errors import DataError, SubmissionError
@@ -30,16 +30,16 @@ from shambench.runs.rundir import RunConfig, load_config, new_run_dir, stamped_c
 from shambench.runs.scoring import run_info
 from shambench.runs.selection import select_examples
 from shambench.runs.spec import Selection
-from shambench.schema import BUILT_WHEN_USED, Name, Prediction
+from shambench.schema import Model, Name, Prediction
 from shambench.scoring.corpus import Corpus
 from shambench.scoring.scorer import Scorer
 from shambench.structured import yaml_file
 
 
-class SubmissionMeta(BaseModel):
+class SubmissionMeta(Model):
     """What a submitter says about the system (the `--meta` JSON or YAML file)."""
 
-    model_config = BUILT_WHEN_USED | ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid")
 
     family: Name = "submission"
     """Detector family (`prompted`, `token-classifier`, `nli`, ...)."""

@@ -48,11 +48,19 @@ shown on a terminal, in a log line or on a page is shown as itself. `tests/core/
 id or name field of another type."""
 
 BUILT_WHEN_USED = ConfigDict(defer_build=True)
-"""The config every model of the package starts from (`BUILT_WHEN_USED | ConfigDict(...)`; and the module-level
-type adapters'): its validator and serializer are made the first time it validates or serializes, not when its
-module is imported. A command imports many models it never uses (the adapters' raw rows, the step-level suites'
-figures, the sections of a run's spec in `--help`), and a model nested in one that is used is made inside it.
-`tests/core/test_models_built_when_used.py` fails on a model that does not."""
+"""The config of every model of the package (`Model`'s) and of the module-level type adapters: a validator and
+serializer are made the first time they validate or serialize, not when their module is imported. A command imports
+many models it never uses (the adapters' raw rows, the step-level suites' figures, the sections of a run's spec),
+and a model nested in one that is used is made inside it. `tests/core/test_models_built_when_used.py` fails on a
+model that is not."""
+
+
+class Model(BaseModel):
+    """What every model of the package derives from, instead of pydantic's `BaseModel`: built when first used
+    (`BUILT_WHEN_USED`); a model's own `model_config` adds to it."""
+
+    model_config = BUILT_WHEN_USED
+
 
 NAMES_A_KEY = AfterValidator(registered_key_env)
 """Metadata of every model field that names an environment variable holding a key (`Annotated[str, NAMES_A_KEY]`):
@@ -67,10 +75,10 @@ reading the key itself) knows the key as a secret from then on, not only the pro
 MAX_ANNOTATORS = 256
 
 
-class Span(BaseModel):
+class Span(Model):
     """A half-open character range `[start, end)` of a response."""
 
-    model_config = BUILT_WHEN_USED | ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True)
 
     start: int = Field(ge=0)
     """Offset of the first character (0-based, Python code points)."""
@@ -167,10 +175,10 @@ def covered_shares(span_lists: Sequence[Iterable[Span]]) -> list[tuple[int, int,
     return [(s, e, count / n) for s, e, count in coverage(span_lists)]
 
 
-class SoftSpan(BaseModel):
+class SoftSpan(Model):
     """A character range with the share of annotators who marked it (Mu-SHROOM soft labels)."""
 
-    model_config = BUILT_WHEN_USED | ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True)
 
     start: int = Field(ge=0)
     """Offset of the first character."""
@@ -186,10 +194,10 @@ class SoftSpan(BaseModel):
         return self
 
 
-class Step(BaseModel):
+class Step(Model):
     """One reasoning step of a step-level (math) response, as a character range with its gold verdict."""
 
-    model_config = BUILT_WHEN_USED | ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True)
 
     start: int = Field(ge=0)
     """Offset of the step's first character in the response."""
@@ -199,11 +207,9 @@ class Step(BaseModel):
     """1 = correct, 0 = erroneous, None = not labelled (e.g. after ProcessBench's first error)."""
 
 
-class Reading(BaseModel):
+class Reading(Model):
     """One annotator's spans on an example, beside the gold the source's own rule builds from the other annotators
     (what human agreement scores: this annotator as a prediction against that gold)."""
-
-    model_config = BUILT_WHEN_USED
 
     annotator: Name
     """The annotator's id in the source (or a stable stand-in where the source gives none)."""
@@ -222,10 +228,8 @@ class Reading(BaseModel):
         return _coerced_spans(value)
 
 
-class Annotations(BaseModel):
+class Annotations(Model):
     """The individual annotators of an example, read by its source's adapter, for human agreement."""
-
-    model_config = BUILT_WHEN_USED
 
     readings: list[Reading]
     """One per annotator who read the example (those who marked nothing included), in the source's order."""
@@ -295,12 +299,12 @@ class Annotations(BaseModel):
         return cls(readings=readings, rule=rule, reproduces_gold=reproduces, unplaced=unplaced or {})
 
 
-class MarkedByMoreThan(BaseModel):
+class MarkedByMoreThan(Model):
     """A gold rule that counts: the characters more than `share` of the span lists cover (0 gives their union, 0.5
     the majority), as `marked_by_more_than`; `Annotations.leave_one_out` derives its leave-one-out golds from
     counts."""
 
-    model_config = BUILT_WHEN_USED | ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True)
 
     share: float = Field(ge=0.0, le=1.0)
     """The share of the lists that must cover a character, strictly more than."""
@@ -444,10 +448,8 @@ def _check_steps_ordered(example_id: str, steps: list[Step]) -> None:
         prev_end = step.end
 
 
-class Example(BaseModel):
+class Example(Model):
     """One annotated response of a benchmark, in the schema every adapter produces."""
-
-    model_config = BUILT_WHEN_USED
 
     id: Name
     """Stable identifier, derived from the source's own ids (e.g. `ragtruth/12345`)."""
@@ -504,10 +506,8 @@ class Example(BaseModel):
         return next((i for i, s in enumerate(self.steps) if s.label == 0), -1)
 
 
-class Prediction(BaseModel):
+class Prediction(Model):
     """What a detector says about one example."""
-
-    model_config = BUILT_WHEN_USED
 
     id: Name
     """The `Example.id` this prediction is for."""

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from shambench.documented import DOCUMENTED
-from shambench.schema import BUILT_WHEN_USED, Name
+from shambench.schema import Model, Name
 
 
 @dataclass(frozen=True)
@@ -42,11 +42,11 @@ class Flag:
     """False: no option of its own (`--resume RUN_DIR` sets `resume` and `run_dir`)."""
 
 
-class Section(BaseModel):
+class Section(Model):
     """A part of a run's description; fields given explicitly are in `model_fields_set`. Its fields' docstrings
     are read when needed (`shambench.documented`): by its JSON Schema and by the options the CLI makes of it."""
 
-    model_config = BUILT_WHEN_USED | DOCUMENTED | ConfigDict(extra="forbid")
+    model_config = DOCUMENTED | ConfigDict(extra="forbid")
 
 
 class Limited(Section):

@@ -14,10 +14,10 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from shambench.registry import Registry
-from shambench.schema import BUILT_WHEN_USED, Name
+from shambench.schema import Model, Name
 
 DEFAULT_SUITE = "shambench"
 """The paper's suite: what `--datasets` left empty selects."""
@@ -30,10 +30,8 @@ registry: Registry[Any] = Registry("dataset", "shambench.adapters", "shambench.a
 """The adapters by name (typed `Registry[Adapter]` as `shambench.data.adapter.adapters`)."""
 
 
-class PublishedCount(BaseModel):
+class PublishedCount(Model):
     """How many examples a paper or a release reports for one partition, and where."""
-
-    model_config = BUILT_WHEN_USED
 
     count: int
     """The reported count, in the partition's unit (one example per response)."""
@@ -41,11 +39,9 @@ class PublishedCount(BaseModel):
     """Where it is printed (`PAPER_SOURCE` for SHAM-Bench's Table 1), and how it maps to the partition's examples."""
 
 
-class SharedTask(BaseModel):
+class SharedTask(Model):
     """A shared task whose own view (one row per dataset: its official IoU and Cor beside span F1, and their mean
     over rows) a source is shown in."""
-
-    model_config = BUILT_WHEN_USED
 
     group: str
     """The view's key in `Results.groups`."""
@@ -57,10 +53,8 @@ class SharedTask(BaseModel):
     """The registered metric (`shambench.scoring.measures`) whose figure, an IoU and a Cor, the task ranks rows by."""
 
 
-class Source(BaseModel):
+class Source(Model):
     """What one registered adapter declares about itself (its class attributes, as the core reads them)."""
-
-    model_config = BUILT_WHEN_USED
 
     name: Name
     """The adapter's registered name."""

@@ -6,12 +6,12 @@ import os
 from pathlib import Path
 from typing import cast
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from shambench.errors import DataError
 from shambench.paths import cache_dir
 from shambench.registry import Registry
-from shambench.schema import BUILT_WHEN_USED, Example, Name
+from shambench.schema import Example, Model, Name
 from shambench.sources import DEFAULT_SUITE, PublishedCount, SharedTask, registry
 
 adapters = cast("Registry[Adapter]", registry)
@@ -20,10 +20,8 @@ adapter = adapters.register
 DATA_DIR_ENV = "SHAMBENCH_DATA_DIR"
 
 
-class RemoteFile(BaseModel):
+class RemoteFile(Model):
     """A released file at its original public location, as `shambench data download` fetches it."""
-
-    model_config = BUILT_WHEN_USED
 
     url: str
     """Original location (GitHub raw file, Hugging Face hub resolve URL, ...)."""
@@ -36,11 +34,9 @@ class RemoteFile(BaseModel):
     tree; one of `sha256` and `git_blob` must be given, or the download refuses the file."""
 
 
-class HubFiles(BaseModel):
+class HubFiles(Model):
     """Files of a Hugging Face dataset repository at a pinned commit, as `shambench data download` fetches them
     (listed through the hub's JSON API); each is verified against the size and digest the hub reports for that commit."""
-
-    model_config = BUILT_WHEN_USED
 
     repo_id: Name
     """The dataset repository (`owner/name`)."""
@@ -63,10 +59,8 @@ class HubFiles(BaseModel):
         return f"https://huggingface.co/datasets/{self.repo_id}"
 
 
-class LoadResult(BaseModel):
+class LoadResult(Model):
     """What an adapter read: the examples and an account of every row it did not keep."""
-
-    model_config = BUILT_WHEN_USED
 
     examples: list[Example]
     """The unified examples, in the source's own order."""

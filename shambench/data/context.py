@@ -14,14 +14,14 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from shambench.detection.detector import Monitor
 from shambench.io import Journal
 from shambench.paths import cache_dir
 from shambench.provenance import now_iso
 from shambench.registry import Registry
-from shambench.schema import BUILT_WHEN_USED, Example, Name
+from shambench.schema import Example, Model, Name
 
 providers: Registry[ContextProvider] = Registry(
     "context provider", "shambench.context_providers", "shambench.data.providers", listing="shambench list providers"
@@ -34,10 +34,8 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-class ContextRecord(BaseModel):
+class ContextRecord(Model):
     """The evidence one provider found for one example, with where it came from."""
-
-    model_config = BUILT_WHEN_USED
 
     id: Name
     """The example id."""

@@ -35,15 +35,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal, NamedTuple
 
-from pydantic import BaseModel
-
 import shambench.fs as fs
 from shambench.data.adapter import Adapter, HubFiles, RemoteFile
 from shambench.data.hub import MAX_REPLY_BYTES, HubAccess, hub_access, listed_files, refusal, resolve_commit
 from shambench.errors import DownloadError, FolderError
 from shambench.http import MIN_RATE, Client, Reply, TransportError
 from shambench.io import write_atomic
-from shambench.schema import BUILT_WHEN_USED, Name
+from shambench.schema import Model, Name
 from shambench.structured import json_file
 
 CHUNK = 1 << 16
@@ -59,10 +57,8 @@ Status = Literal["fetched", "present", "failed", "ok", "absent", "mismatch", "un
 GLOB = re.compile(r"[*?\[]")
 
 
-class Target(BaseModel):
+class Target(Model):
     """One released file as the download installs it: where its bytes come from, where they go, what they must be."""
-
-    model_config = BUILT_WHEN_USED
 
     url: str
     """Where the bytes come from (named in every error)."""
@@ -82,10 +78,8 @@ class Target(BaseModel):
     """The file's path in that repository."""
 
 
-class Recorded(BaseModel):
+class Recorded(Model):
     """What a source folder's manifest keeps of an installed file, to re-verify it cheaply."""
-
-    model_config = BUILT_WHEN_USED
 
     size: int
     """Size in bytes when installed."""
@@ -103,10 +97,8 @@ class Recorded(BaseModel):
     """The hub commit it came from, if any."""
 
 
-class Outcome(BaseModel):
+class Outcome(Model):
     """What happened to one file in `data download` or `data verify`."""
-
-    model_config = BUILT_WHEN_USED
 
     source: str
     """The adapter's name."""

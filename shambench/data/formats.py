@@ -12,17 +12,17 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from shambench.io import iter_lines, parse_json_line
 from shambench.registry import Registry
-from shambench.schema import BUILT_WHEN_USED, Name, Prediction
+from shambench.schema import Model, Name, Prediction
 
 
-class PredictionsRead(BaseModel):
+class PredictionsRead(Model):
     """What a format reader made of a file: the predictions, and what it left out and why."""
 
-    model_config = BUILT_WHEN_USED | ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True)
 
     predictions: list[tuple[int, Prediction]]
     """Each prediction (ids already those of shambench's examples) with the file line it came from."""

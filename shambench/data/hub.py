@@ -23,12 +23,12 @@ import urllib.parse
 from collections.abc import Iterator
 from typing import Any
 
-from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+from pydantic import Field, TypeAdapter, ValidationError
 
 from shambench.data.adapter import HubFiles
 from shambench.errors import DownloadError, MalformedReply
 from shambench.http import Client, Reply, TransportError
-from shambench.schema import BUILT_WHEN_USED
+from shambench.schema import BUILT_WHEN_USED, Model
 from shambench.secrets import remember
 from shambench.structured import MAX_FIELD_CHARS, json_value
 
@@ -42,10 +42,8 @@ MAX_REPLY_BYTES = MAX_FIELD_CHARS
 NEXT_LINK = re.compile(r'<([^>]*)>\s*;\s*rel="?next"?')
 
 
-class HubAccess(BaseModel):
+class HubAccess(Model):
     """How the hub is reached: its endpoint, and the user's token, which is sent to that endpoint's origin only."""
-
-    model_config = BUILT_WHEN_USED
 
     endpoint: str
     """The hub's base URL (`$HF_ENDPOINT`, else huggingface_hub's default), without a trailing slash."""
@@ -76,10 +74,8 @@ def hub_access() -> HubAccess:
     return HubAccess(endpoint=endpoint, token=token, offline=constants.is_offline_mode())
 
 
-class ListedLfs(BaseModel):
+class ListedLfs(Model):
     """What the hub lists of a file kept in LFS."""
-
-    model_config = BUILT_WHEN_USED
 
     oid: str
     """The SHA-256 of the file's content."""
@@ -87,10 +83,8 @@ class ListedLfs(BaseModel):
     """The file's size in bytes."""
 
 
-class Listed(BaseModel):
+class Listed(Model):
     """One entry of the hub's listing of a repository's tree."""
-
-    model_config = BUILT_WHEN_USED
 
     type: str
     """`file` or `directory`."""

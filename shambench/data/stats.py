@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from shambench.data.benchmark import Benchmark
-from shambench.schema import BUILT_WHEN_USED, Example, Name
+from shambench.schema import Example, Model, Name
 from shambench.scoring.text import TOKENIZER, Segmentation, language_of, segment_mixed
 from shambench.sources import PAPER_SOURCE, paper_counts, published_count
 
@@ -33,10 +33,8 @@ CONVENTIONS = {
 }
 
 
-class GroupStats(BaseModel):
+class GroupStats(Model):
     """The Table-1 figures of one partition, or of all examples."""
-
-    model_config = BUILT_WHEN_USED
 
     task: Name
     """Task name, or `total`."""
@@ -58,10 +56,8 @@ class GroupStats(BaseModel):
     """Share of examples with at least one gold span."""
 
 
-class BenchmarkStats(BaseModel):
+class BenchmarkStats(Model):
     """What `shambench data stats --json` prints."""
-
-    model_config = BUILT_WHEN_USED
 
     split: Name
     """The split described."""

@@ -23,9 +23,7 @@ import re
 from bisect import bisect_left
 from collections.abc import Sequence
 
-from pydantic import BaseModel
-
-from shambench.schema import BUILT_WHEN_USED, Span
+from shambench.schema import Model, Span
 
 MIN_SIMILARITY = 0.8
 # Character pairs (needle length x window length, summed over the windows compared) the fuzzy pass may spend on one
@@ -36,10 +34,8 @@ _WORD = re.compile(r"\w+")
 _WRAPPING = " \t\r\n\"'`“”‘’"
 
 
-class Placement(BaseModel):
+class Placement(Model):
     """Where one quoted string was found in the response."""
-
-    model_config = BUILT_WHEN_USED
 
     text: str
     """The string as the model gave it."""

@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import Field, field_validator
 
 from shambench.detection.detector import Detector, Monitor
 from shambench.errors import DataError, MalformedReply
@@ -30,7 +30,7 @@ from shambench.llm.endpoint import MAX_RESPONSE_BYTES_ENV, Endpoint
 from shambench.llm.pricing import cost_of
 from shambench.llm.route import Deferred, Route
 from shambench.llm.wire import Reply, Usage, error_message, reply_of
-from shambench.schema import BUILT_WHEN_USED, Example, Name
+from shambench.schema import Example, Model, Name
 from shambench.structured import json_value
 
 if TYPE_CHECKING:  # the SDK is imported only by a run that talks to the Batch API
@@ -57,10 +57,8 @@ _CUSTOM_ID = re.compile(rb'"custom_id"\s*:\s*"([^"\\]{1,1000})"')
 _API_ID = r"^[A-Za-z0-9_.:-]{1,200}$"
 
 
-class BatchRecord(BaseModel):
+class BatchRecord(Model):
     """One batch submitted for a run."""
-
-    model_config = BUILT_WHEN_USED
 
     input_file_id: Name = Field(pattern=_API_ID)
     """The uploaded Batch JSONL file."""
@@ -90,10 +88,8 @@ class BatchRecord(BaseModel):
     """Its answers went through the detector into the journal; it is never used again."""
 
 
-class Answer(BaseModel):
+class Answer(Model):
     """One request's outcome in a batch: the response body, or why there is none."""
-
-    model_config = BUILT_WHEN_USED
 
     body: dict[str, Any] | None = None
     """The response body (a chat completion), when the item succeeded."""
@@ -285,10 +281,8 @@ def line_answer(
     return (custom if isinstance(custom, str) else None), answer_of(line)
 
 
-class BatchAnswers(BaseModel):
+class BatchAnswers(Model):
     """What a finished batch's files say about its requests."""
-
-    model_config = BUILT_WHEN_USED
 
     answers: dict[str, Answer]
     """Each request of the batch (by cache key): its answer, or why it has none."""

@@ -38,7 +38,7 @@ from shambench.http import CHUNK_BYTES, MIN_RATE, deadline, proxy_for, time_left
 from shambench.llm.endpoint import Endpoint
 from shambench.llm.loop import LoopThread
 from shambench.llm.wire import error_message
-from shambench.schema import BUILT_WHEN_USED, Name
+from shambench.schema import Model, Name
 from shambench.secrets import redact
 from shambench.structured import MAX_FIELD_CHARS, json_value
 
@@ -68,10 +68,8 @@ class WaitOver(Exception):
     """The caller's own wait (`within`) ran out before a call finished; the call is abandoned."""
 
 
-class RequestCounts(BaseModel):
+class RequestCounts(Model):
     """A batch's request counts."""
-
-    model_config = BUILT_WHEN_USED
 
     total: int = 0
     """Requests in the batch."""
@@ -81,10 +79,8 @@ class RequestCounts(BaseModel):
     """Requests failed."""
 
 
-class ItemError(BaseModel):
+class ItemError(Model):
     """One error of a failed batch (e.g. its input file's validation)."""
-
-    model_config = BUILT_WHEN_USED
 
     code: str | None = None
     """The error's code."""
@@ -92,19 +88,15 @@ class ItemError(BaseModel):
     """What went wrong."""
 
 
-class BatchErrors(BaseModel):
+class BatchErrors(Model):
     """A failed batch's errors."""
-
-    model_config = BUILT_WHEN_USED
 
     data: list[ItemError] = Field(default_factory=list)
     """The errors, in the API's order."""
 
 
-class Batch(BaseModel):
+class Batch(Model):
     """A batch as the API reports it: the fields a run reads (any other is ignored)."""
-
-    model_config = BUILT_WHEN_USED
 
     id: Name = Field(pattern=API_ID)
     """The batch id."""
@@ -122,19 +114,15 @@ class Batch(BaseModel):
     """Why it failed, when it did."""
 
 
-class FileObject(BaseModel):
+class FileObject(Model):
     """An uploaded file, as the API reports it (its id is all a run reads)."""
-
-    model_config = BUILT_WHEN_USED
 
     id: Name = Field(pattern=API_ID)
     """The file id."""
 
 
-class BatchPage(BaseModel):
+class BatchPage(Model):
     """A page of the batch list."""
-
-    model_config = BUILT_WHEN_USED
 
     data: list[dict[str, Any]] = Field(default_factory=list)
     """Its batches, each checked only when it is the one looked for."""

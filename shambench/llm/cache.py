@@ -25,11 +25,10 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from pydantic import BaseModel
 
 import shambench.fs as fs
 from shambench.paths import cache_dir
-from shambench.schema import BUILT_WHEN_USED
+from shambench.schema import Model
 from shambench.sealing import Sealer
 from shambench.secrets import redact
 
@@ -118,10 +117,8 @@ def _same_scalar(value: Any) -> bool:
     return False
 
 
-class CacheStats(BaseModel):
+class CacheStats(Model):
     """What `shambench cache stats` reports."""
-
-    model_config = BUILT_WHEN_USED
 
     path: str
     """The cache file."""

@@ -67,7 +67,6 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 import orjson
-from pydantic import BaseModel
 
 from shambench.detection.detector import Monitor
 from shambench.errors import (
@@ -107,7 +106,7 @@ from shambench.llm.retry import (
 )
 from shambench.llm.route import Budget, Deferred, Route
 from shambench.llm.wire import Reply, Usage, error_message, parse_reply, wire_body
-from shambench.schema import BUILT_WHEN_USED
+from shambench.schema import Model
 from shambench.secrets import redact
 from shambench.structured import json_value
 
@@ -127,10 +126,8 @@ FLUSH_SECONDS = 0.05
 _FINISHED = object()
 
 
-class Completion(BaseModel):
+class Completion(Model):
     """A model's answer to one request."""
-
-    model_config = BUILT_WHEN_USED
 
     text: str
     """The message content (chat) or completion text."""

@@ -13,10 +13,10 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Annotated, Any, TypedDict, TypeVar, Unpack
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from shambench.errors import DataError, EndpointError
-from shambench.schema import BUILT_WHEN_USED, NAMES_A_KEY
+from shambench.schema import NAMES_A_KEY, Model
 from shambench.secrets import remember_key_env
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
@@ -71,12 +71,10 @@ def default_max_response_bytes() -> int:
     return int(value)
 
 
-class Endpoint(BaseModel):
+class Endpoint(Model):
     """Which server and model to call, and how hard to push it (nothing here changes a model's answer)."""
 
-    model_config = BUILT_WHEN_USED | ConfigDict(
-        use_attribute_docstrings=True
-    )  # the docstrings document the factories' options
+    model_config = ConfigDict(use_attribute_docstrings=True)  # the docstrings document the factories' options
 
     model: str
     """Model name as the server knows it, e.g. `gpt-5-mini` or `Qwen/Qwen3-4B`."""

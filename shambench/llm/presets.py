@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Annotated, Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from shambench.errors import DataError
 from shambench.llm.endpoint import Endpoint, EndpointOptions, endpoint_of, endpoint_options
 from shambench.llm.negotiation import STRUCTURED_SETTINGS
-from shambench.schema import BUILT_WHEN_USED, NAMES_A_KEY
+from shambench.schema import NAMES_A_KEY, Model
 from shambench.structured import yaml_value
 
 # Request-body parameters a preset or `-p` may set (anything else is a typo until proven otherwise).
@@ -39,10 +39,8 @@ GENERATION_KEYS = frozenset(
 )
 
 
-class Preset(BaseModel):
+class Preset(Model):
     """A named model configuration, read from `presets.yaml`."""
-
-    model_config = BUILT_WHEN_USED
 
     description: str
     """One line for `shambench list detectors`."""

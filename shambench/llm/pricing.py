@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from platformdirs import user_config_dir
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from shambench.errors import (
     DataError,
 )
-from shambench.schema import BUILT_WHEN_USED
+from shambench.schema import Model
 from shambench.structured import yaml_file, yaml_value
 
 PRICING_ENV = "SHAMBENCH_PRICING"
@@ -25,10 +25,8 @@ PRICING_ENV = "SHAMBENCH_PRICING"
 BATCH_DISCOUNT = 0.5
 
 
-class Price(BaseModel):
+class Price(Model):
     """US dollars per million tokens."""
-
-    model_config = BUILT_WHEN_USED
 
     input: float = Field(ge=0)
     """Per million prompt tokens."""

@@ -6,25 +6,21 @@ import json
 import math
 from typing import Any, Self
 
-from pydantic import BaseModel
-
 from shambench.errors import (
     MalformedReply,
 )
 from shambench.io import json_type
 from shambench.llm.pricing import cost_of
-from shambench.schema import BUILT_WHEN_USED
+from shambench.schema import Model
 from shambench.structured import json_value
 
 # A token count above this in one reply is a server's garbage, not a bill.
 MAX_REPLY_TOKENS = 100_000_000
 
 
-class Usage(BaseModel):
+class Usage(Model):
     """What answering one item consumed in this run (a cache hit consumes no tokens and costs nothing), or, added
     up (`plus`), what many did."""
-
-    model_config = BUILT_WHEN_USED
 
     input_tokens: int = 0
     """Prompt tokens billed."""
@@ -46,10 +42,8 @@ class Usage(BaseModel):
         return self.model_copy(update={name: getattr(self, name) + getattr(other, name) for name in Usage.model_fields})
 
 
-class Reply(BaseModel):
+class Reply(Model):
     """The validated content of one HTTP-200 completion body."""
-
-    model_config = BUILT_WHEN_USED
 
     text: str
     """The message content (chat), completion text, or joined `output_text` parts (responses)."""

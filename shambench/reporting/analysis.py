@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from shambench.schema import BUILT_WHEN_USED, Example, Name, Prediction, Span
+from shambench.schema import Example, Model, Name, Prediction, Span
 from shambench.scoring.metrics import per_example_prf
 from shambench.scoring.text import Segmentation, language_of, segment_mixed
 from shambench.scoring.typed import TypesGroup
@@ -30,10 +30,8 @@ Definitions (all in spaCy tokens, the scorer's tokeniser, whitespace excluded):
 RATE_BINS = tuple(round(x, 1) for x in np.linspace(0.0, 1.0, 11))
 
 
-class Boundary(BaseModel):
+class Boundary(Model):
     """Boundary disagreement on recovered gold spans, in tokens."""
-
-    model_config = BUILT_WHEN_USED
 
     over_share: float
     """Share of recovered gold spans whose overlapping prediction runs past them."""
@@ -45,10 +43,8 @@ class Boundary(BaseModel):
     """Mean gold tokens left uncovered, over spans where that is > 0."""
 
 
-class GroupAnalysis(BaseModel):
+class GroupAnalysis(Model):
     """The analysis of one partition (`task/dataset`) or task of a run."""
-
-    model_config = BUILT_WHEN_USED
 
     n_examples: int
     """Examples analysed."""
@@ -80,10 +76,8 @@ class GroupAnalysis(BaseModel):
     """Counts of per-example predicted rates in the same bins."""
 
 
-class RunAnalysis(BaseModel):
+class RunAnalysis(Model):
     """The analysis of one run directory."""
-
-    model_config = BUILT_WHEN_USED
 
     run_dir: str
     """The run analysed."""

@@ -23,12 +23,11 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel
 
 from shambench.errors import DataError
 from shambench.reporting.naming import run_name
 from shambench.reporting.ranks import RankStability, pair_stability
-from shambench.schema import BUILT_WHEN_USED, Example, Prediction
+from shambench.schema import Example, Model, Prediction
 from shambench.scoring import metrics
 
 LEVEL_NAMES = {"token": "span", "sentence": "sentence"}
@@ -39,10 +38,8 @@ CONVENTION = (
 )
 
 
-class Difference(BaseModel):
+class Difference(Model):
     """A - B for one group and level."""
-
-    model_config = BUILT_WHEN_USED
 
     group: str
     """A task name, or `overall`."""
@@ -62,10 +59,8 @@ class Difference(BaseModel):
     """Two-sided bootstrap p-value of no difference."""
 
 
-class RunCounts(BaseModel):
+class RunCounts(Model):
     """How many of a run's examples have a successful prediction, a failed one, or none."""
-
-    model_config = BUILT_WHEN_USED
 
     predicted: int
     """Examples with a successful prediction."""
@@ -84,10 +79,8 @@ def run_counts(examples: Sequence[Example], predictions: Sequence[Prediction]) -
     return RunCounts(predicted=len(states) - failed - missing, failed=failed, missing=missing)
 
 
-class Comparison(BaseModel):
+class Comparison(Model):
     """The paired comparison of two runs."""
-
-    model_config = BUILT_WHEN_USED
 
     run_a: str
     """Run A (its detector name or directory)."""

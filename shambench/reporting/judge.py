@@ -14,11 +14,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from shambench.detection.detector import Monitor
 from shambench.io import Journal
-from shambench.schema import BUILT_WHEN_USED, Example, Name, Span
+from shambench.schema import Example, Model, Name, Span
 
 # Written from the SHAM-Bench paper's description of why detectors miss annotated hallucinations.
 CATEGORIES: dict[str, str] = {
@@ -46,10 +46,8 @@ PROMPT_HASH = hashlib.sha256(SYSTEM.encode()).hexdigest()[:16]
 JUDGEMENTS = "judgements.jsonl"
 
 
-class Judgement(BaseModel):
+class Judgement(Model):
     """The judge's verdict on one missed gold span."""
-
-    model_config = BUILT_WHEN_USED
 
     id: Name
     """`<example id>@<start>-<end>`."""

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
-from shambench.schema import BUILT_WHEN_USED, Name, Prediction
+from shambench.schema import Model, Name, Prediction
 from shambench.scoring import metrics
 from shambench.scoring.measures import MUSHROOM_METRIC
 
@@ -177,10 +177,10 @@ def kendall_tau_b(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarr
     return float((sa * sb).sum() / math.sqrt(pairs_a * pairs_b))
 
 
-class RowRanks(BaseModel):
+class RowRanks(Model):
     """One row under every convention."""
 
-    model_config = BUILT_WHEN_USED | ConfigDict(allow_inf_nan=False)
+    model_config = ConfigDict(allow_inf_nan=False)
 
     id: Name
     """The row's id (a board's anchor, or `A`/`B` in a comparison)."""
@@ -196,10 +196,8 @@ class RowRanks(BaseModel):
     """The same interval under every convention."""
 
 
-class Tau(BaseModel):
+class Tau(Model):
     """Kendall's tau-b between the figures of two conventions."""
-
-    model_config = BUILT_WHEN_USED
 
     a: str
     """A convention."""
@@ -209,10 +207,8 @@ class Tau(BaseModel):
     """tau-b over the rows; None when either convention gives every row the same figure."""
 
 
-class PairOrder(BaseModel):
+class PairOrder(Model):
     """Whether a row stays above another."""
-
-    model_config = BUILT_WHEN_USED
 
     above: str
     """The id of the row ranked higher by the board."""
@@ -228,10 +224,8 @@ class PairOrder(BaseModel):
     """`holds`, `convention-dependent` or `not resolved`."""
 
 
-class RankStability(BaseModel):
+class RankStability(Model):
     """The rows' ranks under each convention, their agreement, rank intervals and which orders hold."""
-
-    model_config = BUILT_WHEN_USED
 
     conventions: dict[str, str]
     """The conventions compared (those every row has), each with how it is computed."""

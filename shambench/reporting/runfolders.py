@@ -12,11 +12,11 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from shambench.errors import DataError
 from shambench.runs.files import CONFIG, JOURNAL, RESULTS
-from shambench.schema import BUILT_WHEN_USED
+from shambench.schema import Model
 
 LINKED_FOLDER = "a symbolic link: run folders are opened, never followed"
 """Why a linked folder below the folders given is passed over."""
@@ -26,10 +26,8 @@ UNSCORED = f"no {RESULTS}: the run was not finished or not scored"
 """Why a run folder without results (interrupted, left to a batch or never scored) is passed over."""
 
 
-class RunFolders(BaseModel):
+class RunFolders(Model):
     """The runs found below some folders, and the run folders passed over."""
-
-    model_config = BUILT_WHEN_USED
 
     results: list[Path] = Field(default_factory=list)
     """Every `results.json` found, sorted."""

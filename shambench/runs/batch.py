@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 import shambench.fs as fs
 from shambench.detection.detector import Monitor
@@ -55,7 +55,7 @@ from shambench.llm.wire import wire_body
 from shambench.provenance import now_iso
 from shambench.runs.files import BATCHES
 from shambench.runs.runner import run_predictions
-from shambench.schema import BUILT_WHEN_USED, Example, Prediction
+from shambench.schema import Example, Model, Prediction
 
 if TYPE_CHECKING:  # the SDK is imported only when a batch is talked to (`BatchRun.api`)
     from shambench.llm.batchapi import Batch, BatchAPI
@@ -64,10 +64,8 @@ MAX_STATE_BYTES = 64 * 1024 * 1024
 """Largest batches.json read (a batch of 10,000 requests records about 1 MB of keys)."""
 
 
-class BatchState(BaseModel):
+class BatchState(Model):
     """`batches.json` of a run directory: every batch the run submitted, in order."""
-
-    model_config = BUILT_WHEN_USED
 
     by_batch: bool = False
     """The run goes by batch: recorded before its first upload, so a process killed after the upload and before
@@ -79,10 +77,8 @@ class BatchState(BaseModel):
 DEFAULT_TIMEOUT = 26 * 3600.0
 
 
-class BatchSettings(BaseModel):
+class BatchSettings(Model):
     """How a batch run waits and spends."""
-
-    model_config = BUILT_WHEN_USED
 
     wait: bool = True
     """Wait for the batch and finish the run; False submits and returns (`--no-wait`)."""
@@ -97,10 +93,8 @@ class BatchSettings(BaseModel):
     some); after that the run stops, the batch stays recorded and `--resume` waits again."""
 
 
-class BatchOutcome(BaseModel):
+class BatchOutcome(Model):
     """How a batch run ended."""
-
-    model_config = BUILT_WHEN_USED
 
     detached: str | None = None
     """The id of a batch left running (`--no-wait`, or not finished yet), when the run is not finished."""
@@ -142,10 +136,8 @@ def has_batches(run_dir: Path) -> bool:
     return state.by_batch or bool(state.batches)
 
 
-class Estimate(BaseModel):
+class Estimate(Model):
     """What a run is about to send and what it should cost (`--dry-run`)."""
-
-    model_config = BUILT_WHEN_USED
 
     model: str
     """Model the requests go to."""

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
-from shambench.schema import BUILT_WHEN_USED, Name, Prediction, Span
+from shambench.schema import Model, Name, Prediction, Span
 from shambench.scoring import metrics
 from shambench.scoring.alternative import ALT_EPSILON, AlternativeTest, alternative_test, annotator_rows
 from shambench.scoring.arrays import runs
@@ -67,10 +67,10 @@ def conventions(n_resamples: int, seed: int) -> dict[str, str]:
     }
 
 
-class Level(BaseModel):
+class Level(Model):
     """Precision, recall and F1 of one level, with a bootstrap interval of F1 over items."""
 
-    model_config = BUILT_WHEN_USED | ConfigDict(allow_inf_nan=False)
+    model_config = ConfigDict(allow_inf_nan=False)
 
     p: float
     """Precision."""
@@ -82,10 +82,10 @@ class Level(BaseModel):
     """Percentile-bootstrap 95% interval of F1, resampling items."""
 
 
-class Figures(BaseModel):
+class Figures(Model):
     """The agreement metrics of one partition, for annotators or for a detector against the same golds."""
 
-    model_config = BUILT_WHEN_USED | ConfigDict(allow_inf_nan=False)
+    model_config = ConfigDict(allow_inf_nan=False)
 
     token: Level
     """Per-example token P/R/F1: mean over an item's annotators, then over items."""
@@ -99,10 +99,8 @@ class Figures(BaseModel):
     """Mu-SHROOM official Cor, averaged the same way; None without soft labels."""
 
 
-class Reproduction(BaseModel):
+class Reproduction(Model):
     """How often the source's rule over all annotators gives the released gold."""
-
-    model_config = BUILT_WHEN_USED
 
     checked: int
     """Items where it was checked."""
@@ -112,10 +110,8 @@ class Reproduction(BaseModel):
     """reproduced / checked."""
 
 
-class Range(BaseModel):
+class Range(Model):
     """The smallest and largest number of annotators of the scored items."""
-
-    model_config = BUILT_WHEN_USED
 
     min: int
     """Fewest annotators of an item."""
@@ -144,10 +140,8 @@ class PartitionAgreement(Figures):
     """The source's gold rule and how its annotators were read."""
 
 
-class AgreementReport(BaseModel):
+class AgreementReport(Model):
     """What `shambench agreement` writes: per partition with annotators, its human figures."""
-
-    model_config = BUILT_WHEN_USED
 
     partitions: dict[str, PartitionAgreement]
     """Per `task/dataset` partition with at least one item of two or more annotators, in name order."""
@@ -157,10 +151,8 @@ class AgreementReport(BaseModel):
     """How every figure is computed."""
 
 
-class LikeForLike(BaseModel):
+class LikeForLike(Model):
     """A detector and the annotators on one partition, against the same leave-one-out golds."""
-
-    model_config = BUILT_WHEN_USED
 
     items: int
     """Items scored."""
@@ -175,10 +167,8 @@ class LikeForLike(BaseModel):
     before it existed."""
 
 
-class AgreementGroup(BaseModel):
+class AgreementGroup(Model):
     """`Results.groups.agreement`: the like-for-like view of every partition with annotators."""
-
-    model_config = BUILT_WHEN_USED
 
     convention: str
     """How the figures are computed."""
@@ -211,11 +201,9 @@ class RowScorer(Protocol):
     def bootstrap_weights(self, name: str, n: int) -> metrics.Resamples: ...
 
 
-class Rows(BaseModel):
+class Rows(Model):
     """The leave-one-out rows of a corpus's items with at least two annotators, as `Corpus.retargeted` reads
     them: what scoring a prediction against the annotators' golds needs, without the annotators' own spans."""
-
-    model_config = BUILT_WHEN_USED
 
     examples: list[int]
     """Per row, the position of its item in the corpus (an item's rows together, items in corpus order)."""
@@ -410,12 +398,10 @@ def _chars(spans: Sequence[tuple[int, int, float]]) -> tuple[tuple[int, int], ..
     return tuple((start, end) for start, end, _ in spans)
 
 
-class HumanAlignment(BaseModel):
+class HumanAlignment(Model):
     """Per leave-one-out row, its annotator's own alignment with the others' gold: what the alternative annotator
     test sets the detector's beside. It needs no prediction, so a scorer of a kept corpus keeps it beside the corpus
     (made again, it is the annotators' spans scored row by row: about a third of a warm 6k `score`)."""
-
-    model_config = BUILT_WHEN_USED
 
     iou: list[float | None]
     """Per row, the IoU of the annotator's spans with the others' soft gold; None where the row has none."""

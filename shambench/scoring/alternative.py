@@ -19,9 +19,9 @@ import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
-from shambench.schema import BUILT_WHEN_USED, Name
+from shambench.schema import Model, Name
 
 ALT_EPSILON = 0.2
 """The paper's epsilon for skilled annotators (`--alt-epsilon` changes it)."""
@@ -45,10 +45,10 @@ CONVENTION = (
 )
 
 
-class AnnotatorTest(BaseModel):
+class AnnotatorTest(Model):
     """The test against one annotator."""
 
-    model_config = BUILT_WHEN_USED | ConfigDict(allow_inf_nan=False)
+    model_config = ConfigDict(allow_inf_nan=False)
 
     annotator: Name
     """The annotator's id, as the source names them."""
@@ -70,10 +70,10 @@ class AnnotatorTest(BaseModel):
     """H0 rejected (p_adjusted <= q): the detector is as good an annotator as this one."""
 
 
-class AlternativeTest(BaseModel):
+class AlternativeTest(Model):
     """The alternative annotator test of a detector on one partition."""
 
-    model_config = BUILT_WHEN_USED | ConfigDict(allow_inf_nan=False)
+    model_config = ConfigDict(allow_inf_nan=False)
 
     metric: str
     """The alignment S: `iou` (Mu-SHROOM partitions) or `token_f1` (the others)."""

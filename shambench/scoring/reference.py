@@ -24,16 +24,12 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable, Sequence
 
-from pydantic import BaseModel
-
-from shambench.schema import BUILT_WHEN_USED, Example, Name, Prediction, Span
+from shambench.schema import Example, Model, Name, Prediction, Span
 from shambench.scoring.text import sentences, tokens
 
 
-class ReferencePRF(BaseModel):
+class ReferencePRF(Model):
     """Precision, recall and F1 of one example or one group, under the convention of the enclosing key."""
-
-    model_config = BUILT_WHEN_USED
 
     precision: float
     """Precision."""
@@ -43,10 +39,8 @@ class ReferencePRF(BaseModel):
     """F1."""
 
 
-class ExampleReference(BaseModel):
+class ExampleReference(Model):
     """One example's scores and the counts they come from."""
-
-    model_config = BUILT_WHEN_USED
 
     partition: Name
     """The example's `task/dataset`."""
@@ -62,10 +56,8 @@ class ExampleReference(BaseModel):
     """Characters predicted and gold, predicted, gold."""
 
 
-class GroupReference(BaseModel):
+class GroupReference(Model):
     """A partition's or a task's scores."""
-
-    model_config = BUILT_WHEN_USED
 
     n: int
     """Number of examples."""
@@ -79,10 +71,8 @@ class GroupReference(BaseModel):
     """Micro P/R/F1 over every character of the group."""
 
 
-class Reference(BaseModel):
+class Reference(Model):
     """Every figure the definition gives for a set of examples and predictions."""
-
-    model_config = BUILT_WHEN_USED
 
     partitions: dict[str, GroupReference]
     """By `task/dataset`."""

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from shambench.documented import DOCUMENTED
-from shambench.schema import BUILT_WHEN_USED, Name
+from shambench.schema import Model, Name
 from shambench.scoring.agreement import AgreementGroup
 from shambench.scoring.steps import MathGroup
 from shambench.scoring.typed import TypesGroup
@@ -21,13 +21,13 @@ SCHEMA_VERSION = "2.0"
 `datasets` become `partitions`) and are 2.0 once read."""
 
 
-class _Documented(BaseModel):
+class _Documented(Model):
     """Base of the results models: the docstring under each field becomes its description in the JSON Schema.
 
     NaN and infinity are refused: every number in results.json is a finite number, and a field that may be
     absent says so with `| None` (null) in its type."""
 
-    model_config = BUILT_WHEN_USED | DOCUMENTED | ConfigDict(allow_inf_nan=False)
+    model_config = DOCUMENTED | ConfigDict(allow_inf_nan=False)
 
 
 class PRF(_Documented):
@@ -208,10 +208,8 @@ SHARED_TASK_CONVENTION = (
 )
 
 
-class LanguageScores(BaseModel):
+class LanguageScores(Model):
     """The shared task's figures and the span F1s of one language."""
-
-    model_config = BUILT_WHEN_USED
 
     n: int
     """Items scored."""
@@ -225,10 +223,8 @@ class LanguageScores(BaseModel):
     """Per-example sentence F1, mean over items."""
 
 
-class SharedTaskView(BaseModel):
+class SharedTaskView(Model):
     """Per language scores and their mean over languages."""
-
-    model_config = BUILT_WHEN_USED
 
     convention: str = SHARED_TASK_CONVENTION
     """How the figures are computed."""
@@ -247,10 +243,8 @@ EXTENDED_CONVENTION = (
 )
 
 
-class ExtendedView(BaseModel):
+class ExtendedView(Model):
     """The extended suite's scores: per group and their overall, apart from the paper's."""
-
-    model_config = BUILT_WHEN_USED
 
     convention: str = EXTENDED_CONVENTION
     """How the figures are computed."""

@@ -22,11 +22,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel
 
 import shambench.fs as fs
 from shambench.paths import cache_dir
-from shambench.schema import BUILT_WHEN_USED
+from shambench.schema import Model
 from shambench.scoring.arrays import runs
 from shambench.sealing import Sealer
 
@@ -117,10 +116,8 @@ def _items_fit(flat: np.ndarray, where: np.ndarray, counts: np.ndarray, lengths:
     return np.bincount(row[bad], minlength=len(counts)) == 0
 
 
-class SegmentationCacheStats(BaseModel):
+class SegmentationCacheStats(Model):
     """What `shambench cache stats` reports about the segmentation cache."""
-
-    model_config = BUILT_WHEN_USED
 
     path: str
     """The cache file."""

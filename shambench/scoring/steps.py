@@ -20,9 +20,8 @@ from dataclasses import dataclass
 from typing import TypeGuard
 
 import numpy as np
-from pydantic import BaseModel
 
-from shambench.schema import BUILT_WHEN_USED, Example, Name, Prediction
+from shambench.schema import Example, Model, Name, Prediction
 from shambench.scoring.metrics import pooled_prf
 from shambench.sources import char_level_suites, suite_of
 
@@ -64,10 +63,8 @@ CONVENTIONS = {
 }
 
 
-class Rates(BaseModel):
+class Rates(Model):
     """Balanced metrics of one level (positive class = correct), as percentages."""
-
-    model_config = BUILT_WHEN_USED
 
     tpr: float | None
     """Recall on the correct class (acc_correct); None without correct items."""
@@ -99,10 +96,8 @@ class Rates(BaseModel):
         )
 
 
-class CharScores(BaseModel):
+class CharScores(Model):
     """Math-Shepherd character and case level scores, as percentages."""
-
-    model_config = BUILT_WHEN_USED
 
     precision: float
     """Micro character precision."""
@@ -120,10 +115,8 @@ class CharScores(BaseModel):
     """Share of responses whose erroneous / error-free status is predicted right."""
 
 
-class MathScores(BaseModel):
+class MathScores(Model):
     """Step-level verification scores of one dataset (subset)."""
-
-    model_config = BUILT_WHEN_USED
 
     n: int
     """Responses scored."""
@@ -145,10 +138,8 @@ class MathScores(BaseModel):
     """The SOPO kit's label-dependent rule, only when asked for (`--sopo-compat`)."""
 
 
-class ThresholdChoice(BaseModel):
+class ThresholdChoice(Model):
     """The PRM threshold chosen on a suite's tuning subset."""
-
-    model_config = BUILT_WHEN_USED
 
     threshold: float
     """The chosen threshold: a step is correct iff its score is at or above it."""
@@ -160,10 +151,8 @@ class ThresholdChoice(BaseModel):
     """Seed of the subset draw."""
 
 
-class SuiteScores(BaseModel):
+class SuiteScores(Model):
     """One suite's summary: its datasets, ProcessBench-style mean F1 and threshold."""
-
-    model_config = BUILT_WHEN_USED
 
     datasets: list[Name]
     """Dataset (subset) names of the suite."""
@@ -173,10 +162,8 @@ class SuiteScores(BaseModel):
     """The tuned PRM threshold, when predictions carry step scores."""
 
 
-class MathGroup(BaseModel):
+class MathGroup(Model):
     """All step-level results of a run: `Results.groups.math`."""
-
-    model_config = BUILT_WHEN_USED
 
     conventions: dict[str, str]
     """How every number of the group is computed."""

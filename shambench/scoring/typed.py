@@ -35,10 +35,10 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
 from shambench.documented import DOCUMENTED
-from shambench.schema import BUILT_WHEN_USED, Name
+from shambench.schema import Model, Name
 from shambench.scoring import metrics
 from shambench.scoring.arrays import runs
 from shambench.scoring.corpus import Corpus, Units
@@ -54,10 +54,10 @@ TYPES_CONVENTION = (
 )
 
 
-class Recall(BaseModel):
+class Recall(Model):
     """A pooled recall with its bootstrap interval."""
 
-    model_config = BUILT_WHEN_USED | DOCUMENTED | ConfigDict(allow_inf_nan=False)
+    model_config = DOCUMENTED | ConfigDict(allow_inf_nan=False)
 
     recall: float
     """Found gold units of the type / all gold units of the type, pooled over the examples (0 when the type's
@@ -66,10 +66,10 @@ class Recall(BaseModel):
     """Seeded percentile-bootstrap 95% interval over examples; None when no resample holds gold of the type."""
 
 
-class TypedPRF(BaseModel):
+class TypedPRF(Model):
     """Type-aware pooled precision, recall and F1: predicted spans of one type against gold spans of that type."""
 
-    model_config = BUILT_WHEN_USED | DOCUMENTED | ConfigDict(allow_inf_nan=False)
+    model_config = DOCUMENTED | ConfigDict(allow_inf_nan=False)
 
     precision: float
     """Units of predicted spans of the type that gold spans of the type also cover / units of predicted spans of
@@ -82,10 +82,10 @@ class TypedPRF(BaseModel):
     """Seeded percentile-bootstrap 95% interval of F1 over examples."""
 
 
-class TypeScores(BaseModel):
+class TypeScores(Model):
     """One gold error type of one dataset."""
 
-    model_config = BUILT_WHEN_USED | DOCUMENTED | ConfigDict(allow_inf_nan=False)
+    model_config = DOCUMENTED | ConfigDict(allow_inf_nan=False)
 
     n_examples: int
     """Examples with a gold span of the type."""
@@ -107,10 +107,10 @@ class TypeScores(BaseModel):
     """Type-aware token P/R/F1; None when the predictions carry no labels."""
 
 
-class DatasetTypes(BaseModel):
+class DatasetTypes(Model):
     """The per-type figures of one dataset (source)."""
 
-    model_config = BUILT_WHEN_USED | DOCUMENTED | ConfigDict(allow_inf_nan=False)
+    model_config = DOCUMENTED | ConfigDict(allow_inf_nan=False)
 
     n: int
     """Examples of the dataset scored."""
@@ -124,10 +124,10 @@ class DatasetTypes(BaseModel):
     """Per gold type, in alphabetical order."""
 
 
-class TypesGroup(BaseModel):
+class TypesGroup(Model):
     """Per error type figures of every dataset whose gold spans carry types."""
 
-    model_config = BUILT_WHEN_USED | DOCUMENTED
+    model_config = DOCUMENTED
 
     convention: str = TYPES_CONVENTION
     """How the figures are computed."""

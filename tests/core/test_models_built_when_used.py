@@ -1,6 +1,7 @@
 """Every pydantic model of the package (the core's and the plugins', walked from the package, so a model added later
-is covered) and every module-level type adapter is built the first time it is used (`BUILT_WHEN_USED`), not when
-its module is imported: a command imports many models it never validates."""
+is covered) derives from `shambench.schema.Model`, and it and every module-level type adapter is built the first
+time it is used (`BUILT_WHEN_USED`), not when its module is imported: a command imports many models it never
+validates."""
 
 from __future__ import annotations
 
@@ -10,14 +11,16 @@ import sys
 
 from pydantic import TypeAdapter
 
+from shambench.schema import Model
 from tests.core.test_names import models
 
 
 def test_every_model_of_the_package_is_built_when_used():
     walked = models()
     assert len(walked) > 100  # the walk finds the models (the core's, the plugins', the leaderboard's)
+    assert [f"{cls.__module__}.{cls.__qualname__}" for cls in walked if not issubclass(cls, Model)] == []
     eager = [f"{cls.__module__}.{cls.__qualname__}" for cls in walked if not cls.model_config.get("defer_build")]
-    assert eager == []
+    assert eager == []  # a model's own config adds to Model's, keeping it
 
 
 def test_module_level_type_adapters_are_built_when_used():

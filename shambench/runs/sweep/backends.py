@@ -8,12 +8,10 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from pydantic import BaseModel
-
 from shambench.errors import DataError, ParameterError, described
 from shambench.extras import import_extra
 from shambench.http import TransportError, reach_scheduler
-from shambench.schema import BUILT_WHEN_USED
+from shambench.schema import Model
 
 # Seconds a scheduler has to accept a connection and answer its handshake.
 SCHEDULER_DEADLINE = 30.0
@@ -142,10 +140,8 @@ def make_backend(name: str, workers: int, scheduler: str | None = None) -> Backe
     raise DataError(f"unknown backend {name!r} (expected local or dask)")
 
 
-class TaskFailure(BaseModel):
+class TaskFailure(Model):
     """A task that failed on every attempt."""
-
-    model_config = BUILT_WHEN_USED
 
     index: int
     """Position of the call in the list given to `run_tasks`."""

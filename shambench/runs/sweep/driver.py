@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 import shambench.fs as fs
 from shambench.detection.detector import Detector, Monitor, create_detector
@@ -34,7 +34,7 @@ from shambench.runs.spec import Scoring, Selection, spec_differences
 from shambench.runs.sweep.backends import Backend, run_tasks
 from shambench.runs.sweep.grid import SUMMARY, Cell, SweepPlan
 from shambench.runs.sweep.tasks import ShardOutput, predict_shard, score_shared
-from shambench.schema import BUILT_WHEN_USED, Example, Name
+from shambench.schema import Example, Model, Name
 from shambench.scoring.results import ExampleScores, Results
 from shambench.scoring.text import Segmentation, language_of, segment_mixed
 
@@ -109,10 +109,8 @@ def journal_outputs(
     return n
 
 
-class CellReport(BaseModel):
+class CellReport(Model):
     """What became of one cell in a sweep."""
-
-    model_config = BUILT_WHEN_USED
 
     cell: str
     """`data/detector-label`."""
@@ -138,10 +136,8 @@ class CellReport(BaseModel):
     way, a read-only disk): a usage error, which running again cannot help."""
 
 
-class SweepReport(BaseModel):
+class SweepReport(Model):
     """The outcome of a sweep, written to `sweep.json` in the runs folder."""
-
-    model_config = BUILT_WHEN_USED
 
     started_at: str
     """UTC start, ISO 8601."""

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from shambench.data.adapter import adapters, resolve_data_dir
 from shambench.data.benchmark import default_datasets, split_names
@@ -20,7 +20,7 @@ from shambench.errors import DataError
 from shambench.registry import checked_params, factory_parameters
 from shambench.runs.files import JOURNAL, RESULTS
 from shambench.runs.spec import CREDENTIAL_ROUTING, RunSpec, Selection
-from shambench.schema import BUILT_WHEN_USED, Name
+from shambench.schema import Model, Name
 from shambench.selection_fields import Reading
 from shambench.structured import yaml_file
 
@@ -29,10 +29,10 @@ MAX_CELLS = 10_000
 """Most cells one sweep plans: every cell is a run directory, so a grid past this is a mistake or several sweeps."""
 
 
-class DetectorGrid(BaseModel):
+class DetectorGrid(Model):
     """One detector entry of a sweep file: fixed parameters and parameters swept over (one cell per combination)."""
 
-    model_config = BUILT_WHEN_USED | ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid")
 
     detector: Name
     """Detector name, or NAME:ARG (see `shambench list detectors`)."""
@@ -125,10 +125,8 @@ def read_spec(path: str | Path) -> SweepSpec:
 # ---------------------------------------------------------------------------------------------------- the plan
 
 
-class DataItem(BaseModel):
+class DataItem(Model):
     """The data of a cell: one dataset or one EXAMPLES file, read as the sweep file says."""
-
-    model_config = BUILT_WHEN_USED
 
     label: str
     """Folder name of the data in the runs folder (what tells two data items apart)."""
@@ -142,10 +140,8 @@ class DataItem(BaseModel):
         return self.selection.datasets[0] if self.selection.datasets else None
 
 
-class Cell(BaseModel):
+class Cell(Model):
     """One detector configuration on one data item: one run directory, and the run it holds."""
-
-    model_config = BUILT_WHEN_USED
 
     spec: RunSpec
     """The cell's run: its detector, the sweep file's parameters, the command line's endpoint (for a detector that
@@ -177,10 +173,8 @@ class Cell(BaseModel):
         return f"{self.data.label}/{self.run_dir.name}"
 
 
-class SweepPlan(BaseModel):
+class SweepPlan(Model):
     """A sweep file resolved: every cell with its run directory, and the settings the driver uses."""
-
-    model_config = BUILT_WHEN_USED
 
     spec: SweepSpec
     """The sweep file as read."""

@@ -10,7 +10,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from shambench.detection.detector import Detector, Monitor, create_detector
 from shambench.io import Journal, model_line
@@ -19,16 +19,14 @@ from shambench.runs.files import JOURNAL
 from shambench.runs.rundir import RunConfig
 from shambench.runs.scoring import score_predictions
 from shambench.runs.spec import Scoring
-from shambench.schema import BUILT_WHEN_USED, Example, Name
+from shambench.schema import Example, Model, Name
 from shambench.scoring.results import ExampleScores, Results
 from shambench.scoring.text import remember
 from shambench.secrets import redact
 
 
-class ShardOutput(BaseModel):
+class ShardOutput(Model):
     """What a worker returns for a shard: its journal lines and what the detector said about itself."""
-
-    model_config = BUILT_WHEN_USED
 
     family: Name
     """Detector family."""
